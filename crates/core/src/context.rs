@@ -1,0 +1,335 @@
+//! The monitoring context and its loop, as a step machine counted in sampling intervals
+//! (spec §2). One [`Context::step`] is one sampling interval; a [`Clock`] decides whether it takes
+//! real time (live monitoring) or none (simulation, replay of timestamped samples).
+//!
+//! Order of work at an aggregation boundary, as upstream (NEW) with the recording hook placed
+//! where the `damon_aggregated` tracepoint fires: merge (updates ages) → enforce the minimum
+//! region count → `after_aggregation` callbacks → intervals tuning → reset → split.
+
+use crate::adjust::{self, SplitState};
+use crate::attrs::{Attrs, AttrsError, convert_monitoring_result};
+use crate::callbacks::Callbacks;
+use crate::ops::{Clock, Operations, OpsError};
+use crate::rand::Prng;
+use crate::region::{Region, Target, mult_frac};
+use crate::tuning;
+use std::ops::ControlFlow;
+
+/// Why monitoring stopped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StopReason {
+    /// A callback asked to stop.
+    Requested,
+    /// Every target became invalid (processes exited, the simulated workload ended).
+    NoValidTarget,
+}
+
+#[derive(Debug, Clone)]
+pub struct Context {
+    attrs: Attrs,
+    /// Sampling intervals per aggregation, kept constant by the intervals tuner.
+    aggr_samples: u64,
+    targets: Vec<Target>,
+    rng: Prng,
+    passed_sample_intervals: u64,
+    next_aggregation_sis: u64,
+    next_ops_update_sis: u64,
+    next_intervals_tune_sis: u64,
+    /// The merge size limit, refreshed by `apply_min_nr_regions` after every merge.
+    sz_limit: u64,
+    split: SplitState,
+    /// The current (or, during `check_accesses`, the just-finished) sampling interval.
+    interval_us: (u64, u64),
+    /// When the current aggregation window started.
+    window_start_us: u64,
+    started: bool,
+}
+
+impl Context {
+    /// A context with no targets. `seed` drives every random choice, so runs reproduce.
+    pub fn new(attrs: Attrs, seed: u64) -> Result<Self, AttrsError> {
+        attrs.validate()?;
+        let si = attrs.sample_divisor();
+        Ok(Context {
+            attrs,
+            aggr_samples: attrs.aggr_interval_us / si,
+            targets: Vec::new(),
+            rng: Prng::seeded(seed),
+            passed_sample_intervals: 0,
+            next_aggregation_sis: 0,
+            next_ops_update_sis: 0,
+            next_intervals_tune_sis: 0,
+            sz_limit: 0,
+            split: SplitState::default(),
+            interval_us: (0, 0),
+            window_start_us: 0,
+            started: false,
+        })
+    }
+
+    pub fn add_target(&mut self, target: Target) {
+        self.targets.push(target);
+    }
+
+    /// Where the time line starts (for live sources: the monotonic clock at start, so that
+    /// sample timestamps and intervals share one time line). Only before [`Context::start`].
+    pub fn set_start_time_us(&mut self, t_us: u64) {
+        debug_assert!(!self.started, "the start time is fixed once monitoring started");
+        self.interval_us = (t_us, t_us);
+        self.window_start_us = t_us;
+    }
+
+    pub fn attrs(&self) -> &Attrs {
+        &self.attrs
+    }
+
+    pub fn targets(&self) -> &[Target] {
+        &self.targets
+    }
+
+    pub fn targets_mut(&mut self) -> &mut [Target] {
+        &mut self.targets
+    }
+
+    /// Targets and the generator at once, for operations that pick sampling addresses.
+    pub fn targets_and_rng(&mut self) -> (&mut [Target], &mut Prng) {
+        (&mut self.targets, &mut self.rng)
+    }
+
+    pub fn rng(&mut self) -> &mut Prng {
+        &mut self.rng
+    }
+
+    pub fn passed_sample_intervals(&self) -> u64 {
+        self.passed_sample_intervals
+    }
+
+    /// The sampling interval being prepared or, during `check_accesses`, just finished:
+    /// `[start, end)` in microseconds on the context's time line.
+    pub fn interval_us(&self) -> (u64, u64) {
+        self.interval_us
+    }
+
+    /// Now: the end of the last completed sampling interval.
+    pub fn now_us(&self) -> u64 {
+        self.interval_us.1
+    }
+
+    /// The current aggregation window `[start, now)`; at `after_aggregation`, the completed one.
+    pub fn window_us(&self) -> (u64, u64) {
+        (self.window_start_us, self.now_us())
+    }
+
+    pub fn nr_regions(&self) -> usize {
+        self.targets.iter().map(Target::nr_regions).sum()
+    }
+
+    /// `damon_nr_accesses_mvsum` (NEW): the region's access count over the last full window
+    /// length, estimated mid-window from the partial count and the previous window.
+    pub fn nr_accesses_mvsum(&self, r: &Region) -> u32 {
+        let window_len = self.attrs.aggr_interval_us.max(1) / self.attrs.sample_divisor();
+        let left = self.next_aggregation_sis.saturating_sub(self.passed_sample_intervals);
+        let left_bp = mult_frac(left, 10_000, window_len.max(1));
+        mvsum(r.nr_accesses, r.last_nr_accesses, left_bp)
+    }
+
+    /// Count sample addresses that fell in target `target`'s regions during the interval just
+    /// finished: every hit adds to `raw_samples`, and each hit region gets `nr_accesses += 1`
+    /// once. Sorts `addrs` in place. Costs O(k log k + k log n) for k samples and n regions.
+    /// Returns the samples that fell in a region.
+    pub fn record_sampled_accesses(&mut self, target: usize, addrs: &mut [u64]) -> usize {
+        addrs.sort_unstable();
+        let regions = &mut self.targets[target].regions;
+        let mut hits = 0;
+        let mut last_hit: Option<usize> = None;
+        let mut lo = 0usize;
+        for &addr in addrs.iter() {
+            // Addresses ascend, so the search can start at the last position.
+            lo += regions[lo..].partition_point(|r| r.end <= addr);
+            let Some(r) = regions.get_mut(lo).filter(|r| r.start <= addr) else {
+                continue;
+            };
+            hits += 1;
+            r.raw_samples = r.raw_samples.saturating_add(1);
+            if last_hit != Some(lo) {
+                r.nr_accesses = r.nr_accesses.saturating_add(1);
+                last_hit = Some(lo);
+            }
+        }
+        hits
+    }
+
+    /// Change the monitoring attributes while running (`damon_set_attrs`): results so far are
+    /// converted to the new intervals and the deadlines restart from now.
+    pub fn set_attrs(&mut self, attrs: Attrs) -> Result<(), AttrsError> {
+        attrs.validate()?;
+        self.aggr_samples = attrs.aggr_interval_us / attrs.sample_divisor();
+        self.apply_attrs(attrs);
+        Ok(())
+    }
+
+    fn apply_attrs(&mut self, attrs: Attrs) {
+        let aggregating = self.passed_sample_intervals < self.next_aggregation_sis;
+        let old = self.attrs;
+        for r in self.targets.iter_mut().flat_map(|t| t.regions.iter_mut()) {
+            convert_monitoring_result(r, &old, &attrs, aggregating);
+        }
+        self.attrs = attrs;
+        let si = attrs.sample_divisor();
+        self.next_aggregation_sis = self.passed_sample_intervals + attrs.aggr_interval_us / si;
+        self.next_ops_update_sis = self.passed_sample_intervals + attrs.ops_update_interval_us / si;
+    }
+
+    /// `kdamond_init_ctx`: deadlines, initial regions, and the minimum region count.
+    pub fn start(&mut self, ops: &mut dyn Operations) -> Result<(), OpsError> {
+        let si = self.attrs.sample_divisor();
+        self.passed_sample_intervals = 0;
+        self.next_aggregation_sis = self.attrs.aggr_interval_us / si;
+        self.next_ops_update_sis = self.attrs.ops_update_interval_us / si;
+        self.next_intervals_tune_sis =
+            self.next_aggregation_sis * self.attrs.intervals_goal.aggrs as u64;
+        ops.init(self)?;
+        self.sz_limit = self.apply_min_nr_regions();
+        self.started = true;
+        Ok(())
+    }
+
+    fn apply_min_nr_regions(&mut self) -> u64 {
+        adjust::apply_min_nr_regions(
+            &mut self.targets,
+            self.attrs.min_nr_regions,
+            self.attrs.min_region_sz,
+        )
+    }
+
+    /// One sampling interval. Returns `Break` with the reason when monitoring should stop.
+    pub fn step(
+        &mut self,
+        ops: &mut dyn Operations,
+        clock: &mut dyn Clock,
+        callbacks: &mut dyn Callbacks,
+    ) -> Result<ControlFlow<StopReason>, OpsError> {
+        debug_assert!(self.started, "start() the context before stepping it");
+        let snap_aggr = self.next_aggregation_sis;
+        let snap_upd = self.next_ops_update_sis;
+        let start = self.interval_us.1;
+        self.interval_us = (start, start + self.attrs.sample_interval_us);
+
+        ops.prepare_access_checks(self);
+        clock.wait_until(self.interval_us.1);
+        self.passed_sample_intervals += 1;
+        ops.check_accesses(self);
+        let mut flow = callbacks.after_sampling(self);
+
+        if self.passed_sample_intervals >= snap_aggr {
+            self.merge_regions();
+            self.sz_limit = self.apply_min_nr_regions();
+            if callbacks.after_aggregation(self).is_break() {
+                flow = ControlFlow::Break(());
+            }
+            self.maybe_tune_intervals(snap_aggr);
+            let si = self.attrs.sample_divisor();
+            self.next_aggregation_sis = snap_aggr + self.attrs.aggr_interval_us / si;
+            self.reset_aggregated();
+            adjust::split_regions(
+                &mut self.targets,
+                self.attrs.max_nr_regions,
+                self.attrs.min_region_sz,
+                &mut self.split,
+                &mut self.rng,
+            );
+        }
+
+        if self.passed_sample_intervals >= snap_upd {
+            let si = self.attrs.sample_divisor();
+            self.next_ops_update_sis = snap_upd + self.attrs.ops_update_interval_us / si;
+            ops.update(self)?;
+        }
+
+        if flow.is_break() {
+            return Ok(ControlFlow::Break(StopReason::Requested));
+        }
+        if !(0..self.targets.len()).any(|t| ops.target_valid(self, t)) {
+            return Ok(ControlFlow::Break(StopReason::NoValidTarget));
+        }
+        Ok(ControlFlow::Continue(()))
+    }
+
+    /// `kdamond_merge_regions` with the threshold from this window's highest access count.
+    fn merge_regions(&mut self) {
+        let max_nr = self
+            .targets
+            .iter()
+            .flat_map(|t| &t.regions)
+            .map(|r| r.nr_accesses)
+            .max()
+            .unwrap_or(0);
+        adjust::merge_regions(
+            &mut self.targets,
+            max_nr / 10,
+            self.sz_limit,
+            self.attrs.max_nr_regions,
+            self.attrs.max_nr_accesses(),
+        );
+    }
+
+    fn maybe_tune_intervals(&mut self, snap_aggr: u64) {
+        let goal = self.attrs.intervals_goal;
+        if !goal.enabled() || self.passed_sample_intervals < self.next_intervals_tune_sis {
+            return;
+        }
+        // So that the conversion sees a completed window, not a partial one.
+        self.next_aggregation_sis = snap_aggr;
+        self.next_intervals_tune_sis += self.aggr_samples * goal.aggrs as u64;
+        let adapt_bp = tuning::intervals_adaptation_bp(&self.targets, self.aggr_samples, goal.access_bp);
+        if adapt_bp == 10_000 {
+            return;
+        }
+        let new = tuning::tuned_attrs(&self.attrs, self.aggr_samples, adapt_bp);
+        self.apply_attrs(new);
+    }
+
+    /// `kdamond_reset_aggregated`: the window's counts become the previous window's.
+    fn reset_aggregated(&mut self) {
+        for r in self.targets.iter_mut().flat_map(|t| t.regions.iter_mut()) {
+            r.last_nr_accesses = r.nr_accesses;
+            r.nr_accesses = 0;
+            r.raw_samples = 0;
+        }
+        self.window_start_us = self.now_us();
+    }
+
+    /// Start, step until a stop, then terminate: the whole monitoring run.
+    pub fn run(
+        &mut self,
+        ops: &mut dyn Operations,
+        clock: &mut dyn Clock,
+        callbacks: &mut dyn Callbacks,
+    ) -> Result<StopReason, OpsError> {
+        self.start(ops)?;
+        let result = loop {
+            match self.step(ops, clock, callbacks) {
+                Ok(ControlFlow::Continue(())) => continue,
+                Ok(ControlFlow::Break(reason)) => break Ok(reason),
+                Err(e) => break Err(e),
+            }
+        };
+        self.terminate(ops, callbacks);
+        result
+    }
+
+    /// `before_terminate` callbacks, then the operations' cleanup.
+    pub fn terminate(&mut self, ops: &mut dyn Operations, callbacks: &mut dyn Callbacks) {
+        callbacks.before_terminate(self);
+        ops.cleanup(self);
+    }
+}
+
+/// `damon_mvsum`: the partial count plus the not-yet-elapsed share (`left_bp` basis points) of
+/// the last window's count. A full window left means nothing was sampled yet: the last count.
+pub fn mvsum(current: u32, last: u32, left_bp: u64) -> u32 {
+    if left_bp == 10_000 {
+        return last;
+    }
+    current.saturating_add(mult_frac(last as u64, left_bp, 10_000) as u32)
+}

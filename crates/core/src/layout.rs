@@ -1,0 +1,204 @@
+//! Building and updating a target's regions from address ranges (spec §5): the three-regions
+//! construction from a list of mappings, `set_regions`, and the even split.
+
+use crate::region::{AddrRange, Region, align_down, align_up};
+use thiserror::Error;
+
+#[derive(Debug, Error, Clone, PartialEq, Eq)]
+pub enum LayoutError {
+    #[error("need at least two gaps between mappings to build three regions")]
+    TooFewGaps,
+    #[error("address ranges must be non-empty, sorted and non-overlapping (range {0:#x}-{1:#x})")]
+    BadRanges(u64, u64),
+    #[error("cannot split into {0} pieces")]
+    BadPieceCount(u64),
+}
+
+/// `__damon_va_three_regions`: the span of `mappings` (sorted by address) minus its two largest
+/// gaps, as three ranges aligned up to `min_sz`. Excludes e.g. heap-to-mmap and mmap-to-stack.
+pub fn three_regions(mappings: &[AddrRange], min_sz: u64) -> Result<[AddrRange; 3], LayoutError> {
+    let first = mappings.first().ok_or(LayoutError::TooFewGaps)?;
+    let last = mappings.last().ok_or(LayoutError::TooFewGaps)?;
+    let mut gaps = [AddrRange::new(0, 0); 2]; // the largest, then the second largest
+    for pair in mappings.windows(2) {
+        let gap = AddrRange::new(pair[0].end, pair[1].start);
+        // Strict `>`: among equal gaps the earliest wins.
+        if gap.size() > gaps[0].size() {
+            gaps = [gap, gaps[0]];
+        } else if gap.size() > gaps[1].size() {
+            gaps[1] = gap;
+        }
+    }
+    if gaps[0].size() == 0 || gaps[1].size() == 0 {
+        return Err(LayoutError::TooFewGaps);
+    }
+    gaps.sort();
+    let a = |x| align_up(x, min_sz);
+    Ok([
+        AddrRange::new(a(first.start), a(gaps[0].start)),
+        AddrRange::new(a(gaps[0].end), a(gaps[1].start)),
+        AddrRange::new(a(gaps[1].end), a(last.end)),
+    ])
+}
+
+/// `damon_set_regions` (NEW): make `regions` cover exactly `ranges` (sorted, non-overlapping).
+/// Regions that intersect a range keep their statistics and are trimmed or extended; holes
+/// between them are filled with fresh regions; regions outside every range are dropped.
+pub fn set_regions(regions: &mut Vec<Region>, ranges: &[AddrRange], min_sz: u64) -> Result<(), LayoutError> {
+    let aligned: Vec<AddrRange> = ranges
+        .iter()
+        .map(|r| AddrRange::new(align_down(r.start, min_sz), align_up(r.end, min_sz)))
+        .collect();
+    let mut prev_end = 0;
+    for (i, r) in aligned.iter().enumerate() {
+        if r.start >= r.end || (i > 0 && prev_end > r.start) {
+            return Err(LayoutError::BadRanges(ranges[i].start, ranges[i].end));
+        }
+        prev_end = r.end;
+    }
+
+    let old = std::mem::take(regions);
+    let mut out = Vec::with_capacity(old.len() + aligned.len() * 2);
+    let mut cursor = 0usize; // first old region not yet consumed
+    for (raw, rg) in ranges.iter().zip(&aligned) {
+        // Old regions wholly before this range intersect no range (ranges are sorted): dropped.
+        while cursor < old.len() && old[cursor].end <= raw.start {
+            cursor += 1;
+        }
+        let first = cursor;
+        while cursor < old.len() && old[cursor].start < raw.end {
+            cursor += 1;
+        }
+        let hits = &old[first..cursor];
+        if hits.is_empty() {
+            out.push(Region::new(rg.start, rg.end));
+            continue;
+        }
+        let mut expect = rg.start;
+        for (i, r) in hits.iter().enumerate() {
+            let mut r = *r;
+            if i == 0 {
+                r.start = rg.start;
+            }
+            if i == hits.len() - 1 {
+                r.end = rg.end;
+            }
+            if r.start > expect {
+                out.push(Region::new(expect, r.start));
+            }
+            expect = r.end;
+            out.push(r);
+        }
+        // A region reaching into the next range was trimmed to this one, as upstream does; the
+        // next range gets a fresh region there.
+    }
+    *regions = out;
+    Ok(())
+}
+
+/// `damon_va_evenly_split_region` (fixed version): `n` pieces of equal, `min_sz`-aligned width;
+/// the last piece absorbs the remainder.
+pub fn evenly_split(region: Region, n: u64, min_sz: u64) -> Result<Vec<Region>, LayoutError> {
+    if n == 0 {
+        return Err(LayoutError::BadPieceCount(n));
+    }
+    if n == 1 {
+        return Ok(vec![region]);
+    }
+    let piece = align_down(region.size() / n, min_sz);
+    if piece == 0 {
+        return Err(LayoutError::BadPieceCount(n));
+    }
+    let mut pieces: Vec<Region> = (0..n)
+        .map(|i| {
+            let mut r = region;
+            r.start = region.start + i * piece;
+            r.end = r.start + piece;
+            r.sampling_addr = r.start;
+            r
+        })
+        .collect();
+    if let Some(last) = pieces.last_mut() {
+        last.end = region.end;
+    }
+    Ok(pieces)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ranges(v: &[(u64, u64)]) -> Vec<AddrRange> {
+        v.iter().map(|&(s, e)| AddrRange::new(s, e)).collect()
+    }
+
+    fn bounds(regions: &[Region]) -> Vec<(u64, u64)> {
+        regions.iter().map(|r| (r.start, r.end)).collect()
+    }
+
+    /// Spec §10.1 `damon_test_set_regions`, all five NEW cases.
+    #[test]
+    fn damon_test_set_regions() {
+        let cases: [(&[(u64, u64)], &[(u64, u64)], &[(u64, u64)]); 5] = [
+            (&[], &[(5, 15), (15, 25)], &[(5, 15), (15, 25)]),
+            (&[(4, 16), (24, 32)], &[(18, 23)], &[(18, 23)]),
+            (&[(4, 16), (24, 32)], &[(8, 28)], &[(8, 16), (16, 24), (24, 28)]),
+            (&[(0, 4), (4, 17)], &[(0, 15), (25, 40)], &[(0, 4), (4, 15), (25, 40)]),
+            (&[(0, 4), (42, 52)], &[(0, 15), (25, 40), (44, 50)], &[(0, 15), (25, 40), (44, 50)]),
+        ];
+        for (old, new, want) in cases {
+            let mut regions: Vec<Region> = ranges(old).iter().map(|r| Region::new(r.start, r.end)).collect();
+            set_regions(&mut regions, &ranges(new), 1).unwrap();
+            assert_eq!(bounds(&regions), want, "old {old:?} new {new:?}");
+        }
+    }
+
+    #[test]
+    fn set_regions_keeps_statistics_of_survivors() {
+        let mut regions = vec![Region { nr_accesses: 7, age: 3, ..Region::new(4, 16) }];
+        set_regions(&mut regions, &ranges(&[(8, 28)]), 1).unwrap();
+        assert_eq!((regions[0].nr_accesses, regions[0].age), (7, 3));
+        assert_eq!((regions[1].nr_accesses, regions[1].age), (0, 0));
+        assert!(set_regions(&mut regions, &ranges(&[(10, 5)]), 1).is_err());
+        assert!(set_regions(&mut regions, &ranges(&[(0, 10), (5, 20)]), 1).is_err());
+    }
+
+    /// Spec §10.2 `damon_test_three_regions_in_vmas`.
+    #[test]
+    fn damon_test_three_regions_in_vmas() {
+        let vmas = ranges(&[(10, 20), (20, 25), (200, 210), (210, 220), (300, 305), (307, 330)]);
+        let three = three_regions(&vmas, 1).unwrap();
+        assert_eq!(three, [AddrRange::new(10, 25), AddrRange::new(200, 220), AddrRange::new(300, 330)]);
+        assert_eq!(three_regions(&ranges(&[(0, 10), (20, 30)]), 1), Err(LayoutError::TooFewGaps));
+    }
+
+    /// Spec §10.2 `damon_test_apply_three_regions1..4`.
+    #[test]
+    fn damon_test_apply_three_regions() {
+        let initial = [(10, 20), (20, 30), (50, 55), (55, 57), (57, 59), (70, 80), (80, 90), (90, 100)];
+        let cases: [(&[(u64, u64)], &[(u64, u64)]); 4] = [
+            (&[(5, 27), (45, 55), (73, 104)], &[(5, 20), (20, 27), (45, 55), (73, 80), (80, 90), (90, 104)]),
+            (&[(5, 27), (56, 57), (65, 104)], &[(5, 20), (20, 27), (56, 57), (65, 80), (80, 90), (90, 104)]),
+            (&[(5, 27), (61, 63), (65, 104)], &[(5, 20), (20, 27), (61, 63), (65, 80), (80, 90), (90, 104)]),
+            (&[(5, 7), (30, 32), (65, 68)], &[(5, 7), (30, 32), (65, 68)]),
+        ];
+        for (i, (three, want)) in cases.into_iter().enumerate() {
+            let mut regions: Vec<Region> = initial.iter().map(|&(s, e)| Region::new(s, e)).collect();
+            set_regions(&mut regions, &ranges(three), 1).unwrap();
+            assert_eq!(bounds(&regions), want, "apply_three_regions{}", i + 1);
+        }
+    }
+
+    /// Spec §10.2 `damon_test_split_evenly` (the NULL case has no Rust equivalent).
+    #[test]
+    fn damon_test_split_evenly() {
+        assert!(evenly_split(Region::new(0, 100), 0, 1).is_err());
+        let ok = |s, e, n| bounds(&evenly_split(Region::new(s, e), n, 1).unwrap());
+        let want: Vec<(u64, u64)> = (0..10).map(|i| (i * 10, i * 10 + 10)).collect();
+        assert_eq!(ok(0, 100, 10), want);
+        assert_eq!(ok(5, 59, 5), [(5, 15), (15, 25), (25, 35), (35, 45), (45, 59)]);
+        assert_eq!(ok(4, 6, 1), [(4, 6)]);
+        assert_eq!(ok(0, 3, 2), [(0, 1), (1, 3)]);
+        assert!(evenly_split(Region::new(5, 6), 2, 1).is_err());
+    }
+}

@@ -1,0 +1,31 @@
+//! udamon's monitoring core: DAMON's algorithms as a deterministic library.
+//!
+//! The core never touches the operating system. Given attributes, a seed and an
+//! [`Operations`] implementation it produces the same regions every time, which is what lets
+//! the kernel's kunit vectors (`spec/damon-algorithms.md` §10) test it, and what lets the
+//! simulated address space run a terabyte-sized workload faster than real time.
+//!
+//! - [`region`]: regions and targets;
+//! - [`attrs`]: intervals and region-count bounds, with upstream's validation;
+//! - [`context`]: the monitoring loop as a step machine in sampling intervals;
+//! - [`adjust`]: adaptive regions adjustment (merge, split, minimum region count);
+//! - [`layout`]: regions from address ranges (three-regions construction, `set_regions`);
+//! - [`tuning`]: monitoring intervals auto-tuning and the feedback loop;
+//! - [`ops`]: the operations interface and clocks; [`callbacks`]: hooks into the loop.
+
+pub mod adjust;
+pub mod attrs;
+pub mod callbacks;
+pub mod context;
+pub mod layout;
+pub mod ops;
+pub mod rand;
+pub mod region;
+pub mod tuning;
+
+pub use attrs::{Attrs, AttrsError, IntervalsGoal, PAGE_SIZE};
+pub use callbacks::{Callbacks, NoCallbacks};
+pub use context::{Context, StopReason};
+pub use ops::{Clock, Operations, OpsError, VirtualClock};
+pub use rand::Prng;
+pub use region::{AddrRange, Region, Target};

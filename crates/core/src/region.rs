@@ -1,0 +1,142 @@
+//! Regions and targets: the data model that every other layer reads and writes.
+//!
+//! A target's regions live in one contiguous, address-sorted vector (DESIGN.md: no linked lists),
+//! rebuilt by the linear merge and split passes at each aggregation.
+
+/// A monitoring region `[start, end)` and its access statistics (spec §1.1).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Region {
+    pub start: u64,
+    pub end: u64,
+    /// The address checked at the next access check, uniformly random in `[start, end)`.
+    pub sampling_addr: u64,
+    /// Sampling intervals of the current aggregation window in which an access was seen.
+    pub nr_accesses: u32,
+    /// `nr_accesses` of the previous, completed window.
+    pub last_nr_accesses: u32,
+    /// Aggregation intervals for which the access frequency stayed about the same.
+    pub age: u32,
+    /// Raw sample addresses that fell in the region during the current window (sampled access
+    /// sources only; always 0 for accessed-bit style sources such as `sim`).
+    pub raw_samples: u32,
+}
+
+impl Region {
+    /// A fresh region: no accesses, age 0.
+    pub fn new(start: u64, end: u64) -> Self {
+        Region {
+            start,
+            end,
+            sampling_addr: start,
+            ..Default::default()
+        }
+    }
+
+    pub fn size(&self) -> u64 {
+        self.end - self.start
+    }
+
+    /// True when `[start, end)` and `r` share at least one byte (touching is not intersecting).
+    pub fn intersects(&self, r: &AddrRange) -> bool {
+        !(self.end <= r.start || r.end <= self.start)
+    }
+}
+
+/// A half-open address range `[start, end)`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct AddrRange {
+    pub start: u64,
+    pub end: u64,
+}
+
+impl AddrRange {
+    pub const fn new(start: u64, end: u64) -> Self {
+        AddrRange { start, end }
+    }
+
+    pub fn size(&self) -> u64 {
+        self.end.saturating_sub(self.start)
+    }
+}
+
+/// A monitoring target: one address space (a process, a simulated workload) and its regions.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Target {
+    /// The process id for process targets; `None` for simulated address spaces.
+    pub pid: Option<u32>,
+    /// Sorted by address, non-overlapping; holes are allowed.
+    pub regions: Vec<Region>,
+}
+
+impl Target {
+    pub fn new(pid: Option<u32>) -> Self {
+        Target {
+            pid,
+            regions: Vec::new(),
+        }
+    }
+
+    pub fn with_regions(pid: Option<u32>, ranges: &[AddrRange]) -> Self {
+        Target {
+            pid,
+            regions: ranges.iter().map(|r| Region::new(r.start, r.end)).collect(),
+        }
+    }
+
+    pub fn nr_regions(&self) -> usize {
+        self.regions.len()
+    }
+
+    /// Total bytes covered by the regions.
+    pub fn total_size(&self) -> u64 {
+        self.regions.iter().map(Region::size).sum()
+    }
+
+    /// Index of the region containing `addr`, by binary search.
+    pub fn region_index_of(&self, addr: u64) -> Option<usize> {
+        let i = self.regions.partition_point(|r| r.end <= addr);
+        (i < self.regions.len() && self.regions[i].start <= addr).then_some(i)
+    }
+}
+
+/// Rounds `x` down to a multiple of `a` (`a` > 0).
+pub fn align_down(x: u64, a: u64) -> u64 {
+    x - x % a
+}
+
+/// Rounds `x` up to a multiple of `a` (`a` > 0).
+pub fn align_up(x: u64, a: u64) -> u64 {
+    align_down(x.saturating_add(a - 1), a)
+}
+
+/// `x * n / d` without overflowing in the intermediate product (the kernel's `mult_frac`).
+pub fn mult_frac(x: u64, n: u64, d: u64) -> u64 {
+    ((x as u128 * n as u128) / d as u128) as u64
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn region_lookup_by_binary_search() {
+        let t = Target::with_regions(
+            None,
+            &[AddrRange::new(10, 20), AddrRange::new(30, 40), AddrRange::new(40, 45)],
+        );
+        assert_eq!(t.region_index_of(9), None);
+        assert_eq!(t.region_index_of(10), Some(0));
+        assert_eq!(t.region_index_of(19), Some(0));
+        assert_eq!(t.region_index_of(20), None);
+        assert_eq!(t.region_index_of(40), Some(2));
+        assert_eq!(t.region_index_of(45), None);
+    }
+
+    #[test]
+    fn alignment_helpers() {
+        assert_eq!(align_down(4097, 4096), 4096);
+        assert_eq!(align_up(4097, 4096), 8192);
+        assert_eq!(align_up(4096, 4096), 4096);
+        assert_eq!(mult_frac(u64::MAX, 3, 4), (u64::MAX / 4) * 3 + 2);
+    }
+}

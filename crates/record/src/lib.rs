@@ -1,0 +1,2 @@
+//! udamon-record (being written)
+pub mod model;

@@ -1,0 +1,152 @@
+//! What a record holds, independent of how it is encoded: a header, then snapshots (one per
+//! aggregation interval) and events, in time order. Every reader (udamon's own format, damo's
+//! formats) produces these types and every report consumes them.
+//!
+//! Times are nanoseconds on the monitor's time line, counted from the record's start
+//! (`Header::start_time_unix_ns` ties that to wall-clock time).
+
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// Monitoring intervals in microseconds, as DAMON defines them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Intervals {
+    pub sample_us: u64,
+    pub aggr_us: u64,
+    pub update_us: u64,
+}
+
+impl Intervals {
+    /// Sampling intervals per aggregation interval: the highest possible `nr_accesses`.
+    pub fn max_nr_accesses(&self) -> u32 {
+        (self.aggr_us / self.sample_us.max(1)).min(u32::MAX as u64) as u32
+    }
+}
+
+/// Which access source produced the record, and why it was chosen.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AccessSource {
+    /// `sim`, `tick`, `cpuclock`, `pmu`, or `damo` for records converted from damo.
+    pub name: String,
+    /// A sentence: why this source (e.g. "auto: no PMU; tick needs root").
+    pub reason: String,
+}
+
+/// One monitored address space.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TargetInfo {
+    /// The process id; `None` for simulated workloads.
+    pub pid: Option<u32>,
+    /// The command line, or the workload's name for simulations.
+    pub cmdline: String,
+}
+
+/// Facts about the machine the record was made on.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HostInfo {
+    pub hostname: String,
+    pub kernel: String,
+    pub nr_cpus: u32,
+    pub page_size: u64,
+    pub mem_total_bytes: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Header {
+    /// The version of the record format (not of udamon).
+    pub format_version: u32,
+    pub udamon_version: String,
+    pub access_source: AccessSource,
+    pub intervals: Intervals,
+    pub min_nr_regions: u32,
+    pub max_nr_regions: u32,
+    /// The seed of the monitor's random generator, so that a simulated run can be repeated.
+    pub seed: u64,
+    pub targets: Vec<TargetInfo>,
+    pub host: HostInfo,
+    /// Wall-clock time of the record's time zero, in nanoseconds since the Unix epoch.
+    pub start_time_unix_ns: u64,
+}
+
+/// One region of an aggregation snapshot.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RegionStat {
+    pub start: u64,
+    pub end: u64,
+    /// Sampling intervals of the window in which the region was seen accessed.
+    pub nr_accesses: u32,
+    /// Aggregation intervals for which the access frequency stayed about the same.
+    pub age: u32,
+    /// Sample addresses that fell in the region during the window (sampled sources; else 0).
+    pub raw_samples: u32,
+}
+
+impl RegionStat {
+    pub fn size(&self) -> u64 {
+        self.end - self.start
+    }
+}
+
+/// One target's regions in a snapshot.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TargetSnapshot {
+    /// Index into `Header::targets`.
+    pub target: u32,
+    pub regions: Vec<RegionStat>,
+}
+
+/// The regions at the end of one aggregation window.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Snapshot {
+    pub start_ns: u64,
+    pub end_ns: u64,
+    /// The intervals in force during this window (they change under auto-tuning).
+    pub sample_us: u64,
+    pub aggr_us: u64,
+    pub targets: Vec<TargetSnapshot>,
+}
+
+impl Snapshot {
+    pub fn max_nr_accesses(&self) -> u32 {
+        (self.aggr_us / self.sample_us.max(1)).min(u32::MAX as u64) as u32
+    }
+
+    pub fn nr_regions(&self) -> usize {
+        self.targets.iter().map(|t| t.regions.len()).sum()
+    }
+}
+
+/// Something that happened during monitoring, other than a snapshot.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum EventKind {
+    /// The target's mappings changed; `nr_mappings` after the change.
+    MappingsChanged { target: u32, nr_mappings: u32 },
+    /// The target called exec; per-process caches were flushed.
+    Exec { target: u32, cmdline: String },
+    /// The target exited (its exit status when known).
+    Exit { target: u32, status: Option<i32> },
+    /// The target was dropped from monitoring for another reason.
+    TargetDropped { target: u32, reason: String },
+    /// Counters of the access source (samples, addresses recovered, drops by reason, lost).
+    SourceStats { counters: BTreeMap<String, u64> },
+    /// Monitoring ended; why.
+    Stopped { reason: String },
+    /// Anything else worth telling the reader.
+    Note { text: String },
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Event {
+    pub time_ns: u64,
+    #[serde(flatten)]
+    pub kind: EventKind,
+}
+
+/// One unit of a record after the header.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "frame", rename_all = "snake_case")]
+pub enum Frame {
+    Snapshot(Snapshot),
+    Event(Event),
+}
