@@ -90,7 +90,10 @@ pub fn merge_regions(
 /// `damon_split_region_at`: `r` keeps `[start, start + sz)`; the returned right piece copies its
 /// statistics. Raw sample counts are shared in proportion to size, since they are additive.
 pub fn split_region_at(r: &mut Region, sz: u64) -> Region {
-    debug_assert!(sz > 0 && sz < r.size(), "split size {sz} outside region {r:?}");
+    debug_assert!(
+        sz > 0 && sz < r.size(),
+        "split size {sz} outside region {r:?}"
+    );
     let mut right = *r;
     right.start = r.start + sz;
     right.sampling_addr = right.start;
@@ -131,7 +134,13 @@ pub fn split_regions_of(regions: &mut Vec<Region>, nr_subs: u32, min_sz: u64, rn
 
 /// `damon_split_some_regions` (NEW): split one region in every `step`, rotating the offset per
 /// call so that all regions get their turn while the count is above half the maximum.
-fn split_some_regions(targets: &mut [Target], step: usize, state: &mut SplitState, min_sz: u64, rng: &mut Prng) {
+fn split_some_regions(
+    targets: &mut [Target],
+    step: usize,
+    state: &mut SplitState,
+    min_sz: u64,
+    rng: &mut Prng,
+) {
     let offset = (state.rotation % step as u64) as usize;
     state.rotation = state.rotation.wrapping_add(1);
     let mut idx = 0usize;
@@ -179,7 +188,11 @@ pub fn split_regions(
             split_some_regions(targets, step.max(1), state, min_sz, rng);
         } else {
             // A stable region count hints that a region's middle may differ from its ends.
-            let nr_subs = if state.last_nr_regions == nr && nr < max / 3 { 3 } else { 2 };
+            let nr_subs = if state.last_nr_regions == nr && nr < max / 3 {
+                3
+            } else {
+                2
+            };
             for t in targets.iter_mut() {
                 split_regions_of(&mut t.regions, nr_subs, min_sz, rng);
             }
@@ -190,8 +203,15 @@ pub fn split_regions(
 
 /// `damon_apply_min_nr_regions` (NEW): split every region larger than the size limit, so that
 /// `min_nr_regions` holds strictly. Returns the limit, aligned up to `min_region_sz`.
-pub fn apply_min_nr_regions(targets: &mut [Target], min_nr_regions: u32, min_region_sz: u64) -> u64 {
-    let limit = align_up(region_sz_limit(targets, min_nr_regions, min_region_sz), min_region_sz);
+pub fn apply_min_nr_regions(
+    targets: &mut [Target],
+    min_nr_regions: u32,
+    min_region_sz: u64,
+) -> u64 {
+    let limit = align_up(
+        region_sz_limit(targets, min_nr_regions, min_region_sz),
+        min_region_sz,
+    );
     for t in targets.iter_mut() {
         if t.regions.iter().all(|r| r.size() <= limit) {
             continue;
@@ -244,8 +264,14 @@ mod tests {
     /// Spec §10.1 `damon_test_merge_two`.
     #[test]
     fn damon_test_merge_two() {
-        let mut l = Region { age: 9, ..region(0, 100, 10) };
-        let r = Region { age: 21, ..region(100, 300, 20) };
+        let mut l = Region {
+            age: 9,
+            ..region(0, 100, 10)
+        };
+        let r = Region {
+            age: 21,
+            ..region(100, 300, 20)
+        };
         merge_two(&mut l, &r);
         assert_eq!((l.start, l.end, l.nr_accesses, l.age), (0, 300, 16, 17));
     }
@@ -269,7 +295,14 @@ mod tests {
         let got: Vec<(u64, u64)> = regions.iter().map(|r| (r.start, r.end)).collect();
         assert_eq!(
             got,
-            [(0, 112), (114, 130), (130, 156), (156, 170), (170, 230), (230, 10170)]
+            [
+                (0, 112),
+                (114, 130),
+                (130, 156),
+                (156, 170),
+                (170, 230),
+                (230, 10170)
+            ]
         );
     }
 
@@ -286,7 +319,11 @@ mod tests {
             split_regions_of(&mut t.regions, 4, 1, &mut rng);
             assert!(t.nr_regions() <= 4);
             assert_eq!(t.total_size(), 220);
-            let ranges = [AddrRange::new(0, 220), AddrRange::new(300, 400), AddrRange::new(500, 700)];
+            let ranges = [
+                AddrRange::new(0, 220),
+                AddrRange::new(300, 400),
+                AddrRange::new(500, 700),
+            ];
             let mut t = Target::with_regions(None, &ranges);
             split_regions_of(&mut t.regions, 4, 5, &mut rng);
             assert!(t.nr_regions() <= 12);
@@ -317,9 +354,12 @@ mod tests {
     /// Spec §10.1 `damon_test_apply_min_nr_regions`.
     #[test]
     fn damon_test_apply_min_nr_regions() {
-        for (sz, min_sz, min_nr, want_limit, want_nr) in
-            [(10, 1, 10, 1, 10), (10, 1, 15, 1, 10), (10, 2, 2, 6, 2), (10, 2, 10, 2, 5)]
-        {
+        for (sz, min_sz, min_nr, want_limit, want_nr) in [
+            (10, 1, 10, 1, 10),
+            (10, 1, 15, 1, 10),
+            (10, 2, 2, 6, 2),
+            (10, 2, 10, 2, 5),
+        ] {
             let mut targets = [Target::with_regions(None, &[AddrRange::new(0, sz)])];
             let limit = apply_min_nr_regions(&mut targets, min_nr, min_sz);
             assert_eq!(limit, want_limit, "sz {sz} min_sz {min_sz} min_nr {min_nr}");
@@ -332,7 +372,8 @@ mod tests {
         // 40 regions of alternating frequency, max 10: the threshold doubles until merges fit.
         let mut t = Target::new(None);
         for i in 0..40u64 {
-            t.regions.push(region(i * 10, i * 10 + 10, if i % 2 == 0 { 0 } else { 8 }));
+            t.regions
+                .push(region(i * 10, i * 10 + 10, if i % 2 == 0 { 0 } else { 8 }));
         }
         let mut targets = [t];
         merge_regions(&mut targets, 0, u64::MAX, 10, 20);
@@ -344,11 +385,19 @@ mod tests {
     fn merge_keeps_ages_counted_once() {
         let mut t = Target::new(None);
         for i in 0..4u64 {
-            t.regions.push(Region { age: 3, last_nr_accesses: 5, ..region(i * 10, i * 10 + 10, 5 + i as u32 * 4) });
+            t.regions.push(Region {
+                age: 3,
+                last_nr_accesses: 5,
+                ..region(i * 10, i * 10 + 10, 5 + i as u32 * 4)
+            });
         }
         let mut targets = [t];
         // Two passes happen (4 > max 1); ages must not be incremented twice.
         merge_regions(&mut targets, 3, u64::MAX, 1, 100);
-        assert!(targets[0].regions.iter().all(|r| r.age <= 4), "{:?}", targets[0].regions);
+        assert!(
+            targets[0].regions.iter().all(|r| r.age <= 4),
+            "{:?}",
+            targets[0].regions
+        );
     }
 }

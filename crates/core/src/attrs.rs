@@ -69,7 +69,9 @@ pub enum AttrsError {
     TooFewMinRegions(u32),
     #[error("the minimum number of regions ({min}) exceeds the maximum ({max})")]
     MinAboveMax { min: u32, max: u32 },
-    #[error("the sampling interval ({sample} us) is longer than the aggregation interval ({aggr} us)")]
+    #[error(
+        "the sampling interval ({sample} us) is longer than the aggregation interval ({aggr} us)"
+    )]
     SampleAboveAggr { sample: u64, aggr: u64 },
     #[error(
         "the intervals goal needs min_sample_us <= sampling interval <= max_sample_us \
@@ -196,14 +198,24 @@ mod tests {
 
     #[test]
     fn intervals_goal_bounds_are_checked() {
-        let mut a = Attrs::default();
-        a.intervals_goal = IntervalsGoal::recommended();
+        let mut a = Attrs {
+            intervals_goal: IntervalsGoal::recommended(),
+            ..Attrs::default()
+        };
         assert_eq!(a.validate(), Ok(()));
         a.sample_interval_us = 1000;
-        assert!(matches!(a.validate(), Err(AttrsError::BadIntervalsGoal { .. })));
-        let mut a = Attrs::default();
-        a.min_region_sz = 4095;
-        assert_eq!(a.validate(), Err(AttrsError::MinRegionSizeNotPowerOfTwo(4095)));
+        assert!(matches!(
+            a.validate(),
+            Err(AttrsError::BadIntervalsGoal { .. })
+        ));
+        let a = Attrs {
+            min_region_sz: 4095,
+            ..Attrs::default()
+        };
+        assert_eq!(
+            a.validate(),
+            Err(AttrsError::MinRegionSizeNotPowerOfTwo(4095))
+        );
     }
 
     /// Spec §10.1 `damon_test_update_monitoring_result`.

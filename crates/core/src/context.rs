@@ -74,7 +74,10 @@ impl Context {
     /// Where the time line starts (for live sources: the monotonic clock at start, so that
     /// sample timestamps and intervals share one time line). Only before [`Context::start`].
     pub fn set_start_time_us(&mut self, t_us: u64) {
-        debug_assert!(!self.started, "the start time is fixed once monitoring started");
+        debug_assert!(
+            !self.started,
+            "the start time is fixed once monitoring started"
+        );
         self.interval_us = (t_us, t_us);
         self.window_start_us = t_us;
     }
@@ -128,7 +131,9 @@ impl Context {
     /// length, estimated mid-window from the partial count and the previous window.
     pub fn nr_accesses_mvsum(&self, r: &Region) -> u32 {
         let window_len = self.attrs.aggr_interval_us.max(1) / self.attrs.sample_divisor();
-        let left = self.next_aggregation_sis.saturating_sub(self.passed_sample_intervals);
+        let left = self
+            .next_aggregation_sis
+            .saturating_sub(self.passed_sample_intervals);
         let left_bp = mult_frac(left, 10_000, window_len.max(1));
         mvsum(r.nr_accesses, r.last_nr_accesses, left_bp)
     }
@@ -281,7 +286,8 @@ impl Context {
         // So that the conversion sees a completed window, not a partial one.
         self.next_aggregation_sis = snap_aggr;
         self.next_intervals_tune_sis += self.aggr_samples * goal.aggrs as u64;
-        let adapt_bp = tuning::intervals_adaptation_bp(&self.targets, self.aggr_samples, goal.access_bp);
+        let adapt_bp =
+            tuning::intervals_adaptation_bp(&self.targets, self.aggr_samples, goal.access_bp);
         if adapt_bp == 10_000 {
             return;
         }
@@ -332,4 +338,157 @@ pub fn mvsum(current: u32, last: u32, left_bp: u64) -> u32 {
         return last;
     }
     current.saturating_add(mult_frac(last as u64, left_bp, 10_000) as u32)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::region::AddrRange;
+
+    fn ctx_with(sample: u64, aggr: u64) -> Context {
+        let attrs = Attrs {
+            sample_interval_us: sample,
+            aggr_interval_us: aggr,
+            ..Attrs::default()
+        };
+        Context::new(attrs, 1).unwrap()
+    }
+
+    /// Spec §10.1 `damon_test_target`.
+    #[test]
+    fn damon_test_target() {
+        let mut ctx = ctx_with(5000, 100_000);
+        assert_eq!(ctx.targets().len(), 0);
+        ctx.add_target(Target::new(Some(1)));
+        assert_eq!(ctx.targets().len(), 1);
+        ctx.targets.pop();
+        assert_eq!(ctx.targets().len(), 0);
+    }
+
+    /// Spec §10.1 `damon_test_regions`.
+    #[test]
+    fn damon_test_regions() {
+        let r = Region::new(1, 2);
+        assert_eq!((r.start, r.end, r.nr_accesses), (1, 2, 0));
+        let mut t = Target::new(None);
+        assert_eq!(t.nr_regions(), 0);
+        t.regions.push(r);
+        assert_eq!(t.nr_regions(), 1);
+        t.regions.remove(0);
+        assert_eq!(t.nr_regions(), 0);
+    }
+
+    /// Spec §10.1 `damon_test_aggregate`.
+    #[test]
+    fn damon_test_aggregate() {
+        let mut ctx = ctx_with(5000, 100_000);
+        let data: [[(u64, u64, u32); 3]; 3] = [
+            [(10, 15, 42), (20, 27, 95), (30, 40, 84)],
+            [(5, 31, 10), (42, 45, 20), (49, 55, 30)],
+            [(13, 23, 0), (33, 44, 1), (55, 66, 2)],
+        ];
+        for regions in data {
+            let mut t = Target::new(None);
+            for (s, e, nr) in regions {
+                t.regions.push(Region {
+                    nr_accesses: nr,
+                    ..Region::new(s, e)
+                });
+            }
+            ctx.add_target(t);
+        }
+        ctx.reset_aggregated();
+        assert_eq!(ctx.targets().len(), 3);
+        for (t, regions) in ctx.targets().iter().zip(data) {
+            assert_eq!(t.nr_regions(), 3);
+            for (r, (_, _, nr)) in t.regions.iter().zip(regions) {
+                assert_eq!((r.nr_accesses, r.last_nr_accesses), (0, nr));
+            }
+        }
+    }
+
+    /// Spec §10.1 NEW `damon_test_mvsum`.
+    #[test]
+    fn damon_test_mvsum() {
+        for (current, last, left_bp, want) in [
+            (0, 49, 10_000, 49),
+            (3, 10, 7_000, 10),
+            (3, 10, 5_000, 8),
+            (32, 100, 1_000, 42),
+            (42, 49, 0, 42),
+        ] {
+            assert_eq!(
+                mvsum(current, last, left_bp),
+                want,
+                "mvsum({current}, {last}, {left_bp})"
+            );
+        }
+    }
+
+    /// Spec §10.1 NEW `damon_test_nr_accesses_mvsum`.
+    #[test]
+    fn damon_test_nr_accesses_mvsum() {
+        let mut ctx = ctx_with(1, 10);
+        for (passed, next_aggr, nr, last, want) in [
+            (0, 10, 5, 3, 3),
+            (0, 10, 0, 7, 7),
+            (5, 10, 3, 10, 8),
+            (8, 10, 3, 10, 5),
+            (10, 10, 42, 49, 42),
+        ] {
+            ctx.passed_sample_intervals = passed;
+            ctx.next_aggregation_sis = next_aggr;
+            let r = Region {
+                nr_accesses: nr,
+                last_nr_accesses: last,
+                ..Region::new(0, 4096)
+            };
+            assert_eq!(
+                ctx.nr_accesses_mvsum(&r),
+                want,
+                "passed {passed} nr {nr} last {last}"
+            );
+        }
+    }
+
+    /// Spec §10.1 NEW `damon_test_commit_ctx`: the minimum region size must be a power of two.
+    /// (udamon has no separate commit step; the same check guards every context's attributes.)
+    #[test]
+    fn damon_test_commit_ctx() {
+        let attrs = |min_region_sz| Attrs {
+            min_region_sz,
+            ..Attrs::default()
+        };
+        assert!(Context::new(attrs(4096), 0).is_ok());
+        assert!(Context::new(attrs(4095), 0).is_err());
+        let mut ctx = Context::new(attrs(4096), 0).unwrap();
+        assert!(ctx.set_attrs(attrs(4095)).is_err());
+        assert_eq!(
+            ctx.attrs().min_region_sz,
+            4096,
+            "a rejected change leaves the attributes"
+        );
+    }
+
+    #[test]
+    fn sampled_accesses_count_once_per_region_and_interval() {
+        let mut ctx = ctx_with(5000, 100_000);
+        ctx.add_target(Target::with_regions(
+            None,
+            &[
+                AddrRange::new(0, 100),
+                AddrRange::new(100, 200),
+                AddrRange::new(300, 400),
+            ],
+        ));
+        let mut addrs = vec![150, 10, 199, 250, 20, 399, 400, 5];
+        let hits = ctx.record_sampled_accesses(0, &mut addrs);
+        assert_eq!(hits, 6, "250 falls in a hole and 400 past the end");
+        let got: Vec<(u32, u32)> = ctx.targets()[0]
+            .regions
+            .iter()
+            .map(|r| (r.nr_accesses, r.raw_samples))
+            .collect();
+        assert_eq!(got, [(1, 3), (1, 2), (1, 1)]);
+    }
 }

@@ -122,7 +122,11 @@ mod tests {
     fn region_lookup_by_binary_search() {
         let t = Target::with_regions(
             None,
-            &[AddrRange::new(10, 20), AddrRange::new(30, 40), AddrRange::new(40, 45)],
+            &[
+                AddrRange::new(10, 20),
+                AddrRange::new(30, 40),
+                AddrRange::new(40, 45),
+            ],
         );
         assert_eq!(t.region_index_of(9), None);
         assert_eq!(t.region_index_of(10), Some(0));

@@ -85,7 +85,10 @@ mod tests {
         // so a score of N bp corresponds to nr_accesses = N / 10,000.
         let at = |nr: u32| {
             let mut t = Target::with_regions(None, &[AddrRange::new(0, 10_000)]);
-            t.regions[0] = Region { nr_accesses: nr, ..t.regions[0] };
+            t.regions[0] = Region {
+                nr_accesses: nr,
+                ..t.regions[0]
+            };
             intervals_adaptation_bp(&[t], 100, 100)
         };
         assert_eq!(at(0), 20_000);
@@ -95,10 +98,15 @@ mod tests {
 
     #[test]
     fn tuned_intervals_keep_ratio_and_bounds() {
-        let mut a = Attrs::default();
-        a.intervals_goal = crate::IntervalsGoal::recommended();
+        let a = Attrs {
+            intervals_goal: crate::IntervalsGoal::recommended(),
+            ..Attrs::default()
+        };
         let t = tuned_attrs(&a, 20, 20_000);
-        assert_eq!((t.sample_interval_us, t.aggr_interval_us), (10_000, 200_000));
+        assert_eq!(
+            (t.sample_interval_us, t.aggr_interval_us),
+            (10_000, 200_000)
+        );
         let t = tuned_attrs(&a, 20, 5_000);
         assert_eq!(t.sample_interval_us, 5_000, "clamped to min_sample_us");
     }

@@ -1,0 +1,283 @@
+//! Property tests for the invariants the adaptive regions adjustment promises (spec §11.3):
+//! regions stay sorted, non-overlapping, aligned, and cover the same ranges through merge and
+//! split; `nr_accesses` never exceeds the samples per window; the region count stays in bounds.
+
+use proptest::prelude::*;
+use std::ops::ControlFlow;
+use udamon_core::adjust::{apply_min_nr_regions, merge_regions_of, split_regions_of};
+use udamon_core::region::align_up;
+use udamon_core::{
+    AddrRange, Attrs, Callbacks, Context, Operations, OpsError, Prng, Region, Target, VirtualClock,
+};
+
+const PAGE: u64 = 4096;
+
+/// Sorted, non-overlapping, page-aligned spans with holes between them.
+fn spans() -> impl Strategy<Value = Vec<AddrRange>> {
+    prop::collection::vec((1u64..64, 1u64..2048), 1..4).prop_map(|v| {
+        let mut at = 16 * PAGE;
+        v.into_iter()
+            .map(|(gap, pages)| {
+                let r = AddrRange::new(at + gap * PAGE, at + (gap + pages) * PAGE);
+                at = r.end;
+                r
+            })
+            .collect()
+    })
+}
+
+/// Regions covering `spans`, cut at random page-aligned points, with random statistics.
+fn regions_over(spans: &[AddrRange], cuts: &[u64], stats: &[(u32, u32)]) -> Vec<Region> {
+    let mut out = Vec::new();
+    let mut k = 0;
+    for s in spans {
+        let mut start = s.start;
+        while start < s.end {
+            let pages = (s.end - start) / PAGE;
+            let len = (1 + cuts[k % cuts.len()] % pages) * PAGE;
+            let (nr, age) = stats[k % stats.len()];
+            out.push(Region {
+                nr_accesses: nr,
+                age,
+                last_nr_accesses: age % 21,
+                ..Region::new(start, start + len)
+            });
+            start += len;
+            k += 1;
+        }
+    }
+    out
+}
+
+/// Coverage as merged ranges, to compare before and after.
+fn coverage(regions: &[Region]) -> Vec<AddrRange> {
+    let mut out: Vec<AddrRange> = Vec::new();
+    for r in regions {
+        match out.last_mut() {
+            Some(last) if last.end == r.start => last.end = r.end,
+            _ => out.push(AddrRange::new(r.start, r.end)),
+        }
+    }
+    out
+}
+
+fn assert_well_formed(regions: &[Region], align: u64) -> Result<(), TestCaseError> {
+    for r in regions {
+        prop_assert!(r.start < r.end, "empty region {:?}", r);
+        prop_assert!(
+            r.start % align == 0 && r.end % align == 0,
+            "unaligned {:?}",
+            r
+        );
+    }
+    for w in regions.windows(2) {
+        prop_assert!(w[0].end <= w[1].start, "unsorted or overlapping {:?}", w);
+    }
+    Ok(())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(4000))]
+
+    #[test]
+    fn merge_keeps_coverage_and_bounds(
+        spans in spans(),
+        cuts in prop::collection::vec(0u64..512, 1..32),
+        stats in prop::collection::vec((0u32..=20, 0u32..100), 1..32),
+        threshold in 0u32..=20,
+        limit_pages in 1u64..4096,
+    ) {
+        let mut regions = regions_over(&spans, &cuts, &stats);
+        let before = coverage(&regions);
+        let n_before = regions.len();
+        let max_nr = regions.iter().map(|r| r.nr_accesses).max().unwrap();
+        let max_region = regions.iter().map(Region::size).max().unwrap();
+        let sz_limit = limit_pages * PAGE;
+        merge_regions_of(&mut regions, threshold, sz_limit, true);
+        assert_well_formed(&regions, PAGE)?;
+        prop_assert_eq!(coverage(&regions), before);
+        prop_assert!(regions.len() <= n_before);
+        for r in &regions {
+            prop_assert!(r.nr_accesses <= max_nr);
+            prop_assert!(r.size() <= sz_limit.max(max_region), "merge exceeded the size limit");
+        }
+    }
+
+    #[test]
+    fn split_keeps_coverage_and_alignment(
+        spans in spans(),
+        cuts in prop::collection::vec(0u64..512, 1..32),
+        nr_subs in 2u32..=3,
+        seed in any::<u64>(),
+    ) {
+        let mut regions = regions_over(&spans, &cuts, &[(3, 4)]);
+        let before = coverage(&regions);
+        let n_before = regions.len();
+        split_regions_of(&mut regions, nr_subs, PAGE, &mut Prng::seeded(seed));
+        assert_well_formed(&regions, PAGE)?;
+        prop_assert_eq!(coverage(&regions), before);
+        prop_assert!(regions.len() <= n_before * nr_subs as usize);
+        prop_assert!(regions.iter().all(|r| (r.nr_accesses, r.age) == (3, 4)), "pieces keep statistics");
+    }
+
+    #[test]
+    fn min_nr_regions_is_enforced_by_size(
+        spans in spans(),
+        cuts in prop::collection::vec(0u64..512, 1..32),
+        min_nr in 3u32..200,
+    ) {
+        let mut targets = [Target { pid: None, regions: regions_over(&spans, &cuts, &[(0, 0)]) }];
+        let before = coverage(&targets[0].regions);
+        let total = targets[0].total_size();
+        let limit = apply_min_nr_regions(&mut targets, min_nr, PAGE);
+        prop_assert_eq!(limit, align_up((total / min_nr as u64).max(PAGE), PAGE));
+        assert_well_formed(&targets[0].regions, PAGE)?;
+        prop_assert_eq!(coverage(&targets[0].regions), before);
+        prop_assert!(targets[0].regions.iter().all(|r| r.size() <= limit));
+    }
+}
+
+/// Each sampled page is accessed with a probability that depends on where it is.
+struct RandomOps {
+    spans: Vec<AddrRange>,
+    hot: Vec<(AddrRange, f64)>,
+}
+
+impl Operations for RandomOps {
+    fn name(&self) -> &str {
+        "random"
+    }
+
+    fn init(&mut self, ctx: &mut Context) -> Result<(), OpsError> {
+        ctx.targets_mut()[0] = Target::with_regions(None, &self.spans);
+        Ok(())
+    }
+
+    fn prepare_access_checks(&mut self, ctx: &mut Context) {
+        let (targets, rng) = ctx.targets_and_rng();
+        for r in targets.iter_mut().flat_map(|t| t.regions.iter_mut()) {
+            r.sampling_addr = rng.in_range(r.start, r.end);
+        }
+    }
+
+    fn check_accesses(&mut self, ctx: &mut Context) {
+        let (targets, rng) = ctx.targets_and_rng();
+        for r in targets.iter_mut().flat_map(|t| t.regions.iter_mut()) {
+            let p = self
+                .hot
+                .iter()
+                .find(|(h, _)| h.start <= r.sampling_addr && r.sampling_addr < h.end)
+                .map_or(0.0, |&(_, p)| p);
+            if rng.unit() < p {
+                r.nr_accesses += 1;
+            }
+        }
+    }
+}
+
+/// Checks the invariants at every aggregation, and stops after a number of them.
+struct Checker {
+    spans: Vec<AddrRange>,
+    left: u32,
+    failure: Option<String>,
+}
+
+impl Checker {
+    fn check(&self, ctx: &Context) -> Result<(), String> {
+        let attrs = ctx.attrs();
+        let regions = &ctx.targets()[0].regions;
+        if coverage(regions) != self.spans {
+            return Err(format!("coverage changed: {:?}", coverage(regions)));
+        }
+        for w in regions.windows(2) {
+            if w[0].end > w[1].start {
+                return Err(format!("overlap {w:?}"));
+            }
+        }
+        if let Some(r) = regions
+            .iter()
+            .find(|r| r.start % PAGE != 0 || r.end % PAGE != 0)
+        {
+            return Err(format!("unaligned {r:?}"));
+        }
+        if let Some(r) = regions
+            .iter()
+            .find(|r| r.nr_accesses > attrs.max_nr_accesses())
+        {
+            return Err(format!(
+                "nr_accesses above {}: {r:?}",
+                attrs.max_nr_accesses()
+            ));
+        }
+        if regions.len() > attrs.max_nr_regions as usize {
+            return Err(format!(
+                "{} regions, above the maximum {}",
+                regions.len(),
+                attrs.max_nr_regions
+            ));
+        }
+        let total: u64 = regions.iter().map(Region::size).sum();
+        let limit = align_up((total / attrs.min_nr_regions as u64).max(PAGE), PAGE);
+        if let Some(r) = regions.iter().find(|r| r.size() > limit) {
+            return Err(format!(
+                "{r:?} above the minimum-regions size limit {limit}"
+            ));
+        }
+        Ok(())
+    }
+}
+
+impl Callbacks for Checker {
+    fn after_aggregation(&mut self, ctx: &Context) -> ControlFlow<()> {
+        if let Err(e) = self.check(ctx) {
+            self.failure = Some(e);
+            return ControlFlow::Break(());
+        }
+        self.left -= 1;
+        if self.left == 0 {
+            ControlFlow::Break(())
+        } else {
+            ControlFlow::Continue(())
+        }
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(2000))]
+
+    /// The whole loop: merge, minimum enforcement, split, over many random windows.
+    #[test]
+    fn loop_keeps_invariants(
+        spans in spans(),
+        hot in prop::collection::vec((0u64..100, 1u64..30, 0.0f64..=1.0), 0..4),
+        min_nr in 3u32..12,
+        max_extra in 0u32..100,
+        aggr_samples in 1u64..=25,
+        seed in any::<u64>(),
+    ) {
+        let total_pages = spans.iter().map(|s| s.size() / PAGE).sum::<u64>();
+        let first = spans[0].start;
+        let hot = hot
+            .into_iter()
+            .map(|(at, len, p)| {
+                let s = first + (at * total_pages / 100) * PAGE;
+                (AddrRange::new(s, s + len * 64 * PAGE), p)
+            })
+            .collect();
+        // The maximum is reachable by merging: two regions per size limit per span, plus one.
+        let max_nr = 2 * min_nr + spans.len() as u32 + 1 + max_extra;
+        let attrs = Attrs {
+            sample_interval_us: 1000,
+            aggr_interval_us: 1000 * aggr_samples,
+            min_nr_regions: min_nr,
+            max_nr_regions: max_nr,
+            ..Attrs::default()
+        };
+        let mut ctx = Context::new(attrs, seed).unwrap();
+        ctx.add_target(Target::new(None));
+        let mut ops = RandomOps { spans: spans.clone(), hot };
+        let mut checker = Checker { spans, left: 12, failure: None };
+        ctx.run(&mut ops, &mut VirtualClock, &mut checker).unwrap();
+        prop_assert!(checker.failure.is_none(), "{}", checker.failure.unwrap());
+    }
+}
