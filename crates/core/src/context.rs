@@ -12,6 +12,7 @@ use crate::callbacks::Callbacks;
 use crate::ops::{Clock, Operations, OpsError};
 use crate::rand::Prng;
 use crate::region::{Region, Target, mult_frac};
+use crate::region_index::RegionIndex;
 use crate::tuning;
 use std::ops::ControlFlow;
 
@@ -43,6 +44,8 @@ pub struct Context {
     /// When the current aggregation window started.
     window_start_us: u64,
     started: bool,
+    /// Per-target lookup index for sampled addresses; `None` once boundaries may have changed.
+    region_index: Option<Vec<RegionIndex>>,
 }
 
 impl Context {
@@ -64,10 +67,12 @@ impl Context {
             interval_us: (0, 0),
             window_start_us: 0,
             started: false,
+            region_index: None,
         })
     }
 
     pub fn add_target(&mut self, target: Target) {
+        self.region_index = None;
         self.targets.push(target);
     }
 
@@ -91,11 +96,13 @@ impl Context {
     }
 
     pub fn targets_mut(&mut self) -> &mut [Target] {
+        self.region_index = None;
         &mut self.targets
     }
 
     /// Targets and the generator at once, for operations that pick sampling addresses.
     pub fn targets_and_rng(&mut self) -> (&mut [Target], &mut Prng) {
+        self.region_index = None;
         (&mut self.targets, &mut self.rng)
     }
 
@@ -140,25 +147,32 @@ impl Context {
 
     /// Count sample addresses that fell in target `target`'s regions during the interval just
     /// finished: every hit adds to `raw_samples`, and each hit region gets `nr_accesses += 1`
-    /// once. Sorts `addrs` in place. Costs O(k log k + k log n) for k samples and n regions.
-    /// Returns the samples that fell in a region.
+    /// once. Sorts `addrs` in place. The cost follows the number of samples: O(k log k) for k
+    /// samples, plus a lookup that stays in cache whatever the number of regions
+    /// ([`RegionIndex`]). Returns the samples that fell in a region.
     pub fn record_sampled_accesses(&mut self, target: usize, addrs: &mut [u64]) -> usize {
         addrs.sort_unstable();
+        let targets = &self.targets;
+        let index = &self.region_index.get_or_insert_with(|| {
+            targets
+                .iter()
+                .map(|t| RegionIndex::build(&t.regions))
+                .collect()
+        })[target];
         let regions = &mut self.targets[target].regions;
         let mut hits = 0;
         let mut last_hit: Option<usize> = None;
-        let mut lo = 0usize;
         for &addr in addrs.iter() {
-            // Addresses ascend, so the search can start at the last position.
-            lo += regions[lo..].partition_point(|r| r.end <= addr);
-            let Some(r) = regions.get_mut(lo).filter(|r| r.start <= addr) else {
+            let i = index.first_ending_after(addr);
+            let Some(r) = regions.get_mut(i).filter(|r| r.start <= addr) else {
                 continue;
             };
             hits += 1;
             r.raw_samples = r.raw_samples.saturating_add(1);
-            if last_hit != Some(lo) {
+            // Addresses ascend, so repeated hits on one region are adjacent.
+            if last_hit != Some(i) {
                 r.nr_accesses = r.nr_accesses.saturating_add(1);
-                last_hit = Some(lo);
+                last_hit = Some(i);
             }
         }
         hits
@@ -200,6 +214,7 @@ impl Context {
     }
 
     fn apply_min_nr_regions(&mut self) -> u64 {
+        self.region_index = None;
         adjust::apply_min_nr_regions(
             &mut self.targets,
             self.attrs.min_nr_regions,
@@ -236,6 +251,7 @@ impl Context {
             let si = self.attrs.sample_divisor();
             self.next_aggregation_sis = snap_aggr + self.attrs.aggr_interval_us / si;
             self.reset_aggregated();
+            self.region_index = None;
             adjust::split_regions(
                 &mut self.targets,
                 self.attrs.max_nr_regions,
@@ -262,6 +278,7 @@ impl Context {
 
     /// `kdamond_merge_regions` with the threshold from this window's highest access count.
     fn merge_regions(&mut self) {
+        self.region_index = None;
         let max_nr = self
             .targets
             .iter()

@@ -21,6 +21,7 @@ pub mod layout;
 pub mod ops;
 pub mod rand;
 pub mod region;
+mod region_index;
 pub mod tuning;
 
 pub use attrs::{Attrs, AttrsError, IntervalsGoal, PAGE_SIZE};
