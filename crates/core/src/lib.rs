@@ -17,6 +17,7 @@ pub mod adjust;
 pub mod attrs;
 pub mod callbacks;
 pub mod context;
+pub mod damos;
 pub mod layout;
 pub mod ops;
 pub mod rand;

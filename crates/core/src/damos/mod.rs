@@ -1,0 +1,1 @@
+//! DAMOS: access-aware operation schemes (being written).
