@@ -149,7 +149,7 @@ impl Context {
     /// finished: every hit adds to `raw_samples`, and each hit region gets `nr_accesses += 1`
     /// once. Sorts `addrs` in place. The cost follows the number of samples: O(k log k) for k
     /// samples, plus a lookup that stays in cache whatever the number of regions
-    /// ([`RegionIndex`]). Returns the samples that fell in a region.
+    /// (a two-level index over the region ends). Returns the samples that fell in a region.
     pub fn record_sampled_accesses(&mut self, target: usize, addrs: &mut [u64]) -> usize {
         addrs.sort_unstable();
         let targets = &self.targets;

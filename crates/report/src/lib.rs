@@ -1,1 +1,76 @@
-//! placeholder
+//! udamon's reports on a record: what a damo user finds under `damo report`, computed from the
+//! record data model (`udamon_record::model`) so that any reader (udamon's format, damo's formats)
+//! feeds them.
+//!
+//! Each report is a function that consumes a `&Header` and the frames (an iterator, or for
+//! two-pass reports a closure that opens a fresh iterator), returns a plain data struct that
+//! serialises to JSON, and has a text renderer beside it. Memory stays bounded by what the report
+//! shows (a grid, one value per snapshot), never by the size of the record.
+//!
+//! - [`access`]: one snapshot's regions, damo's `report access`.
+//! - [`wss`] and [`nr_regions`]: distributions and time series over snapshots ([`dist`]).
+//! - [`heatmap`]: time × address access-frequency grid, rendered for terminals and as PNG/SVG.
+//! - [`raw`]: every frame as a JSON line.
+//! - [`info`]: what the record says about itself.
+
+pub mod access;
+pub mod color;
+pub mod dist;
+pub mod heatmap;
+pub mod human;
+pub mod info;
+pub mod nr_regions;
+pub mod percentile;
+pub mod raw;
+pub mod wss;
+
+use std::error::Error;
+
+/// Why a report could not be made.
+#[derive(Debug, thiserror::Error)]
+pub enum ReportError {
+    #[error(
+        "the record has no snapshots, so there is nothing to report (monitoring may have stopped before its first aggregation interval ended)"
+    )]
+    NoSnapshots,
+    #[error(
+        "snapshot index {index} is out of range: the record has {count} snapshots (use 0 to {last}, or negative indexes counting from the end, -1 being the last)",
+        last = count.saturating_sub(1)
+    )]
+    SnapshotIndex { index: i64, count: usize },
+    #[error("target {target} has no regions in the record; targets with regions: {present}")]
+    NoSuchTarget { target: u32, present: String },
+    #[error("the record's snapshots hold no regions, so there is nothing to draw")]
+    NoRegions,
+    #[error("invalid percentiles: {0}")]
+    Percentiles(String),
+    #[error("the address range {start:#x}-{end:#x} is empty: give a start below the end")]
+    EmptyAddressRange { start: u64, end: u64 },
+    #[error(
+        "the time range {start_ns}-{end_ns} ns holds no snapshot of the record: give a range within the record's time span"
+    )]
+    EmptyTimeRange { start_ns: u64, end_ns: u64 },
+    #[error(
+        "target {target} has no region in {start:#x}-{end:#x}: pick an address range from the heatmap guide"
+    )]
+    NothingInRange { target: u32, start: u64, end: u64 },
+    #[error("the heatmap resolution must be at least 1x1, got {rows}x{cols}")]
+    Resolution { rows: usize, cols: usize },
+    #[error("could not read the record: {0}")]
+    Source(Box<dyn Error + Send + Sync>),
+    #[error("could not write the report: {0}")]
+    Write(#[from] std::io::Error),
+    #[error("could not draw the heatmap image {path}: {message}")]
+    Image { path: String, message: String },
+}
+
+pub type Result<T, E = ReportError> = std::result::Result<T, E>;
+
+/// Opens the record's frames again for a second pass, mapping the reader's error into ours.
+pub(crate) fn reopen<I, E, F>(open: &mut F) -> Result<I>
+where
+    F: FnMut() -> std::result::Result<I, E>,
+    E: Error + Send + Sync + 'static,
+{
+    open().map_err(|e| ReportError::Source(Box::new(e)))
+}

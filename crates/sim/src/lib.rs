@@ -1,1 +1,91 @@
-//! placeholder
+//! udamon's simulated address space: a workload in masim's configuration format, run in virtual
+//! time, monitored through the same [`udamon_core::Operations`] interface as a live process, with
+//! the ground truth of what it touched.
+//!
+//! - [`config`]: the workload file format and its parser ([`Workload`], [`ConfigError`]);
+//! - [`layout`]: where regions live in the simulated address space, and the initial regions;
+//! - [`model`]: the access model: which pages a window of virtual time touches, and the ground
+//!   truth working set;
+//! - [`ops`]: [`SimOps`], the operations set, and [`SimOptions`];
+//! - [`builtin`]: workloads shipped with udamon (`stairs`, `zigzag`, `demo`).
+//!
+//! ```
+//! use udamon_core::{Attrs, Context, NoCallbacks, StopReason, VirtualClock};
+//! use udamon_sim::{SimOps, SimOptions, Workload};
+//!
+//! let workload = Workload::parse("a, 64m\n\nhot\n300\na, 1, 0, 1\n", "example").unwrap();
+//! let mut ops = SimOps::new(workload, SimOptions::default());
+//! let mut ctx = Context::new(Attrs::default(), 42).unwrap();
+//! let stop = ctx.run(&mut ops, &mut VirtualClock, &mut NoCallbacks).unwrap();
+//! assert_eq!(stop, StopReason::NoValidTarget); // the workload ended after 300 ms
+//! assert_eq!(ctx.now_us(), 300_000);
+//! assert_eq!(ctx.targets().len(), 1); // `init` added the simulated process as a target
+//! ```
+
+pub mod config;
+pub mod layout;
+pub mod model;
+pub mod ops;
+
+pub use config::{ConfigError, Pattern, Phase, RwMode, Workload, WorkloadRegion};
+pub use model::Touched;
+pub use ops::{SimOps, SimOptions};
+
+/// Names of the built-in workloads, for [`builtin`].
+pub const BUILTIN_NAMES: [&str; 3] = ["demo", "stairs", "zigzag"];
+
+/// The text of a built-in workload (`demo`, `stairs`, `zigzag`; a `.cfg` suffix is accepted):
+///
+/// - `stairs`: ten 10 MiB regions swept together for 5 s, then one after another for 2.5 s
+///   each (30 s), like masim's `stairs_30secs.cfg`;
+/// - `zigzag`: two 100 MiB regions swept together for 5 s, then alternately for 2.5 s each,
+///   six times (35 s), like masim's `zigzag_30secs.cfg`;
+/// - `demo`: a hot, a warm and a cold area, a working set that moves halfway through, and a
+///   sequential scan that steps through eight chunks (24 s); what `udamon record` and
+///   `udamon demo` monitor when given no target.
+///
+/// The texts are valid masim configurations too.
+pub fn builtin(name: &str) -> Option<&'static str> {
+    match name.strip_suffix(".cfg").unwrap_or(name) {
+        "demo" => Some(include_str!("../workloads/demo.cfg")),
+        "stairs" => Some(include_str!("../workloads/stairs.cfg")),
+        "zigzag" => Some(include_str!("../workloads/zigzag.cfg")),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_builtin_parses_and_unknown_names_are_none() {
+        for name in BUILTIN_NAMES {
+            let w = Workload::builtin(name).unwrap();
+            assert_eq!(w.name(), format!("{name}.cfg"));
+            assert_eq!(builtin(&format!("{name}.cfg")), builtin(name));
+        }
+        assert!(builtin("nope").is_none());
+        assert!(Workload::builtin("nope").is_none());
+    }
+
+    #[test]
+    fn builtins_have_the_documented_shapes() {
+        let stairs = Workload::builtin("stairs").unwrap();
+        assert_eq!(stairs.regions().len(), 10);
+        assert!(stairs.regions().iter().all(|r| r.size == 10 << 20));
+        assert_eq!(stairs.phases().len(), 11);
+        assert_eq!(stairs.cycle_us(), 30_000_000);
+        // After the initial phase, phase i sweeps region i alone.
+        for (i, p) in stairs.phases()[1..].iter().enumerate() {
+            assert_eq!(p.patterns.len(), 1);
+            assert_eq!(p.patterns[0].region, i);
+        }
+        let zigzag = Workload::builtin("zigzag").unwrap();
+        assert_eq!(zigzag.regions().len(), 2);
+        assert!(zigzag.regions().iter().all(|r| r.size == 100 << 20));
+        assert_eq!(zigzag.cycle_us(), 35_000_000);
+        let demo = Workload::builtin("demo").unwrap();
+        assert!((20_000_000..=30_000_000).contains(&demo.cycle_us()));
+    }
+}

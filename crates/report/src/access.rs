@@ -1,0 +1,296 @@
+//! One snapshot's regions, as damo's `report access` (detailed style): where each region is, how
+//! big, how often it was accessed (percent of the maximum and Hz) and for how long that has held.
+
+use crate::{ReportError, Result, human};
+use serde::Serialize;
+use std::collections::VecDeque;
+use std::fmt::Write as _;
+use udamon_record::model::{Frame, Header, Snapshot};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AccessOptions {
+    /// Which snapshot: 0 is the first, -1 the last, -2 the one before.
+    pub snapshot: i64,
+    /// Only this target; `None` shows every target.
+    pub target: Option<u32>,
+}
+
+impl Default for AccessOptions {
+    fn default() -> Self {
+        AccessOptions {
+            snapshot: -1,
+            target: None,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RegionAccess {
+    pub start: u64,
+    pub end: u64,
+    pub size: u64,
+    pub nr_accesses: u32,
+    /// `nr_accesses` as a percentage of the highest possible (sampling intervals per window).
+    pub access_percent: f64,
+    /// `nr_accesses` per second of the aggregation window.
+    pub access_hz: f64,
+    /// Aggregation windows the frequency held.
+    pub age: u32,
+    /// `age` as time.
+    pub age_ns: u64,
+    pub raw_samples: u32,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct TargetAccess {
+    pub target: u32,
+    pub pid: Option<u32>,
+    pub cmdline: Option<String>,
+    pub regions: Vec<RegionAccess>,
+    pub total_bytes: u64,
+    /// Bytes in regions with `nr_accesses > 0`.
+    pub accessed_bytes: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct AccessReport {
+    /// The snapshot's index in the record.
+    pub snapshot: usize,
+    pub nr_snapshots: usize,
+    pub start_ns: u64,
+    pub end_ns: u64,
+    pub sample_us: u64,
+    pub aggr_us: u64,
+    pub max_nr_accesses: u32,
+    pub targets: Vec<TargetAccess>,
+    pub nr_regions: usize,
+    pub total_bytes: u64,
+    pub accessed_bytes: u64,
+    /// damo's "memory bw estimate": Σ size × nr_accesses per second of the window.
+    pub est_mem_bw_bytes_per_sec: f64,
+}
+
+/// The regions of one snapshot.
+pub fn access(
+    header: &Header,
+    frames: impl IntoIterator<Item = Frame>,
+    opts: &AccessOptions,
+) -> Result<AccessReport> {
+    let (found, nr_snapshots) = pick(frames, opts.snapshot)?;
+    let (index, snapshot) = found;
+    let aggr_s = snapshot.aggr_us.max(1) as f64 / 1e6;
+    let max = snapshot.max_nr_accesses().max(1);
+    let mut bw = 0.0;
+    let targets: Vec<TargetAccess> = snapshot
+        .targets
+        .iter()
+        .filter(|t| opts.target.is_none_or(|want| want == t.target))
+        .map(|t| {
+            let info = header.targets.get(t.target as usize);
+            let regions: Vec<RegionAccess> = t
+                .regions
+                .iter()
+                .map(|r| RegionAccess {
+                    start: r.start,
+                    end: r.end,
+                    size: r.size(),
+                    nr_accesses: r.nr_accesses,
+                    access_percent: f64::from(r.nr_accesses) * 100.0 / f64::from(max),
+                    access_hz: f64::from(r.nr_accesses) / aggr_s,
+                    age: r.age,
+                    age_ns: u64::from(r.age).saturating_mul(snapshot.aggr_us * 1000),
+                    raw_samples: r.raw_samples,
+                })
+                .collect();
+            bw += regions
+                .iter()
+                .map(|r| r.size as f64 * r.access_hz)
+                .sum::<f64>();
+            TargetAccess {
+                target: t.target,
+                pid: info.and_then(|i| i.pid),
+                cmdline: info.map(|i| i.cmdline.clone()),
+                total_bytes: regions.iter().map(|r| r.size).sum(),
+                accessed_bytes: regions
+                    .iter()
+                    .filter(|r| r.nr_accesses > 0)
+                    .map(|r| r.size)
+                    .sum(),
+                regions,
+            }
+        })
+        .collect();
+    if let Some(target) = opts.target
+        && targets.is_empty()
+    {
+        let present: Vec<String> = snapshot
+            .targets
+            .iter()
+            .map(|t| t.target.to_string())
+            .collect();
+        return Err(ReportError::NoSuchTarget {
+            target,
+            present: present.join(", "),
+        });
+    }
+    Ok(AccessReport {
+        snapshot: index,
+        nr_snapshots,
+        start_ns: snapshot.start_ns,
+        end_ns: snapshot.end_ns,
+        sample_us: snapshot.sample_us,
+        aggr_us: snapshot.aggr_us,
+        max_nr_accesses: snapshot.max_nr_accesses(),
+        nr_regions: targets.iter().map(|t| t.regions.len()).sum(),
+        total_bytes: targets.iter().map(|t| t.total_bytes).sum(),
+        accessed_bytes: targets.iter().map(|t| t.accessed_bytes).sum(),
+        est_mem_bw_bytes_per_sec: bw,
+        targets,
+    })
+}
+
+/// Finds snapshot `index` (negative: from the end) while counting all of them; keeps at most
+/// `|index|` snapshots in memory.
+fn pick(frames: impl IntoIterator<Item = Frame>, index: i64) -> Result<((usize, Snapshot), usize)> {
+    let keep = if index < 0 {
+        index.unsigned_abs() as usize
+    } else {
+        1
+    };
+    let mut window: VecDeque<(usize, Snapshot)> = VecDeque::with_capacity(keep.min(1024));
+    let mut count = 0usize;
+    for frame in frames {
+        let Frame::Snapshot(snapshot) = frame else {
+            continue;
+        };
+        if index < 0 {
+            if window.len() == keep {
+                window.pop_front();
+            }
+            window.push_back((count, snapshot));
+        } else if count as i64 == index {
+            window.push_back((count, snapshot));
+        }
+        count += 1;
+    }
+    if count == 0 {
+        return Err(ReportError::NoSnapshots);
+    }
+    match window.pop_front() {
+        Some(found) if index >= 0 || window.len() + 1 == keep => Ok((found, count)),
+        _ => Err(ReportError::SnapshotIndex { index, count }),
+    }
+}
+
+/// damo-like text: one line per region, then totals.
+pub fn render_text(report: &AccessReport) -> String {
+    let mut out = String::new();
+    let last = if report.snapshot + 1 == report.nr_snapshots {
+        ", the last"
+    } else {
+        ""
+    };
+    let _ = writeln!(
+        out,
+        "# snapshot {} of {} (counting from 0{last}): {} - {} after the start",
+        report.snapshot,
+        report.nr_snapshots,
+        human::duration(report.start_ns),
+        human::duration(report.end_ns),
+    );
+    let _ = writeln!(
+        out,
+        "# intervals: sample {}, aggr {} (at most {} accesses per region per aggregation)",
+        human::duration(report.sample_us * 1000),
+        human::duration(report.aggr_us * 1000),
+        report.max_nr_accesses
+    );
+    let show_samples = report
+        .targets
+        .iter()
+        .flat_map(|t| &t.regions)
+        .any(|r| r.raw_samples > 0);
+    for target in &report.targets {
+        let mut who = format!("# target {}", target.target);
+        if let Some(pid) = target.pid {
+            let _ = write!(who, ", pid {pid}");
+        }
+        if let Some(cmd) = target.cmdline.as_deref().filter(|c| !c.is_empty()) {
+            let _ = write!(who, ": {cmd}");
+        }
+        let _ = writeln!(out, "{who}");
+        let rows: Vec<[String; 6]> = target
+            .regions
+            .iter()
+            .enumerate()
+            .map(|(i, r)| {
+                [
+                    i.to_string(),
+                    format!("{}-{}", human::hex(r.start), human::hex(r.end)),
+                    human::size(r.size),
+                    format!("{} %", human::number(r.access_percent)),
+                    format!("{} Hz", human::number(r.access_hz)),
+                    human::duration(r.age_ns),
+                ]
+            })
+            .collect();
+        let head = ["idx", "address range", "size", "access", "", "age"];
+        let mut widths = head.map(str::len);
+        for row in &rows {
+            for (w, cell) in widths.iter_mut().zip(row) {
+                *w = (*w).max(cell.len());
+            }
+        }
+        let [w0, w1, w2, w3, w4, _] = widths;
+        let mut line = format!(
+            "{:<w0$}  {:<w1$}  {:>w2$}  {:>w3$} {:>w4$}  {}",
+            head[0], head[1], head[2], head[3], head[4], head[5]
+        );
+        if show_samples {
+            line.push_str("  samples");
+        }
+        let _ = writeln!(out, "{}", line.trim_end());
+        for (row, region) in rows.iter().zip(&target.regions) {
+            let mut line = format!(
+                "{:<w0$}  {:<w1$}  {:>w2$}  {:>w3$} {:>w4$}  {:<w5$}",
+                row[0],
+                row[1],
+                row[2],
+                row[3],
+                row[4],
+                row[5],
+                w5 = widths[5]
+            );
+            if show_samples {
+                let _ = write!(line, "  {}", region.raw_samples);
+            }
+            let _ = writeln!(out, "{}", line.trim_end());
+        }
+        let _ = writeln!(
+            out,
+            "# target {} total: {} regions, {}; accessed: {}",
+            target.target,
+            target.regions.len(),
+            human::size(target.total_bytes),
+            human::size(target.accessed_bytes)
+        );
+    }
+    let _ = writeln!(
+        out,
+        "total size: {} in {} regions; accessed: {} ({}%)",
+        human::size(report.total_bytes),
+        report.nr_regions,
+        human::size(report.accessed_bytes),
+        human::number(if report.total_bytes == 0 {
+            0.0
+        } else {
+            report.accessed_bytes as f64 * 100.0 / report.total_bytes as f64
+        })
+    );
+    let _ = writeln!(
+        out,
+        "memory bw estimate: {} per second",
+        human::size(report.est_mem_bw_bytes_per_sec.round() as u64)
+    );
+    out
+}

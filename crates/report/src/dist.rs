@@ -1,0 +1,306 @@
+//! Distributions of one number per snapshot (working-set size, region count): collection with
+//! damo's warm-up skip, percentiles, average, the values in size or time order, and their text
+//! rendering. [`crate::wss`] and [`crate::nr_regions`] only say which number to take.
+
+use crate::{ReportError, Result, human, percentile};
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use udamon_record::model::{Frame, RegionStat};
+
+/// What the values count.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Unit {
+    Bytes,
+    Regions,
+}
+
+/// The order in which [`Distribution::values`] are listed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SortBy {
+    /// Ascending value (damo's default `--sortby size`).
+    #[default]
+    Size,
+    /// Chronological: the time series.
+    Time,
+}
+
+/// Options shared by the distribution reports.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DistOptions {
+    /// Snapshots to leave out at the start, while regions are still adapting (damo: 20).
+    pub skip: usize,
+    /// Percentiles to report, each within 0..=100 ([`percentile::range`] builds damo's ranges).
+    pub percentiles: Vec<f64>,
+    pub sort_by: SortBy,
+    /// One distribution per target instead of the targets' sum.
+    pub per_target: bool,
+}
+
+impl Default for DistOptions {
+    fn default() -> Self {
+        DistOptions {
+            skip: 20,
+            percentiles: percentile::DEFAULT.to_vec(),
+            sort_by: SortBy::Size,
+            per_target: false,
+        }
+    }
+}
+
+/// One snapshot's value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Point {
+    /// The snapshot's index in the record (counting skipped ones).
+    pub snapshot: usize,
+    /// The end of the snapshot's aggregation window, in ns from the record's start.
+    pub time_ns: u64,
+    pub value: u64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct PercentileValue {
+    pub percentile: f64,
+    pub value: u64,
+}
+
+/// The values of one target, or of all targets summed.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Distribution {
+    /// `None`: all targets summed snapshot by snapshot.
+    pub target: Option<u32>,
+    pub percentiles: Vec<PercentileValue>,
+    pub average: f64,
+    /// Every value, in the order the options asked for.
+    pub values: Vec<Point>,
+}
+
+/// A distribution report: what was counted, what was skipped, and the distributions.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct DistReport {
+    /// `wss` or `nr_regions`.
+    pub metric: &'static str,
+    pub unit: Unit,
+    /// How regions were selected, for the reader (e.g. "nr_accesses >= 1 and size >= 1 B").
+    pub selection: Option<String>,
+    pub nr_snapshots: usize,
+    /// Snapshots actually left out at the start.
+    pub skipped: usize,
+    /// Set when the skip could not be applied as asked.
+    pub warning: Option<String>,
+    pub sort_by: SortBy,
+    pub distributions: Vec<Distribution>,
+}
+
+/// Collects `value(regions)` per snapshot and target, then builds the report.
+pub(crate) fn collect<F>(
+    frames: impl IntoIterator<Item = Frame>,
+    opts: &DistOptions,
+    metric: &'static str,
+    unit: Unit,
+    selection: Option<String>,
+    value: F,
+) -> Result<DistReport>
+where
+    F: Fn(&[RegionStat]) -> u64,
+{
+    percentile::check(&opts.percentiles)?;
+    let mut summed = Vec::new();
+    let mut per_target: BTreeMap<u32, Vec<Point>> = BTreeMap::new();
+    let mut nr_snapshots = 0;
+    for frame in frames {
+        let Frame::Snapshot(snapshot) = frame else {
+            continue;
+        };
+        let point = |value| Point {
+            snapshot: nr_snapshots,
+            time_ns: snapshot.end_ns,
+            value,
+        };
+        if opts.per_target {
+            for t in &snapshot.targets {
+                per_target
+                    .entry(t.target)
+                    .or_default()
+                    .push(point(value(&t.regions)));
+            }
+        } else {
+            summed.push(point(
+                snapshot.targets.iter().map(|t| value(&t.regions)).sum(),
+            ));
+        }
+        nr_snapshots += 1;
+    }
+    if nr_snapshots == 0 {
+        return Err(ReportError::NoSnapshots);
+    }
+    let (skipped, warning) = if nr_snapshots > opts.skip {
+        (opts.skip, None)
+    } else if opts.skip == 0 {
+        (0, None)
+    } else {
+        (
+            0,
+            Some(format!(
+                "the record has only {nr_snapshots} snapshots, not more than the {} to skip as warm-up; all of them are used (set the skip to 0 to silence this)",
+                opts.skip
+            )),
+        )
+    };
+    let lists: Vec<(Option<u32>, Vec<Point>)> = if opts.per_target {
+        per_target.into_iter().map(|(t, v)| (Some(t), v)).collect()
+    } else {
+        vec![(None, summed)]
+    };
+    let distributions = lists
+        .into_iter()
+        .map(|(target, points)| {
+            let points = points
+                .into_iter()
+                .filter(|p| p.snapshot >= skipped)
+                .collect();
+            distribution(target, points, opts)
+        })
+        .collect();
+    Ok(DistReport {
+        metric,
+        unit,
+        selection,
+        nr_snapshots,
+        skipped,
+        warning,
+        sort_by: opts.sort_by,
+        distributions,
+    })
+}
+
+fn distribution(target: Option<u32>, mut points: Vec<Point>, opts: &DistOptions) -> Distribution {
+    let mut sorted: Vec<u64> = points.iter().map(|p| p.value).collect();
+    sorted.sort_unstable();
+    let percentiles = opts
+        .percentiles
+        .iter()
+        .filter_map(|&p| {
+            percentile::of_sorted(&sorted, p).map(|value| PercentileValue {
+                percentile: p,
+                value,
+            })
+        })
+        .collect();
+    let average = if sorted.is_empty() {
+        0.0
+    } else {
+        sorted.iter().map(|&v| v as f64).sum::<f64>() / sorted.len() as f64
+    };
+    if opts.sort_by == SortBy::Size {
+        points.sort_by_key(|p| (p.value, p.snapshot));
+    }
+    Distribution {
+        target,
+        percentiles,
+        average,
+        values: points,
+    }
+}
+
+/// What the text rendering shows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RenderOptions {
+    /// Plain numbers (bytes) instead of human units, for scripts (damo's `--raw_number`).
+    pub raw_number: bool,
+    /// List every value (in the report's order, with its time) instead of the percentiles.
+    pub all_values: bool,
+    /// Width of the bars; 0 draws none.
+    pub bar_width: usize,
+}
+
+impl Default for RenderOptions {
+    fn default() -> Self {
+        RenderOptions {
+            raw_number: false,
+            all_values: false,
+            bar_width: 40,
+        }
+    }
+}
+
+/// damo-like text: `# ` comment lines, then `<percentile> <value> |****  |` rows.
+pub fn render_text(report: &DistReport, opts: &RenderOptions) -> String {
+    let mut out = String::new();
+    let fmt = |v: f64| -> String {
+        match (opts.raw_number, report.unit) {
+            (true, _) => format!("{}", v.round() as u64),
+            (false, Unit::Bytes) => human::size(v.round() as u64),
+            (false, Unit::Regions) => human::trimmed(v, 1),
+        }
+    };
+    let used = report.nr_snapshots - report.skipped;
+    let _ = write!(out, "# {}: {used} snapshots", report.metric);
+    if report.skipped > 0 {
+        let _ = write!(
+            out,
+            " (the first {} of {} skipped as warm-up)",
+            report.skipped, report.nr_snapshots
+        );
+    }
+    if let Some(selection) = &report.selection {
+        let _ = write!(out, "; {selection}");
+    }
+    out.push('\n');
+    if let Some(warning) = &report.warning {
+        let _ = writeln!(out, "# warning: {warning}");
+    }
+    for dist in &report.distributions {
+        match dist.target {
+            Some(t) => {
+                let _ = writeln!(out, "# target {t}");
+            }
+            None => {
+                let _ = writeln!(out, "# all targets (summed)");
+            }
+        }
+        let max = dist.values.iter().map(|p| p.value).max().unwrap_or(0);
+        let bar = |v: u64| -> String {
+            if opts.bar_width == 0 {
+                return String::new();
+            }
+            let filled = if max == 0 {
+                0
+            } else {
+                ((v as f64 / max as f64) * opts.bar_width as f64).round() as usize
+            };
+            format!(
+                " |{}{}|",
+                "*".repeat(filled),
+                " ".repeat(opts.bar_width - filled)
+            )
+        };
+        let rows: Vec<(String, u64)> = if opts.all_values {
+            let _ = writeln!(out, "# time {}", report.metric);
+            dist.values
+                .iter()
+                .map(|p| (human::seconds(p.time_ns, 3), p.value))
+                .collect()
+        } else {
+            let _ = writeln!(out, "# percentile {}", report.metric);
+            dist.percentiles
+                .iter()
+                .map(|p| (human::trimmed(p.percentile, 3), p.value))
+                .collect()
+        };
+        let labels: Vec<String> = rows.iter().map(|(_, v)| fmt(*v as f64)).collect();
+        let key_width = rows.iter().map(|(k, _)| k.len()).max().unwrap_or(0);
+        let value_width = labels.iter().map(String::len).max().unwrap_or(0);
+        for ((key, value), label) in rows.iter().zip(&labels) {
+            let _ = writeln!(
+                out,
+                "{key:>key_width$} {label:>value_width$}{}",
+                bar(*value)
+            );
+        }
+        let _ = writeln!(out, "# avr: {}", fmt(dist.average));
+    }
+    out
+}

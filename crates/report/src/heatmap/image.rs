@@ -1,0 +1,251 @@
+//! The heatmap as a PNG or SVG image (plotters). As in damo's images, time runs along x (seconds)
+//! and addresses up y (hex, lowest at the bottom); cells are coloured on the continuous viridis
+//! ramp with a colour bar in the heatmap's unit. Collapsed gaps are white lines labelled with
+//! their size on the right; unmonitored cells stay white. Text uses DejaVu Sans, embedded (from
+//! the `dejavu` crate) so that no system font is needed.
+
+use super::Heatmap;
+use crate::{ReportError, Result, color, human};
+use plotters::coord::Shift;
+use plotters::prelude::*;
+use plotters::style::FontStyle;
+use plotters::style::text_anchor::{HPos, Pos, VPos};
+use std::path::Path;
+use std::sync::OnceLock;
+
+/// Image size in pixels.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ImageOptions {
+    pub width: u32,
+    pub height: u32,
+}
+
+impl Default for ImageOptions {
+    fn default() -> Self {
+        ImageOptions {
+            width: 1200,
+            height: 800,
+        }
+    }
+}
+
+const BAR_WIDTH: u32 = 140;
+/// Colour steps in cells and in the colour bar; beyond this the eye sees no difference, and
+/// equal neighbours merge into one rectangle, which keeps SVGs small.
+const STEPS: f64 = 255.0;
+
+/// Writes a PNG.
+pub fn write_png(map: &Heatmap, path: &Path, opts: &ImageOptions) -> Result<()> {
+    let failed = |message: String| ReportError::Image {
+        path: path.display().to_string(),
+        message,
+    };
+    let root = BitMapBackend::new(path, (opts.width, opts.height)).into_drawing_area();
+    draw(&root, map).map_err(|e| failed(e.to_string()))?;
+    root.present().map_err(|e| failed(e.to_string()))
+}
+
+/// Writes an SVG.
+pub fn write_svg(map: &Heatmap, path: &Path, opts: &ImageOptions) -> Result<()> {
+    let failed = |message: String| ReportError::Image {
+        path: path.display().to_string(),
+        message,
+    };
+    let root = SVGBackend::new(path, (opts.width, opts.height)).into_drawing_area();
+    draw(&root, map).map_err(|e| failed(e.to_string()))?;
+    root.present().map_err(|e| failed(e.to_string()))
+}
+
+/// Registers the embedded font as plotters' "sans-serif" once; false if it could not be loaded.
+fn font_ready() -> bool {
+    static READY: OnceLock<bool> = OnceLock::new();
+    *READY.get_or_init(|| {
+        plotters::style::register_font("sans-serif", FontStyle::Normal, dejavu::sans::regular())
+            .is_ok()
+    })
+}
+
+type DrawResult<DB> =
+    std::result::Result<(), DrawingAreaErrorKind<<DB as DrawingBackend>::ErrorType>>;
+
+fn rgb_of(value: f64, max: f64) -> RGBColor {
+    let t = if max > 0.0 {
+        (value / max * STEPS).round() / STEPS
+    } else {
+        0.0
+    };
+    let (r, g, b) = color::rgb(t);
+    RGBColor(r, g, b)
+}
+
+fn draw<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, map: &Heatmap) -> DrawResult<DB> {
+    if !font_ready() {
+        return Err(DrawingAreaErrorKind::LayoutError);
+    }
+    root.fill(&WHITE)?;
+    let mut title = format!("Access heatmap of target {}", map.target);
+    if let Some(cmd) = map.cmdline.as_deref().filter(|c| !c.is_empty()) {
+        title.push_str(&format!(" ({cmd})"));
+    }
+    title.push_str(&format!(
+        ": {}-{}",
+        human::hex(map.axis.start()),
+        human::hex(map.axis.end())
+    ));
+    let root_body = root.titled(&title, ("sans-serif", 22))?;
+    let (width, height) = root_body.dim_in_pixel();
+    let (body, note) = root_body.split_vertically(height.saturating_sub(26));
+    let (main, bar) = body.split_horizontally(width.saturating_sub(BAR_WIDTH));
+
+    let (t0, t1) = (map.start_ns as f64 / 1e9, map.end_ns as f64 / 1e9);
+    let total = map.axis.len() as f64;
+    let mut chart = ChartBuilder::on(&main)
+        .margin(10)
+        .margin_right(80)
+        .x_label_area_size(45)
+        .y_label_area_size(145)
+        .build_cartesian_2d(t0..t1, 0f64..total)?;
+
+    // Cells, merging equal neighbours along time.
+    let (row_s, col_b) = (map.row_ns() / 1e9, map.col_bytes());
+    let mut rects = Vec::new();
+    for c in 0..map.cols {
+        let mut r = 0;
+        while r < map.rows {
+            let Some(v) = map.cell(r, c) else {
+                r += 1;
+                continue;
+            };
+            let colour = rgb_of(v, map.max);
+            let mut end = r + 1;
+            while end < map.rows
+                && map
+                    .cell(end, c)
+                    .is_some_and(|w| rgb_of(w, map.max) == colour)
+            {
+                end += 1;
+            }
+            rects.push(Rectangle::new(
+                [
+                    (t0 + r as f64 * row_s, c as f64 * col_b),
+                    (t0 + end as f64 * row_s, (c + 1) as f64 * col_b),
+                ],
+                colour.filled(),
+            ));
+            r = end;
+        }
+    }
+    chart.draw_series(rects)?;
+    // Collapsed gaps: a white line across.
+    chart.draw_series(map.axis.gaps().iter().map(|gap| {
+        let y = gap.offset as f64;
+        PathElement::new(vec![(t0, y), (t1, y)], WHITE.stroke_width(2))
+    }))?;
+
+    // Axes after the cells, so that no label is painted over. Address ticks are drawn below at
+    // round addresses, which plotters' decimal tick choice would not give.
+    let secs = |v: &f64| human::trimmed(*v, 3);
+    chart
+        .configure_mesh()
+        .disable_mesh()
+        .x_desc("Time (s)")
+        .y_desc(format!(
+            "Address ({} shown)",
+            human::size_short(map.axis.len())
+        ))
+        .x_label_formatter(&secs)
+        .label_style(("sans-serif", 14))
+        .axis_desc_style(("sans-serif", 16))
+        .x_labels(10)
+        .y_labels(0)
+        .draw()?;
+    let (ox, oy) = main.get_base_pixel();
+    let local = |x: f64, y: f64| {
+        let (px, py) = chart.backend_coord(&(x, y));
+        (px - ox, py - oy)
+    };
+    let right_label = ("sans-serif", 14)
+        .into_font()
+        .into_text_style(&main)
+        .pos(Pos::new(HPos::Right, VPos::Center));
+    let (ticks, _) = map.axis.ticks(10);
+    let mut taken: Vec<i32> = Vec::new();
+    for tick in ticks {
+        let (x, y) = local(t0, tick.offset as f64);
+        if taken.iter().any(|&t| (t - y).abs() < 18) {
+            continue;
+        }
+        taken.push(y);
+        main.draw(&PathElement::new(vec![(x - 6, y), (x, y)], BLACK))?;
+        main.draw(&Text::new(
+            human::hex(tick.address),
+            (x - 9, y),
+            right_label.clone(),
+        ))?;
+    }
+
+    // Collapsed gaps' sizes, in the right margin.
+    for gap in map.axis.gaps() {
+        let (x, y) = local(t1, gap.offset as f64);
+        main.draw(&Text::new(
+            format!("gap {}", human::size_short(gap.end - gap.start)),
+            (x + 6, y),
+            ("sans-serif", 13)
+                .into_font()
+                .into_text_style(&main)
+                .pos(Pos::new(HPos::Left, VPos::Center)),
+        ))?;
+    }
+
+    // The colour bar, labelled on its right.
+    let top = if map.max > 0.0 { map.max } else { 1.0 };
+    let mut scale = ChartBuilder::on(&bar)
+        .margin_top(10)
+        .margin_bottom(55)
+        .margin_left(30)
+        .margin_right(40)
+        .right_y_label_area_size(45)
+        .build_cartesian_2d(0f64..1f64, 0f64..top)?;
+    let steps = STEPS as usize;
+    scale.draw_series((0..steps).map(|i| {
+        let (lo, hi) = (top * i as f64 / STEPS, top * (i + 1) as f64 / STEPS);
+        Rectangle::new([(0.0, lo), (1.0, hi)], rgb_of(lo, top).filled())
+    }))?;
+    scale
+        .configure_mesh()
+        .disable_mesh()
+        .disable_x_axis()
+        .y_labels(8)
+        .y_label_formatter(&|v| human::number(*v))
+        .label_style(("sans-serif", 13))
+        .draw()?;
+    let (bw, bh) = bar.dim_in_pixel();
+    let label = format!("Access frequency ({})", map.unit.label());
+    bar.draw(&Text::new(
+        label,
+        (bw as i32 - 22, (bh / 2) as i32),
+        ("sans-serif", 15)
+            .into_font()
+            .transform(FontTransform::Rotate90)
+            .into_text_style(&bar)
+            .pos(Pos::new(HPos::Center, VPos::Center)),
+    ))?;
+
+    note.draw(&Text::new(
+        format!(
+            "{} to {} s, {} per row; {} per column; white: not monitored{}",
+            human::trimmed(t0, 3),
+            human::trimmed(t1, 3),
+            human::duration(map.row_ns().round() as u64),
+            human::size(map.col_bytes().round() as u64),
+            if map.axis.gaps().is_empty() {
+                ""
+            } else {
+                "; white lines: never-monitored gaps, collapsed"
+            }
+        ),
+        (12, 4),
+        ("sans-serif", 13),
+    ))?;
+    Ok(())
+}

@@ -1,0 +1,343 @@
+//! The access heatmap, damo's `report heatmap`: a time × address grid of access frequency for one
+//! target, made in two streaming passes (the guide, then the binning) whose memory is the grid's.
+//!
+//! By default it shows the target's hottest area (most access per byte; see [`guide`]) with the
+//! gaps inside it that no region ever covered collapsed, so the picture is of monitored memory
+//! rather than of holes. Renderers: [`term`] (256-colour or plain text) and [`image`] (PNG, SVG).
+
+pub mod axis;
+mod grid;
+pub mod guide;
+pub mod image;
+pub mod term;
+
+use crate::{ReportError, Result, reopen};
+use axis::AddressAxis;
+use guide::{Area, Coverage};
+use serde::Serialize;
+use std::collections::{BTreeMap, BTreeSet};
+use std::error::Error;
+use udamon_record::model::{Frame, Header, Snapshot};
+
+/// Which addresses to show.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AddressSelection {
+    /// The area with the most access per byte (damo's `--draw_range hottest`).
+    #[default]
+    Hottest,
+    /// Everything the target's regions covered, gaps collapsed.
+    All,
+    /// Addresses `start..end`.
+    Range { start: u64, end: u64 },
+}
+
+/// What a cell's number means.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum HeatUnit {
+    /// Accesses per second: `nr_accesses` / aggregation interval (damo's default).
+    #[default]
+    Hz,
+    /// `nr_accesses` as a percentage of the most a window can count.
+    PercentOfMax,
+}
+
+impl HeatUnit {
+    pub fn label(self) -> &'static str {
+        match self {
+            HeatUnit::Hz => "Hz",
+            HeatUnit::PercentOfMax => "% of max",
+        }
+    }
+
+    fn of(self, nr_accesses: u32, snapshot: &Snapshot) -> f64 {
+        match self {
+            HeatUnit::Hz => f64::from(nr_accesses) * 1e6 / snapshot.aggr_us.max(1) as f64,
+            HeatUnit::PercentOfMax => {
+                f64::from(nr_accesses) * 100.0 / f64::from(snapshot.max_nr_accesses().max(1))
+            }
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HeatmapOptions {
+    /// The target to show; `None` picks the one with the hottest area.
+    pub target: Option<u32>,
+    pub address: AddressSelection,
+    /// Only `start..end`, in ns from the record's start.
+    pub time_range: Option<(u64, u64)>,
+    /// Time slots.
+    pub rows: usize,
+    /// Address slots.
+    pub cols: usize,
+    pub unit: HeatUnit,
+    /// Leave out address gaps that no region ever covered.
+    pub collapse_gaps: bool,
+}
+
+/// Columns of a terminal heatmap when the terminal's width is unknown (damo's 80).
+pub const TERMINAL_COLS: usize = 80;
+/// Rows of a terminal heatmap (damo's 40).
+pub const TERMINAL_ROWS: usize = 40;
+/// Cells per side of an image heatmap (damo's 500×500).
+pub const IMAGE_CELLS: usize = 500;
+
+impl HeatmapOptions {
+    /// For a terminal of `width` columns, if known: leaves room for the time labels.
+    pub fn terminal(width: Option<usize>) -> HeatmapOptions {
+        let cols = width.map_or(TERMINAL_COLS, |w| {
+            w.saturating_sub(term::MARGIN_HINT)
+                .clamp(16, 2 * TERMINAL_COLS)
+        });
+        HeatmapOptions {
+            rows: TERMINAL_ROWS,
+            cols,
+            ..HeatmapOptions::image()
+        }
+    }
+
+    pub fn image() -> HeatmapOptions {
+        HeatmapOptions {
+            target: None,
+            address: AddressSelection::Hottest,
+            time_range: None,
+            rows: IMAGE_CELLS,
+            cols: IMAGE_CELLS,
+            unit: HeatUnit::Hz,
+            collapse_gaps: true,
+        }
+    }
+}
+
+/// A computed heatmap: rows are time slots (earliest first), columns address slots (lowest
+/// first) along [`AddressAxis`].
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Heatmap {
+    pub target: u32,
+    pub pid: Option<u32>,
+    pub cmdline: Option<String>,
+    pub unit: HeatUnit,
+    pub start_ns: u64,
+    pub end_ns: u64,
+    pub rows: usize,
+    pub cols: usize,
+    pub axis: AddressAxis,
+    /// The target's areas (the guide), ascending.
+    pub areas: Vec<Area>,
+    /// The area shown, when the selection was [`AddressSelection::Hottest`].
+    pub area: Option<usize>,
+    /// Row-major; `None` where no region was monitored.
+    pub cells: Vec<Option<f64>>,
+    /// The largest cell value (0 when none).
+    pub max: f64,
+}
+
+impl Heatmap {
+    pub fn cell(&self, row: usize, col: usize) -> Option<f64> {
+        self.cells[row * self.cols + col]
+    }
+
+    pub fn row_ns(&self) -> f64 {
+        (self.end_ns - self.start_ns) as f64 / self.rows as f64
+    }
+
+    pub fn col_bytes(&self) -> f64 {
+        self.axis.len() as f64 / self.cols as f64
+    }
+
+    /// Time at a (fractional) row boundary, in ns from the record's start.
+    pub fn time_at(&self, row: f64) -> u64 {
+        self.start_ns + (row * self.row_ns()).round() as u64
+    }
+}
+
+/// Builds the heatmap; `open` yields the record's frames afresh for each of the two passes.
+pub fn heatmap<I, E, F>(header: &Header, mut open: F, opts: &HeatmapOptions) -> Result<Heatmap>
+where
+    F: FnMut() -> std::result::Result<I, E>,
+    I: IntoIterator<Item = Frame>,
+    E: Error + Send + Sync + 'static,
+{
+    if opts.rows == 0 || opts.cols == 0 {
+        return Err(ReportError::Resolution {
+            rows: opts.rows,
+            cols: opts.cols,
+        });
+    }
+    let window = opts.time_range.unwrap_or((0, u64::MAX));
+    if window.0 >= window.1 {
+        return Err(ReportError::EmptyTimeRange {
+            start_ns: window.0,
+            end_ns: window.1,
+        });
+    }
+    let overlaps = |s: &Snapshot| s.start_ns < window.1 && s.end_ns > window.0;
+
+    // Pass 1: the guide.
+    let mut coverage: BTreeMap<u32, Coverage> = BTreeMap::new();
+    let mut span: Option<(u64, u64)> = None;
+    let mut any_snapshot = false;
+    let mut with_regions = BTreeSet::new();
+    for frame in reopen(&mut open)? {
+        let Frame::Snapshot(s) = frame else { continue };
+        any_snapshot = true;
+        if !overlaps(&s) {
+            continue;
+        }
+        span = Some(span.map_or((s.start_ns, s.end_ns), |(a, b)| {
+            (a.min(s.start_ns), b.max(s.end_ns))
+        }));
+        for t in s.targets.iter().filter(|t| !t.regions.is_empty()) {
+            with_regions.insert(t.target);
+            if opts.target.is_none_or(|want| want == t.target) {
+                coverage
+                    .entry(t.target)
+                    .or_default()
+                    .add_regions(&t.regions);
+            }
+        }
+    }
+    let (t0, t1) = match span {
+        Some((a, b)) => (a.max(window.0), b.min(window.1)),
+        None if any_snapshot => {
+            return Err(ReportError::EmptyTimeRange {
+                start_ns: window.0,
+                end_ns: window.1,
+            });
+        }
+        None => return Err(ReportError::NoSnapshots),
+    };
+    if t0 >= t1 {
+        return Err(ReportError::EmptyTimeRange {
+            start_ns: window.0,
+            end_ns: window.1,
+        });
+    }
+    let guides: BTreeMap<u32, Vec<Area>> = coverage
+        .iter()
+        .map(|(&t, c)| (t, guide::areas(&c.ranges())))
+        .collect();
+    let target = match opts.target {
+        Some(t) if guides.contains_key(&t) => t,
+        Some(t) => {
+            return Err(ReportError::NoSuchTarget {
+                target: t,
+                present: target_list(header, &with_regions),
+            });
+        }
+        None => hottest_target(&guides).ok_or(ReportError::NoRegions)?,
+    };
+    let areas = guides.get(&target).cloned().unwrap_or_default();
+    let (ranges, area) = select(&areas, opts.address, target)?;
+    let covered: u64 = ranges.iter().map(|(s, e)| e - s).sum();
+    let axis = if opts.collapse_gaps {
+        AddressAxis::new(ranges, covered / opts.cols as u64)
+    } else {
+        let whole = match opts.address {
+            AddressSelection::Range { start, end } => (start, end),
+            _ => (ranges[0].0, ranges[ranges.len() - 1].1),
+        };
+        AddressAxis::new([whole], 0)
+    };
+
+    // Pass 2: the binning.
+    let mut grid = grid::Grid::new(opts.rows, opts.cols, (t0, t1), axis.len());
+    for frame in reopen(&mut open)? {
+        let Frame::Snapshot(s) = frame else { continue };
+        if !overlaps(&s) {
+            continue;
+        }
+        if let Some(t) = s.targets.iter().find(|t| t.target == target) {
+            let regions = t
+                .regions
+                .iter()
+                .map(|r| (r.start, r.end, opts.unit.of(r.nr_accesses, &s)));
+            grid.add(&axis, (s.start_ns, s.end_ns), regions);
+        }
+    }
+    let cells = grid.finish();
+    let max = cells.iter().flatten().copied().fold(0.0, f64::max);
+    let info = header.targets.get(target as usize);
+    Ok(Heatmap {
+        target,
+        pid: info.and_then(|i| i.pid),
+        cmdline: info.map(|i| i.cmdline.clone()),
+        unit: opts.unit,
+        start_ns: t0,
+        end_ns: t1,
+        rows: opts.rows,
+        cols: opts.cols,
+        axis,
+        areas,
+        area,
+        cells,
+        max,
+    })
+}
+
+/// The target whose hottest area has the most access per byte.
+fn hottest_target(guides: &BTreeMap<u32, Vec<Area>>) -> Option<u32> {
+    let mut best: Option<(u32, f64)> = None;
+    for (&t, areas) in guides {
+        if let Some(i) = guide::hottest(areas) {
+            let h = areas[i].heats_per_byte();
+            if best.is_none_or(|(_, b)| h > b) {
+                best = Some((t, h));
+            }
+        }
+    }
+    best.map(|(t, _)| t)
+}
+
+/// Address ranges, `(start, end)`, ascending.
+type Ranges = Vec<(u64, u64)>;
+
+/// The covered ranges to show, and the area picked for [`AddressSelection::Hottest`].
+fn select(
+    areas: &[Area],
+    selection: AddressSelection,
+    target: u32,
+) -> Result<(Ranges, Option<usize>)> {
+    let all = || areas.iter().flat_map(|a| &a.ranges);
+    match selection {
+        AddressSelection::Hottest => {
+            let i = guide::hottest(areas).ok_or(ReportError::NoRegions)?;
+            Ok((
+                areas[i].ranges.iter().map(|r| (r.start, r.end)).collect(),
+                Some(i),
+            ))
+        }
+        AddressSelection::All => Ok((all().map(|r| (r.start, r.end)).collect(), None)),
+        AddressSelection::Range { start, end } => {
+            if start >= end {
+                return Err(ReportError::EmptyAddressRange { start, end });
+            }
+            let ranges: Vec<(u64, u64)> = all()
+                .map(|r| (r.start.max(start), r.end.min(end)))
+                .filter(|(s, e)| s < e)
+                .collect();
+            if ranges.is_empty() {
+                return Err(ReportError::NothingInRange { target, start, end });
+            }
+            Ok((ranges, None))
+        }
+    }
+}
+
+/// Targets by index and command line, for an error message.
+fn target_list(header: &Header, targets: &BTreeSet<u32>) -> String {
+    let list: Vec<String> = targets
+        .iter()
+        .map(|&t| match header.targets.get(t as usize) {
+            Some(info) if !info.cmdline.is_empty() => format!("{t} ({})", info.cmdline),
+            _ => t.to_string(),
+        })
+        .collect();
+    if list.is_empty() {
+        "none".to_string()
+    } else {
+        list.join(", ")
+    }
+}

@@ -1,0 +1,305 @@
+//! What a record says about itself: the header (access source and why, intervals, targets, host,
+//! start time), how many snapshots over how long, region counts, what happened (events), and any
+//! damage the reader found.
+
+use crate::human;
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use udamon_record::model::{EventKind, Frame, Header};
+
+/// Notes listed in full; further ones are only counted.
+const MAX_NOTES: usize = 10;
+
+/// Smallest and largest of something seen across snapshots.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct MinMax {
+    pub min: u64,
+    pub max: u64,
+}
+
+impl MinMax {
+    fn add(slot: &mut Option<MinMax>, v: u64) {
+        let m = slot.get_or_insert(MinMax { min: v, max: v });
+        m.min = m.min.min(v);
+        m.max = m.max.max(v);
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct TargetSummary {
+    pub target: u32,
+    pub snapshots: usize,
+    pub nr_regions: Option<MinMax>,
+    /// Lowest start and highest end of its regions over the record.
+    pub address_span: Option<MinMax>,
+}
+
+/// A lifecycle event, in words.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Happening {
+    pub time_ns: u64,
+    pub what: String,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct EventSummary {
+    pub total: usize,
+    pub by_kind: BTreeMap<String, usize>,
+    /// Exec, exit, dropped targets and the stop, in order.
+    pub lifecycle: Vec<Happening>,
+    /// The access source's counters as last reported.
+    pub last_source_stats: Option<BTreeMap<String, u64>>,
+    pub notes: Vec<Happening>,
+    pub notes_left_out: usize,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct InfoReport {
+    pub header: Header,
+    pub nr_snapshots: usize,
+    pub first_start_ns: Option<u64>,
+    pub last_end_ns: Option<u64>,
+    pub duration_ns: u64,
+    /// Regions per snapshot, all targets together.
+    pub nr_regions: Option<MinMax>,
+    /// Intervals in force across snapshots (they vary under interval auto-tuning).
+    pub sample_us: Option<MinMax>,
+    pub aggr_us: Option<MinMax>,
+    pub targets: Vec<TargetSummary>,
+    pub events: EventSummary,
+    /// What the reader found wrong with the file, as it said it.
+    pub damage: Vec<String>,
+}
+
+/// Summarises the record; `damage` is whatever the reader reported about the file.
+pub fn info(
+    header: &Header,
+    frames: impl IntoIterator<Item = Frame>,
+    damage: Vec<String>,
+) -> InfoReport {
+    let mut report = InfoReport {
+        header: header.clone(),
+        nr_snapshots: 0,
+        first_start_ns: None,
+        last_end_ns: None,
+        duration_ns: 0,
+        nr_regions: None,
+        sample_us: None,
+        aggr_us: None,
+        targets: Vec::new(),
+        events: EventSummary::default(),
+        damage,
+    };
+    let mut targets: BTreeMap<u32, TargetSummary> = BTreeMap::new();
+    for frame in frames {
+        match frame {
+            Frame::Snapshot(s) => {
+                report.nr_snapshots += 1;
+                report.first_start_ns.get_or_insert(s.start_ns);
+                report.last_end_ns = Some(s.end_ns);
+                MinMax::add(&mut report.nr_regions, s.nr_regions() as u64);
+                MinMax::add(&mut report.sample_us, s.sample_us);
+                MinMax::add(&mut report.aggr_us, s.aggr_us);
+                for t in &s.targets {
+                    let sum = targets.entry(t.target).or_insert(TargetSummary {
+                        target: t.target,
+                        snapshots: 0,
+                        nr_regions: None,
+                        address_span: None,
+                    });
+                    sum.snapshots += 1;
+                    MinMax::add(&mut sum.nr_regions, t.regions.len() as u64);
+                    let lo = t.regions.iter().map(|r| r.start).min();
+                    let hi = t.regions.iter().map(|r| r.end).max();
+                    if let (Some(lo), Some(hi)) = (lo, hi) {
+                        MinMax::add(&mut sum.address_span, lo);
+                        MinMax::add(&mut sum.address_span, hi);
+                    }
+                }
+            }
+            Frame::Event(e) => add_event(&mut report.events, e.time_ns, e.kind),
+        }
+    }
+    report.duration_ns = match (report.first_start_ns, report.last_end_ns) {
+        (Some(a), Some(b)) => b.saturating_sub(a),
+        _ => 0,
+    };
+    report.targets = targets.into_values().collect();
+    report
+}
+
+fn add_event(sum: &mut EventSummary, time_ns: u64, kind: EventKind) {
+    sum.total += 1;
+    let name = match &kind {
+        EventKind::MappingsChanged { .. } => "mappings_changed",
+        EventKind::Exec { .. } => "exec",
+        EventKind::Exit { .. } => "exit",
+        EventKind::TargetDropped { .. } => "target_dropped",
+        EventKind::SourceStats { .. } => "source_stats",
+        EventKind::Stopped { .. } => "stopped",
+        EventKind::Note { .. } => "note",
+    };
+    *sum.by_kind.entry(name.to_string()).or_default() += 1;
+    let what = match kind {
+        EventKind::MappingsChanged { .. } => None,
+        EventKind::Exec { target, cmdline } => Some(format!("target {target} exec'd {cmdline}")),
+        EventKind::Exit { target, status } => Some(match status {
+            Some(s) => format!("target {target} exited with status {s}"),
+            None => format!("target {target} exited"),
+        }),
+        EventKind::TargetDropped { target, reason } => {
+            Some(format!("target {target} dropped: {reason}"))
+        }
+        EventKind::SourceStats { counters } => {
+            sum.last_source_stats = Some(counters);
+            None
+        }
+        EventKind::Stopped { reason } => Some(format!("monitoring stopped: {reason}")),
+        EventKind::Note { text } => {
+            if sum.notes.len() < MAX_NOTES {
+                sum.notes.push(Happening {
+                    time_ns,
+                    what: text,
+                });
+            } else {
+                sum.notes_left_out += 1;
+            }
+            None
+        }
+    };
+    if let Some(what) = what {
+        sum.lifecycle.push(Happening { time_ns, what });
+    }
+}
+
+fn range_text(m: Option<MinMax>, fmt: impl Fn(u64) -> String) -> String {
+    match m {
+        None => "none".to_string(),
+        Some(m) if m.min == m.max => fmt(m.min),
+        Some(m) => format!("{} to {}", fmt(m.min), fmt(m.max)),
+    }
+}
+
+pub fn render_text(report: &InfoReport) -> String {
+    let h = &report.header;
+    let mut out = String::new();
+    let us = |v: u64| human::duration(v.saturating_mul(1000));
+    let _ = writeln!(
+        out,
+        "record format {} written by udamon {}",
+        h.format_version, h.udamon_version
+    );
+    let _ = writeln!(
+        out,
+        "access source: {} ({})",
+        h.access_source.name, h.access_source.reason
+    );
+    let _ = writeln!(
+        out,
+        "intervals: sample {}, aggr {}, update {}; regions {} to {}; seed {}",
+        us(h.intervals.sample_us),
+        us(h.intervals.aggr_us),
+        us(h.intervals.update_us),
+        h.min_nr_regions,
+        h.max_nr_regions,
+        h.seed
+    );
+    let _ = writeln!(
+        out,
+        "started: {}",
+        human::utc_datetime(h.start_time_unix_ns)
+    );
+    let host = &h.host;
+    let _ = writeln!(
+        out,
+        "host: {} (kernel {}, {} cpus, page size {}, memory {})",
+        if host.hostname.is_empty() {
+            "?"
+        } else {
+            &host.hostname
+        },
+        if host.kernel.is_empty() {
+            "?"
+        } else {
+            &host.kernel
+        },
+        host.nr_cpus,
+        human::size(host.page_size),
+        human::size(host.mem_total_bytes)
+    );
+    let _ = writeln!(out, "targets:");
+    for (i, t) in h.targets.iter().enumerate() {
+        let pid = t.pid.map_or_else(|| "-".to_string(), |p| p.to_string());
+        let _ = write!(out, "  {i}: pid {pid}, {}", t.cmdline);
+        if let Some(s) = report.targets.iter().find(|s| s.target as usize == i) {
+            let _ = write!(
+                out,
+                "; in {} snapshots, {} regions",
+                s.snapshots,
+                range_text(s.nr_regions, |v| v.to_string())
+            );
+            if let Some(span) = s.address_span {
+                let _ = write!(
+                    out,
+                    ", addresses {}-{}",
+                    human::hex(span.min),
+                    human::hex(span.max)
+                );
+            }
+        } else {
+            let _ = write!(out, "; in no snapshot");
+        }
+        out.push('\n');
+    }
+    let _ = writeln!(
+        out,
+        "snapshots: {} over {}",
+        report.nr_snapshots,
+        human::duration(report.duration_ns)
+    );
+    if report.nr_snapshots > 0 {
+        let _ = writeln!(
+            out,
+            "regions per snapshot: {}",
+            range_text(report.nr_regions, |v| v.to_string())
+        );
+        let _ = writeln!(
+            out,
+            "intervals in snapshots: sample {}, aggr {}",
+            range_text(report.sample_us, us),
+            range_text(report.aggr_us, us)
+        );
+    }
+    let ev = &report.events;
+    let kinds: Vec<String> = ev.by_kind.iter().map(|(k, n)| format!("{n} {k}")).collect();
+    let _ = writeln!(
+        out,
+        "events: {}{}",
+        ev.total,
+        if kinds.is_empty() {
+            String::new()
+        } else {
+            format!(" ({})", kinds.join(", "))
+        }
+    );
+    for item in ev.lifecycle.iter().chain(&ev.notes) {
+        let _ = writeln!(out, "  at {}: {}", human::duration(item.time_ns), item.what);
+    }
+    if ev.notes_left_out > 0 {
+        let _ = writeln!(out, "  ... and {} more notes", ev.notes_left_out);
+    }
+    if let Some(counters) = &ev.last_source_stats {
+        let list: Vec<String> = counters.iter().map(|(k, v)| format!("{k} {v}")).collect();
+        let _ = writeln!(out, "access source counters: {}", list.join(", "));
+    }
+    if report.damage.is_empty() {
+        let _ = writeln!(out, "damage: none found");
+    } else {
+        let _ = writeln!(out, "damage:");
+        for d in &report.damage {
+            let _ = writeln!(out, "  {d}");
+        }
+    }
+    out
+}

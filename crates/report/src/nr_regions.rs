@@ -1,0 +1,16 @@
+//! The number of regions per snapshot, as damo's `report nr_regions`: shows how the adaptive
+//! region adjustment behaved (between the header's min and max number of regions).
+
+use crate::Result;
+use crate::dist::{self, DistOptions, DistReport, Unit};
+use udamon_record::model::Frame;
+
+/// The region-count distribution over the record's snapshots.
+pub fn nr_regions(
+    frames: impl IntoIterator<Item = Frame>,
+    opts: &DistOptions,
+) -> Result<DistReport> {
+    dist::collect(frames, opts, "nr_regions", Unit::Regions, None, |regions| {
+        regions.len() as u64
+    })
+}

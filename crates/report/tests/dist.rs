@@ -1,0 +1,225 @@
+//! wss and nr_regions: percentiles, averages, warm-up skipping, thresholds, per-target split and
+//! ordering, checked against values computed here from the inputs.
+
+mod common;
+
+use common::*;
+use udamon_record::model::Frame;
+use udamon_report::dist::{self, DistOptions, RenderOptions, SortBy};
+use udamon_report::nr_regions::nr_regions;
+use udamon_report::wss::{WssFilter, wss};
+use udamon_report::{ReportError, percentile};
+
+/// Accessed pages of target 0 in snapshot `i`: a scrambled sequence so sorting matters.
+fn pages0(i: u64) -> u64 {
+    (i * 7919) % 37 + 1
+}
+
+/// Target 0: an accessed region of `pages0(i)` pages and an idle one; target 1: one accessed
+/// page at nr_accesses 1 and a 2-page region at nr_accesses 5.
+fn record(nr: u64) -> Vec<Frame> {
+    (0..nr)
+        .map(|i| {
+            let a = 0x10_0000;
+            let t0 = vec![
+                region(a, a + pages0(i) * 4096, 3),
+                region(a + pages0(i) * 4096, a + 64 * 4096, 0),
+            ];
+            let b = 0x90_0000;
+            let t1 = vec![region(b, b + 4096, 1), region(b + 4096, b + 3 * 4096, 5)];
+            Frame::Snapshot(snapshot(i, vec![(0, t0), (1, t1)]))
+        })
+        .collect()
+}
+
+/// damo's percentile definition, restated: index ⌊p/100·n⌋ of the sorted values, clamped.
+fn expected_percentile(sorted: &[u64], p: f64) -> u64 {
+    let i = ((p / 100.0) * sorted.len() as f64) as usize;
+    sorted[i.min(sorted.len() - 1)]
+}
+
+#[test]
+fn wss_percentiles_and_average_after_skipping_warm_up() {
+    let opts = DistOptions {
+        skip: 5,
+        ..DistOptions::default()
+    };
+    let report = wss(record(30), &WssFilter::default(), &opts).unwrap();
+    assert_eq!(report.nr_snapshots, 30);
+    assert_eq!(report.skipped, 5);
+    assert!(report.warning.is_none());
+    assert_eq!(report.distributions.len(), 1);
+    let d = &report.distributions[0];
+    assert_eq!(d.target, None);
+
+    // Summed over targets: target 0's accessed pages plus target 1's 3 pages.
+    let mut expected: Vec<u64> = (5..30).map(|i| (pages0(i) + 3) * 4096).collect();
+    let average = expected.iter().sum::<u64>() as f64 / expected.len() as f64;
+    expected.sort();
+    assert_eq!(d.values.len(), 25);
+    let got: Vec<(f64, u64)> = d
+        .percentiles
+        .iter()
+        .map(|p| (p.percentile, p.value))
+        .collect();
+    let want: Vec<(f64, u64)> = [0.0, 25.0, 50.0, 75.0, 100.0]
+        .iter()
+        .map(|&p| (p, expected_percentile(&expected, p)))
+        .collect();
+    assert_eq!(got, want);
+    assert_eq!(got[0].1, expected[0]);
+    assert_eq!(got[4].1, expected[24]);
+    assert!((d.average - average).abs() < 1e-6);
+    // Default order: ascending size.
+    let values: Vec<u64> = d.values.iter().map(|p| p.value).collect();
+    assert_eq!(values, expected);
+}
+
+#[test]
+fn damo_median_command_range() {
+    // `damo report wss --range 50 51 1` in damon-tests.
+    let opts = DistOptions {
+        skip: 0,
+        percentiles: percentile::range(50.0, 51.0, 1.0).unwrap(),
+        ..DistOptions::default()
+    };
+    let report = wss(record(10), &WssFilter::default(), &opts).unwrap();
+    let mut values: Vec<u64> = (0..10).map(|i| (pages0(i) + 3) * 4096).collect();
+    values.sort();
+    let d = &report.distributions[0];
+    assert_eq!(d.percentiles.len(), 1);
+    assert_eq!(d.percentiles[0].value, values[5]);
+}
+
+#[test]
+fn short_records_are_used_whole_with_a_warning() {
+    let report = wss(record(12), &WssFilter::default(), &DistOptions::default()).unwrap();
+    assert_eq!(report.skipped, 0);
+    assert_eq!(report.distributions[0].values.len(), 12);
+    let warning = report.warning.as_deref().expect("a warning about the skip");
+    assert!(
+        warning.contains("12 snapshots") && warning.contains("20"),
+        "{warning}"
+    );
+    let text = dist::render_text(&report, &RenderOptions::default());
+    assert!(text.contains("# warning:"), "{text}");
+
+    // One more snapshot than the skip: the skip applies and one value is left.
+    let report = wss(record(21), &WssFilter::default(), &DistOptions::default()).unwrap();
+    assert_eq!((report.skipped, report.warning.is_none()), (20, true));
+    assert_eq!(report.distributions[0].values.len(), 1);
+    assert_eq!(report.distributions[0].values[0].snapshot, 20);
+}
+
+#[test]
+fn thresholds_select_regions() {
+    let opts = DistOptions {
+        skip: 0,
+        per_target: true,
+        ..DistOptions::default()
+    };
+    // nr_accesses >= 4 leaves target 0's accessed region (3) out, and target 1's 2 pages (5) in.
+    let filter = WssFilter {
+        acc_thres: 4,
+        sz_thres: 1,
+    };
+    let report = wss(record(4), &filter, &opts).unwrap();
+    let t1 = &report.distributions[1];
+    assert_eq!(t1.target, Some(1));
+    assert!(t1.values.iter().all(|p| p.value == 2 * 4096));
+    assert!(report.distributions[0].values.iter().all(|p| p.value == 0));
+    // size >= 2 pages leaves target 1's single page out.
+    let filter = WssFilter {
+        acc_thres: 1,
+        sz_thres: 2 * 4096,
+    };
+    let report = wss(record(4), &filter, &opts).unwrap();
+    assert!(
+        report.distributions[1]
+            .values
+            .iter()
+            .all(|p| p.value == 2 * 4096)
+    );
+}
+
+#[test]
+fn per_target_and_time_order() {
+    let opts = DistOptions {
+        skip: 2,
+        sort_by: SortBy::Time,
+        per_target: true,
+        ..DistOptions::default()
+    };
+    let report = wss(record(8), &WssFilter::default(), &opts).unwrap();
+    let targets: Vec<Option<u32>> = report.distributions.iter().map(|d| d.target).collect();
+    assert_eq!(targets, vec![Some(0), Some(1)]);
+    let t0 = &report.distributions[0];
+    let series: Vec<(u64, u64)> = t0.values.iter().map(|p| (p.time_ns, p.value)).collect();
+    let want: Vec<(u64, u64)> = (2..8)
+        .map(|i| ((i + 1) * AGGR_NS, pages0(i) * 4096))
+        .collect();
+    assert_eq!(series, want);
+    let text = dist::render_text(
+        &report,
+        &RenderOptions {
+            all_values: true,
+            raw_number: true,
+            bar_width: 0,
+        },
+    );
+    // Time series lines: "<time> <bytes>", the first one being snapshot 2's end at 0.3 s.
+    let first = text.lines().find(|l| !l.starts_with('#')).unwrap();
+    assert_eq!(
+        first.split_whitespace().collect::<Vec<_>>(),
+        vec!["0.300", "s", &(pages0(2) * 4096).to_string()]
+    );
+}
+
+#[test]
+fn nr_regions_counts_regions_of_all_targets() {
+    let opts = DistOptions {
+        skip: 0,
+        ..DistOptions::default()
+    };
+    let report = nr_regions(record(5), &opts).unwrap();
+    let d = &report.distributions[0];
+    assert!(d.values.iter().all(|p| p.value == 4));
+    assert_eq!(d.average, 4.0);
+    let text = dist::render_text(&report, &RenderOptions::default());
+    assert!(text.contains("# nr_regions: 5 snapshots"), "{text}");
+    assert!(text.contains("# avr: 4"), "{text}");
+}
+
+#[test]
+fn percentile_text_has_damo_layout() {
+    let opts = DistOptions {
+        skip: 0,
+        ..DistOptions::default()
+    };
+    let report = wss(record(10), &WssFilter::default(), &opts).unwrap();
+    let text = dist::render_text(&report, &RenderOptions::default());
+    let rows: Vec<&str> = text.lines().filter(|l| !l.starts_with('#')).collect();
+    assert_eq!(rows.len(), 5);
+    assert!(rows[0].trim_start().starts_with("0 ") && rows[4].trim_start().starts_with("100 "));
+    assert!(
+        rows.iter().all(|r| r.ends_with('|') && r.contains("KiB")),
+        "{text}"
+    );
+    // The largest value has a full bar.
+    assert!(rows[4].contains(&format!("|{}|", "*".repeat(40))), "{text}");
+}
+
+#[test]
+fn errors_are_clear() {
+    let empty: Vec<Frame> = Vec::new();
+    assert!(matches!(
+        wss(empty, &WssFilter::default(), &DistOptions::default()),
+        Err(ReportError::NoSnapshots)
+    ));
+    let bad = DistOptions {
+        percentiles: vec![101.0],
+        ..DistOptions::default()
+    };
+    let err = wss(record(3), &WssFilter::default(), &bad).unwrap_err();
+    assert!(err.to_string().contains("within 0 and 100"), "{err}");
+}

@@ -1,0 +1,206 @@
+//! The `sim` operations: DAMON's accessed-bit probes of one sampling address per region, run
+//! against the simulated address space of [`crate::layout`] and the access model of
+//! [`crate::model`], in virtual time taken from the context's sampling intervals.
+//!
+//! - `init` builds each empty target's regions from the mappings, as vaddr does (three regions,
+//!   or one per group of adjacent mappings when there are fewer than two gaps); a context with
+//!   no target gets one.
+//! - `prepare_access_checks` picks each region's sampling address uniformly at random with the
+//!   context's generator.
+//! - `check_accesses` asks the model whether the page holding each sampling address was touched
+//!   during the interval just finished (`nr_accesses += 1` if so). Like vaddr, a region whose
+//!   sampling address is in the same page as the previous region's reuses that answer. Cost:
+//!   O(regions × log(workload regions)) plus O(workload regions + patterns) per interval.
+//! - `target_valid` turns false once the workload's last phase has ended, so that
+//!   [`udamon_core::Context::run`] stops, like monitoring a process that exits.
+
+use crate::config::Workload;
+use crate::layout;
+use crate::model::{Timeline, Touched, WindowAccesses};
+use std::num::NonZeroU32;
+use udamon_core::layout::set_regions;
+use udamon_core::region::align_down;
+use udamon_core::{AddrRange, Context, Operations, OpsError, PAGE_SIZE, Prng, Target};
+
+/// How the simulated workload runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SimOptions {
+    /// Accesses per second that the workload makes, shared among a phase's patterns in
+    /// proportion to their probability weights. The default, 10^8 (100,000 accesses/msec in
+    /// masim's report), is the order of magnitude masim reaches on current x86 hardware for
+    /// page-stride sweeps. It only matters relative to region sizes: at the default a 10 MiB
+    /// region is swept at 4 KiB stride about 200 times per 5 ms sampling interval.
+    pub access_rate: u64,
+    /// Runs through all phases, like masim's `-c/--repeat`.
+    pub repeat: NonZeroU32,
+    /// Add a program image, libraries and a stack (never accessed) around the workload's
+    /// regions, so that the address space and the initial regions look like a live process's
+    /// ([`crate::layout`]).
+    pub process_mappings: bool,
+}
+
+impl Default for SimOptions {
+    fn default() -> Self {
+        SimOptions {
+            access_rate: 100_000_000,
+            repeat: NonZeroU32::MIN,
+            process_mappings: true,
+        }
+    }
+}
+
+/// The simulated address space of one workload: an [`Operations`] implementation.
+#[derive(Debug, Clone)]
+pub struct SimOps {
+    workload: Workload,
+    options: SimOptions,
+    timeline: Timeline,
+    accesses: WindowAccesses,
+    /// Workload regions' mappings, sorted by address, with their index.
+    by_addr: Vec<(AddrRange, usize)>,
+    /// The context's time at which the workload started (set by `init`).
+    start_us: u64,
+}
+
+impl SimOps {
+    pub fn new(workload: Workload, options: SimOptions) -> SimOps {
+        let timeline = Timeline::new(&workload, options.repeat.get());
+        let mut by_addr: Vec<(AddrRange, usize)> = workload
+            .regions()
+            .iter()
+            .enumerate()
+            .map(|(i, r)| (r.range, i))
+            .collect();
+        by_addr.sort();
+        SimOps {
+            workload,
+            options,
+            timeline,
+            accesses: WindowAccesses::default(),
+            by_addr,
+            start_us: 0,
+        }
+    }
+
+    pub fn workload(&self) -> &Workload {
+        &self.workload
+    }
+
+    pub fn options(&self) -> &SimOptions {
+        &self.options
+    }
+
+    /// How long the workload runs, all repeats included, in microseconds of virtual time.
+    pub fn duration_us(&self) -> u64 {
+        self.timeline.total_us()
+    }
+
+    /// Every mapping of the simulated address space, sorted by address.
+    pub fn mappings(&self) -> Vec<AddrRange> {
+        layout::mappings(
+            self.workload.regions().iter().map(|r| r.range),
+            self.options.process_mappings,
+        )
+    }
+
+    /// The ground truth ([`Workload::touched_bytes`]) for a window on the context's time line,
+    /// such as [`Context::window_us`].
+    pub fn touched_bytes(&self, window_us: (u64, u64)) -> Vec<Touched> {
+        self.workload
+            .touched_bytes(&self.options, self.workload_window(window_us))
+    }
+
+    /// The working set size, in bytes, of a window on the context's time line.
+    pub fn ground_truth_wss(&self, window_us: (u64, u64)) -> f64 {
+        self.workload
+            .ground_truth_wss(&self.options, self.workload_window(window_us))
+    }
+
+    fn workload_window(&self, (t0, t1): (u64, u64)) -> (u64, u64) {
+        (
+            t0.saturating_sub(self.start_us),
+            t1.saturating_sub(self.start_us),
+        )
+    }
+
+    /// Whether the page at `page_addr` was touched during the window in `self.accesses`.
+    fn page_touched(&self, page_addr: u64, rng: &mut Prng) -> bool {
+        let i = self.by_addr.partition_point(|(m, _)| m.end <= page_addr);
+        let Some(&(mapping, region)) = self.by_addr.get(i).filter(|(m, _)| m.start <= page_addr)
+        else {
+            return false;
+        };
+        let accesses = self.accesses.region(region);
+        if accesses.is_idle() {
+            return false;
+        }
+        let page = (page_addr - mapping.start) / PAGE_SIZE;
+        if accesses.swept(page) {
+            return true;
+        }
+        let p = accesses.random_touch_probability(self.workload.regions()[region].size, page);
+        p > 0.0 && rng.unit() < p
+    }
+}
+
+impl Operations for SimOps {
+    fn name(&self) -> &str {
+        "sim"
+    }
+
+    fn init(&mut self, ctx: &mut Context) -> Result<(), OpsError> {
+        self.start_us = ctx.now_us();
+        if ctx.targets().is_empty() {
+            ctx.add_target(Target::new(None));
+        }
+        let min_sz = ctx.attrs().min_region_sz;
+        let ranges = layout::initial_ranges(&self.mappings(), min_sz);
+        for t in ctx
+            .targets_mut()
+            .iter_mut()
+            .filter(|t| t.regions.is_empty())
+        {
+            set_regions(&mut t.regions, &ranges, min_sz)?;
+        }
+        Ok(())
+    }
+
+    fn prepare_access_checks(&mut self, ctx: &mut Context) {
+        let (targets, rng) = ctx.targets_and_rng();
+        for r in targets.iter_mut().flat_map(|t| t.regions.iter_mut()) {
+            r.sampling_addr = rng.in_range(r.start, r.end);
+        }
+    }
+
+    fn check_accesses(&mut self, ctx: &mut Context) {
+        let window = self.workload_window(ctx.interval_us());
+        self.accesses.compute(
+            &self.workload,
+            &self.timeline,
+            self.options.access_rate,
+            window,
+        );
+        let (targets, rng) = ctx.targets_and_rng();
+        for t in targets.iter_mut() {
+            let mut last: Option<(u64, bool)> = None;
+            for r in t.regions.iter_mut() {
+                let page = align_down(r.sampling_addr, PAGE_SIZE);
+                let touched = match last {
+                    Some((p, touched)) if p == page => touched,
+                    _ => {
+                        let touched = self.page_touched(page, rng);
+                        last = Some((page, touched));
+                        touched
+                    }
+                };
+                if touched {
+                    r.nr_accesses = r.nr_accesses.saturating_add(1);
+                }
+            }
+        }
+    }
+
+    fn target_valid(&self, ctx: &Context, _target: usize) -> bool {
+        ctx.now_us().saturating_sub(self.start_us) < self.timeline.total_us()
+    }
+}
