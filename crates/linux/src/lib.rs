@@ -1,1 +1,9 @@
-//! placeholder
+//! udamon's Linux operations: monitoring live processes.
+//!
+//! - [`decode`]: recover the data address of a sampled user instruction (x86-64);
+//! - [`perf`]: perf_event_open sampling sources and their ring buffers;
+//! - [`maps`]: `/proc/PID/maps` parsing.
+
+pub mod decode;
+pub mod maps;
+pub mod perf;

@@ -1,0 +1,389 @@
+//! damo's `json` and `json_compressed` formats: a JSON array of records, one per target, each
+//! with its snapshots (`_damo_records.py`, `DamonRecord.to_kvpairs`). `json_compressed` is the
+//! same text in a zlib stream.
+//!
+//! The writer emits plain integers and the keys damo 3.x needs, plus two keys damo ignores so
+//! that a round trip through damo's format loses nothing udamon records: `raw_samples` per
+//! region and `aggr_interval_us` per snapshot (when it differs from the record's).
+
+use super::number::{Num, Unit};
+use super::{TargetRecord, TargetSnap, target_label};
+use crate::error::RecordError;
+use crate::model::{Frame, Header, Intervals, RegionStat, Snapshot};
+use flate2::Compression;
+use flate2::write::ZlibEncoder;
+use serde::ser::{SerializeSeq, Serializer};
+use serde::{Deserialize, Serialize};
+use std::fs::File;
+use std::io::{BufWriter, Read, Write};
+use std::path::Path;
+
+#[derive(Deserialize)]
+struct JRecord {
+    #[serde(default)]
+    intervals: Option<JIntervals>,
+    #[serde(default)]
+    scheme_idx: Option<Num>,
+    #[serde(default)]
+    target_id: Option<Num>,
+    snapshots: Vec<JSnapshot>,
+}
+
+#[derive(Deserialize)]
+struct JIntervals {
+    sample_us: Num,
+    aggr_us: Num,
+    ops_update_us: Num,
+}
+
+#[derive(Deserialize)]
+struct JSnapshot {
+    start_time: Num,
+    end_time: Num,
+    regions: Vec<JRegion>,
+    #[serde(default)]
+    sample_interval_us: Option<Num>,
+    #[serde(default)]
+    aggr_interval_us: Option<Num>,
+}
+
+#[derive(Deserialize)]
+struct JRegion {
+    start: Num,
+    end: Num,
+    #[serde(default)]
+    nr_accesses: Option<JNrAccesses>,
+    #[serde(default)]
+    age: Option<JAge>,
+    #[serde(default)]
+    raw_samples: Option<Num>,
+}
+
+#[derive(Deserialize)]
+struct JNrAccesses {
+    #[serde(default)]
+    samples: Option<Num>,
+    #[serde(default)]
+    percent: Option<Num>,
+}
+
+#[derive(Deserialize)]
+struct JAge {
+    #[serde(default)]
+    usec: Option<Num>,
+    #[serde(default)]
+    aggr_intervals: Option<Num>,
+}
+
+pub(super) fn read(path: &Path, text: impl Read) -> Result<Vec<TargetRecord>, RecordError> {
+    let damo_error = |reason: String| RecordError::Damo {
+        path: path.to_path_buf(),
+        reason,
+    };
+    let records: Vec<JRecord> = serde_json::from_reader(text).map_err(|e| {
+        if e.is_io() {
+            damo_error(format!(
+                "cannot decompress or read it ({e}); is the file truncated?"
+            ))
+        } else if e.is_eof() {
+            damo_error(format!(
+                "the JSON text ends early ({e}); is the file truncated?"
+            ))
+        } else {
+            damo_error(format!(
+                "unexpected JSON ({e}); damo writes an array of records"
+            ))
+        }
+    })?;
+    records
+        .into_iter()
+        .enumerate()
+        .map(|(i, r)| convert_record(r).map_err(|e| damo_error(format!("record {i}: {e}"))))
+        .collect()
+}
+
+fn convert_record(r: JRecord) -> Result<TargetRecord, String> {
+    let intervals = match &r.intervals {
+        Some(iv) => Some(Intervals {
+            sample_us: iv.sample_us.u64(Unit::Microseconds)?,
+            aggr_us: iv.aggr_us.u64(Unit::Microseconds)?,
+            update_us: iv.ops_update_us.u64(Unit::Microseconds)?,
+        }),
+        None => None,
+    };
+    let id = r
+        .target_id
+        .map(|n| n.u64(Unit::Count).map(|v| v.to_string()))
+        .transpose()?;
+    let scheme = r
+        .scheme_idx
+        .map(|n| n.u64(Unit::Count).map(|v| v.to_string()))
+        .transpose()?;
+    let mut snapshots = Vec::with_capacity(r.snapshots.len());
+    for (si, s) in r.snapshots.into_iter().enumerate() {
+        let snap = convert_snapshot(s, intervals).map_err(|e| format!("snapshot {si}: {e}"))?;
+        snapshots.push(snap);
+    }
+    Ok(TargetRecord {
+        label: target_label(id.as_deref(), scheme.as_deref()),
+        intervals,
+        snapshots,
+    })
+}
+
+fn convert_snapshot(s: JSnapshot, intervals: Option<Intervals>) -> Result<TargetSnap, String> {
+    let sample_us = s
+        .sample_interval_us
+        .map(|n| n.u64(Unit::Microseconds))
+        .transpose()?;
+    let aggr_us = s
+        .aggr_interval_us
+        .map(|n| n.u64(Unit::Microseconds))
+        .transpose()?;
+    // For converting percentages and ages in microseconds back to counts.
+    let (si, ai) = match (sample_us.or(intervals.map(|i| i.sample_us)), intervals) {
+        (Some(si), Some(iv)) => (Some(si), Some(aggr_us.unwrap_or(iv.aggr_us))),
+        (si, _) => (si, aggr_us),
+    };
+    let regions = s
+        .regions
+        .into_iter()
+        .enumerate()
+        .map(|(ri, r)| convert_region(r, si, ai).map_err(|e| format!("region {ri}: {e}")))
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(TargetSnap {
+        start_ns: Some(s.start_time.u64(Unit::Nanoseconds)?),
+        end_ns: s.end_time.u64(Unit::Nanoseconds)?,
+        sample_us,
+        aggr_us,
+        regions,
+    })
+}
+
+fn convert_region(
+    r: JRegion,
+    sample_us: Option<u64>,
+    aggr_us: Option<u64>,
+) -> Result<RegionStat, String> {
+    let nr_accesses = match r.nr_accesses {
+        Some(JNrAccesses {
+            samples: Some(n), ..
+        }) => n.u32(Unit::Count)?,
+        Some(JNrAccesses {
+            samples: None,
+            percent: Some(p),
+        }) => {
+            let (Some(si), Some(ai)) = (sample_us, aggr_us) else {
+                return Err("access rate in percent, but the record has no intervals".into());
+            };
+            let max = ai as f64 / si.max(1) as f64;
+            (p.value(Unit::Percent)? * max / 100.0).round() as u32
+        }
+        _ => 0,
+    };
+    let age = match r.age {
+        Some(JAge {
+            aggr_intervals: Some(n),
+            ..
+        }) => n.u32(Unit::Count)?,
+        Some(JAge {
+            aggr_intervals: None,
+            usec: Some(us),
+        }) => {
+            let Some(ai) = aggr_us else {
+                return Err("age in microseconds, but the record has no intervals".into());
+            };
+            (us.u64(Unit::Microseconds)? / ai.max(1)).min(u32::MAX as u64) as u32
+        }
+        _ => 0,
+    };
+    Ok(RegionStat {
+        start: r.start.u64(Unit::Bytes)?,
+        end: r.end.u64(Unit::Bytes)?,
+        nr_accesses,
+        age,
+        raw_samples: r
+            .raw_samples
+            .map(|n| n.u32(Unit::Count))
+            .transpose()?
+            .unwrap_or(0),
+    })
+}
+
+/// Writes `json_compressed` to `path`. `frames` is called once per target and must yield the
+/// record's frames each time (e.g. by reopening the input): damo's layout groups snapshots by
+/// target, and re-reading keeps memory bounded where collecting would not.
+pub fn write_json_compressed_file<I, F>(
+    path: impl AsRef<Path>,
+    header: &Header,
+    frames: F,
+) -> Result<(), RecordError>
+where
+    I: IntoIterator<Item = Frame>,
+    F: FnMut() -> Result<I, RecordError>,
+{
+    let path = path.as_ref();
+    let file = File::create(path).map_err(|e| RecordError::io(path, e))?;
+    let file = write_json_compressed(file, path, header, frames)?;
+    file.sync_all().map_err(|e| RecordError::io(path, e))
+}
+
+/// Writes `json_compressed` to any sink (`name` is for messages); see
+/// [`write_json_compressed_file`]. Records are one per target, in target order; a target
+/// without snapshots gets no record (damo's reports fail on empty records). Events have no
+/// place in damo's format and are left out.
+pub fn write_json_compressed<W, I, F>(
+    out: W,
+    name: &Path,
+    header: &Header,
+    mut frames: F,
+) -> Result<W, RecordError>
+where
+    W: Write,
+    I: IntoIterator<Item = Frame>,
+    F: FnMut() -> Result<I, RecordError>,
+{
+    let io_error = |e| RecordError::io(name, e);
+    let mut z = BufWriter::with_capacity(64 << 10, ZlibEncoder::new(out, Compression::default()));
+    z.write_all(b"[").map_err(io_error)?;
+    let mut nr_targets = header.targets.len();
+    let mut nr_records = 0;
+    let mut target = 0;
+    // At least one pass, which also finds targets that only snapshots name.
+    loop {
+        let mut nr_snapshots = 0;
+        for frame in frames()? {
+            let Frame::Snapshot(s) = frame else { continue };
+            for ts in &s.targets {
+                // Snapshots may name targets the header lacks; they get records too.
+                nr_targets = nr_targets.max(ts.target as usize + 1);
+                if ts.target as usize != target {
+                    continue;
+                }
+                if nr_snapshots == 0 {
+                    if nr_records > 0 {
+                        z.write_all(b",").map_err(io_error)?;
+                    }
+                    write_record_head(&mut z, header, target).map_err(io_error)?;
+                    nr_records += 1;
+                } else {
+                    z.write_all(b",").map_err(io_error)?;
+                }
+                nr_snapshots += 1;
+                let snap = OutSnapshot::new(&s, &ts.regions, &header.intervals);
+                serde_json::to_writer(&mut z, &snap).map_err(|e| RecordError::Encode {
+                    path: name.to_path_buf(),
+                    what: "a snapshot",
+                    reason: e.to_string(),
+                })?;
+            }
+        }
+        if nr_snapshots > 0 {
+            z.write_all(b"]}").map_err(io_error)?;
+        }
+        target += 1;
+        if target >= nr_targets {
+            break;
+        }
+    }
+    z.write_all(b"]\n").map_err(io_error)?;
+    let encoder = z.into_inner().map_err(|e| io_error(e.into_error()))?;
+    let mut out = encoder.finish().map_err(io_error)?;
+    out.flush().map_err(io_error)?;
+    Ok(out)
+}
+
+/// The record's keys up to the opening of its snapshot list.
+fn write_record_head(z: &mut impl Write, header: &Header, target: usize) -> std::io::Result<()> {
+    let iv = &header.intervals;
+    // damo uses the pid as target id for processes; without one, the target's index.
+    let target_id = header
+        .targets
+        .get(target)
+        .and_then(|t| t.pid)
+        .map_or(target as u64, u64::from);
+    write!(
+        z,
+        "{{\"kdamond_idx\":0,\"context_idx\":0,\"intervals\":{{\"sample_us\":{},\"aggr_us\":{},\
+         \"ops_update_us\":{}}},\"scheme_idx\":null,\"target_id\":{target_id},\"snapshots\":[",
+        iv.sample_us, iv.aggr_us, iv.update_us
+    )
+}
+
+#[derive(Serialize)]
+struct OutSnapshot<'a> {
+    start_time: u64,
+    end_time: u64,
+    regions: OutRegions<'a>,
+    total_bytes: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    sample_interval_us: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    aggr_interval_us: Option<u64>,
+}
+
+impl<'a> OutSnapshot<'a> {
+    fn new(s: &Snapshot, regions: &'a [RegionStat], record: &Intervals) -> Self {
+        let differs = s.sample_us != record.sample_us || s.aggr_us != record.aggr_us;
+        OutSnapshot {
+            start_time: s.start_ns,
+            end_time: s.end_ns,
+            regions: OutRegions {
+                regions,
+                aggr_us: s.aggr_us,
+            },
+            total_bytes: regions.iter().map(|r| r.end.saturating_sub(r.start)).sum(),
+            sample_interval_us: differs.then_some(s.sample_us),
+            aggr_interval_us: differs.then_some(s.aggr_us),
+        }
+    }
+}
+
+/// Serialises regions straight from the snapshot, without an intermediate vector.
+struct OutRegions<'a> {
+    regions: &'a [RegionStat],
+    aggr_us: u64,
+}
+
+#[derive(Serialize)]
+struct OutRegion {
+    start: u64,
+    end: u64,
+    nr_accesses: OutNrAccesses,
+    age: OutAge,
+    raw_samples: u32,
+}
+
+#[derive(Serialize)]
+struct OutNrAccesses {
+    samples: u32,
+    percent: Option<f64>,
+}
+
+#[derive(Serialize)]
+struct OutAge {
+    usec: u64,
+    aggr_intervals: u32,
+}
+
+impl Serialize for OutRegions<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let mut seq = serializer.serialize_seq(Some(self.regions.len()))?;
+        for r in self.regions {
+            seq.serialize_element(&OutRegion {
+                start: r.start,
+                end: r.end,
+                nr_accesses: OutNrAccesses {
+                    samples: r.nr_accesses,
+                    percent: None,
+                },
+                age: OutAge {
+                    usec: (r.age as u64).saturating_mul(self.aggr_us),
+                    aggr_intervals: r.age,
+                },
+                raw_samples: r.raw_samples,
+            })?;
+        }
+        seq.end()
+    }
+}

@@ -1,0 +1,384 @@
+//! Reading udamon records as a stream of frames with bounded memory (one frame at a time).
+//!
+//! Damage does not stop reading: a frame that fails its checks is recorded as [`Damage`] and the
+//! reader scans forward for the next sync marker that starts a frame which checks, then goes on
+//! from there. Only a missing or damaged header is fatal, since without it the frames cannot be
+//! interpreted.
+
+use crate::codec;
+use crate::detect;
+use crate::error::{Damage, DamageKind, RecordError, describe_start};
+use crate::frame::{
+    self, COMPRESSED, FRAME_HEAD_LEN, FRAME_OVERHEAD, FrameType, MAGIC, MAX_PAYLOAD, SYNC,
+};
+use crate::model::{Frame, Header};
+use crate::writer::FORMAT_VERSION;
+use std::fs::File;
+use std::io::{self, BufReader, Read, Seek, SeekFrom};
+use std::path::{Path, PathBuf};
+
+/// How much a resynchronising scan reads at a time.
+const SCAN_CHUNK: usize = 64 << 10;
+
+pub struct RecordReader<R = BufReader<File>> {
+    frames: FrameSource<R>,
+    path: PathBuf,
+    header: Header,
+    /// Offset of the next frame to read.
+    pos: u64,
+    damage: Vec<Damage>,
+    done: bool,
+}
+
+/// Frame-level access to the bytes: probing an offset, scanning for the next frame, payloads.
+struct FrameSource<R> {
+    src: R,
+    /// Where `src` currently is, to avoid needless seeks on the sequential path.
+    stream_pos: u64,
+    /// Reused buffers: the frame's payload followed by its CRC, and a decompressed payload.
+    payload: Vec<u8>,
+    raw: Vec<u8>,
+    decompressor: Option<zstd::bulk::Decompressor<'static>>,
+}
+
+/// What lies at an offset.
+enum Probe {
+    /// Nothing: the end of the file.
+    End,
+    /// A frame that checks; its payload (and CRC) is in `payload`; the next one starts at `next`.
+    Frame {
+        type_byte: u8,
+        next: u64,
+    },
+    /// The file ends inside what may be a frame. `length` when the length field was read.
+    Incomplete {
+        length: Option<u64>,
+    },
+    NotSync,
+    BadLength(u64),
+    Checksum,
+}
+
+impl RecordReader<BufReader<File>> {
+    /// Opens a udamon record and reads its header.
+    pub fn open(path: impl AsRef<Path>) -> Result<Self, RecordError> {
+        let path = path.as_ref();
+        let file = File::open(path).map_err(|e| RecordError::io(path, e))?;
+        RecordReader::from_reader(BufReader::new(file), path)
+    }
+}
+
+impl<R: Read + Seek> RecordReader<R> {
+    /// Reads a record from any seekable source; `name` is used in messages.
+    pub fn from_reader(mut src: R, name: impl Into<PathBuf>) -> Result<Self, RecordError> {
+        let path = name.into();
+        src.seek(SeekFrom::Start(0))
+            .map_err(|e| RecordError::io(&path, e))?;
+        let mut start = vec![0u8; detect::SNIFF_LEN];
+        let n = read_full(&mut src, &mut start).map_err(|e| RecordError::io(&path, e))?;
+        let start = &start[..n];
+        if n == 0 {
+            return Err(RecordError::Empty { path });
+        }
+        if !start.starts_with(&MAGIC) {
+            if MAGIC.starts_with(start) {
+                return Err(RecordError::CorruptHeader {
+                    path,
+                    reason: format!("the file ends after {n} bytes, inside the signature"),
+                });
+            }
+            return Err(match detect::sniff(start) {
+                Some(format) => RecordError::NotUdamon {
+                    path,
+                    found: format.name(),
+                },
+                None => RecordError::NotARecord {
+                    path,
+                    start: describe_start(start),
+                },
+            });
+        }
+        let mut frames = FrameSource {
+            src,
+            stream_pos: n as u64,
+            payload: Vec::new(),
+            raw: Vec::new(),
+            decompressor: None,
+        };
+        let (header, pos) = read_header(&mut frames, &path, MAGIC.len() as u64)?;
+        Ok(RecordReader {
+            frames,
+            path,
+            header,
+            pos,
+            damage: Vec::new(),
+            done: false,
+        })
+    }
+
+    pub fn header(&self) -> &Header {
+        &self.header
+    }
+
+    /// Damage found so far (all of it once the iterator is exhausted).
+    pub fn damage(&self) -> &[Damage] {
+        &self.damage
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Decodes the frame just probed; `len` is its whole length, skipped when it is damaged.
+    fn decode(&mut self, type_byte: u8, len: u64) -> Result<Frame, DamageKind> {
+        let undecodable = |reason: String| DamageKind::Undecodable {
+            reason,
+            skipped: len,
+        };
+        let Some(kind) = FrameType::from_byte(type_byte) else {
+            return Err(DamageKind::UnknownFrameType {
+                frame_type: type_byte,
+                skipped: len,
+            });
+        };
+        let payload = self.frames.payload(type_byte).map_err(undecodable)?;
+        match kind {
+            FrameType::Snapshot => codec::decode_snapshot(payload)
+                .map(Frame::Snapshot)
+                .map_err(|e| undecodable(format!("snapshot: {e}"))),
+            FrameType::Event => serde_json::from_slice(payload)
+                .map(Frame::Event)
+                .map_err(|e| undecodable(format!("event: {e}"))),
+            FrameType::Header => Err(undecodable(
+                "a second record header (were two records concatenated?)".into(),
+            )),
+        }
+    }
+
+    fn next_frame(&mut self) -> io::Result<Option<Frame>> {
+        while !self.done {
+            let at = self.pos;
+            let probe = self.frames.probe(at)?;
+            let bad = match probe {
+                Probe::End => {
+                    self.done = true;
+                    return Ok(None);
+                }
+                Probe::Frame { type_byte, next } => {
+                    self.pos = next;
+                    match self.decode(type_byte, next - at) {
+                        Ok(frame) => return Ok(Some(frame)),
+                        Err(kind) => {
+                            self.damage.push(Damage { offset: at, kind });
+                            continue;
+                        }
+                    }
+                }
+                bad => bad,
+            };
+            let found = self.frames.resync(at + 1)?;
+            let skipped = match found {
+                Ok(next) | Err(next) => next - at,
+            };
+            let kind = match (bad, found) {
+                (Probe::Incomplete { .. }, Err(_)) => DamageKind::TruncatedTail { bytes: skipped },
+                (
+                    Probe::Incomplete {
+                        length: Some(length),
+                    },
+                    Ok(_),
+                )
+                | (Probe::BadLength(length), _) => DamageKind::BadLength { length, skipped },
+                (Probe::Checksum, _) => DamageKind::ChecksumMismatch { skipped },
+                _ => DamageKind::Garbage { skipped },
+            };
+            self.damage.push(Damage { offset: at, kind });
+            match found {
+                Ok(next) => self.pos = next,
+                Err(_) => self.done = true,
+            }
+        }
+        Ok(None)
+    }
+}
+
+impl<R: Read + Seek> FrameSource<R> {
+    fn seek_to(&mut self, pos: u64) -> io::Result<()> {
+        if pos != self.stream_pos {
+            self.src.seek(SeekFrom::Start(pos))?;
+            self.stream_pos = pos;
+        }
+        Ok(())
+    }
+
+    /// Looks at the bytes at `at`; on success the payload and CRC are in `self.payload`.
+    fn probe(&mut self, at: u64) -> io::Result<Probe> {
+        self.seek_to(at)?;
+        let mut head = [0u8; FRAME_HEAD_LEN];
+        let n = read_full(&mut self.src, &mut head)?;
+        self.stream_pos += n as u64;
+        if n == 0 {
+            return Ok(Probe::End);
+        }
+        let sync_len = n.min(SYNC.len());
+        if head[..sync_len] != SYNC[..sync_len] {
+            return Ok(Probe::NotSync);
+        }
+        if n < FRAME_HEAD_LEN {
+            return Ok(Probe::Incomplete { length: None });
+        }
+        let type_byte = head[4];
+        let len_bytes = [head[5], head[6], head[7], head[8]];
+        let len = u32::from_le_bytes(len_bytes) as u64;
+        if len > MAX_PAYLOAD as u64 {
+            return Ok(Probe::BadLength(len));
+        }
+        // read_to_end grows the buffer with the data actually there, so a damaged length
+        // field costs no more memory than the file holds.
+        self.payload.clear();
+        let got = (&mut self.src)
+            .take(len + 4)
+            .read_to_end(&mut self.payload)? as u64;
+        self.stream_pos += got;
+        if got < len + 4 {
+            return Ok(Probe::Incomplete { length: Some(len) });
+        }
+        let (payload, crc) = self.payload.split_at(len as usize);
+        let crc = u32::from_le_bytes([crc[0], crc[1], crc[2], crc[3]]);
+        if frame::frame_crc(type_byte, len_bytes, payload) != crc {
+            return Ok(Probe::Checksum);
+        }
+        Ok(Probe::Frame {
+            type_byte,
+            next: at + FRAME_OVERHEAD as u64 + len,
+        })
+    }
+
+    /// Scans from `from` for the next offset where a frame checks. `Err(end)` when there is
+    /// none before the end of the file at `end`.
+    fn resync(&mut self, from: u64) -> io::Result<Result<u64, u64>> {
+        let mut chunk = vec![0u8; SCAN_CHUNK];
+        let mut at = from;
+        loop {
+            self.seek_to(at)?;
+            let n = read_full(&mut self.src, &mut chunk)?;
+            self.stream_pos += n as u64;
+            if n < SYNC.len() {
+                return Ok(Err(at + n as u64));
+            }
+            match chunk[..n].windows(SYNC.len()).position(|w| w == SYNC) {
+                Some(i) => {
+                    let candidate = at + i as u64;
+                    if let Probe::Frame { .. } = self.probe(candidate)? {
+                        return Ok(Ok(candidate));
+                    }
+                    at = candidate + 1;
+                }
+                // Keep the last bytes: a marker may straddle two chunks.
+                None => at += (n - (SYNC.len() - 1)) as u64,
+            }
+        }
+    }
+
+    /// The payload of the frame just probed, decompressed if needed.
+    fn payload(&mut self, type_byte: u8) -> Result<&[u8], String> {
+        let stored = &self.payload[..self.payload.len() - 4];
+        if type_byte & COMPRESSED == 0 {
+            return Ok(stored);
+        }
+        if self.decompressor.is_none() {
+            let d = zstd::bulk::Decompressor::new().map_err(|e| format!("zstd: {e}"))?;
+            self.decompressor = Some(d);
+        }
+        let d = self.decompressor.as_mut().expect("created above");
+        codec::decompress(d, stored, &mut self.raw)?;
+        Ok(&self.raw)
+    }
+}
+
+/// Reads the header frame at `at`; returns it with the offset of the first frame after it.
+fn read_header<R: Read + Seek>(
+    frames: &mut FrameSource<R>,
+    path: &Path,
+    at: u64,
+) -> Result<(Header, u64), RecordError> {
+    let corrupt = |path: &Path, reason: String| RecordError::CorruptHeader {
+        path: path.to_path_buf(),
+        reason,
+    };
+    let probe = frames.probe(at).map_err(|e| RecordError::io(path, e))?;
+    let (type_byte, next) = match probe {
+        Probe::Frame { type_byte, next } => (type_byte, next),
+        Probe::End => {
+            return Err(corrupt(
+                path,
+                "the file ends right after the signature; the monitor stopped before \
+                 writing the header"
+                    .into(),
+            ));
+        }
+        Probe::Incomplete { .. } => {
+            return Err(corrupt(
+                path,
+                "the file ends inside the header frame".into(),
+            ));
+        }
+        Probe::NotSync => return Err(corrupt(path, "no frame after the signature".into())),
+        Probe::BadLength(len) => {
+            return Err(corrupt(path, format!("impossible header length {len}")));
+        }
+        Probe::Checksum => {
+            return Err(corrupt(path, "the header frame fails its checksum".into()));
+        }
+    };
+    if FrameType::from_byte(type_byte) != Some(FrameType::Header) {
+        return Err(corrupt(path, "the first frame is not a header".into()));
+    }
+    let payload = frames
+        .payload(type_byte)
+        .map_err(|reason| corrupt(path, reason))?;
+    let header: Header = serde_json::from_slice(payload)
+        .map_err(|e| corrupt(path, format!("undecodable header: {e}")))?;
+    if header.format_version > FORMAT_VERSION {
+        return Err(RecordError::NewerFormat {
+            path: path.to_path_buf(),
+            version: header.format_version,
+            supported: FORMAT_VERSION,
+        });
+    }
+    Ok((header, next))
+}
+
+impl<R: Read + Seek> Iterator for RecordReader<R> {
+    type Item = Frame;
+
+    fn next(&mut self) -> Option<Frame> {
+        match self.next_frame() {
+            Ok(frame) => frame,
+            Err(e) => {
+                self.damage.push(Damage {
+                    offset: self.pos,
+                    kind: DamageKind::ReadError {
+                        message: e.to_string(),
+                    },
+                });
+                self.done = true;
+                None
+            }
+        }
+    }
+}
+
+/// Reads until `buf` is full or the source ends; returns the bytes read.
+pub(crate) fn read_full(src: &mut impl Read, buf: &mut [u8]) -> io::Result<usize> {
+    let mut n = 0;
+    while n < buf.len() {
+        match src.read(&mut buf[n..]) {
+            Ok(0) => break,
+            Ok(k) => n += k,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(n)
+}

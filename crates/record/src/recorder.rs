@@ -1,0 +1,174 @@
+//! Recording a monitoring run: a [`Recorder`] hangs off the core's loop as a callback and writes
+//! one snapshot frame per aggregation interval, plus the events its owner reports.
+//!
+//! A failed write stops monitoring rather than carrying on unrecorded, and never panics: the
+//! loop is told to break and the error waits in [`Recorder::error`].
+
+use crate::error::RecordError;
+use crate::model::{Event, EventKind, Header, RegionStat, Snapshot, TargetSnapshot};
+use crate::writer::{RecordWriter, WriterOptions};
+use std::fs::File;
+use std::io::Write;
+use std::ops::ControlFlow;
+use std::path::Path;
+use udamon_core::{Callbacks, Context};
+
+pub struct Recorder<W: Write = File> {
+    writer: RecordWriter<W>,
+    /// The record's time zero on the context's time line.
+    start_us: u64,
+    /// Reused between aggregations.
+    snapshot: Snapshot,
+    error: Option<RecordError>,
+    stop_reason: Option<String>,
+    snapshots_written: u64,
+}
+
+impl Recorder<File> {
+    /// Creates the record file. `start_us` is the context's time (`Context::set_start_time_us`)
+    /// that becomes the record's time zero.
+    pub fn create(
+        path: impl AsRef<Path>,
+        header: &Header,
+        options: WriterOptions,
+        start_us: u64,
+    ) -> Result<Self, RecordError> {
+        Ok(Recorder::new(
+            RecordWriter::create(path, header, options)?,
+            start_us,
+        ))
+    }
+}
+
+impl<W: Write> Recorder<W> {
+    pub fn new(writer: RecordWriter<W>, start_us: u64) -> Self {
+        Recorder {
+            writer,
+            start_us,
+            snapshot: Snapshot {
+                start_ns: 0,
+                end_ns: 0,
+                sample_us: 0,
+                aggr_us: 0,
+                targets: Vec::new(),
+            },
+            error: None,
+            stop_reason: None,
+            snapshots_written: 0,
+        }
+    }
+
+    /// Nanoseconds since the record's start for a time `t_us` on the context's time line.
+    pub fn time_ns(&self, t_us: u64) -> u64 {
+        t_us.saturating_sub(self.start_us).saturating_mul(1000)
+    }
+
+    /// Writes an event (an exec, an exit, source statistics, ...). After a failed write nothing
+    /// more is written; the first failure is kept in [`Recorder::error`].
+    pub fn write_event(&mut self, time_ns: u64, kind: EventKind) -> Result<(), RecordError> {
+        if let Some(e) = &self.error {
+            return Err(e.duplicate());
+        }
+        let result = self.writer.write_event(&Event { time_ns, kind });
+        self.keep_error(result)
+    }
+
+    /// Why monitoring stops; written as a `Stopped` event when the loop terminates.
+    pub fn set_stop_reason(&mut self, reason: impl Into<String>) {
+        self.stop_reason = Some(reason.into());
+    }
+
+    /// The first write error, if any; monitoring was stopped when it happened.
+    pub fn error(&self) -> Option<&RecordError> {
+        self.error.as_ref()
+    }
+
+    pub fn snapshots_written(&self) -> u64 {
+        self.snapshots_written
+    }
+
+    pub fn bytes_written(&self) -> u64 {
+        self.writer.bytes_written()
+    }
+
+    /// Ends the record; returns the first error of the whole run, if there was one.
+    pub fn finish(self) -> Result<W, RecordError> {
+        match self.error {
+            Some(e) => Err(e),
+            None => self.writer.finish(),
+        }
+    }
+
+    fn keep_error(&mut self, result: Result<(), RecordError>) -> Result<(), RecordError> {
+        if let Err(e) = result {
+            let copy = e.duplicate();
+            self.error.get_or_insert(e);
+            return Err(copy);
+        }
+        Ok(())
+    }
+}
+
+impl<W: Write> Callbacks for Recorder<W> {
+    fn after_aggregation(&mut self, ctx: &Context) -> ControlFlow<()> {
+        if self.error.is_some() {
+            return ControlFlow::Break(());
+        }
+        fill_snapshot(&mut self.snapshot, ctx, self.start_us);
+        let result = self.writer.write_snapshot(&self.snapshot);
+        if self.keep_error(result).is_err() {
+            return ControlFlow::Break(());
+        }
+        self.snapshots_written += 1;
+        ControlFlow::Continue(())
+    }
+
+    fn before_terminate(&mut self, ctx: &Context) {
+        if let Some(reason) = self.stop_reason.take() {
+            let time_ns = self.time_ns(ctx.now_us());
+            // A failure is kept in `error` for the owner; there is nothing else to stop.
+            let _ = self.write_event(time_ns, EventKind::Stopped { reason });
+        }
+    }
+}
+
+/// The context's current aggregation window as a snapshot; times in nanoseconds since
+/// `start_us` on the context's time line. Meant for `after_aggregation`, where the window is
+/// complete.
+pub fn snapshot_from_context(ctx: &Context, start_us: u64) -> Snapshot {
+    let mut s = Snapshot {
+        start_ns: 0,
+        end_ns: 0,
+        sample_us: 0,
+        aggr_us: 0,
+        targets: Vec::new(),
+    };
+    fill_snapshot(&mut s, ctx, start_us);
+    s
+}
+
+/// [`snapshot_from_context`] into an existing snapshot, reusing its allocations.
+pub fn fill_snapshot(s: &mut Snapshot, ctx: &Context, start_us: u64) {
+    let (window_start, window_end) = ctx.window_us();
+    let ns = |t_us: u64| t_us.saturating_sub(start_us).saturating_mul(1000);
+    s.start_ns = ns(window_start);
+    s.end_ns = ns(window_end);
+    s.sample_us = ctx.attrs().sample_interval_us;
+    s.aggr_us = ctx.attrs().aggr_interval_us;
+    let targets = ctx.targets();
+    s.targets.resize_with(targets.len(), || TargetSnapshot {
+        target: 0,
+        regions: Vec::new(),
+    });
+    for (i, (out, t)) in s.targets.iter_mut().zip(targets).enumerate() {
+        out.target = i as u32;
+        out.regions.clear();
+        out.regions.extend(t.regions.iter().map(|r| RegionStat {
+            start: r.start,
+            end: r.end,
+            nr_accesses: r.nr_accesses,
+            age: r.age,
+            raw_samples: r.raw_samples,
+        }));
+    }
+}

@@ -1,0 +1,151 @@
+//! Shared test helpers: headers, realistic snapshots, and writing records to temporary files.
+#![allow(dead_code)] // Each test binary uses a different subset.
+
+use std::path::Path;
+use udamon_record::model::{
+    AccessSource, Event, EventKind, Frame, Header, HostInfo, Intervals, RegionStat, Snapshot,
+    TargetInfo, TargetSnapshot,
+};
+use udamon_record::{RecordWriter, WriterOptions};
+
+pub fn header(nr_targets: usize) -> Header {
+    Header {
+        format_version: 1,
+        udamon_version: "0.1.0-test".into(),
+        access_source: AccessSource {
+            name: "sim".into(),
+            reason: "test".into(),
+        },
+        intervals: Intervals {
+            sample_us: 5_000,
+            aggr_us: 100_000,
+            update_us: 1_000_000,
+        },
+        min_nr_regions: 10,
+        max_nr_regions: 1000,
+        seed: 42,
+        targets: (0..nr_targets)
+            .map(|i| TargetInfo {
+                pid: Some(1000 + i as u32),
+                cmdline: format!("workload {i}"),
+            })
+            .collect(),
+        host: HostInfo {
+            hostname: "test".into(),
+            kernel: "6.18".into(),
+            nr_cpus: 2,
+            page_size: 4096,
+            mem_total_bytes: 1 << 33,
+        },
+        start_time_unix_ns: 1_700_000_000_000_000_000,
+    }
+}
+
+/// A small deterministic generator, so that snapshots look varied without a dependency.
+pub struct Lcg(pub u64);
+
+impl Lcg {
+    pub fn next(&mut self) -> u64 {
+        self.0 = self
+            .0
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        self.0 >> 33
+    }
+
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.next() % n.max(1)
+    }
+}
+
+/// Regions like a live process's: page-aligned, mostly adjacent (a few gaps between mappings),
+/// sizes from one page to a few MiB, access counts of a 5 ms / 100 ms monitor (0..=20), ages up
+/// to a few thousand aggregations, a few raw samples.
+pub fn realistic_regions(rng: &mut Lcg, n: usize) -> Vec<RegionStat> {
+    let mut regions = Vec::with_capacity(n);
+    let mut addr = 0x5555_5555_4000u64;
+    for i in 0..n {
+        if i % 100 == 99 {
+            addr += (1 + rng.below(1 << 20)) << 12;
+        }
+        let size = (1 + rng.below(1024)) << 12;
+        let hot = rng.below(4) == 0;
+        let nr_accesses = if hot { rng.below(21) as u32 } else { 0 };
+        regions.push(RegionStat {
+            start: addr,
+            end: addr + size,
+            nr_accesses,
+            age: rng.below(3000) as u32,
+            raw_samples: if hot { rng.below(8) as u32 } else { 0 },
+        });
+        addr += size;
+    }
+    regions
+}
+
+pub fn snapshot(index: u64, targets: Vec<TargetSnapshot>) -> Snapshot {
+    Snapshot {
+        start_ns: index * 100_000_000,
+        end_ns: (index + 1) * 100_000_000,
+        sample_us: 5_000,
+        aggr_us: 100_000,
+        targets,
+    }
+}
+
+/// Frames of a plausible record: `n` snapshots of two targets with a few events between.
+pub fn sample_frames(n: u64) -> Vec<Frame> {
+    let mut rng = Lcg(7);
+    let mut frames = Vec::new();
+    for i in 0..n {
+        let targets = (0..2)
+            .map(|t| TargetSnapshot {
+                target: t,
+                regions: realistic_regions(&mut rng, 5 + i as usize),
+            })
+            .collect();
+        frames.push(Frame::Snapshot(snapshot(i, targets)));
+        if i % 3 == 1 {
+            frames.push(Frame::Event(Event {
+                time_ns: (i + 1) * 100_000_000,
+                kind: EventKind::MappingsChanged {
+                    target: 1,
+                    nr_mappings: 20 + i as u32,
+                },
+            }));
+        }
+    }
+    frames
+}
+
+pub fn write_record(path: &Path, header: &Header, frames: &[Frame], compress: bool) {
+    let mut w = RecordWriter::create(path, header, WriterOptions { compress }).unwrap();
+    for f in frames {
+        match f {
+            Frame::Snapshot(s) => w.write_snapshot(s).unwrap(),
+            Frame::Event(e) => w.write_event(e).unwrap(),
+        }
+    }
+    w.finish().unwrap();
+}
+
+/// Byte offsets where each frame starts in an uncompressed record of `frames`, and the end.
+pub fn frame_offsets(header: &Header, frames: &[Frame], compress: bool) -> Vec<u64> {
+    let mut w =
+        RecordWriter::new(Vec::new(), "memory", header, WriterOptions { compress }).unwrap();
+    let mut offsets = vec![w.bytes_written()];
+    for f in frames {
+        match f {
+            Frame::Snapshot(s) => w.write_snapshot(s).unwrap(),
+            Frame::Event(e) => w.write_event(e).unwrap(),
+        }
+        offsets.push(w.bytes_written());
+    }
+    offsets
+}
+
+pub fn data_file(name: &str) -> std::path::PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/data")
+        .join(name)
+}

@@ -1,0 +1,191 @@
+//! The recorder on the core's monitoring loop: one snapshot per aggregation with times relative
+//! to the record's start, events in between, and a write failure that stops monitoring.
+
+mod common;
+
+use common::header;
+use std::io::Write;
+use std::ops::ControlFlow;
+use udamon_core::{
+    AddrRange, Attrs, Callbacks, Context, Operations, OpsError, StopReason, Target, VirtualClock,
+};
+use udamon_record::model::{EventKind, Frame};
+use udamon_record::{RecordError, RecordReader, RecordWriter, Recorder, WriterOptions};
+
+/// One sampled address per sampling interval, always at `HOT`.
+struct OneHotAddress;
+
+const HOT: u64 = 0x10_0000;
+const MAPPING: AddrRange = AddrRange::new(0x10_0000, 0x50_0000);
+
+impl Operations for OneHotAddress {
+    fn name(&self) -> &str {
+        "one-hot-address"
+    }
+
+    fn init(&mut self, _ctx: &mut Context) -> Result<(), OpsError> {
+        Ok(())
+    }
+
+    fn prepare_access_checks(&mut self, _ctx: &mut Context) {}
+
+    fn check_accesses(&mut self, ctx: &mut Context) {
+        ctx.record_sampled_accesses(0, &mut [HOT]);
+    }
+}
+
+/// Stops monitoring after `n` aggregations.
+struct StopAfter(u32);
+
+impl Callbacks for StopAfter {
+    fn after_aggregation(&mut self, _ctx: &Context) -> ControlFlow<()> {
+        self.0 -= 1;
+        if self.0 == 0 {
+            ControlFlow::Break(())
+        } else {
+            ControlFlow::Continue(())
+        }
+    }
+}
+
+const START_US: u64 = 7_000_000;
+
+fn context() -> Context {
+    let mut ctx = Context::new(Attrs::default(), 1).unwrap();
+    ctx.add_target(Target::with_regions(Some(1000), &[MAPPING]));
+    ctx.set_start_time_us(START_US);
+    ctx
+}
+
+#[test]
+fn records_one_snapshot_per_aggregation_and_the_stop_reason() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("run.udamon");
+    let mut recorder = Recorder::create(
+        &path,
+        &header(1),
+        WriterOptions { compress: true },
+        START_US,
+    )
+    .unwrap();
+    recorder
+        .write_event(
+            0,
+            EventKind::Note {
+                text: "starting".into(),
+            },
+        )
+        .unwrap();
+    recorder.set_stop_reason("enough");
+    let mut callbacks = (recorder, StopAfter(5));
+    let mut ctx = context();
+    let stop = ctx
+        .run(&mut OneHotAddress, &mut VirtualClock, &mut callbacks)
+        .unwrap();
+    assert_eq!(stop, StopReason::Requested);
+    let recorder = callbacks.0;
+    assert!(recorder.error().is_none());
+    assert_eq!(recorder.snapshots_written(), 5);
+    recorder.finish().unwrap();
+
+    let mut r = RecordReader::open(&path).unwrap();
+    let frames: Vec<Frame> = r.by_ref().collect();
+    assert!(r.damage().is_empty());
+    assert_eq!(frames.len(), 7);
+    assert!(
+        matches!(&frames[0], Frame::Event(e) if e.kind == EventKind::Note { text: "starting".into() })
+    );
+    for (i, f) in frames[1..6].iter().enumerate() {
+        let Frame::Snapshot(s) = f else {
+            panic!("frame {i} is not a snapshot")
+        };
+        // Default attributes: 5 ms sampling, 100 ms aggregation, from the record's time zero.
+        let i = i as u64;
+        assert_eq!(
+            (s.start_ns, s.end_ns),
+            (i * 100_000_000, (i + 1) * 100_000_000)
+        );
+        assert_eq!((s.sample_us, s.aggr_us), (5_000, 100_000));
+        let regions = &s.targets[0].regions;
+        assert_eq!(regions.first().unwrap().start, MAPPING.start);
+        assert_eq!(regions.last().unwrap().end, MAPPING.end);
+        assert!(regions.windows(2).all(|w| w[0].end == w[1].start));
+        // The region holding HOT saw it in all 20 samples of the window, the others nothing.
+        for r in regions {
+            let hot = r.start <= HOT && HOT < r.end;
+            assert_eq!(
+                (r.nr_accesses, r.raw_samples),
+                if hot { (20, 20) } else { (0, 0) },
+                "{r:?}"
+            );
+        }
+    }
+    let Frame::Event(last) = &frames[6] else {
+        panic!("no final event")
+    };
+    assert_eq!(
+        last.kind,
+        EventKind::Stopped {
+            reason: "enough".into()
+        }
+    );
+    assert_eq!(last.time_ns, 500_000_000);
+}
+
+/// Accepts `room` bytes, then fails as a full disk does.
+struct FillsUp {
+    room: usize,
+}
+
+impl Write for FillsUp {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        if buf.len() > self.room {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::StorageFull,
+                "no space left",
+            ));
+        }
+        self.room -= buf.len();
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+#[test]
+fn a_write_error_stops_monitoring_and_is_kept() {
+    let writer = RecordWriter::new(
+        FillsUp { room: 2000 },
+        "full.udamon",
+        &header(1),
+        WriterOptions::default(),
+    )
+    .unwrap();
+    let mut recorder = Recorder::new(writer, START_US);
+    recorder.set_stop_reason("never written");
+    let mut callbacks = (recorder, StopAfter(1000));
+    let mut ctx = context();
+    let stop = ctx
+        .run(&mut OneHotAddress, &mut VirtualClock, &mut callbacks)
+        .unwrap();
+    assert_eq!(stop, StopReason::Requested);
+    let mut recorder = callbacks.0;
+    let written = recorder.snapshots_written();
+    assert!(written > 0 && written < 1000, "{written}");
+    // Monitoring stopped at the aggregation whose snapshot failed.
+    assert_eq!(ctx.passed_sample_intervals(), (written + 1) * 20);
+    let e = recorder.error().expect("the error is kept");
+    assert!(matches!(e, RecordError::Io { .. }));
+    assert_eq!(e.to_string(), "full.udamon: no space left");
+    // Later events are refused with the same error; finishing reports it too.
+    let again = recorder
+        .write_event(1, EventKind::Note { text: "x".into() })
+        .unwrap_err();
+    assert_eq!(again.to_string(), "full.udamon: no space left");
+    assert_eq!(
+        recorder.finish().err().unwrap().to_string(),
+        "full.udamon: no space left"
+    );
+}

@@ -1,0 +1,278 @@
+//! The command line, as clap definitions. Verbs and option names follow damo where a damo user
+//! would look for them (`record`, `report access|wss|heatmap|nr_regions`, `-o`,
+//! `--monitoring_intervals`), with Rust CLI conventions elsewhere.
+
+use crate::units::{parse_duration_us, parse_size};
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use std::path::PathBuf;
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "udamon",
+    version,
+    about = "DAMON in user space: which memory is hot, warm or cold, and how that changes",
+    long_about = "udamon monitors data accesses with the Linux kernel's DAMON algorithms, running as \
+        an ordinary program: on simulated workloads (masim format) in virtual time, and on live \
+        processes. Start with `udamon demo`.",
+    after_help = "Durations take units (5ms, 100ms, 1s; a bare number is microseconds). Sizes take \
+        units (4K, 2M, 1G, 1.5GiB; a bare number is bytes)."
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Record the built-in demo workload and show its heatmap and working set: start here.
+    Demo(DemoArgs),
+    /// Monitor a workload and write a record file (the built-in demo when no target is given).
+    Record(RecordArgs),
+    /// Show a record: access, wss, heatmap, nr_regions, raw or info.
+    Report(ReportArgs),
+    /// Convert a record to damo's json_compressed format (and damo's records to udamon's).
+    Convert(ConvertArgs),
+}
+
+/// Monitoring attributes, shared by every command that monitors.
+#[derive(Debug, Args, Clone)]
+pub struct MonitoringArgs {
+    /// Sampling interval: time between access checks.
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration_us, default_value = "5ms")]
+    pub sample_us: u64,
+    /// Aggregation interval: one snapshot of the regions per interval.
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration_us, default_value = "100ms")]
+    pub aggr_us: u64,
+    /// Update interval: how often the monitored address ranges are refreshed.
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration_us, default_value = "1s")]
+    pub update_us: u64,
+    /// damo's spelling of the three intervals: SAMPLE AGGR UPDATE.
+    #[arg(
+        long = "monitoring_intervals",
+        alias = "monitoring-intervals",
+        num_args = 3,
+        value_names = ["SAMPLE", "AGGR", "UPDATE"],
+        value_parser = parse_duration_us,
+        conflicts_with_all = ["sample_us", "aggr_us", "update_us"]
+    )]
+    pub monitoring_intervals: Option<Vec<u64>>,
+    /// Lower bound on the number of regions (at least 3).
+    #[arg(long, value_name = "N", default_value_t = 10)]
+    pub min_regions: u32,
+    /// Upper bound on the number of regions.
+    #[arg(long, value_name = "N", default_value_t = 1000)]
+    pub max_regions: u32,
+    /// damo's spelling of the region bounds: MIN MAX.
+    #[arg(
+        long = "monitoring_nr_regions_range",
+        alias = "monitoring-nr-regions-range",
+        num_args = 2,
+        value_names = ["MIN", "MAX"],
+        conflicts_with_all = ["min_regions", "max_regions"]
+    )]
+    pub nr_regions_range: Option<Vec<u32>>,
+    /// Tune the intervals automatically towards DAMON's recommended goal (4 % of possible access
+    /// events observed, sampling between 5 ms and 10 s; damo's --monitoring_intervals_autotune).
+    #[arg(long, alias = "monitoring_intervals_autotune")]
+    pub autotune: bool,
+    /// Seed of the monitor's random choices; the same seed repeats a simulated run exactly.
+    #[arg(long, value_name = "N", default_value_t = 42)]
+    pub seed: u64,
+}
+
+#[derive(Debug, Args)]
+pub struct RecordArgs {
+    /// The record file to write.
+    #[arg(
+        short,
+        long = "out",
+        value_name = "FILE",
+        default_value = "udamon.data"
+    )]
+    pub out: PathBuf,
+    /// Monitor a simulated workload from a masim-format config file, or a built-in one
+    /// (`builtin:demo`, `builtin:stairs`, `builtin:zigzag`).
+    #[arg(long, value_name = "FILE")]
+    pub sim: Option<String>,
+    /// Stop after this much (virtual, for simulations) time.
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration_us)]
+    pub duration: Option<u64>,
+    /// Compress frames with zstd (smaller files; still streamable and crash-safe).
+    #[arg(long)]
+    pub compress: bool,
+    #[command(flatten)]
+    pub monitoring: MonitoringArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct DemoArgs {
+    /// Keep the record in this file (by default it goes to a temporary file).
+    #[arg(short, long = "out", value_name = "FILE")]
+    pub out: Option<PathBuf>,
+    /// Plain characters instead of colours.
+    #[arg(long)]
+    pub no_color: bool,
+    #[command(flatten)]
+    pub monitoring: MonitoringArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct ReportArgs {
+    #[command(subcommand)]
+    pub kind: ReportKind,
+}
+
+/// Options every report takes.
+#[derive(Debug, Args, Clone)]
+pub struct InputArgs {
+    /// The record to read: udamon's format or damo's (json, json_compressed, perf_script,
+    /// legacy binary), detected from the content.
+    #[arg(value_name = "FILE", default_value = "udamon.data")]
+    pub input: PathBuf,
+    /// damo's way to name the input.
+    #[arg(
+        short = 'i',
+        long = "input",
+        value_name = "FILE",
+        conflicts_with = "input"
+    )]
+    pub input_flag: Option<PathBuf>,
+    /// Print JSON instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+impl InputArgs {
+    pub fn path(&self) -> &PathBuf {
+        self.input_flag.as_ref().unwrap_or(&self.input)
+    }
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ReportKind {
+    /// One snapshot's regions: address range, size, access rate, age.
+    Access {
+        #[command(flatten)]
+        input: InputArgs,
+        /// Which snapshot: 0 is the first, -1 the last.
+        #[arg(long, value_name = "INDEX", default_value_t = -1, allow_negative_numbers = true)]
+        snapshot: i64,
+    },
+    /// Working set size: distribution over the record, or over time.
+    Wss {
+        #[command(flatten)]
+        input: InputArgs,
+        #[command(flatten)]
+        dist: DistArgs,
+        /// A region is in the working set when accessed in at least this many samples.
+        #[arg(
+            long = "acc_thres",
+            alias = "acc-thres",
+            value_name = "N",
+            default_value_t = 1
+        )]
+        acc_thres: u32,
+        /// ... and at least this large.
+        #[arg(long = "sz_thres", alias = "sz-thres", value_name = "SIZE", value_parser = parse_size, default_value = "1")]
+        sz_thres: u64,
+    },
+    /// Number of regions: distribution over the record, or over time.
+    #[command(name = "nr_regions", alias = "nr-regions")]
+    NrRegions {
+        #[command(flatten)]
+        input: InputArgs,
+        #[command(flatten)]
+        dist: DistArgs,
+    },
+    /// Time x address heatmap of access frequency, on the terminal or as PNG/SVG.
+    Heatmap {
+        #[command(flatten)]
+        input: InputArgs,
+        #[command(flatten)]
+        heatmap: HeatmapArgs,
+    },
+    /// Every snapshot and event as JSON lines.
+    Raw {
+        #[command(flatten)]
+        input: InputArgs,
+    },
+    /// What the record says about itself, its size, and any damage found.
+    Info {
+        #[command(flatten)]
+        input: InputArgs,
+    },
+}
+
+#[derive(Debug, Args, Clone)]
+pub struct DistArgs {
+    /// Percentiles to show: START STOP STEP (damo's --range).
+    #[arg(long, num_args = 3, value_names = ["START", "STOP", "STEP"], default_values_t = [0, 101, 25])]
+    pub range: Vec<u32>,
+    /// Order of the values: by size (a distribution) or by time (a time series).
+    #[arg(long, value_enum, default_value_t = SortBy::Size)]
+    pub sortby: SortBy,
+    /// Skip this many snapshots at the start, while monitoring settles (damo's default).
+    #[arg(
+        long = "exclude_samples",
+        alias = "exclude-samples",
+        value_name = "N",
+        default_value_t = 20
+    )]
+    pub exclude_samples: usize,
+    /// Report each target on its own instead of summed.
+    #[arg(long)]
+    pub per_target: bool,
+    /// Print every value, not only percentiles.
+    #[arg(long = "all", alias = "all_wss")]
+    pub all: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum SortBy {
+    Size,
+    Time,
+}
+
+#[derive(Debug, Args, Clone)]
+pub struct HeatmapArgs {
+    /// Write an image instead of printing (the extension picks the format: .png or .svg).
+    #[arg(short, long, value_name = "FILE")]
+    pub output: Option<PathBuf>,
+    /// Address range to draw: START END (hex with 0x, or sizes); default: the hottest range.
+    #[arg(long, num_args = 2, value_names = ["START", "END"], value_parser = parse_size)]
+    pub address_range: Option<Vec<u64>>,
+    /// Time range to draw, from the record's start: START END.
+    #[arg(long, num_args = 2, value_names = ["START", "END"], value_parser = parse_duration_us)]
+    pub time_range: Option<Vec<u64>>,
+    /// Resolution: TIME_ROWS ADDRESS_COLUMNS (default fits the terminal, 500 500 for images).
+    #[arg(long, num_args = 2, value_names = ["ROWS", "COLS"])]
+    pub resol: Option<Vec<usize>>,
+    /// Which target to draw (its index in the record).
+    #[arg(long, value_name = "INDEX", default_value_t = 0)]
+    pub target: u32,
+    /// Plain characters instead of colours (also when NO_COLOR is set or output is not a terminal).
+    #[arg(long)]
+    pub no_color: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct ConvertArgs {
+    /// The record to convert (any supported format).
+    #[arg(value_name = "FILE")]
+    pub input: PathBuf,
+    /// Where to write.
+    #[arg(short, long = "out", value_name = "FILE")]
+    pub out: PathBuf,
+    /// The output format.
+    #[arg(long, value_enum, default_value_t = ConvertFormat::JsonCompressed)]
+    pub format: ConvertFormat,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ConvertFormat {
+    /// damo's json_compressed (what damo 3.x reads).
+    #[value(name = "json_compressed", alias = "json-compressed")]
+    JsonCompressed,
+    /// udamon's own record format.
+    Udamon,
+}

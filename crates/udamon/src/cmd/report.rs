@@ -1,0 +1,179 @@
+//! `udamon report TYPE [FILE]`: every report reads any supported record format, streaming.
+
+use crate::cli::{DistArgs, HeatmapArgs, ReportArgs, ReportKind, SortBy};
+use crate::input::Input;
+use crate::output::{print, print_json};
+use anyhow::{Context as _, Result, bail};
+use std::io::IsTerminal;
+use std::path::Path;
+use udamon_report::dist::{self, DistOptions, RenderOptions};
+use udamon_report::heatmap::{self, AddressSelection, HeatmapOptions, image, term};
+use udamon_report::{access, info, nr_regions, percentile, raw, wss};
+
+pub fn run(args: &ReportArgs) -> Result<()> {
+    match &args.kind {
+        ReportKind::Access { input, snapshot } => {
+            let (record, header, frames) = Input::open(input.path())?;
+            let opts = access::AccessOptions {
+                snapshot: *snapshot,
+                target: None,
+            };
+            let report = access::access(&header, frames, &opts)?;
+            record.warn_damage();
+            if input.json {
+                print_json(&report)
+            } else {
+                Ok(print(&access::render_text(&report))?)
+            }
+        }
+        ReportKind::Wss {
+            input,
+            dist,
+            acc_thres,
+            sz_thres,
+        } => {
+            let (record, _, frames) = Input::open(input.path())?;
+            let filter = wss::WssFilter {
+                acc_thres: *acc_thres,
+                sz_thres: *sz_thres,
+            };
+            let report = wss::wss(frames, &filter, &dist.options()?)?;
+            record.warn_damage();
+            print_dist(&report, dist, input.json)
+        }
+        ReportKind::NrRegions { input, dist } => {
+            let (record, _, frames) = Input::open(input.path())?;
+            let report = nr_regions::nr_regions(frames, &dist.options()?)?;
+            record.warn_damage();
+            print_dist(&report, dist, input.json)
+        }
+        ReportKind::Heatmap { input, heatmap } => {
+            let (record, header, _) = Input::open(input.path())?;
+            let opts = heatmap.options()?;
+            let map = heatmap::heatmap(&header, || record.frames(), &opts)?;
+            record.warn_damage();
+            if input.json {
+                return print_json(&map);
+            }
+            match &heatmap.output {
+                Some(path) => write_image(&map, path),
+                None => {
+                    let color = !heatmap.no_color
+                        && std::io::stdout().is_terminal()
+                        && std::env::var_os("NO_COLOR").is_none();
+                    Ok(print(&term::render(&map, term::TermStyle { color }))?)
+                }
+            }
+        }
+        ReportKind::Raw { input } => {
+            let (record, header, frames) = Input::open(input.path())?;
+            let stdout = std::io::stdout().lock();
+            match raw::write_raw(&header, frames, std::io::BufWriter::new(stdout)) {
+                Err(e) if is_broken_pipe(&e) => return Ok(()),
+                other => other?,
+            };
+            record.warn_damage();
+            Ok(())
+        }
+        ReportKind::Info { input } => {
+            let (record, header, mut frames) = Input::open(input.path())?;
+            // Read every frame first so that the damage list is complete.
+            let report = info::info(&header, frames.by_ref(), Vec::new());
+            let report = info::InfoReport {
+                damage: record.damage(),
+                ..report
+            };
+            if input.json {
+                print_json(&report)
+            } else {
+                Ok(print(&info::render_text(&report))?)
+            }
+        }
+    }
+}
+
+fn is_broken_pipe(e: &udamon_report::ReportError) -> bool {
+    std::error::Error::source(e)
+        .and_then(|s| s.downcast_ref::<std::io::Error>())
+        .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+}
+
+fn print_dist(report: &dist::DistReport, args: &DistArgs, json: bool) -> Result<()> {
+    if json {
+        return print_json(report);
+    }
+    let opts = RenderOptions {
+        all_values: args.all,
+        ..RenderOptions::default()
+    };
+    Ok(print(&dist::render_text(report, &opts))?)
+}
+
+impl DistArgs {
+    fn options(&self) -> Result<DistOptions> {
+        let [start, stop, step] = self.range[..] else {
+            bail!("--range takes START STOP STEP")
+        };
+        Ok(DistOptions {
+            skip: self.exclude_samples,
+            percentiles: percentile::range(start.into(), stop.into(), step.into())?,
+            sort_by: match self.sortby {
+                SortBy::Size => dist::SortBy::Size,
+                SortBy::Time => dist::SortBy::Time,
+            },
+            per_target: self.per_target,
+        })
+    }
+}
+
+impl HeatmapArgs {
+    fn options(&self) -> Result<HeatmapOptions> {
+        let mut opts = match &self.output {
+            Some(_) => HeatmapOptions::image(),
+            None => HeatmapOptions::terminal(terminal_width()),
+        };
+        opts.target = Some(self.target);
+        if let Some(&[start, end]) = self.address_range.as_deref() {
+            if start >= end {
+                bail!("--address-range: the start {start:#x} must be below the end {end:#x}");
+            }
+            opts.address = AddressSelection::Range { start, end };
+        }
+        if let Some(&[start, end]) = self.time_range.as_deref() {
+            if start >= end {
+                bail!("--time-range: the start must be before the end");
+            }
+            opts.time_range = Some((start * 1000, end * 1000));
+        }
+        if let Some(&[rows, cols]) = self.resol.as_deref() {
+            if rows == 0 || cols == 0 {
+                bail!("--resol: rows and columns must be at least 1");
+            }
+            (opts.rows, opts.cols) = (rows, cols);
+        }
+        Ok(opts)
+    }
+}
+
+fn terminal_width() -> Option<usize> {
+    std::env::var("COLUMNS").ok().and_then(|c| c.parse().ok())
+}
+
+fn write_image(map: &heatmap::Heatmap, path: &Path) -> Result<()> {
+    let ext = path
+        .extension()
+        .and_then(|e| e.to_str())
+        .map(str::to_ascii_lowercase);
+    let opts = image::ImageOptions::default();
+    match ext.as_deref() {
+        Some("png") => image::write_png(map, path, &opts),
+        Some("svg") => image::write_svg(map, path, &opts),
+        _ => bail!(
+            "{}: the image format comes from the extension: use .png or .svg",
+            path.display()
+        ),
+    }
+    .with_context(|| format!("cannot write {}", path.display()))?;
+    eprintln!("udamon: wrote {}", path.display());
+    Ok(())
+}

@@ -1,0 +1,70 @@
+//! Opening a record for a report: any supported format, streamed, with damage found by the
+//! reader collected so that it can be told to the user once the frames are read.
+
+use anyhow::Result;
+use std::cell::RefCell;
+use std::path::{Path, PathBuf};
+use std::rc::Rc;
+use udamon_record::model::{Frame, Header};
+use udamon_record::{AnyRecord, RecordError, open_any};
+
+pub struct Input {
+    path: PathBuf,
+    damage: Rc<RefCell<Vec<String>>>,
+}
+
+/// A record's frames; on reaching the end it hands the reader's damage to its [`Input`].
+pub struct Frames {
+    record: AnyRecord,
+    damage: Rc<RefCell<Vec<String>>>,
+}
+
+impl Iterator for Frames {
+    type Item = Frame;
+
+    fn next(&mut self) -> Option<Frame> {
+        let frame = self.record.next();
+        if frame.is_none() {
+            *self.damage.borrow_mut() = self
+                .record
+                .damage()
+                .iter()
+                .map(ToString::to_string)
+                .collect();
+        }
+        frame
+    }
+}
+
+impl Input {
+    pub fn open(path: &Path) -> Result<(Input, Header, Frames)> {
+        let input = Input {
+            path: path.to_path_buf(),
+            damage: Rc::default(),
+        };
+        let frames = input.frames()?;
+        let header = frames.record.header().clone();
+        Ok((input, header, frames))
+    }
+
+    /// The frames again, from the start (for reports that read twice).
+    pub fn frames(&self) -> Result<Frames, RecordError> {
+        let record = open_any(&self.path)?;
+        Ok(Frames {
+            record,
+            damage: Rc::clone(&self.damage),
+        })
+    }
+
+    /// Damage the reader reported, as one-line messages (complete once the frames were read).
+    pub fn damage(&self) -> Vec<String> {
+        self.damage.borrow().clone()
+    }
+
+    /// Tells the user about damage on stderr; the report itself used every good frame.
+    pub fn warn_damage(&self) {
+        for d in self.damage.borrow().iter() {
+            eprintln!("udamon: warning: {d} (the report uses every frame that checked)");
+        }
+    }
+}
