@@ -32,8 +32,9 @@ pub fn run(args: &DemoArgs) -> Result<()> {
     let color =
         !args.no_color && std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none();
     let mut text = String::from(
-        "The demo: a hot 64 MiB area whose load moves to a second hot area half way, a warm 256 MiB \
-         area at a tenth of the rate, a scan stepping through 512 MiB, and memory never touched.\n\n",
+        "The demo workload: a hot 64 MiB area whose load moves to a second one at 12 s, a warm \
+         256 MiB area touched 25 times less often, a scan stepping through eight 64 MiB chunks \
+         (3 s each), and 1 GiB never touched.\n\n",
     );
     text += &term::render(&map, term::TermStyle { color });
     let report = wss::wss(frames, &wss::WssFilter::default(), &DistOptions::default())?;

@@ -1,0 +1,292 @@
+//! The `udamon` command end to end on simulated workloads: the demo, recording, every report,
+//! conversion, and the errors a user meets (bad workload files, damaged or foreign records).
+
+use assert_cmd::Command;
+use predicates::str::contains;
+use serde_json::Value;
+use std::fs;
+use std::path::Path;
+use udamon_core::AddrRange;
+use udamon_sim::Workload;
+
+fn udamon() -> Command {
+    let mut cmd = Command::cargo_bin("udamon").expect("the udamon binary is built");
+    cmd.env_remove("NO_COLOR").env("COLUMNS", "100");
+    cmd
+}
+
+fn record(dir: &Path, sim: &str) -> std::path::PathBuf {
+    let out = dir.join("rec.data");
+    udamon()
+        .args(["record", "--sim", sim, "-o"])
+        .arg(&out)
+        .assert()
+        .success()
+        .stderr(contains("snapshots"));
+    out
+}
+
+fn report_json(args: &[&str], file: &Path) -> Value {
+    let out = udamon()
+        .arg("report")
+        .args(args)
+        .arg(file)
+        .arg("--json")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+/// Byte-weighted mean access frequency (Hz) of a snapshot's regions within `range`.
+fn mean_hz(snapshot: &Value, range: AddrRange) -> f64 {
+    let (mut weighted, mut bytes) = (0.0, 0.0);
+    for t in snapshot["targets"].as_array().unwrap() {
+        for r in t["regions"].as_array().unwrap() {
+            let (s, e) = (r["start"].as_u64().unwrap(), r["end"].as_u64().unwrap());
+            let overlap = e.min(range.end).saturating_sub(s.max(range.start)) as f64;
+            weighted += overlap * r["access_hz"].as_f64().unwrap();
+            bytes += overlap;
+        }
+    }
+    assert!(bytes > 0.0, "no region covers {range:?}");
+    weighted / bytes
+}
+
+#[test]
+fn demo_shows_a_heatmap_and_the_working_set() {
+    udamon()
+        .args(["demo", "--no-color"])
+        .assert()
+        .success()
+        .stdout(contains("heatmap of target 0"))
+        .stdout(contains("legend"))
+        .stdout(contains("percentile"))
+        .stderr(contains("240 snapshots"));
+}
+
+/// The demo's hot, warm and cold areas and its phase change show in the recorded regions.
+#[test]
+fn demo_record_matches_the_workload() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = record(dir.path(), "builtin:demo");
+    let w = Workload::builtin("demo").unwrap();
+    let range = |name: &str| w.regions().iter().find(|r| r.name == name).unwrap().range;
+    // 8 s: hot_a is the hot set; 20 s: it moved to hot_b (the change is at 12 s).
+    let early = report_json(&["access", "--snapshot", "80"], &file);
+    let late = report_json(&["access", "--snapshot", "200"], &file);
+    let (hot_a, hot_b, warm, cold) = (range("hot_a"), range("hot_b"), range("warm"), range("cold"));
+    // Every hot page is touched in every 5 ms interval (200 Hz); a warm page in about one in
+    // four (1 - (1 - 4 KiB / 256 MiB)^n for its share n of the accesses: about 58 Hz).
+    assert!(
+        mean_hz(&early, hot_a) > 180.0,
+        "hot_a {}",
+        mean_hz(&early, hot_a)
+    );
+    assert!(
+        (30.0..90.0).contains(&mean_hz(&early, warm)),
+        "warm {}",
+        mean_hz(&early, warm)
+    );
+    assert!(
+        mean_hz(&early, cold) < 0.05 * mean_hz(&early, hot_a),
+        "cold stays cold"
+    );
+    assert!(
+        mean_hz(&early, hot_b) < 0.1 * mean_hz(&early, hot_a),
+        "hot_b idle before the change"
+    );
+    assert!(
+        mean_hz(&late, hot_b) > 5.0 * mean_hz(&late, hot_a),
+        "the hot set moved to hot_b"
+    );
+}
+
+#[test]
+fn every_report_reads_a_record() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = record(dir.path(), "builtin:stairs");
+    let wss = report_json(&["wss", "--range", "50", "51", "1"], &file);
+    let median = wss["distributions"][0]["percentiles"][0]["value"]
+        .as_u64()
+        .unwrap();
+    assert!(
+        (9 << 20..=11 << 20).contains(&median),
+        "median wss of stairs {median}"
+    );
+    udamon()
+        .args(["report", "heatmap", "--no-color"])
+        .arg(&file)
+        .assert()
+        .success()
+        .stdout(contains("legend"));
+    udamon()
+        .args(["report", "nr_regions"])
+        .arg(&file)
+        .assert()
+        .success()
+        .stdout(contains("avr"));
+    udamon()
+        .args(["report", "access"])
+        .arg(&file)
+        .assert()
+        .success();
+    let raw = udamon()
+        .args(["report", "raw"])
+        .arg(&file)
+        .output()
+        .unwrap();
+    let lines = String::from_utf8(raw.stdout).unwrap();
+    assert!(
+        lines.lines().count() > 300,
+        "a header line and a line per frame"
+    );
+    assert!(
+        lines
+            .lines()
+            .all(|l| serde_json::from_str::<Value>(l).is_ok())
+    );
+    let info = report_json(&["info"], &file);
+    assert_eq!(info["nr_snapshots"], 300);
+    assert_eq!(info["header"]["access_source"]["name"], "sim");
+    let png = dir.path().join("map.png");
+    udamon()
+        .args(["report", "heatmap", "-o"])
+        .arg(&png)
+        .arg(&file)
+        .assert()
+        .success();
+    assert_eq!(&fs::read(&png).unwrap()[1..4], b"PNG");
+    udamon()
+        .args(["report", "heatmap", "-o", "map.jpg"])
+        .arg(&file)
+        .assert()
+        .failure()
+        .stderr(contains("use .png or .svg"));
+}
+
+#[test]
+fn converts_to_damo_and_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = record(dir.path(), "builtin:zigzag");
+    let damo = dir.path().join("rec.json_compressed");
+    udamon()
+        .arg("convert")
+        .arg(&file)
+        .arg("-o")
+        .arg(&damo)
+        .assert()
+        .success();
+    assert_eq!(fs::read(&damo).unwrap()[0], 0x78, "a zlib stream");
+    let ours = report_json(&["wss", "--sortby", "time"], &file);
+    let theirs = report_json(&["wss", "--sortby", "time"], &damo);
+    assert_eq!(ours["distributions"], theirs["distributions"]);
+}
+
+#[test]
+fn a_bad_workload_file_names_its_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("bad.cfg");
+    fs::write(&cfg, "a, 4096\n\nphase\n1000\nb, 1, 64, 1\n").unwrap();
+    let out = udamon()
+        .args(["record", "--sim"])
+        .arg(&cfg)
+        .arg("-o")
+        .arg(dir.path().join("x"))
+        .assert()
+        .failure();
+    let stderr = String::from_utf8(out.get_output().stderr.clone()).unwrap();
+    assert!(stderr.contains("bad.cfg:5:"), "{stderr}");
+    assert_eq!(stderr.lines().count(), 1, "one line: {stderr}");
+}
+
+#[test]
+fn a_damaged_record_keeps_its_good_frames() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = record(dir.path(), "builtin:stairs");
+    let full = report_json(&["info"], &file);
+    let bytes = fs::read(&file).unwrap();
+    fs::write(&file, &bytes[..bytes.len() - 40]).unwrap();
+    let cut = report_json(&["info"], &file);
+    assert_eq!(
+        cut["nr_snapshots"], full["nr_snapshots"],
+        "only the final event was cut"
+    );
+    assert!(
+        cut["damage"][0].as_str().unwrap().contains("truncated"),
+        "{}",
+        cut["damage"]
+    );
+    udamon()
+        .args(["report", "wss"])
+        .arg(&file)
+        .assert()
+        .success()
+        .stderr(contains("warning"));
+}
+
+#[test]
+fn unreadable_inputs_get_one_line_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let empty = dir.path().join("empty.data");
+    fs::write(&empty, b"").unwrap();
+    let png = dir.path().join("picture.png");
+    fs::write(&png, b"\x89PNG\r\n\x1a\n....").unwrap();
+    for (file, words) in [(&empty, "empty"), (&png, "not a udamon or damo record")] {
+        let out = udamon()
+            .args(["report", "wss"])
+            .arg(file)
+            .assert()
+            .failure();
+        let stderr = String::from_utf8(out.get_output().stderr.clone()).unwrap();
+        assert!(stderr.contains(words), "{stderr}");
+        assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    }
+    udamon()
+        .args(["report", "info", "/nonexistent/udamon.data"])
+        .assert()
+        .failure()
+        .stderr(contains("/nonexistent/udamon.data"));
+}
+
+#[test]
+fn monitoring_options_are_checked() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("r.data");
+    udamon()
+        .args([
+            "record",
+            "--sim",
+            "builtin:stairs",
+            "--min-regions",
+            "2",
+            "-o",
+        ])
+        .arg(&out)
+        .assert()
+        .failure()
+        .stderr(contains("at least 3"));
+    udamon()
+        .args([
+            "record",
+            "--sim",
+            "builtin:stairs",
+            "--monitoring_intervals",
+            "10ms",
+            "200ms",
+            "2s",
+            "--duration",
+            "4s",
+            "-o",
+        ])
+        .arg(&out)
+        .assert()
+        .success();
+    let info = report_json(&["info"], &out);
+    assert_eq!(info["header"]["intervals"]["aggr_us"], 200_000);
+    assert_eq!(info["nr_snapshots"], 20, "4 s of 200 ms windows");
+}
