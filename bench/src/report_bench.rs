@@ -1,0 +1,153 @@
+//! `udamon report heatmap` on large records: time and peak memory for a 128 MiB and a 1 GiB
+//! record, side by side. The reader streams, so peak memory must not grow with the file.
+//!
+//! The records are synthetic but shaped like a monitor's: 1,000 regions per snapshot over 4 GiB,
+//! a hot band that moves every 1,000 snapshots, a warm band, cold memory. Each report runs as a
+//! child process (the release `udamon` binary beside this one) and is measured with `wait4`.
+//!
+//! Run: `cargo build --release -p udamon && cargo run --release -p udamon-bench --bin report-bench`
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Instant;
+use udamon_record::model::{
+    AccessSource, Header, HostInfo, Intervals, RegionStat, Snapshot, TargetInfo, TargetSnapshot,
+};
+use udamon_record::{FORMAT_VERSION, RecordWriter, WriterOptions};
+
+const REGIONS: u64 = 1000;
+const SPAN: u64 = 4 << 30;
+
+fn header() -> Header {
+    Header {
+        format_version: FORMAT_VERSION,
+        udamon_version: "bench".into(),
+        access_source: AccessSource {
+            name: "sim".into(),
+            reason: "synthetic benchmark record".into(),
+        },
+        intervals: Intervals {
+            sample_us: 5000,
+            aggr_us: 100_000,
+            update_us: 1_000_000,
+        },
+        min_nr_regions: 10,
+        max_nr_regions: REGIONS as u32,
+        seed: 0,
+        targets: vec![TargetInfo {
+            pid: None,
+            cmdline: "synthetic".into(),
+        }],
+        host: HostInfo::default(),
+        start_time_unix_ns: 0,
+    }
+}
+
+fn snapshot(i: u64) -> Snapshot {
+    let size = SPAN / REGIONS;
+    let hot = (i / 1000) % 10; // the hot tenth moves every 1,000 snapshots
+    let regions = (0..REGIONS)
+        .map(|r| {
+            let tenth = r * 10 / REGIONS;
+            let nr_accesses = if tenth == hot {
+                20
+            } else if tenth == 9 - hot {
+                3
+            } else {
+                0
+            };
+            let jitter = (r * 7919 + i * 104_729) % 4096 * 4096 % (size / 2);
+            RegionStat {
+                start: (1 << 40) + r * size + if r == 0 { 0 } else { jitter },
+                end: (1 << 40)
+                    + (r + 1) * size
+                    + if r + 1 == REGIONS {
+                        0
+                    } else {
+                        (((r + 1) * 7919 + i * 104_729) % 4096 * 4096) % (size / 2)
+                    },
+                nr_accesses,
+                age: (i % 50) as u32,
+                raw_samples: 0,
+            }
+        })
+        .collect();
+    Snapshot {
+        start_ns: i * 100_000_000,
+        end_ns: (i + 1) * 100_000_000,
+        sample_us: 5000,
+        aggr_us: 100_000,
+        targets: vec![TargetSnapshot { target: 0, regions }],
+    }
+}
+
+/// Writes snapshots until the file reaches `bytes`; returns the snapshot count.
+fn write_record(path: &Path, bytes: u64) -> u64 {
+    let mut w =
+        RecordWriter::create(path, &header(), WriterOptions { compress: false }).expect("create");
+    let mut i = 0;
+    while w.bytes_written() < bytes {
+        w.write_snapshot(&snapshot(i)).expect("write");
+        i += 1;
+    }
+    w.finish().expect("finish");
+    i
+}
+
+/// Runs `udamon report heatmap FILE` and returns (seconds, peak RSS in KiB).
+fn measure(udamon: &Path, record: &Path) -> (f64, u64) {
+    let start = Instant::now();
+    let child = Command::new(udamon)
+        .args(["report", "heatmap", "--no-color"])
+        .arg(record)
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .expect("run udamon");
+    let mut status = 0;
+    // SAFETY: an all-zero rusage is a valid value for wait4 to fill in.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: wait4 on our own child, with pointers to locals.
+    let pid = unsafe { libc::wait4(child.id() as i32, &mut status, 0, &mut usage) };
+    assert!(
+        pid > 0 && libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
+        "udamon report failed"
+    );
+    (start.elapsed().as_secs_f64(), usage.ru_maxrss as u64)
+}
+
+fn main() {
+    let exe = std::env::current_exe().expect("own path");
+    let udamon: PathBuf = exe.with_file_name("udamon");
+    assert!(
+        udamon.exists(),
+        "build it first: cargo build --release -p udamon"
+    );
+    let dir = tempfile::tempdir_in(exe.parent().expect("target dir")).expect("temp dir");
+
+    println!("# udamon report heatmap on large records (release build)\n");
+    println!("| record | snapshots | regions per snapshot | time | MiB/s | peak RSS |");
+    println!("|---:|---:|---:|---:|---:|---:|");
+    let mut results = Vec::new();
+    for mib in [128u64, 1024] {
+        let path = dir.path().join(format!("{mib}.data"));
+        let snapshots = write_record(&path, mib << 20);
+        let (secs, rss_kib) = measure(&udamon, &path);
+        println!(
+            "| {mib} MiB | {snapshots} | {REGIONS} | {secs:.1} s | {:.0} | {:.1} MiB |",
+            mib as f64 / secs,
+            rss_kib as f64 / 1024.0
+        );
+        results.push((secs, rss_kib));
+        std::fs::remove_file(&path).expect("remove record");
+    }
+    let (small, big) = (results[0], results[1]);
+    println!("\nRatios (1 GiB / 128 MiB):");
+    println!(
+        "- time: {:.2} (8 = linear in the file size)",
+        big.0 / small.0
+    );
+    println!(
+        "- peak memory: {:.2} (1.0 = independent of the file size)",
+        big.1 as f64 / small.1 as f64
+    );
+}
