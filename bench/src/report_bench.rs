@@ -95,7 +95,10 @@ fn write_record(path: &Path, bytes: u64) -> u64 {
 }
 
 /// Runs `udamon report heatmap FILE` and returns (seconds, peak RSS in KiB).
-#[expect(clippy::zombie_processes, reason = "reaped by wait4, which also gives its rusage")]
+#[expect(
+    clippy::zombie_processes,
+    reason = "reaped by wait4, which also gives its rusage"
+)]
 fn measure(udamon: &Path, record: &Path) -> (f64, u64) {
     let start = Instant::now();
     let child = Command::new(udamon)

@@ -137,12 +137,21 @@ impl Context {
     /// `damon_nr_accesses_mvsum` (NEW): the region's access count over the last full window
     /// length, estimated mid-window from the partial count and the previous window.
     pub fn nr_accesses_mvsum(&self, r: &Region) -> u32 {
-        let window_len = self.attrs.aggr_interval_us.max(1) / self.attrs.sample_divisor();
-        let left = self
-            .next_aggregation_sis
-            .saturating_sub(self.passed_sample_intervals);
-        let left_bp = mult_frac(left, 10_000, window_len.max(1));
-        mvsum(r.nr_accesses, r.last_nr_accesses, left_bp)
+        nr_accesses_mvsum(
+            &self.attrs,
+            self.passed_sample_intervals,
+            self.next_aggregation_sis,
+            r,
+        )
+    }
+
+    /// Pick every region's sampling address uniformly at random, as accessed-bit style sources
+    /// do before each sampling interval.
+    pub fn randomize_sampling_addrs(&mut self) {
+        let (targets, rng) = self.targets_and_rng();
+        for r in targets.iter_mut().flat_map(|t| t.regions.iter_mut()) {
+            r.sampling_addr = rng.in_range(r.start, r.end);
+        }
     }
 
     /// Count sample addresses that fell in target `target`'s regions during the interval just
@@ -346,6 +355,18 @@ impl Context {
         callbacks.before_terminate(self);
         ops.cleanup(self);
     }
+}
+
+/// `damon_nr_accesses_mvsum` at a point of the window: `passed` sampling intervals so far, the
+/// window ending at `next_aggregation_sis`.
+pub fn nr_accesses_mvsum(attrs: &Attrs, passed: u64, next_aggregation_sis: u64, r: &Region) -> u32 {
+    let window_len = attrs.aggr_interval_us.max(1) / attrs.sample_divisor();
+    let left = next_aggregation_sis.saturating_sub(passed);
+    mvsum(
+        r.nr_accesses,
+        r.last_nr_accesses,
+        mult_frac(left, 10_000, window_len.max(1)),
+    )
 }
 
 /// `damon_mvsum`: the partial count plus the not-yet-elapsed share (`left_bp` basis points) of

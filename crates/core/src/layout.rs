@@ -41,6 +41,29 @@ pub fn three_regions(mappings: &[AddrRange], min_sz: u64) -> Result<[AddrRange; 
     ])
 }
 
+/// Maximal runs of adjacent ranges (sorted), each merged into one range.
+pub fn groups(ranges: &[AddrRange]) -> Vec<AddrRange> {
+    let mut out: Vec<AddrRange> = Vec::new();
+    for m in ranges {
+        match out.last_mut() {
+            Some(last) if last.end == m.start => last.end = m.end,
+            _ => out.push(*m),
+        }
+    }
+    out
+}
+
+/// The ranges initial regions cover for an address space of `mappings` (sorted): the three
+/// regions when there are two gaps, as vaddr does, else one range per group of adjacent
+/// mappings (so that a layout without two gaps is still monitored). Ranges that alignment to
+/// `min_sz` empties are left out.
+pub fn initial_ranges(mappings: &[AddrRange], min_sz: u64) -> Vec<AddrRange> {
+    match three_regions(mappings, min_sz) {
+        Ok(three) => three.into_iter().filter(|r| r.start < r.end).collect(),
+        Err(_) => groups(mappings),
+    }
+}
+
 /// `damon_set_regions` (NEW): make `regions` cover exactly `ranges` (sorted, non-overlapping).
 /// Regions that intersect a range keep their statistics and are trimmed or extended; holes
 /// between them are filled with fresh regions; regions outside every range are dropped.
@@ -194,6 +217,17 @@ mod tests {
         assert_eq!(stats, [(7, 3), (0, 0), (2, 9)]);
         assert!(set_regions(&mut regions, &ranges(&[(10, 5)]), 1).is_err());
         assert!(set_regions(&mut regions, &ranges(&[(0, 10), (5, 20)]), 1).is_err());
+    }
+
+    #[test]
+    fn initial_ranges_fall_back_to_groups_without_two_gaps() {
+        let two_gaps = ranges(&[(0, 10), (10, 20), (100, 110), (200, 210)]);
+        assert_eq!(
+            initial_ranges(&two_gaps, 1),
+            ranges(&[(0, 20), (100, 110), (200, 210)])
+        );
+        let one_gap = ranges(&[(0, 10), (10, 20), (100, 110)]);
+        assert_eq!(initial_ranges(&one_gap, 1), ranges(&[(0, 20), (100, 110)]));
     }
 
     /// Spec §10.2 `damon_test_three_regions_in_vmas`.

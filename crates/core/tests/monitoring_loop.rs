@@ -46,10 +46,7 @@ impl Operations for HotRangesOps {
     }
 
     fn prepare_access_checks(&mut self, ctx: &mut Context) {
-        let (targets, rng) = ctx.targets_and_rng();
-        for r in targets.iter_mut().flat_map(|t| t.regions.iter_mut()) {
-            r.sampling_addr = rng.in_range(r.start, r.end);
-        }
+        ctx.randomize_sampling_addrs();
     }
 
     fn check_accesses(&mut self, ctx: &mut Context) {

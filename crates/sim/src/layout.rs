@@ -27,7 +27,8 @@
 //! The mmap area may grow down to 1 GiB above the heap, which leaves about 41 TiB for the
 //! regions of 128 KiB or more; a workload that needs more is rejected when it is parsed.
 
-use udamon_core::layout::three_regions;
+#[cfg(test)]
+use udamon_core::layout::initial_ranges;
 use udamon_core::region::align_up;
 use udamon_core::{AddrRange, PAGE_SIZE};
 
@@ -100,29 +101,6 @@ pub fn mappings(regions: impl IntoIterator<Item = AddrRange>, process: bool) -> 
     }
     all.sort();
     all
-}
-
-/// Maximal runs of adjacent mappings, each as one range.
-pub fn groups(mappings: &[AddrRange]) -> Vec<AddrRange> {
-    let mut out: Vec<AddrRange> = Vec::new();
-    for m in mappings {
-        match out.last_mut() {
-            Some(last) if last.end == m.start => last.end = m.end,
-            _ => out.push(*m),
-        }
-    }
-    out
-}
-
-/// The ranges initial monitoring regions cover: vaddr's three regions when the mappings have two
-/// gaps, one range per group of adjacent mappings otherwise. Ranges that alignment to `min_sz`
-/// empties (a stack smaller than a huge `min_sz`) are left out.
-pub fn initial_ranges(mappings: &[AddrRange], min_sz: u64) -> Vec<AddrRange> {
-    // `three_regions` fails only for want of two gaps.
-    match three_regions(mappings, min_sz) {
-        Ok(three) => three.into_iter().filter(|r| r.start < r.end).collect(),
-        Err(_) => groups(mappings),
-    }
 }
 
 #[cfg(test)]

@@ -154,7 +154,7 @@ impl Operations for SimOps {
             ctx.add_target(Target::new(None));
         }
         let min_sz = ctx.attrs().min_region_sz;
-        let ranges = layout::initial_ranges(&self.mappings(), min_sz);
+        let ranges = udamon_core::layout::initial_ranges(&self.mappings(), min_sz);
         for t in ctx
             .targets_mut()
             .iter_mut()
@@ -166,10 +166,7 @@ impl Operations for SimOps {
     }
 
     fn prepare_access_checks(&mut self, ctx: &mut Context) {
-        let (targets, rng) = ctx.targets_and_rng();
-        for r in targets.iter_mut().flat_map(|t| t.regions.iter_mut()) {
-            r.sampling_addr = rng.in_range(r.start, r.end);
-        }
+        ctx.randomize_sampling_addrs();
     }
 
     fn check_accesses(&mut self, ctx: &mut Context) {

@@ -13,8 +13,7 @@ use super::stats::{DamosWalk, TriedRegion};
 use super::{Action, Scheme};
 use crate::adjust::{merge_two, region_sz_limit, split_region_at};
 use crate::attrs::Attrs;
-use crate::context::mvsum;
-use crate::region::{Region, Target, align_down, mult_frac};
+use crate::region::{Region, Target, align_down};
 
 /// What the operations set did when asked to apply an action to a region.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -42,14 +41,11 @@ pub struct ApplyEnv {
 impl ApplyEnv {
     /// `damon_nr_accesses_mvsum` (NEW): what patterns, scores and tried regions see.
     pub fn nr_accesses_mvsum(&self, r: &Region) -> u32 {
-        let window_len = self.attrs.aggr_interval_us.max(1) / self.attrs.sample_divisor();
-        let left = self
-            .next_aggregation_sis
-            .saturating_sub(self.passed_sample_intervals);
-        mvsum(
-            r.nr_accesses,
-            r.last_nr_accesses,
-            mult_frac(left, 10_000, window_len.max(1)),
+        crate::context::nr_accesses_mvsum(
+            &self.attrs,
+            self.passed_sample_intervals,
+            self.next_aggregation_sis,
+            r,
         )
     }
 }
