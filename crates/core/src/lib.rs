@@ -11,7 +11,14 @@
 //! - [`adjust`]: adaptive regions adjustment (merge, split, minimum region count);
 //! - [`layout`]: regions from address ranges (three-regions construction, `set_regions`);
 //! - [`tuning`]: monitoring intervals auto-tuning and the feedback loop;
-//! - [`ops`]: the operations interface and clocks; [`callbacks`]: hooks into the loop.
+//! - [`ops`]: the operations interface and clocks; [`callbacks`]: hooks into the loop;
+//! - [`damos`]: operation schemes (patterns, quotas, goals, watermarks, filters).
+//!
+//! Every kunit vector of the spec's §10 is a test named after it, except four with no
+//! counterpart here: `damon_test_ops_registration` (operations are trait objects, not a global
+//! registry), `damon_test_is_last_region` (regions are a vector), `damon_test_commit_target_regions`
+//! (there is no commit of user-given regions into a running context yet), and the OLD-only
+//! `damon_test_moving_sum` (the NEW on-demand moving sum is tested instead).
 
 pub mod adjust;
 pub mod attrs;
