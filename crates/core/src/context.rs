@@ -4,12 +4,17 @@
 //!
 //! Order of work at an aggregation boundary, as upstream (NEW) with the recording hook placed
 //! where the `damon_aggregated` tracepoint fires: merge (updates ages) → enforce the minimum
-//! region count → `after_aggregation` callbacks → intervals tuning → reset → split.
+//! region count → DAMOS apply (every step, when a scheme is due) → `after_aggregation`
+//! callbacks → intervals tuning → reset → split. While every scheme is deactivated by its
+//! watermarks, a step only waits and checks them again.
 
 use crate::adjust::{self, SplitState};
 use crate::attrs::{Attrs, AttrsError, convert_monitoring_result};
 use crate::callbacks::Callbacks;
-use crate::ops::{Clock, Operations, OpsError};
+use crate::damos::{
+    self, Applied, ApplyEnv, DamosWalk, MetricSource, NoMetrics, Scheme, SchemeApplier, SchemeError,
+};
+use crate::ops::{Clock, Operations, OpsError, TargetMemory};
 use crate::rand::Prng;
 use crate::region::{Region, Target, mult_frac};
 use crate::region_index::RegionIndex;
@@ -25,7 +30,6 @@ pub enum StopReason {
     NoValidTarget,
 }
 
-#[derive(Debug, Clone)]
 pub struct Context {
     attrs: Attrs,
     /// Sampling intervals per aggregation, kept constant by the intervals tuner.
@@ -46,6 +50,12 @@ pub struct Context {
     started: bool,
     /// Per-target lookup index for sampled addresses; `None` once boundaries may have changed.
     region_index: Option<Vec<RegionIndex>>,
+    schemes: Vec<Scheme>,
+    walk: DamosWalk,
+    /// System metrics for quota goals and watermarks.
+    metrics: Box<dyn MetricSource>,
+    /// What the operations observed about each target's memory, by target index.
+    memory: Vec<Option<TargetMemory>>,
 }
 
 impl Context {
@@ -68,6 +78,10 @@ impl Context {
             window_start_us: 0,
             started: false,
             region_index: None,
+            schemes: Vec::new(),
+            walk: DamosWalk::default(),
+            metrics: Box::new(NoMetrics),
+            memory: Vec::new(),
         })
     }
 
@@ -85,6 +99,41 @@ impl Context {
         );
         self.interval_us = (t_us, t_us);
         self.window_start_us = t_us;
+    }
+
+    /// Adds an operation scheme; it first applies one aggregation interval (or its apply
+    /// interval) from now.
+    pub fn add_scheme(&mut self, mut scheme: Scheme) -> Result<(), SchemeError> {
+        scheme.validate()?;
+        scheme.set_next_apply_sis(self.passed_sample_intervals, &self.attrs);
+        self.schemes.push(scheme);
+        Ok(())
+    }
+
+    pub fn schemes(&self) -> &[Scheme] {
+        &self.schemes
+    }
+
+    /// Where quota goals and watermarks read system metrics (none by default).
+    pub fn set_metric_source(&mut self, metrics: Box<dyn MetricSource>) {
+        self.metrics = metrics;
+    }
+
+    /// Ask for the regions each scheme is applied to during its next apply pass.
+    pub fn walk_mut(&mut self) -> &mut DamosWalk {
+        &mut self.walk
+    }
+
+    /// Operations report what they observed about target `target`'s memory.
+    pub fn set_target_memory(&mut self, target: usize, memory: TargetMemory) {
+        if self.memory.len() <= target {
+            self.memory.resize(target + 1, None);
+        }
+        self.memory[target] = Some(memory);
+    }
+
+    pub fn target_memory(&self, target: usize) -> Option<TargetMemory> {
+        self.memory.get(target).copied().flatten()
     }
 
     pub fn attrs(&self) -> &Attrs {
@@ -206,6 +255,9 @@ impl Context {
         let si = attrs.sample_divisor();
         self.next_aggregation_sis = self.passed_sample_intervals + attrs.aggr_interval_us / si;
         self.next_ops_update_sis = self.passed_sample_intervals + attrs.ops_update_interval_us / si;
+        for s in &mut self.schemes {
+            s.set_next_apply_sis(self.passed_sample_intervals, &attrs);
+        }
     }
 
     /// `kdamond_init_ctx`: deadlines, initial regions, and the minimum region count.
@@ -216,6 +268,9 @@ impl Context {
         self.next_ops_update_sis = self.attrs.ops_update_interval_us / si;
         self.next_intervals_tune_sis =
             self.next_aggregation_sis * self.attrs.intervals_goal.aggrs as u64;
+        for s in &mut self.schemes {
+            s.set_next_apply_sis(0, &self.attrs);
+        }
         ops.init(self)?;
         self.sz_limit = self.apply_min_nr_regions();
         self.started = true;
@@ -239,6 +294,9 @@ impl Context {
         callbacks: &mut dyn Callbacks,
     ) -> Result<ControlFlow<StopReason>, OpsError> {
         debug_assert!(self.started, "start() the context before stepping it");
+        if self.wait_activation(clock) {
+            return Ok(self.stop_unless_valid(ops, ControlFlow::Continue(())));
+        }
         let snap_aggr = self.next_aggregation_sis;
         let snap_upd = self.next_ops_update_sis;
         let start = self.interval_us.1;
@@ -250,9 +308,13 @@ impl Context {
         ops.check_accesses(self);
         let mut flow = callbacks.after_sampling(self);
 
-        if self.passed_sample_intervals >= snap_aggr {
+        let aggregation = self.passed_sample_intervals >= snap_aggr;
+        if aggregation {
             self.merge_regions();
             self.sz_limit = self.apply_min_nr_regions();
+        }
+        self.apply_schemes(ops);
+        if aggregation {
             if callbacks.after_aggregation(self).is_break() {
                 flow = ControlFlow::Break(());
             }
@@ -276,13 +338,69 @@ impl Context {
             ops.update(self)?;
         }
 
+        Ok(self.stop_unless_valid(ops, flow))
+    }
+
+    fn stop_unless_valid(
+        &self,
+        ops: &dyn Operations,
+        flow: ControlFlow<()>,
+    ) -> ControlFlow<StopReason> {
         if flow.is_break() {
-            return Ok(ControlFlow::Break(StopReason::Requested));
+            return ControlFlow::Break(StopReason::Requested);
         }
         if !(0..self.targets.len()).any(|t| ops.target_valid(self, t)) {
-            return Ok(ControlFlow::Break(StopReason::NoValidTarget));
+            return ControlFlow::Break(StopReason::NoValidTarget);
         }
-        Ok(ControlFlow::Continue(()))
+        ControlFlow::Continue(())
+    }
+
+    /// `kdamond_wait_activation`: while every scheme is deactivated by its watermarks, wait
+    /// (time moves on; no sampling interval passes) and report that the step was spent so.
+    fn wait_activation(&mut self, clock: &mut dyn Clock) -> bool {
+        if self.schemes.is_empty() {
+            return false;
+        }
+        let metric = self.metrics.free_mem_rate();
+        let wait = damos::wait_activation_us(&mut self.schemes, metric);
+        if wait == 0 {
+            return false;
+        }
+        self.walk.cancel();
+        let until = self.now_us() + wait;
+        clock.wait_until(until);
+        self.interval_us = (until, until);
+        true
+    }
+
+    /// `kdamond_apply_schemes`: every due scheme over every valid target.
+    fn apply_schemes(&mut self, ops: &mut dyn Operations) {
+        if self.schemes.is_empty() {
+            self.walk.cancel();
+            return;
+        }
+        let valid: Vec<bool> = (0..self.targets.len())
+            .map(|t| ops.target_valid(self, t))
+            .collect();
+        let env = ApplyEnv {
+            attrs: self.attrs,
+            passed_sample_intervals: self.passed_sample_intervals,
+            next_aggregation_sis: self.next_aggregation_sis,
+            now_us: self.now_us(),
+        };
+        let mut applier = OpsApplier { ops, valid: &valid };
+        let applied = damos::apply_schemes(
+            &mut self.targets,
+            &mut self.schemes,
+            &env,
+            &mut applier,
+            self.metrics.as_mut(),
+            &mut self.walk,
+        );
+        if applied {
+            // Quota trimming and filters split regions; merge-back joins them again.
+            self.region_index = None;
+        }
     }
 
     /// `kdamond_merge_regions` with the threshold from this window's highest access count.
@@ -352,8 +470,35 @@ impl Context {
 
     /// `before_terminate` callbacks, then the operations' cleanup.
     pub fn terminate(&mut self, ops: &mut dyn Operations, callbacks: &mut dyn Callbacks) {
+        self.walk.make_obsolete();
         callbacks.before_terminate(self);
         ops.cleanup(self);
+    }
+}
+
+/// The operations set seen from a DAMOS apply pass.
+struct OpsApplier<'a> {
+    ops: &'a mut dyn Operations,
+    valid: &'a [bool],
+}
+
+impl SchemeApplier for OpsApplier<'_> {
+    fn apply(
+        &mut self,
+        target: usize,
+        region: &Region,
+        scheme: &Scheme,
+        env: &ApplyEnv,
+    ) -> Applied {
+        self.ops.apply_scheme(target, region, scheme, env)
+    }
+
+    fn score(&self, target: usize, region: &Region, scheme: &Scheme, env: &ApplyEnv) -> Option<u8> {
+        self.ops.scheme_score(target, region, scheme, env)
+    }
+
+    fn target_valid(&self, target: usize) -> bool {
+        self.valid.get(target).copied().unwrap_or(false)
     }
 }
 

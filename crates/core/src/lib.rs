@@ -35,6 +35,6 @@ pub mod tuning;
 pub use attrs::{Attrs, AttrsError, IntervalsGoal, PAGE_SIZE};
 pub use callbacks::{Callbacks, NoCallbacks};
 pub use context::{Context, StopReason};
-pub use ops::{Clock, Operations, OpsError, VirtualClock};
+pub use ops::{Clock, Operations, OpsError, TargetMemory, VirtualClock};
 pub use rand::Prng;
 pub use region::{AddrRange, Region, Target};

@@ -5,6 +5,8 @@
 //! source (accessed-bit style probes of one sampling address per region, or sampled addresses).
 
 use crate::context::Context;
+use crate::damos::{Applied, ApplyEnv, Scheme, default_scheme_score};
+use crate::region::Region;
 
 /// Why an operations set could not do its work; carried to the user as a one-line message.
 pub type OpsError = Box<dyn std::error::Error + Send + Sync + 'static>;
@@ -35,8 +37,51 @@ pub trait Operations {
         true
     }
 
+    /// DAMOS: apply `scheme.action` to `region` of target `target` (upstream's
+    /// `apply_scheme`), honouring the scheme's operations-layer filters, and say how many
+    /// bytes it really took effect on. By default an operations set cannot act: nothing is
+    /// applied.
+    fn apply_scheme(
+        &mut self,
+        _target: usize,
+        _region: &Region,
+        _scheme: &Scheme,
+        _env: &ApplyEnv,
+    ) -> Applied {
+        Applied::default()
+    }
+
+    /// DAMOS prioritisation: the region's score for the scheme, 0..=99. By default, upstream
+    /// vaddr's choice (cold score for pageout, hot for hot migration, 99 otherwise).
+    fn scheme_score(
+        &self,
+        _target: usize,
+        region: &Region,
+        scheme: &Scheme,
+        env: &ApplyEnv,
+    ) -> Option<u8> {
+        let nr_accesses = env.nr_accesses_mvsum(region);
+        Some(default_scheme_score(
+            scheme,
+            nr_accesses,
+            region.age,
+            &env.attrs,
+        ))
+    }
+
     /// Called once when monitoring ends.
     fn cleanup(&mut self, _ctx: &mut Context) {}
+}
+
+/// What an operations set observed about a target's memory, for records and reports: what is
+/// resident, what schemes took out of memory, and what came back because it was touched again.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct TargetMemory {
+    pub resident_bytes: u64,
+    /// Bytes currently out of memory because a scheme paged them out.
+    pub paged_out_bytes: u64,
+    /// Bytes paged out by a scheme and touched again since monitoring started (cumulative).
+    pub refaulted_bytes: u64,
 }
 
 /// How time passes between preparing and checking accesses. The core counts time in sampling

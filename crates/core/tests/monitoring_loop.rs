@@ -257,3 +257,174 @@ fn interval_tuning_lengthens_when_too_few_accesses_and_shortens_when_too_many() 
         5_000
     );
 }
+
+mod schemes {
+    //! DAMOS wired into the loop: which regions the operations are asked to act on, quotas,
+    //! and watermarks pausing monitoring.
+
+    use super::*;
+    use udamon_core::damos::{
+        AccessPattern, Action, Applied, ApplyEnv, LruMem, MetricSource, NodeMem, Quota, Scheme,
+        Watermarks, WmarkMetric,
+    };
+    use udamon_core::{Region, VirtualClock};
+
+    /// Records every apply call; applies everything it is asked to.
+    struct ActingOps {
+        inner: HotRangesOps,
+        applied: Vec<(u64, u64, Action)>,
+    }
+
+    impl Operations for ActingOps {
+        fn name(&self) -> &str {
+            "acting"
+        }
+        fn init(&mut self, ctx: &mut Context) -> Result<(), OpsError> {
+            self.inner.init(ctx)
+        }
+        fn prepare_access_checks(&mut self, ctx: &mut Context) {
+            self.inner.prepare_access_checks(ctx)
+        }
+        fn check_accesses(&mut self, ctx: &mut Context) {
+            self.inner.check_accesses(ctx)
+        }
+        fn target_valid(&self, ctx: &Context, target: usize) -> bool {
+            self.inner.target_valid(ctx, target)
+        }
+        fn apply_scheme(&mut self, _t: usize, r: &Region, s: &Scheme, _env: &ApplyEnv) -> Applied {
+            self.applied.push((r.start, r.end, s.action));
+            Applied {
+                sz_applied: r.size(),
+                ..Applied::default()
+            }
+        }
+    }
+
+    fn run_with(scheme: Scheme, aggregations: usize, free_permil: u64) -> (Context, ActingOps) {
+        let mut ctx = Context::new(Attrs::default(), 11).unwrap();
+        ctx.add_target(Target::new(Some(1)));
+        ctx.add_scheme(scheme).unwrap();
+        ctx.set_metric_source(Box::new(FixedFree(free_permil)));
+        let mut ops = ActingOps {
+            inner: HotRangesOps::new(
+                AddrRange::new(0, 100 * MIB),
+                vec![AddrRange::new(20 * MIB, 30 * MIB)],
+            ),
+            applied: Vec::new(),
+        };
+        let mut cb = Snapshots {
+            stop_after: Some(aggregations),
+            ..Default::default()
+        };
+        ctx.run(&mut ops, &mut VirtualClock, &mut cb).unwrap();
+        (ctx, ops)
+    }
+
+    /// A machine whose free memory is a fixed share.
+    struct FixedFree(u64);
+
+    impl MetricSource for FixedFree {
+        fn some_mem_psi_total_us(&mut self) -> u64 {
+            0
+        }
+        fn node_mem(&mut self, _nid: u32) -> Option<NodeMem> {
+            Some(NodeMem {
+                total: 1000,
+                free: self.0,
+            })
+        }
+        fn memcg_node_used(&mut self, _nid: u32, _path: &str) -> Option<u64> {
+            None
+        }
+        fn lru_mem(&mut self) -> LruMem {
+            LruMem::default()
+        }
+        fn target_rss(&mut self, _target: usize) -> Option<u64> {
+            None
+        }
+    }
+
+    fn cold_pageout(min_age: u32) -> Scheme {
+        let pattern = AccessPattern {
+            max_nr_accesses: 0,
+            min_age_region: min_age,
+            ..AccessPattern::default()
+        };
+        Scheme::new(pattern, Action::Pageout)
+    }
+
+    #[test]
+    fn a_cold_pageout_scheme_acts_only_on_cold_regions() {
+        let (ctx, ops) = run_with(cold_pageout(5), 30, 500);
+        assert!(
+            !ops.applied.is_empty(),
+            "cold memory aged past 5 aggregations was paged out"
+        );
+        for &(start, end, action) in &ops.applied {
+            assert_eq!(action, Action::Pageout);
+            let hot = AddrRange::new(20 * MIB, 30 * MIB);
+            assert!(
+                end <= hot.start || start >= hot.end,
+                "hot memory {start:#x}-{end:#x} paged out"
+            );
+        }
+        let stats = &ctx.schemes()[0].stats;
+        assert_eq!(stats.nr_applied as usize, ops.applied.len());
+        assert!(
+            stats.sz_applied >= 80 * MIB,
+            "the 90 MiB of cold memory, give or take edges"
+        );
+    }
+
+    #[test]
+    fn a_size_quota_caps_bytes_per_window() {
+        let mut scheme = cold_pageout(0);
+        scheme.quota = Quota {
+            sz: 4 * MIB,
+            reset_interval_ms: 1000,
+            ..Quota::default()
+        };
+        let (ctx, ops) = run_with(scheme, 50, 500); // 5 s: five charge windows
+        let applied: u64 = ops.applied.iter().map(|&(s, e, _)| e - s).sum();
+        assert!(
+            applied <= 6 * 4 * MIB,
+            "{applied} bytes in at most six windows of 4 MiB"
+        );
+        assert!(
+            applied >= 4 * 4 * MIB,
+            "the quota was used: {applied} bytes"
+        );
+        assert!(ctx.schemes()[0].stats.qt_exceeds >= 3);
+    }
+
+    #[test]
+    fn watermarks_pause_monitoring_while_every_scheme_is_inactive() {
+        let mut scheme = cold_pageout(0);
+        // Active only while free memory is below 40 %; the machine has 90 % free.
+        scheme.wmarks = Watermarks {
+            metric: WmarkMetric::FreeMemRate,
+            interval_us: 1_000_000,
+            high: 800,
+            mid: 400,
+            low: 0,
+        };
+        let mut ctx = Context::new(Attrs::default(), 1).unwrap();
+        ctx.add_target(Target::new(Some(1)));
+        ctx.add_scheme(scheme).unwrap();
+        ctx.set_metric_source(Box::new(FixedFree(900)));
+        let mut ops = ActingOps {
+            inner: HotRangesOps::new(AddrRange::new(0, MIB), vec![]),
+            applied: Vec::new(),
+        };
+        ops.inner.valid_until_us = 10_000_000;
+        let mut cb = Snapshots::default();
+        ctx.run(&mut ops, &mut VirtualClock, &mut cb).unwrap();
+        assert!(ops.applied.is_empty());
+        assert_eq!(cb.samples, 0, "no sampling while every scheme is inactive");
+        assert_eq!(
+            ctx.now_us(),
+            10_000_000,
+            "time moved on in watermark-check intervals"
+        );
+    }
+}

@@ -74,6 +74,12 @@ pub trait MetricSource {
     fn lru_mem(&mut self) -> LruMem;
     /// Resident set of monitoring target `target`, bytes; `None` once it is gone.
     fn target_rss(&mut self, target: usize) -> Option<u64>;
+    /// System-wide free memory, per-mille of all memory (the watermarks' `free_mem_rate`). By
+    /// default node 0's; all free when there is no such node.
+    fn free_mem_rate(&mut self) -> u64 {
+        self.node_mem(0)
+            .map_or(1000, |n| super::watermarks::free_mem_rate(n.free, n.total))
+    }
 }
 
 /// A source with nothing to report: no PSI, no nodes, no cgroups, empty LRU lists, no targets.
