@@ -11,6 +11,7 @@
 use crate::adjust::{self, SplitState};
 use crate::attrs::{Attrs, AttrsError, convert_monitoring_result};
 use crate::callbacks::Callbacks;
+use crate::damos::SchemeTriedRegions;
 use crate::damos::{
     self, Applied, ApplyEnv, DamosWalk, MetricSource, NoMetrics, Scheme, SchemeApplier, SchemeError,
 };
@@ -56,6 +57,10 @@ pub struct Context {
     metrics: Box<dyn MetricSource>,
     /// What the operations observed about each target's memory, by target index.
     memory: Vec<Option<TargetMemory>>,
+    /// Whether every apply interval's tried regions are kept (a standing `damos_walk`).
+    capture_tried: bool,
+    /// The last completed capture and how many captures completed so far.
+    tried: (u64, Vec<SchemeTriedRegions>),
 }
 
 impl Context {
@@ -82,6 +87,8 @@ impl Context {
             walk: DamosWalk::default(),
             metrics: Box::new(NoMetrics),
             memory: Vec::new(),
+            capture_tried: false,
+            tried: (0, Vec::new()),
         })
     }
 
@@ -119,9 +126,16 @@ impl Context {
         self.metrics = metrics;
     }
 
-    /// Ask for the regions each scheme is applied to during its next apply pass.
-    pub fn walk_mut(&mut self) -> &mut DamosWalk {
-        &mut self.walk
+    /// Keep, for every apply interval, the regions each scheme was applied to (upstream's
+    /// tried regions, through a `damos_walk` renewed after each completion).
+    pub fn capture_tried_regions(&mut self, on: bool) {
+        self.capture_tried = on;
+    }
+
+    /// The last captured tried regions, per scheme, with a count that grows with each capture
+    /// (so that a reader can tell a new capture from one it has seen).
+    pub fn tried_regions(&self) -> (u64, &[SchemeTriedRegions]) {
+        (self.tried.0, &self.tried.1)
     }
 
     /// Operations report what they observed about target `target`'s memory.
@@ -388,6 +402,10 @@ impl Context {
             next_aggregation_sis: self.next_aggregation_sis,
             now_us: self.now_us(),
         };
+        if self.capture_tried && !self.walk.is_pending() {
+            // Refused only once monitoring terminated, when there is nothing left to capture.
+            let _ = self.walk.request();
+        }
         let mut applier = OpsApplier { ops, valid: &valid };
         let applied = damos::apply_schemes(
             &mut self.targets,
@@ -400,6 +418,9 @@ impl Context {
         if applied {
             // Quota trimming and filters split regions; merge-back joins them again.
             self.region_index = None;
+        }
+        if let Some(Ok(tried)) = self.walk.take_result() {
+            self.tried = (self.tried.0 + 1, tried);
         }
     }
 

@@ -130,10 +130,52 @@ pub enum EventKind {
     TargetDropped { target: u32, reason: String },
     /// Counters of the access source (samples, addresses recovered, drops by reason, lost).
     SourceStats { counters: BTreeMap<String, u64> },
+    /// A scheme's cumulative statistics, written whenever they change.
+    SchemeStats {
+        scheme: u32,
+        action: String,
+        #[serde(flatten)]
+        stats: SchemeStatsRecord,
+    },
+    /// The regions a scheme was applied to in one apply pass (when tried regions were asked for).
+    SchemeTriedRegions {
+        scheme: u32,
+        regions: Vec<TriedRegionRecord>,
+    },
+    /// What the operations observed about a target's memory, written whenever it changes.
+    TargetMemory {
+        target: u32,
+        resident_bytes: u64,
+        /// Out of memory because a scheme paged it out.
+        paged_out_bytes: u64,
+        /// Paged out by a scheme and touched again, since the start (cumulative).
+        refaulted_bytes: u64,
+    },
     /// Monitoring ended; why.
     Stopped { reason: String },
     /// Anything else worth telling the reader.
     Note { text: String },
+}
+
+/// DAMOS statistics of one scheme (cumulative since monitoring started).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct SchemeStatsRecord {
+    pub nr_tried: u64,
+    pub sz_tried: u64,
+    pub nr_applied: u64,
+    pub sz_applied: u64,
+    pub sz_ops_filter_passed: u64,
+    pub qt_exceeds: u64,
+}
+
+/// A region a scheme was applied to, as it was before the action.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TriedRegionRecord {
+    pub start: u64,
+    pub end: u64,
+    pub nr_accesses: u32,
+    pub age: u32,
+    pub sz_filter_passed: u64,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

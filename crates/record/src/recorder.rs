@@ -5,7 +5,10 @@
 //! loop is told to break and the error waits in [`Recorder::error`].
 
 use crate::error::RecordError;
-use crate::model::{Event, EventKind, Header, RegionStat, Snapshot, TargetSnapshot};
+use crate::model::{
+    Event, EventKind, Header, RegionStat, SchemeStatsRecord, Snapshot, TargetSnapshot,
+    TriedRegionRecord,
+};
 use crate::writer::{RecordWriter, WriterOptions};
 use std::fs::File;
 use std::io::Write;
@@ -22,6 +25,11 @@ pub struct Recorder<W: Write = File> {
     error: Option<RecordError>,
     stop_reason: Option<String>,
     snapshots_written: u64,
+    /// What was last written of each scheme's statistics and each target's memory, and the
+    /// last tried-regions capture written, so that only changes are written.
+    last_scheme_stats: Vec<SchemeStatsRecord>,
+    last_memory: Vec<Option<udamon_core::TargetMemory>>,
+    last_tried: u64,
 }
 
 impl Recorder<File> {
@@ -55,6 +63,9 @@ impl<W: Write> Recorder<W> {
             error: None,
             stop_reason: None,
             snapshots_written: 0,
+            last_scheme_stats: Vec::new(),
+            last_memory: Vec::new(),
+            last_tried: 0,
         }
     }
 
@@ -120,6 +131,10 @@ impl<W: Write> Callbacks for Recorder<W> {
             return ControlFlow::Break(());
         }
         self.snapshots_written += 1;
+        let time_ns = self.time_ns(ctx.now_us());
+        if self.write_changes(ctx, time_ns).is_err() {
+            return ControlFlow::Break(());
+        }
         ControlFlow::Continue(())
     }
 
@@ -129,6 +144,81 @@ impl<W: Write> Callbacks for Recorder<W> {
             // A failure is kept in `error` for the owner; there is nothing else to stop.
             let _ = self.write_event(time_ns, EventKind::Stopped { reason });
         }
+    }
+}
+
+impl<W: Write> Recorder<W> {
+    /// Scheme statistics, tried regions and target memory that changed since last written.
+    fn write_changes(&mut self, ctx: &Context, time_ns: u64) -> Result<(), RecordError> {
+        for (i, scheme) in ctx.schemes().iter().enumerate() {
+            let st = &scheme.stats;
+            let stats = SchemeStatsRecord {
+                nr_tried: st.nr_tried,
+                sz_tried: st.sz_tried,
+                nr_applied: st.nr_applied,
+                sz_applied: st.sz_applied,
+                sz_ops_filter_passed: st.sz_ops_filter_passed,
+                qt_exceeds: st.qt_exceeds,
+            };
+            if self.last_scheme_stats.get(i) == Some(&stats) {
+                continue;
+            }
+            self.last_scheme_stats
+                .resize(ctx.schemes().len(), SchemeStatsRecord::default());
+            self.last_scheme_stats[i] = stats;
+            let action = scheme.action.name().to_string();
+            self.write_event(
+                time_ns,
+                EventKind::SchemeStats {
+                    scheme: i as u32,
+                    action,
+                    stats,
+                },
+            )?;
+        }
+        let (generation, tried) = ctx.tried_regions();
+        if generation != self.last_tried {
+            self.last_tried = generation;
+            for (i, t) in tried.iter().enumerate() {
+                let regions = t
+                    .regions
+                    .iter()
+                    .map(|r| TriedRegionRecord {
+                        start: r.start,
+                        end: r.end,
+                        nr_accesses: r.nr_accesses,
+                        age: r.age,
+                        sz_filter_passed: r.sz_filter_passed,
+                    })
+                    .collect();
+                self.write_event(
+                    time_ns,
+                    EventKind::SchemeTriedRegions {
+                        scheme: i as u32,
+                        regions,
+                    },
+                )?;
+            }
+        }
+        for t in 0..ctx.targets().len() {
+            let memory = ctx.target_memory(t);
+            if memory.is_none() || self.last_memory.get(t) == Some(&memory) {
+                continue;
+            }
+            self.last_memory.resize(ctx.targets().len(), None);
+            self.last_memory[t] = memory;
+            let m = memory.unwrap_or_default();
+            self.write_event(
+                time_ns,
+                EventKind::TargetMemory {
+                    target: t as u32,
+                    resident_bytes: m.resident_bytes,
+                    paged_out_bytes: m.paged_out_bytes,
+                    refaulted_bytes: m.refaulted_bytes,
+                },
+            )?;
+        }
+        Ok(())
     }
 }
 

@@ -189,3 +189,117 @@ fn a_write_error_stops_monitoring_and_is_kept() {
         "full.udamon: no space left"
     );
 }
+
+/// Applies a `stat` scheme to every cold region: each pass "applies" to the cold bytes.
+struct OneHotAddressWithStat;
+
+impl Operations for OneHotAddressWithStat {
+    fn name(&self) -> &str {
+        "one-hot-address-stat"
+    }
+
+    fn init(&mut self, ctx: &mut Context) -> Result<(), OpsError> {
+        ctx.set_target_memory(
+            0,
+            udamon_core::TargetMemory {
+                resident_bytes: 4096,
+                ..Default::default()
+            },
+        );
+        Ok(())
+    }
+
+    fn prepare_access_checks(&mut self, _ctx: &mut Context) {}
+
+    fn check_accesses(&mut self, ctx: &mut Context) {
+        ctx.record_sampled_accesses(0, &mut [HOT]);
+    }
+
+    fn apply_scheme(
+        &mut self,
+        _target: usize,
+        region: &udamon_core::Region,
+        _scheme: &udamon_core::damos::Scheme,
+        _env: &udamon_core::damos::ApplyEnv,
+    ) -> udamon_core::damos::Applied {
+        udamon_core::damos::Applied {
+            sz_applied: region.size(),
+            ..Default::default()
+        }
+    }
+}
+
+#[test]
+fn scheme_statistics_tried_regions_and_memory_are_recorded_when_they_change() {
+    use udamon_core::damos::{AccessPattern, Action, Scheme};
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("schemes.udamon");
+    let recorder = Recorder::create(&path, &header(1), WriterOptions::default(), START_US).unwrap();
+    let mut ctx = context();
+    let cold = AccessPattern {
+        max_nr_accesses: 0,
+        ..AccessPattern::default()
+    };
+    ctx.add_scheme(Scheme::new(cold, Action::Stat)).unwrap();
+    ctx.capture_tried_regions(true);
+    let mut callbacks = (recorder, StopAfter(4));
+    ctx.run(
+        &mut OneHotAddressWithStat,
+        &mut VirtualClock,
+        &mut callbacks,
+    )
+    .unwrap();
+    callbacks.0.finish().unwrap();
+
+    let events: Vec<EventKind> = RecordReader::open(&path)
+        .unwrap()
+        .filter_map(|f| match f {
+            Frame::Event(e) => Some(e.kind),
+            Frame::Snapshot(_) => None,
+        })
+        .collect();
+    let stats: Vec<_> = events
+        .iter()
+        .filter_map(|e| match e {
+            EventKind::SchemeStats {
+                scheme: 0,
+                action,
+                stats,
+            } => Some((action.clone(), *stats)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        stats.len(),
+        4,
+        "the statistics changed at every aggregation"
+    );
+    assert!(stats.iter().all(|(a, _)| a == "stat"));
+    assert!(
+        stats.windows(2).all(|w| w[1].1.nr_tried > w[0].1.nr_tried),
+        "cumulative"
+    );
+    let tried: Vec<_> = events
+        .iter()
+        .filter_map(|e| match e {
+            EventKind::SchemeTriedRegions { regions, .. } => Some(regions),
+            _ => None,
+        })
+        .collect();
+    assert!(!tried.is_empty());
+    for regions in tried {
+        assert!(
+            regions
+                .iter()
+                .all(|r| r.nr_accesses == 0 && !(r.start <= HOT && HOT < r.end))
+        );
+    }
+    let memory = events
+        .iter()
+        .filter(|e| matches!(e, EventKind::TargetMemory { .. }))
+        .count();
+    assert_eq!(
+        memory, 1,
+        "target memory is written once while it does not change"
+    );
+}

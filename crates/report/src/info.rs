@@ -137,12 +137,18 @@ fn add_event(sum: &mut EventSummary, time_ns: u64, kind: EventKind) {
         EventKind::Exit { .. } => "exit",
         EventKind::TargetDropped { .. } => "target_dropped",
         EventKind::SourceStats { .. } => "source_stats",
+        EventKind::SchemeStats { .. } => "scheme_stats",
+        EventKind::SchemeTriedRegions { .. } => "scheme_tried_regions",
+        EventKind::TargetMemory { .. } => "target_memory",
         EventKind::Stopped { .. } => "stopped",
         EventKind::Note { .. } => "note",
     };
     *sum.by_kind.entry(name.to_string()).or_default() += 1;
     let what = match kind {
-        EventKind::MappingsChanged { .. } => None,
+        EventKind::MappingsChanged { .. }
+        | EventKind::SchemeStats { .. }
+        | EventKind::SchemeTriedRegions { .. }
+        | EventKind::TargetMemory { .. } => None,
         EventKind::Exec { target, cmdline } => Some(format!("target {target} exec'd {cmdline}")),
         EventKind::Exit { target, status } => Some(match status {
             Some(s) => format!("target {target} exited with status {s}"),
