@@ -12,6 +12,7 @@
 //! - [`heatmap`]: time × address access-frequency grid, rendered for terminals and as PNG/SVG.
 //! - [`raw`]: every frame as a JSON line.
 //! - [`info`]: what the record says about itself.
+//! - [`schemes`]: what DAMOS schemes did, the memory they saved and the refaults that cost.
 
 pub mod access;
 pub mod color;
@@ -22,6 +23,7 @@ pub mod info;
 pub mod nr_regions;
 pub mod percentile;
 pub mod raw;
+pub mod schemes;
 pub mod wss;
 
 use std::error::Error;
@@ -56,6 +58,10 @@ pub enum ReportError {
     NothingInRange { target: u32, start: u64, end: u64 },
     #[error("the heatmap resolution must be at least 1x1, got {rows}x{cols}")]
     Resolution { rows: usize, cols: usize },
+    #[error("no scheme ran in this record: record with --schemes FILE")]
+    NoSchemes,
+    #[error("invalid time rows: {0}")]
+    Buckets(String),
     #[error("could not read the record: {0}")]
     Source(Box<dyn Error + Send + Sync>),
     #[error("could not write the report: {0}")]
