@@ -6,6 +6,8 @@
 //! - [`layout`]: where regions live in the simulated address space, and the initial regions;
 //! - [`model`]: the access model: which pages a window of virtual time touches, and the ground
 //!   truth working set;
+//! - [`memory`]: what is resident, paged out by schemes and huge-page backed, and refaults;
+//! - [`actions`]: DAMOS actions and operations-layer filters on that memory;
 //! - [`ops`]: [`SimOps`], the operations set, and [`SimOptions`];
 //! - [`builtin`]: workloads shipped with udamon (`stairs`, `zigzag`, `demo`).
 //!
@@ -22,12 +24,15 @@
 //! assert_eq!(ctx.targets().len(), 1); // `init` added the simulated process as a target
 //! ```
 
+pub mod actions;
 pub mod config;
 pub mod layout;
+pub mod memory;
 pub mod model;
 pub mod ops;
 
 pub use config::{ConfigError, Pattern, Phase, RwMode, Workload, WorkloadRegion};
+pub use memory::{HUGE_PAGE, Residency};
 pub use model::Touched;
 pub use ops::{SimOps, SimOptions};
 

@@ -247,8 +247,8 @@ impl RegionAccesses {
         self.random == 0 && self.sweeps.is_empty()
     }
 
-    /// Exact count of swept pages.
-    fn swept_pages(&self) -> u64 {
+    /// The pages swept by strides up to a page: sorted, disjoint, non-adjacent inclusive runs.
+    pub(crate) fn swept_runs(&self) -> Vec<(u64, u64)> {
         let mut runs: Vec<(u64, u64)> = self
             .sweeps
             .iter()
@@ -263,6 +263,24 @@ impl RegionAccesses {
                 _ => merged.push((lo, hi)),
             }
         }
+        merged
+    }
+
+    /// Pages in `first..=last` holding a step of a sweep with a stride above a page, at most
+    /// the number of pages (sweeps of different strides may share a page; not worked out here).
+    pub(crate) fn comb_pages_in(&self, first: u64, last: u64) -> u64 {
+        let steps: u64 = self
+            .sweeps
+            .iter()
+            .filter(|s| !s.small())
+            .map(|s| s.steps_in_pages((first, last)))
+            .fold(0, u64::saturating_add);
+        steps.min(last - first + 1)
+    }
+
+    /// Exact count of swept pages.
+    fn swept_pages(&self) -> u64 {
+        let merged = self.swept_runs();
         let mut count: u64 = merged.iter().map(|&(lo, hi)| hi - lo + 1).sum();
 
         let mut big: Vec<Sweep> = self.sweeps.iter().filter(|s| !s.small()).copied().collect();

@@ -13,14 +13,25 @@
 //!   O(regions × log(workload regions)) plus O(workload regions + patterns) per interval.
 //! - `target_valid` turns false once the workload's last phase has ended, so that
 //!   [`udamon_core::Context::run`] stops, like monitoring a process that exits.
+//! - `apply_scheme` acts on the simulated memory ([`crate::actions`], [`crate::memory`]):
+//!   the memory first catches up with the workload's touches up to the pass's time, so that
+//!   what was touched since the last check refaults before the action sees it.
+//! - Every access check also brings the memory up to the end of the interval and reports it
+//!   with [`Context::set_target_memory`], for every target (all of a context's targets are
+//!   views of the one simulated process): touches up to the end of that interval and every
+//!   action applied before it. A step's own actions show at the next step.
 
 use crate::config::Workload;
 use crate::layout;
+use crate::memory::{Memory, Residency};
 use crate::model::{Timeline, Touched, WindowAccesses};
 use std::num::NonZeroU32;
+use udamon_core::damos::{Applied, ApplyEnv, Scheme};
 use udamon_core::layout::set_regions;
 use udamon_core::region::align_down;
-use udamon_core::{AddrRange, Context, Operations, OpsError, PAGE_SIZE, Prng, Target};
+use udamon_core::{
+    AddrRange, Context, Operations, OpsError, PAGE_SIZE, Prng, Region, Target, TargetMemory,
+};
 
 /// How the simulated workload runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -60,6 +71,9 @@ pub struct SimOps {
     by_addr: Vec<(AddrRange, usize)>,
     /// The context's time at which the workload started (set by `init`).
     start_us: u64,
+    memory: Memory,
+    /// For catching the memory up over a window other than the last sampling interval.
+    memory_accesses: WindowAccesses,
 }
 
 impl SimOps {
@@ -73,12 +87,14 @@ impl SimOps {
             .collect();
         by_addr.sort();
         SimOps {
-            workload,
             options,
             timeline,
             accesses: WindowAccesses::default(),
             by_addr,
             start_us: 0,
+            memory: Memory::new(&workload),
+            memory_accesses: WindowAccesses::default(),
+            workload,
         }
     }
 
@@ -116,6 +132,46 @@ impl SimOps {
             .ground_truth_wss(&self.options, self.workload_window(window_us))
     }
 
+    /// The simulated process's memory as of the last access check or action: resident,
+    /// paged out, and refaulted so far (what `check_accesses` reports to the context).
+    pub fn target_memory(&self) -> TargetMemory {
+        self.memory.target_memory()
+    }
+
+    /// The memory of the workload's regions within `range`, as of the last access check or
+    /// action: expected values where random patterns decide.
+    pub fn residency(&self, range: AddrRange) -> Residency {
+        self.memory.residency(range)
+    }
+
+    /// Apply the workload's touches to the memory up to `now_us` on the context's time line.
+    /// `last_interval` is the workload-time window that `self.accesses` holds, if any.
+    fn sync_memory(&mut self, now_us: u64, last_interval: Option<(u64, u64)>) {
+        let to = now_us.saturating_sub(self.start_us);
+        let from = self.memory.synced_us();
+        if to <= from {
+            return;
+        }
+        if last_interval == Some((from, to)) {
+            self.memory.advance(to, &self.accesses);
+        } else {
+            self.memory_accesses.compute(
+                &self.workload,
+                &self.timeline,
+                self.options.access_rate,
+                (from, to),
+            );
+            self.memory.advance(to, &self.memory_accesses);
+        }
+    }
+
+    fn report_memory(&self, ctx: &mut Context) {
+        let memory = self.memory.target_memory();
+        for t in 0..ctx.targets().len() {
+            ctx.set_target_memory(t, memory);
+        }
+    }
+
     fn workload_window(&self, (t0, t1): (u64, u64)) -> (u64, u64) {
         (
             t0.saturating_sub(self.start_us),
@@ -150,6 +206,7 @@ impl Operations for SimOps {
 
     fn init(&mut self, ctx: &mut Context) -> Result<(), OpsError> {
         self.start_us = ctx.now_us();
+        self.memory = Memory::new(&self.workload);
         if ctx.targets().is_empty() {
             ctx.add_target(Target::new(None));
         }
@@ -162,6 +219,7 @@ impl Operations for SimOps {
         {
             set_regions(&mut t.regions, &ranges, min_sz)?;
         }
+        self.report_memory(ctx);
         Ok(())
     }
 
@@ -195,6 +253,19 @@ impl Operations for SimOps {
                 }
             }
         }
+        self.sync_memory(ctx.now_us(), Some(window));
+        self.report_memory(ctx);
+    }
+
+    fn apply_scheme(
+        &mut self,
+        _target: usize,
+        region: &Region,
+        scheme: &Scheme,
+        env: &ApplyEnv,
+    ) -> Applied {
+        self.sync_memory(env.now_us, None);
+        crate::actions::apply(&mut self.memory, region, scheme)
     }
 
     fn target_valid(&self, ctx: &Context, _target: usize) -> bool {
