@@ -2,8 +2,10 @@
 //!
 //! - [`decode`]: recover the data address of a sampled user instruction (x86-64);
 //! - [`perf`]: perf_event_open sampling sources and their ring buffers;
-//! - [`maps`]: `/proc/PID/maps` parsing.
+//! - [`maps`]: `/proc/PID/maps` parsing;
+//! - [`vaddr`]: the operations on live processes, driven by sample timestamps.
 
 pub mod decode;
 pub mod maps;
 pub mod perf;
+pub mod vaddr;

@@ -3,7 +3,9 @@
 //! `--monitoring_intervals`), with Rust CLI conventions elsewhere.
 
 use crate::units::{parse_duration_us, parse_size};
-use clap::{Args, Parser, Subcommand, ValueEnum};
+use clap::parser::ValueSource;
+use clap::{ArgMatches, Args, FromArgMatches, Parser, Subcommand, ValueEnum};
+use std::ffi::OsString;
 use std::path::PathBuf;
 
 #[derive(Debug, Parser)]
@@ -75,12 +77,27 @@ pub struct MonitoringArgs {
     /// events observed, sampling between 5 ms and 10 s; damo's --monitoring_intervals_autotune).
     #[arg(long, alias = "monitoring_intervals_autotune")]
     pub autotune: bool,
+    /// Operation schemes to apply (damo's JSON schema: a list of schemes, or damo's full
+    /// parameters); see docs/schemes.md.
+    #[arg(long, value_name = "FILE")]
+    pub schemes: Option<PathBuf>,
+    /// Record the regions each scheme is applied to at every apply pass (damo's
+    /// --schemes_target_regions).
+    #[arg(long, alias = "schemes_target_regions", requires = "schemes")]
+    pub tried_regions: bool,
     /// Seed of the monitor's random choices; the same seed repeats a simulated run exactly.
     #[arg(long, value_name = "N", default_value_t = 42)]
     pub seed: u64,
 }
 
 #[derive(Debug, Args)]
+#[command(
+    after_help = "Live processes: `udamon record -- CMD ARGS...` runs CMD and monitors it to \
+    its exit; `udamon record --pid PID` monitors a running process. Unless intervals or region \
+    bounds are given, sampled sources use 5ms sampling, aggregation windows of about 100 samples \
+    (200ms for cpuclock at 500 Hz, 400ms for tick), 1s updates and 20..60 regions. Ctrl-C or \
+    SIGTERM stop monitoring with a complete record."
+)]
 pub struct RecordArgs {
     /// The record file to write.
     #[arg(
@@ -92,8 +109,23 @@ pub struct RecordArgs {
     pub out: PathBuf,
     /// Monitor a simulated workload from a masim-format config file, or a built-in one
     /// (`builtin:demo`, `builtin:stairs`, `builtin:zigzag`).
-    #[arg(long, value_name = "FILE")]
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["pid", "command"])]
     pub sim: Option<String>,
+    /// Monitor the running process PID, all its threads and threads it creates later
+    /// (repeat for several processes).
+    #[arg(long, value_name = "PID", conflicts_with = "command")]
+    pub pid: Vec<u32>,
+    /// Run this command and monitor it until it exits (after `--`).
+    #[arg(last = true, value_name = "COMMAND")]
+    pub command: Vec<OsString>,
+    /// How live processes' accesses are observed: `auto` picks a PMU with data addresses if
+    /// there is one, else `tick` when root or CAP_PERFMON, else `cpuclock`.
+    #[arg(long, value_enum, default_value_t = SourceArg::Auto)]
+    pub access_source: SourceArg,
+    /// Samples per second of CPU time for `cpuclock` and `pmu` (the tick source samples at the
+    /// kernel's tick rate, usually 250 Hz).
+    #[arg(long, value_name = "HZ", default_value_t = udamon_linux::vaddr::DEFAULT_CPUCLOCK_HZ)]
+    pub sample_rate: u64,
     /// Stop after this much (virtual, for simulations) time.
     #[arg(long, value_name = "DURATION", value_parser = parse_duration_us)]
     pub duration: Option<u64>,
@@ -101,7 +133,64 @@ pub struct RecordArgs {
     #[arg(long)]
     pub compress: bool,
     #[command(flatten)]
-    pub monitoring: MonitoringArgs,
+    pub monitoring: RecordMonitoringArgs,
+}
+
+/// The access sources of live processes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum SourceArg {
+    Auto,
+    /// The scheduler tick tracepoint (root or CAP_PERFMON; about 0.4 % overhead).
+    Tick,
+    /// cpu-clock sampling of user mode (works unprivileged for one's own processes).
+    Cpuclock,
+    /// Precise memory samples from Intel PEBS or AMD IBS.
+    Pmu,
+}
+
+/// [`MonitoringArgs`] plus which of them the user gave, so that live monitoring can pick its
+/// own defaults for the rest.
+#[derive(Debug, Clone)]
+pub struct RecordMonitoringArgs {
+    pub args: MonitoringArgs,
+    /// Any interval was given on the command line.
+    pub intervals_given: bool,
+    /// The region bounds were given on the command line.
+    pub regions_given: bool,
+}
+
+impl FromArgMatches for RecordMonitoringArgs {
+    fn from_arg_matches(m: &ArgMatches) -> Result<Self, clap::Error> {
+        let given = |id: &str| {
+            m.try_contains_id(id).unwrap_or(false)
+                && m.value_source(id)
+                    .is_some_and(|s| s != ValueSource::DefaultValue)
+        };
+        Ok(RecordMonitoringArgs {
+            args: MonitoringArgs::from_arg_matches(m)?,
+            intervals_given: ["sample_us", "aggr_us", "update_us", "monitoring_intervals"]
+                .into_iter()
+                .any(given),
+            regions_given: ["min_regions", "max_regions", "nr_regions_range"]
+                .into_iter()
+                .any(given),
+        })
+    }
+
+    fn update_from_arg_matches(&mut self, m: &ArgMatches) -> Result<(), clap::Error> {
+        *self = Self::from_arg_matches(m)?;
+        Ok(())
+    }
+}
+
+impl Args for RecordMonitoringArgs {
+    fn augment_args(cmd: clap::Command) -> clap::Command {
+        MonitoringArgs::augment_args(cmd)
+    }
+
+    fn augment_args_for_update(cmd: clap::Command) -> clap::Command {
+        MonitoringArgs::augment_args_for_update(cmd)
+    }
 }
 
 #[derive(Debug, Args)]
@@ -190,6 +279,14 @@ pub enum ReportKind {
         input: InputArgs,
         #[command(flatten)]
         heatmap: HeatmapArgs,
+    },
+    /// What each operation scheme did: statistics, memory saved over time, refault rate.
+    Schemes {
+        #[command(flatten)]
+        input: InputArgs,
+        /// Length of each row of the time series (default: about 20 rows over the record).
+        #[arg(long, value_name = "DURATION", value_parser = parse_duration_us)]
+        bucket: Option<u64>,
     },
     /// Every snapshot and event as JSON lines.
     Raw {

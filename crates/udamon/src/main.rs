@@ -7,6 +7,7 @@ mod input;
 mod monitor;
 mod output;
 mod progress;
+mod schemes_file;
 mod units;
 
 use clap::Parser;

@@ -1,15 +1,19 @@
 //! A monitoring session: attributes from the command line, a context with its operations, a
 //! recorder and progress hanging off the loop, and a summary at the end. Every target kind
-//! (simulated workloads now, live processes later) records through this one path.
+//! (simulated workloads, live processes) records through this one path; operations hand the
+//! events they see (exec, exit, source statistics) to the record through [`RecordedOps`].
 
 use crate::cli::MonitoringArgs;
 use crate::host::{host_info, unix_now_ns};
 use crate::progress::Progress;
+use crate::schemes_file;
 use anyhow::{Context as _, Result, bail};
 use std::ops::ControlFlow;
 use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use udamon_core::{
-    Attrs, Callbacks, Clock, Context, IntervalsGoal, Operations, StopReason, Target,
+    Attrs, Callbacks, Clock, Context, IntervalsGoal, Operations, OpsError, StopReason, Target,
 };
 use udamon_record::model::{AccessSource, EventKind, Header, Intervals, TargetInfo};
 use udamon_record::{FORMAT_VERSION, Recorder, WriterOptions};
@@ -46,6 +50,17 @@ impl MonitoringArgs {
     }
 }
 
+/// Operations whose events go into the record.
+pub trait RecordedOps: Operations {
+    /// Events since the last call, oldest first, each with its time on the context's time line
+    /// (µs).
+    fn take_record_events(&mut self) -> Vec<(u64, EventKind)> {
+        Vec::new()
+    }
+}
+
+impl RecordedOps for udamon_sim::SimOps {}
+
 /// What to monitor, as the record's header will describe it.
 pub struct Session<'a> {
     pub attrs: Attrs,
@@ -58,6 +73,11 @@ pub struct Session<'a> {
     pub duration_us: Option<u64>,
     /// How long the run is expected to take, for the progress bar.
     pub expected_us: Option<u64>,
+    /// Set (by a signal handler) to stop monitoring with a complete record.
+    pub stop: Option<Arc<AtomicBool>>,
+    /// A scheme file to apply, and whether to record each apply pass's tried regions.
+    pub schemes: Option<&'a Path>,
+    pub tried_regions: bool,
 }
 
 /// What a finished session tells the user.
@@ -93,9 +113,36 @@ impl Callbacks for Deadline {
     }
 }
 
+/// Breaks the loop once a stop was requested from outside (Ctrl-C, SIGTERM).
+struct StopFlag(Option<Arc<AtomicBool>>);
+
+impl StopFlag {
+    fn raised(&self) -> bool {
+        self.0.as_ref().is_some_and(|f| f.load(Ordering::Relaxed))
+    }
+}
+
+impl Callbacks for StopFlag {
+    fn after_sampling(&mut self, _ctx: &Context) -> ControlFlow<()> {
+        if self.raised() {
+            ControlFlow::Break(())
+        } else {
+            ControlFlow::Continue(())
+        }
+    }
+}
+
+/// Writes the operations' pending events; a failure is kept in the recorder and ends the run at
+/// its next snapshot.
+fn write_events(ops: &mut dyn RecordedOps, recorder: &mut Recorder) {
+    for (t_us, kind) in ops.take_record_events() {
+        let _ = recorder.write_event(recorder.time_ns(t_us), kind);
+    }
+}
+
 pub fn run(
     session: Session<'_>,
-    ops: &mut dyn Operations,
+    ops: &mut dyn RecordedOps,
     clock: &mut dyn Clock,
     start_us: u64,
 ) -> Result<Summary> {
@@ -105,6 +152,13 @@ pub fn run(
     let mut ctx = Context::new(session.attrs, session.seed)?;
     ctx.set_start_time_us(start_us);
     let attrs = session.attrs;
+    if let Some(path) = session.schemes {
+        // Rates and ages in the file become counts of these intervals.
+        for scheme in schemes_file::load(path, &attrs)? {
+            ctx.add_scheme(scheme)?;
+        }
+        ctx.capture_tried_regions(session.tried_regions);
+    }
     let header = Header {
         format_version: FORMAT_VERSION,
         udamon_version: env!("CARGO_PKG_VERSION").to_string(),
@@ -139,10 +193,23 @@ pub fn run(
     .with_context(|| format!("cannot record to {}", session.out.display()))?;
     let progress = Progress::new("recording", session.expected_us, start_us);
     let deadline = Deadline(session.duration_us.map(|d| start_us + d));
-    let mut callbacks = (recorder, (progress, deadline));
+    let mut callbacks = (recorder, (progress, (deadline, StopFlag(session.stop))));
 
-    let result = ctx.run(ops, clock, &mut callbacks);
-    let (mut recorder, (progress, deadline)) = callbacks;
+    let result: Result<StopReason, OpsError> = (|| {
+        ctx.start(ops)?;
+        write_events(ops, &mut callbacks.0);
+        loop {
+            let flow = ctx.step(ops, clock, &mut callbacks);
+            write_events(ops, &mut callbacks.0);
+            match flow? {
+                ControlFlow::Continue(()) => continue,
+                ControlFlow::Break(reason) => return Ok(reason),
+            }
+        }
+    })();
+    ctx.terminate(ops, &mut callbacks);
+    write_events(ops, &mut callbacks.0);
+    let (mut recorder, (progress, (deadline, stop_flag))) = callbacks;
     progress.finish();
 
     let stop = match &result {
@@ -152,6 +219,7 @@ pub fn run(
         Ok(StopReason::Requested) if deadline.0.is_some_and(|d| ctx.now_us() >= d) => {
             "the requested duration elapsed".to_string()
         }
+        Ok(StopReason::Requested) if stop_flag.raised() => "interrupted by a signal".to_string(),
         Ok(StopReason::Requested) => "stopped on request".to_string(),
         Ok(StopReason::NoValidTarget) => "every target ended".to_string(),
         Err(e) => format!("monitoring failed: {e}"),

@@ -290,3 +290,68 @@ fn monitoring_options_are_checked() {
     assert_eq!(info["header"]["intervals"]["aggr_us"], 200_000);
     assert_eq!(info["nr_snapshots"], 20, "4 s of 200 ms windows");
 }
+
+#[test]
+fn schemes_apply_on_a_simulated_workload_and_are_reported() {
+    let dir = tempfile::tempdir().unwrap();
+    let schemes = dir.path().join("prcl.json");
+    fs::write(
+        &schemes,
+        r#"[{"action": "pageout", "access_pattern": {"nr_accesses": {"min": "0 %", "max": "0 %"},
+                                                   "age": {"min": "2 s", "max": "max"}}}]"#,
+    )
+    .unwrap();
+    let out = dir.path().join("z.data");
+    udamon()
+        .args([
+            "record",
+            "--sim",
+            "builtin:zigzag",
+            "--tried-regions",
+            "--schemes",
+        ])
+        .arg(&schemes)
+        .arg("-o")
+        .arg(&out)
+        .assert()
+        .success();
+    let report = report_json(&["schemes"], &out);
+    let stats = &report["schemes"][0]["stats"];
+    assert_eq!(report["schemes"][0]["action"], "pageout");
+    // zigzag's idle 100 MiB region is paged out each time it idles past 2 s.
+    assert!(
+        stats["sz_applied"].as_u64().unwrap() >= 100 << 20,
+        "{stats}"
+    );
+    assert!(report["targets"][0]["peak_saved_bytes"].as_u64().unwrap() >= 90 << 20);
+    assert!(
+        report["schemes"][0]["tried_regions"]["passes"]
+            .as_u64()
+            .unwrap()
+            > 0
+    );
+
+    fs::write(
+        &schemes,
+        r#"[{"action": "pageout", "access_pattern": {"age": {"min": "30", "max": "max"}}}]"#,
+    )
+    .unwrap();
+    let bad = udamon()
+        .args(["record", "--sim", "builtin:zigzag", "--schemes"])
+        .arg(&schemes)
+        .arg("-o")
+        .arg(&out)
+        .assert()
+        .failure();
+    let stderr = String::from_utf8(bad.get_output().stderr.clone()).unwrap();
+    assert!(
+        stderr.contains("schemes[0]: access_pattern.age.min: \"30\" has no unit"),
+        "{stderr}"
+    );
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    udamon()
+        .args(["report", "schemes"])
+        .arg(dir.path().join("z.data"))
+        .assert()
+        .success();
+}

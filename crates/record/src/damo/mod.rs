@@ -15,7 +15,7 @@
 
 pub(crate) mod binary;
 mod json;
-mod number;
+pub mod number;
 mod perf_script;
 
 pub use json::{write_json_compressed, write_json_compressed_file};

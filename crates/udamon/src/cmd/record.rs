@@ -1,27 +1,190 @@
-//! `udamon record`: monitor a workload and write a record file.
+//! `udamon record`: monitor a workload and write a record file: a simulated workload in
+//! virtual time, or live processes (spawned or attached) with a sampled access source.
 
-use crate::cli::RecordArgs;
-use crate::monitor::{self, Session, Summary};
+use crate::cli::{RecordArgs, RecordMonitoringArgs, SourceArg};
+use crate::monitor::{self, RecordedOps, Session, Summary};
 use anyhow::{Context as _, Result};
 use std::path::Path;
-use udamon_core::{Target, VirtualClock};
-use udamon_record::model::{AccessSource, TargetInfo};
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+use udamon_core::{Attrs, IntervalsGoal, Target, VirtualClock};
+use udamon_linux::perf::{AccessSource as Source, SamplerConfig};
+use udamon_linux::vaddr::{
+    self, SampleClock, SourceChoice, VaddrError, VaddrEventKind, VaddrOps, monotonic_us,
+};
+use udamon_record::model::{AccessSource, EventKind, TargetInfo};
 use udamon_sim::{SimOps, SimOptions, Workload};
 
 /// The workload recorded when no target is given.
 pub const DEFAULT_SIM: &str = "builtin:demo";
 
 pub fn run(args: &RecordArgs) -> Result<()> {
-    let sim = args.sim.as_deref().unwrap_or(DEFAULT_SIM);
-    let summary = record_sim(
-        sim,
-        &args.monitoring,
-        &args.out,
-        args.compress,
-        args.duration,
-    )?;
+    let summary = if args.command.is_empty() && args.pid.is_empty() {
+        let sim = args.sim.as_deref().unwrap_or(DEFAULT_SIM);
+        record_sim(
+            sim,
+            &args.monitoring.args,
+            &args.out,
+            args.compress,
+            args.duration,
+        )?
+    } else {
+        record_live(args)?
+    };
     eprintln!("udamon: recorded {} to {}", summary, args.out.display());
     Ok(())
+}
+
+/// The attributes of live monitoring: `source`'s defaults for whatever the user did not set.
+fn live_attrs(m: &RecordMonitoringArgs, source: &Source) -> Result<Attrs> {
+    let mut attrs = m.args.attrs()?;
+    let d = vaddr::sampled_attrs(source);
+    if !m.intervals_given {
+        attrs.sample_interval_us = d.sample_interval_us;
+        attrs.aggr_interval_us = d.aggr_interval_us;
+        attrs.ops_update_interval_us = d.ops_update_interval_us;
+    }
+    if !m.regions_given {
+        attrs.min_nr_regions = d.min_nr_regions;
+        attrs.max_nr_regions = d.max_nr_regions;
+    }
+    if attrs.intervals_goal.enabled() {
+        attrs.intervals_goal = IntervalsGoal {
+            min_sample_us: attrs.sample_interval_us.min(5_000),
+            ..IntervalsGoal::recommended()
+        };
+    }
+    attrs.validate().context("invalid monitoring attributes")?;
+    Ok(attrs)
+}
+
+impl RecordedOps for VaddrOps {
+    fn take_record_events(&mut self) -> Vec<(u64, EventKind)> {
+        self.take_events()
+            .into_iter()
+            .map(|e| {
+                let kind = match e.kind {
+                    VaddrEventKind::Exec { target, comm } => EventKind::Exec {
+                        target: target as u32,
+                        cmdline: comm,
+                    },
+                    VaddrEventKind::Exit { target, status } => EventKind::Exit {
+                        target: target as u32,
+                        status,
+                    },
+                    VaddrEventKind::MappingsChanged {
+                        target,
+                        nr_mappings,
+                    } => EventKind::MappingsChanged {
+                        target: target as u32,
+                        nr_mappings: nr_mappings as u32,
+                    },
+                    VaddrEventKind::Stats(s) => EventKind::SourceStats {
+                        counters: s.counters(),
+                    },
+                    VaddrEventKind::Note(text) => EventKind::Note { text },
+                };
+                (e.time_us, kind)
+            })
+            .collect()
+    }
+}
+
+/// A process's command line from /proc, arguments separated by spaces.
+fn proc_cmdline(pid: u32) -> String {
+    std::fs::read(format!("/proc/{pid}/cmdline"))
+        .map(|b| {
+            let text = String::from_utf8_lossy(&b).replace('\0', " ");
+            text.trim_end().to_string()
+        })
+        .unwrap_or_default()
+}
+
+/// Spawns or attaches with `source`.
+fn start_live(args: &RecordArgs, source: Source) -> Result<(VaddrOps, SampleClock), VaddrError> {
+    let config = SamplerConfig {
+        source,
+        ..SamplerConfig::default()
+    };
+    match args.command.split_first() {
+        Some((program, rest)) => vaddr::spawn(program, rest, &config),
+        None => vaddr::attach(&args.pid, &config),
+    }
+}
+
+/// Records live processes until they exit, `--duration` passes, or Ctrl-C/SIGTERM.
+fn record_live(args: &RecordArgs) -> Result<Summary> {
+    // Bad options fail before anything starts.
+    args.monitoring.args.attrs()?;
+    let choice = match args.access_source {
+        SourceArg::Auto => SourceChoice::Auto,
+        SourceArg::Tick => SourceChoice::Tick,
+        SourceArg::Cpuclock => SourceChoice::CpuClock,
+        SourceArg::Pmu => SourceChoice::Pmu,
+    };
+    let chosen =
+        vaddr::choose_source(choice, args.sample_rate).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let stop = Arc::new(AtomicBool::new(false));
+    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register(sig, Arc::clone(&stop))
+            .context("cannot install the Ctrl-C/SIGTERM handler")?;
+    }
+    // The errors' messages already include their causes: keep them to one line.
+    let one_line = |e: VaddrError| anyhow::anyhow!("{e}");
+    let (source, reason, (mut ops, mut clock)) = match start_live(args, chosen.source) {
+        Ok(live) => (chosen.source, chosen.reason, live),
+        Err(e @ VaddrError::Perf(_)) => match chosen.fallback {
+            Some((fallback, why)) => {
+                let live = start_live(args, fallback).map_err(one_line)?;
+                (fallback, format!("{why} ({e})"), live)
+            }
+            None => return Err(one_line(e)),
+        },
+        Err(e) => return Err(one_line(e)),
+    };
+    clock.set_stop_flag(Arc::clone(&stop));
+    let attrs = live_attrs(&args.monitoring, &source)?;
+    let spawned = args.command.iter().map(|a| a.to_string_lossy());
+    let spawned: Vec<_> = spawned.collect();
+    let targets = ops
+        .targets()
+        .into_iter()
+        .map(|t| {
+            let pid = t.pid.expect("process targets have a pid");
+            let cmdline = if spawned.is_empty() {
+                proc_cmdline(pid)
+            } else {
+                spawned.join(" ")
+            };
+            let info = TargetInfo {
+                pid: Some(pid),
+                cmdline,
+            };
+            (t, info)
+        })
+        .collect();
+    let session = Session {
+        attrs,
+        seed: args.monitoring.args.seed,
+        targets,
+        source: AccessSource {
+            name: vaddr::source_name(&source).to_string(),
+            reason,
+        },
+        out: &args.out,
+        compress: args.compress,
+        duration_us: args.duration,
+        expected_us: args.duration,
+        stop: Some(stop),
+        schemes: args.monitoring.args.schemes.as_deref(),
+        tried_regions: args.monitoring.args.tried_regions,
+    };
+    let start_us = monotonic_us();
+    let summary = monitor::run(session, &mut ops, &mut clock, start_us)?;
+    if let Some(pid) = clock.running_child() {
+        eprintln!("udamon: process {pid} keeps running; monitoring stopped");
+    }
+    Ok(summary)
 }
 
 /// Loads `builtin:NAME` or a masim-format file.
@@ -66,6 +229,9 @@ pub fn record_sim(
         compress,
         duration_us,
         expected_us: Some(duration_us.map_or(ops.duration_us(), |d| d.min(ops.duration_us()))),
+        stop: None,
+        schemes: monitoring.schemes.as_deref(),
+        tried_regions: monitoring.tried_regions,
     };
     monitor::run(session, &mut ops, &mut VirtualClock, 0)
 }

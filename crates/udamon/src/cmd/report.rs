@@ -8,7 +8,7 @@ use std::io::IsTerminal;
 use std::path::Path;
 use udamon_report::dist::{self, DistOptions, RenderOptions};
 use udamon_report::heatmap::{self, AddressSelection, HeatmapOptions, image, term};
-use udamon_report::{access, info, nr_regions, percentile, raw, wss};
+use udamon_report::{access, info, nr_regions, percentile, raw, schemes, wss};
 
 pub fn run(args: &ReportArgs) -> Result<()> {
     match &args.kind {
@@ -63,6 +63,20 @@ pub fn run(args: &ReportArgs) -> Result<()> {
                         && std::env::var_os("NO_COLOR").is_none();
                     Ok(print(&term::render(&map, term::TermStyle { color }))?)
                 }
+            }
+        }
+        ReportKind::Schemes { input, bucket } => {
+            let (record, header, frames) = Input::open(input.path())?;
+            let opts = schemes::SchemesOptions {
+                bucket_ns: bucket.map(|us| us * 1000),
+                ..schemes::SchemesOptions::default()
+            };
+            let report = schemes::schemes(&header, frames, &opts)?;
+            record.warn_damage();
+            if input.json {
+                print_json(&report)
+            } else {
+                Ok(print(&schemes::render_text(&report))?)
             }
         }
         ReportKind::Raw { input } => {

@@ -1,0 +1,591 @@
+//! The `vaddr` operations: monitoring live processes' virtual address spaces with a sampled
+//! access source (the tick tracepoint, cpu-clock sampling or a PMU).
+//!
+//! [`spawn`] or [`attach`] start sampling and return a [`VaddrOps`] (the
+//! [`Operations`] the core drives) and a [`SampleClock`] (its [`Clock`]); the clock drains the
+//! ring buffers in batches and the operations replay each sampling interval from the sample
+//! timestamps:
+//!
+//! - `init`/`update`: regions from `/proc/PID/maps` with the three-regions construction
+//!   ([`ranges`]), refreshed every update interval with `set_regions`, and sooner (at most every
+//!   [`EAGER_REFRESH_US`]) after perf reports a new mapping;
+//! - `check_accesses`: the interval's samples, their data addresses recovered by the
+//!   [`AddressDecoder`] (implicit stack references are counted but kept out of the regions),
+//!   counted per target with [`Context::record_sampled_accesses`];
+//! - exec flushes the process's decode cache and re-reads its mappings; a new executable
+//!   mapping flushes the cache entries near it; a process whose threads have all exited is
+//!   dropped (its regions removed) and noted;
+//! - [`SourceStats`] count what happened to every sample; they are reported as events at every
+//!   update and at the end.
+
+mod clock;
+pub mod ranges;
+mod source;
+mod stats;
+
+pub use clock::{BATCH, SampleClock, monotonic_us};
+pub use source::{ChosenSource, DEFAULT_CPUCLOCK_HZ, SourceChoice, choose_source, source_name};
+pub use stats::SourceStats;
+
+use crate::decode::{
+    AccessKind, AddressDecoder, CodeReader, DropReason, SamplePoint, SegmentBases, UserRegs,
+};
+use crate::maps::{Maps, MapsError, read_maps};
+use crate::perf::{
+    AccessSource, CpuClock, PerfError, PerfRecord, PmuEvent, ProcessMemory, REGS_ABI_32,
+    REGS_ABI_64, Rate, Sample, Sampler, SamplerConfig,
+};
+use clock::FeedMsg;
+use std::collections::VecDeque;
+use std::ffi::OsStr;
+use std::sync::mpsc::{Receiver, channel};
+use thiserror::Error;
+use udamon_core::layout::set_regions;
+use udamon_core::{AddrRange, Attrs, Context, Operations, OpsError, Target};
+
+/// After perf reports a new mapping, regions are refreshed at most this often (µs) before the
+/// next update interval, so that memory mapped after start is monitored within a fraction of a
+/// second rather than a whole update interval.
+pub const EAGER_REFRESH_US: u64 = 200_000;
+
+/// Monitoring attributes for sampled sources (see [`sampled_attrs`]).
+pub const SAMPLED_SAMPLE_US: u64 = 5_000;
+pub const SAMPLED_UPDATE_US: u64 = 1_000_000;
+pub const SAMPLED_MIN_REGIONS: u32 = 20;
+pub const SAMPLED_MAX_REGIONS: u32 = 60;
+/// Samples an aggregation window should hold on average (see [`sampled_attrs`]).
+pub const SAMPLES_PER_WINDOW: u64 = 100;
+/// The tick source's rate: one sample per scheduler tick of a busy CPU (CONFIG_HZ, 250 on
+/// common distribution kernels and on the test VM).
+pub const TICK_HZ: u64 = 250;
+
+/// Default attributes for `source`, chosen by measurement (tests/vaddr_accuracy.rs).
+///
+/// A few hundred samples per second spread over a process's memory carry far less information
+/// per window than DAMON's one probe per region per sampling interval. A region that gets no
+/// sample in a window looks unaccessed, so:
+/// - the aggregation interval holds about [`SAMPLES_PER_WINDOW`] samples of a busy thread:
+///   200 ms for cpuclock at its default 500 Hz, 400 ms for the 250 Hz tick (between 100 ms and
+///   2 s); with 200 ms the tick source reported 88–95 MiB of zigzag's 100 MiB working set, with
+///   400 ms 102 MiB;
+/// - the region count is capped near what a window's samples can tell apart (60), and at least
+///   20 regions keep the merge size limit (the monitored size / `min_nr_regions`) small, so that
+///   a merged cold region that happens to contain a little warm memory cannot report much
+///   untouched memory as accessed. Against 10..200, 10..100, 10..40, 20..200, 30..200 and
+///   50..200 regions (and 100/300/1000 ms windows), 20..60 gave the least never-touched memory
+///   reported accessed on the static workload (0.2–2 % of byte-snapshots) with zigzag's working
+///   set right.
+pub fn sampled_attrs(source: &AccessSource) -> Attrs {
+    let rate_hz = match source {
+        AccessSource::Tick => TICK_HZ,
+        AccessSource::CpuClock(CpuClock { rate, .. })
+        | AccessSource::Pmu(PmuEvent { rate, .. }) => {
+            match *rate {
+                Rate::Frequency(f) => f,
+                // A period in event counts: nanoseconds for the clocks; a guess for a PMU.
+                Rate::Period(p) => 1_000_000_000 / p.max(1),
+            }
+        }
+    };
+    let aggr = (SAMPLES_PER_WINDOW * 1_000_000 / rate_hz.max(1)).clamp(100_000, 2_000_000);
+    Attrs {
+        sample_interval_us: SAMPLED_SAMPLE_US,
+        aggr_interval_us: aggr / SAMPLED_SAMPLE_US * SAMPLED_SAMPLE_US,
+        ops_update_interval_us: SAMPLED_UPDATE_US,
+        min_nr_regions: SAMPLED_MIN_REGIONS,
+        max_nr_regions: SAMPLED_MAX_REGIONS,
+        ..Attrs::default()
+    }
+}
+
+#[derive(Debug, Error)]
+pub enum VaddrError {
+    #[error(transparent)]
+    Perf(#[from] PerfError),
+    #[error(transparent)]
+    Maps(#[from] MapsError),
+    #[error("process {0} exited while monitoring was being set up")]
+    ExitedDuringSetup(u32),
+    #[error("process {0} is given twice")]
+    DuplicatePid(u32),
+    #[error("no process to monitor")]
+    NoTarget,
+}
+
+/// Something that happened to a target, for the record.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum VaddrEventKind {
+    /// The process executed a new program (`comm` is its name); its caches were flushed.
+    Exec {
+        target: usize,
+        comm: String,
+    },
+    /// Every thread of the process exited; `status` is a spawned child's exit code.
+    Exit {
+        target: usize,
+        status: Option<i32>,
+    },
+    /// The monitored ranges changed; the process has `nr_mappings` mappings.
+    MappingsChanged {
+        target: usize,
+        nr_mappings: usize,
+    },
+    /// The source's counters so far.
+    Stats(SourceStats),
+    Note(String),
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct VaddrEvent {
+    /// On the context's time line (CLOCK_MONOTONIC µs).
+    pub time_us: u64,
+    pub kind: VaddrEventKind,
+}
+
+/// Starts `program args...` with sampling enabled from its exec on; monitors it to its exit.
+pub fn spawn<S: AsRef<OsStr>>(
+    program: impl AsRef<OsStr>,
+    args: &[S],
+    config: &SamplerConfig,
+) -> Result<(VaddrOps, SampleClock), VaddrError> {
+    let sampler = Sampler::spawn(program, args, config)?;
+    let pid = sampler.pid();
+    // A command that exits at once leaves no maps: it is monitored as an empty address space
+    // that ends immediately.
+    let maps = read_maps(pid).unwrap_or_default();
+    Ok(VaddrOps::build(vec![(sampler, maps)], &config.source))
+}
+
+/// Starts sampling the running processes `pids`, all their threads and threads created later.
+pub fn attach(pids: &[u32], config: &SamplerConfig) -> Result<(VaddrOps, SampleClock), VaddrError> {
+    if pids.is_empty() {
+        return Err(VaddrError::NoTarget);
+    }
+    let mut parts = Vec::with_capacity(pids.len());
+    for (i, &pid) in pids.iter().enumerate() {
+        if pids[..i].contains(&pid) {
+            return Err(VaddrError::DuplicatePid(pid));
+        }
+        // Maps first: the clearer error for a wrong pid or someone else's process.
+        read_maps(pid)?;
+        let sampler = Sampler::attach(pid, config)?;
+        let maps = match read_maps(pid) {
+            Ok(m) if !m.is_empty() => m,
+            Ok(_) | Err(MapsError::NoSuchProcess(_)) => {
+                return Err(VaddrError::ExitedDuringSetup(pid));
+            }
+            Err(e) => return Err(e.into()),
+        };
+        parts.push((sampler, maps));
+    }
+    Ok(VaddrOps::build(parts, &config.source))
+}
+
+/// Reads a process's code for the decoder.
+struct Code(ProcessMemory);
+
+impl CodeReader for Code {
+    fn read_code(&mut self, addr: u64, buf: &mut [u8]) -> bool {
+        self.0.read_code(addr, buf)
+    }
+}
+
+/// Where the sampled registers of a source stand.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Point {
+    /// cpu-clock of user mode: the interrupted instruction boundary.
+    User,
+    /// The tick tracepoint: the interrupted user context, or the entry of a system call.
+    Tick,
+    /// The PMU gives the data address itself.
+    Pmu,
+}
+
+struct Proc {
+    pid: u32,
+    maps: Maps,
+    /// When `maps` was read.
+    maps_us: u64,
+    /// perf reported a mapping that `maps` may not have.
+    maps_stale: bool,
+    ranges: Vec<AddrRange>,
+    decoder: AddressDecoder,
+    code: Code,
+    /// When the process ended, once known.
+    end_us: Option<u64>,
+    status: Option<i32>,
+    /// Its end was reported and its regions removed.
+    dropped: bool,
+}
+
+/// Operations on live processes with a sampled source; see the module documentation.
+pub struct VaddrOps {
+    name: String,
+    point: Point,
+    procs: Vec<Proc>,
+    rx: Receiver<FeedMsg>,
+    pending: VecDeque<PerfRecord>,
+    addrs: Vec<Vec<u64>>,
+    stats: SourceStats,
+    events: Vec<VaddrEvent>,
+}
+
+impl VaddrOps {
+    fn build(parts: Vec<(Sampler, Maps)>, source: &AccessSource) -> (VaddrOps, SampleClock) {
+        let (tx, rx) = channel();
+        let now = monotonic_us();
+        let mut events = Vec::new();
+        let mut samplers = Vec::with_capacity(parts.len());
+        let mut procs = Vec::with_capacity(parts.len());
+        for (sampler, maps) in parts {
+            for note in sampler.notes() {
+                events.push(VaddrEvent {
+                    time_us: now,
+                    kind: VaddrEventKind::Note(note.clone()),
+                });
+            }
+            procs.push(Proc {
+                pid: sampler.pid(),
+                maps,
+                maps_us: now,
+                maps_stale: false,
+                ranges: Vec::new(),
+                decoder: AddressDecoder::new(),
+                code: Code(ProcessMemory::new(sampler.pid())),
+                end_us: None,
+                status: None,
+                dropped: false,
+            });
+            samplers.push(sampler);
+        }
+        let ops = VaddrOps {
+            name: format!("vaddr/{}", source_name(source)),
+            point: match source {
+                AccessSource::CpuClock(_) => Point::User,
+                AccessSource::Tick => Point::Tick,
+                AccessSource::Pmu(_) => Point::Pmu,
+            },
+            addrs: vec![Vec::new(); procs.len()],
+            procs,
+            rx,
+            pending: VecDeque::new(),
+            stats: SourceStats::default(),
+            events,
+        };
+        (ops, SampleClock::new(samplers, tx))
+    }
+
+    /// One empty target per process, in the order given: add them to the context before
+    /// starting it.
+    pub fn targets(&self) -> Vec<Target> {
+        self.procs
+            .iter()
+            .map(|p| Target::new(Some(p.pid)))
+            .collect()
+    }
+
+    pub fn pids(&self) -> Vec<u32> {
+        self.procs.iter().map(|p| p.pid).collect()
+    }
+
+    pub fn stats(&self) -> &SourceStats {
+        &self.stats
+    }
+
+    /// Events since the last call, oldest first.
+    pub fn take_events(&mut self) -> Vec<VaddrEvent> {
+        std::mem::take(&mut self.events)
+    }
+
+    fn event(&mut self, time_us: u64, kind: VaddrEventKind) {
+        self.events.push(VaddrEvent { time_us, kind });
+    }
+
+    /// Re-reads process `t`'s maps and makes its regions cover the new ranges.
+    fn refresh(&mut self, ctx: &mut Context, t: usize, now_us: u64) {
+        let min_sz = ctx.attrs().min_region_sz;
+        let p = &mut self.procs[t];
+        if p.dropped {
+            return;
+        }
+        match read_maps(p.pid) {
+            Ok(m) => p.maps = m,
+            Err(_) => {
+                // Gone (or no longer ours to read): it ends now.
+                p.end_us.get_or_insert(now_us);
+                return;
+            }
+        }
+        p.maps_us = now_us;
+        p.maps_stale = false;
+        let ranges = ranges::monitoring_ranges(&p.maps, min_sz);
+        if ranges == p.ranges {
+            return;
+        }
+        let nr_mappings = p.maps.len();
+        let regions = &mut ctx.targets_mut()[t].regions;
+        let result = if ranges.is_empty() {
+            regions.clear();
+            Ok(())
+        } else {
+            set_regions(regions, &ranges, min_sz)
+        };
+        p.ranges = ranges;
+        match result {
+            Ok(()) => self.event(
+                now_us,
+                VaddrEventKind::MappingsChanged {
+                    target: t,
+                    nr_mappings,
+                },
+            ),
+            Err(e) => self.event(
+                now_us,
+                VaddrEventKind::Note(format!("cannot set the regions of target {t}: {e}")),
+            ),
+        }
+    }
+
+    fn target_of(&self, pid: u32) -> Option<usize> {
+        self.procs.iter().position(|p| p.pid == pid)
+    }
+
+    fn receive(&mut self) {
+        while let Ok(msg) = self.rx.try_recv() {
+            match msg {
+                FeedMsg::Records(recs) => self.pending.extend(recs),
+                FeedMsg::Gone { pid, status, at_us } => {
+                    if let Some(t) = self.target_of(pid) {
+                        let p = &mut self.procs[t];
+                        p.status = status;
+                        // The main thread's exit record, if seen, is the more exact time.
+                        let end = p.end_us.map_or(at_us, |e| e.min(at_us));
+                        p.end_us = Some(end);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Handles one record of the sampling interval just finished.
+    fn handle(&mut self, ctx: &mut Context, rec: PerfRecord) {
+        match rec {
+            PerfRecord::Sample(s) => self.sample(&s),
+            PerfRecord::Lost { lost, .. } => self.stats.lost += lost,
+            PerfRecord::Throttle { .. } => self.stats.throttled += 1,
+            PerfRecord::Exec {
+                pid, comm, time_ns, ..
+            } => {
+                if let Some(t) = self.target_of(pid) {
+                    self.procs[t].decoder.invalidate_all();
+                    self.event(
+                        time_ns / 1000,
+                        VaddrEventKind::Exec {
+                            target: t,
+                            comm: comm.clone(),
+                        },
+                    );
+                    self.refresh(ctx, t, time_ns / 1000);
+                }
+            }
+            PerfRecord::Mmap {
+                pid,
+                addr,
+                len,
+                prot,
+                ..
+            } => {
+                if let Some(t) = self.target_of(pid) {
+                    let p = &mut self.procs[t];
+                    if prot & libc::PROT_EXEC as u32 != 0 {
+                        p.decoder.invalidate_range(addr, addr.saturating_add(len));
+                    }
+                    p.maps_stale = true;
+                }
+            }
+            PerfRecord::Exit {
+                pid, tid, time_ns, ..
+            } if pid == tid => {
+                if let Some(t) = self.target_of(pid) {
+                    let p = &mut self.procs[t];
+                    let end = time_ns / 1000;
+                    p.end_us = Some(p.end_us.map_or(end, |e| e.min(end)));
+                }
+            }
+            _ => {}
+        }
+    }
+
+    fn sample(&mut self, s: &Sample) {
+        let Some(t) = self.target_of(s.pid) else {
+            return;
+        };
+        self.stats.samples += 1;
+        let p = &mut self.procs[t];
+        let addr = if let Some(addr) = s.addr {
+            addr
+        } else if s.abi == REGS_ABI_32 {
+            self.stats.abi32 += 1;
+            return;
+        } else if s.abi != REGS_ABI_64 || self.point == Point::Pmu {
+            self.stats.no_user_regs += 1;
+            return;
+        } else {
+            let regs = UserRegs::from_perf(&s.regs);
+            let bases = SegmentBases::default();
+            let result = match self.point {
+                // A tick that interrupted a system call has no data address; one that
+                // interrupted user code is an instruction boundary, like cpu-clock's.
+                Point::Tick => {
+                    match p
+                        .decoder
+                        .recover(&mut p.code, &regs, bases, SamplePoint::KernelEntry)
+                    {
+                        Err(DropReason::InSyscall) => Err(DropReason::InSyscall),
+                        _ => {
+                            p.decoder
+                                .recover(&mut p.code, &regs, bases, SamplePoint::UserBoundary)
+                        }
+                    }
+                }
+                Point::User if s.in_kernel => {
+                    p.decoder
+                        .recover(&mut p.code, &regs, bases, SamplePoint::KernelEntry)
+                }
+                _ => p
+                    .decoder
+                    .recover(&mut p.code, &regs, bases, SamplePoint::UserBoundary),
+            };
+            match result {
+                Ok(r) if r.kind == AccessKind::Stack => {
+                    self.stats.stack += 1;
+                    return;
+                }
+                Ok(r) => r.addr,
+                Err(reason) => {
+                    self.stats.dropped[reason.index()] += 1;
+                    return;
+                }
+            }
+        };
+        self.stats.recovered += 1;
+        let now_us = s.time_ns / 1000;
+        if p.maps.lookup(addr).is_none() {
+            // Maybe in a mapping created since the snapshot.
+            if p.maps_stale
+                && now_us >= p.maps_us + 10_000
+                && let Ok(m) = read_maps(p.pid)
+            {
+                p.maps = m;
+                p.maps_us = now_us;
+            }
+            if p.maps.lookup(addr).is_none() {
+                self.stats.outside_mapped += 1;
+            }
+        }
+        self.addrs[t].push(addr);
+    }
+}
+
+impl Operations for VaddrOps {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn init(&mut self, ctx: &mut Context) -> Result<(), OpsError> {
+        while ctx.targets().len() < self.procs.len() {
+            ctx.add_target(Target::new(Some(self.procs[ctx.targets().len()].pid)));
+        }
+        let min_sz = ctx.attrs().min_region_sz;
+        for (t, p) in self.procs.iter_mut().enumerate() {
+            if !ctx.targets()[t].regions.is_empty() {
+                continue;
+            }
+            p.ranges = ranges::monitoring_ranges(&p.maps, min_sz);
+            if !p.ranges.is_empty() {
+                set_regions(&mut ctx.targets_mut()[t].regions, &p.ranges, min_sz)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn update(&mut self, ctx: &mut Context) -> Result<(), OpsError> {
+        let now = ctx.now_us();
+        for t in 0..self.procs.len() {
+            self.refresh(ctx, t, now);
+        }
+        self.event(now, VaddrEventKind::Stats(self.stats));
+        Ok(())
+    }
+
+    fn prepare_access_checks(&mut self, _ctx: &mut Context) {}
+
+    fn check_accesses(&mut self, ctx: &mut Context) {
+        self.receive();
+        let end_ns = ctx.interval_us().1.saturating_mul(1000);
+        // Records stamped before the interval (late arrivals) count in it too.
+        while self.pending.front().is_some_and(|r| r.time_ns() < end_ns) {
+            let rec = self.pending.pop_front().expect("checked");
+            self.handle(ctx, rec);
+        }
+        for t in 0..self.procs.len() {
+            if !self.addrs[t].is_empty() {
+                let mut addrs = std::mem::take(&mut self.addrs[t]);
+                let hits = if self.procs[t].dropped {
+                    0
+                } else {
+                    ctx.record_sampled_accesses(t, &mut addrs)
+                };
+                self.stats.outside_regions += (addrs.len() - hits) as u64;
+                addrs.clear();
+                self.addrs[t] = addrs;
+            }
+        }
+        let now = ctx.now_us();
+        for t in 0..self.procs.len() {
+            let p = &self.procs[t];
+            if p.dropped {
+                continue;
+            }
+            if p.end_us.is_some_and(|e| now >= e) {
+                let status = p.status;
+                self.procs[t].dropped = true;
+                ctx.targets_mut()[t].regions.clear();
+                self.event(now, VaddrEventKind::Exit { target: t, status });
+            } else if p.maps_stale && now >= p.maps_us + EAGER_REFRESH_US {
+                self.refresh(ctx, t, now);
+            }
+        }
+    }
+
+    fn target_valid(&self, _ctx: &Context, target: usize) -> bool {
+        self.procs.get(target).is_some_and(|p| !p.dropped)
+    }
+
+    fn cleanup(&mut self, ctx: &mut Context) {
+        self.event(ctx.now_us(), VaddrEventKind::Stats(self.stats));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn windows_hold_about_a_hundred_samples() {
+        let clock = |hz| {
+            AccessSource::CpuClock(CpuClock {
+                rate: Rate::Frequency(hz),
+                ..CpuClock::default()
+            })
+        };
+        let aggr = |s: AccessSource| sampled_attrs(&s).aggr_interval_us;
+        assert_eq!(aggr(clock(DEFAULT_CPUCLOCK_HZ)), 200_000);
+        assert_eq!(aggr(AccessSource::Tick), 400_000);
+        assert_eq!(aggr(clock(10_000)), 100_000, "at least 100 ms");
+        assert_eq!(aggr(clock(10)), 2_000_000, "at most 2 s");
+        let a = sampled_attrs(&AccessSource::Tick);
+        assert_eq!(a.validate(), Ok(()));
+        assert_eq!((a.min_nr_regions, a.max_nr_regions), (20, 60));
+    }
+}

@@ -1,0 +1,167 @@
+//! The sample-driven clock: how live monitoring waits for time to pass.
+//!
+//! The core steps one sampling interval at a time and asks its [`Clock`] to wait until the
+//! interval's end. Waking up for every interval would cost the monitor CPU in proportion to the
+//! sampling rate, so this clock sleeps in batches instead: when the core asks for a time that has
+//! not come yet, it sleeps until then or until [`BATCH`] after its last wake-up, whichever is
+//! later, and drains the ring buffers. Every interval whose end is already past returns at once,
+//! and [`VaddrOps`](super::VaddrOps) replays it from the sample timestamps. So the monitor wakes
+//! at most every 50 ms (plus when a ring fills to its watermark), whatever the sampling
+//! interval or the number of regions.
+//!
+//! Samples are stamped with CLOCK_MONOTONIC (perf's `use_clockid`), which is also the context's
+//! time line. Drained records go to the operations through a channel.
+
+use crate::perf::{PerfRecord, PollOutcome, Sampler};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::Sender;
+use std::time::Duration;
+use udamon_core::Clock;
+
+/// The longest the monitor sleeps, and the least time between two batches.
+pub const BATCH: Duration = Duration::from_millis(50);
+
+/// A record stamped this long before a drain started is sure to be in the ring by then (the
+/// kernel writes a sample within microseconds of taking it).
+const PUBLISH_SLACK_US: u64 = 1_000;
+
+/// What the clock hands to the operations.
+pub(crate) enum FeedMsg {
+    /// Records drained in one batch, sorted by time.
+    Records(Vec<PerfRecord>),
+    /// Every thread of process `pid` has exited (noticed at `at_us`); `status` is the exit code
+    /// of a spawned child that exited normally.
+    Gone {
+        pid: u32,
+        status: Option<i32>,
+        at_us: u64,
+    },
+}
+
+/// CLOCK_MONOTONIC now, in microseconds: the live context's time line.
+pub fn monotonic_us() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: a valid timespec for the kernel to fill; CLOCK_MONOTONIC always exists.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000 + ts.tv_nsec as u64 / 1_000
+}
+
+/// The [`Clock`] of live monitoring: owns the samplers, sleeps in batches and drains them.
+pub struct SampleClock {
+    samplers: Vec<Sampler>,
+    gone: Vec<bool>,
+    tx: Sender<FeedMsg>,
+    stop: Arc<AtomicBool>,
+    /// Every record stamped before this time has been drained and sent.
+    drained_to_us: u64,
+    last_wake_us: u64,
+    wakeups: u64,
+}
+
+impl SampleClock {
+    pub(crate) fn new(samplers: Vec<Sampler>, tx: Sender<FeedMsg>) -> Self {
+        SampleClock {
+            gone: vec![false; samplers.len()],
+            samplers,
+            tx,
+            stop: Arc::new(AtomicBool::new(false)),
+            drained_to_us: 0,
+            last_wake_us: 0,
+            wakeups: 0,
+        }
+    }
+
+    /// Set this flag (e.g. from a signal handler) to stop waiting: every wait returns at once,
+    /// so the loop reaches its next callback quickly.
+    pub fn set_stop_flag(&mut self, stop: Arc<AtomicBool>) {
+        self.stop = stop;
+    }
+
+    /// The spawned child that is still running (not reaped), if any: monitoring stopped before
+    /// it exited.
+    pub fn running_child(&self) -> Option<u32> {
+        self.samplers.iter().find_map(Sampler::child)
+    }
+
+    /// Times the clock woke up to drain the rings.
+    pub fn wakeups(&self) -> u64 {
+        self.wakeups
+    }
+
+    fn all_gone(&self) -> bool {
+        self.gone.iter().all(|&g| g)
+    }
+
+    /// Polls (the first live sampler with `timeout`, the others without waiting), drains every
+    /// ring and reports the processes that ended.
+    fn poll_and_drain(&mut self, timeout: Duration) {
+        let mut outcomes = Vec::with_capacity(self.samplers.len());
+        let mut t = timeout;
+        for (i, s) in self.samplers.iter_mut().enumerate() {
+            outcomes.push(if self.gone[i] {
+                PollOutcome::TargetGone
+            } else {
+                // A failing poll is treated like a target that ended: nothing more to read.
+                let o = s.poll(t).unwrap_or(PollOutcome::TargetGone);
+                t = Duration::ZERO;
+                o
+            });
+        }
+        // Everything stamped before now (less the slack) is in the rings from here on.
+        let now = monotonic_us();
+        let mut records = Vec::new();
+        for (i, s) in self.samplers.iter_mut().enumerate() {
+            if self.gone[i] {
+                continue;
+            }
+            s.drain_sorted(&mut records);
+            if outcomes[i] == PollOutcome::TargetGone {
+                self.gone[i] = true;
+                let status = match s.wait_child() {
+                    Ok(Some(exit)) => exit.status.code(),
+                    _ => None,
+                };
+                records.sort_by_key(PerfRecord::time_ns);
+                // A closed receiver means monitoring is over: nothing to tell.
+                let _ = self.tx.send(FeedMsg::Records(std::mem::take(&mut records)));
+                let _ = self.tx.send(FeedMsg::Gone {
+                    pid: s.pid(),
+                    status,
+                    at_us: now,
+                });
+            }
+        }
+        if !records.is_empty() {
+            records.sort_by_key(PerfRecord::time_ns);
+            let _ = self.tx.send(FeedMsg::Records(records));
+        }
+        self.wakeups += 1;
+        self.last_wake_us = now;
+        self.drained_to_us = now.saturating_sub(PUBLISH_SLACK_US);
+    }
+}
+
+impl Clock for SampleClock {
+    fn wait_until(&mut self, t_us: u64) {
+        loop {
+            if self.drained_to_us >= t_us {
+                return;
+            }
+            if self.stop.load(Ordering::Relaxed) || self.all_gone() {
+                // Hand over what is left without waiting; the loop is about to stop.
+                if !self.all_gone() {
+                    self.poll_and_drain(Duration::ZERO);
+                }
+                return;
+            }
+            let now = monotonic_us();
+            let wake = (t_us + PUBLISH_SLACK_US).max(self.last_wake_us + BATCH.as_micros() as u64);
+            let timeout = Duration::from_micros(wake.saturating_sub(now)).min(BATCH);
+            self.poll_and_drain(timeout);
+        }
+    }
+}

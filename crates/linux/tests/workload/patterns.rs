@@ -1,0 +1,182 @@
+//! Shared by the vaddr tests: the pattern workloads (`patterns.c`, built once per test binary),
+//! monitoring one of them through the library (spawn, `VaddrOps`, `Context`, `SampleClock`),
+//! and measures over the snapshots taken.
+#![allow(dead_code)] // each test binary uses a different subset
+
+use std::ops::ControlFlow;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::OnceLock;
+use udamon_core::{AddrRange, Attrs, Callbacks, Context, StopReason};
+use udamon_linux::perf::{AccessSource, SamplerConfig};
+use udamon_linux::vaddr::{self, SourceStats, VaddrEvent, monotonic_us};
+
+/// The workload binary (see patterns.c for its modes).
+pub fn patterns() -> &'static Path {
+    static PATH: OnceLock<PathBuf> = OnceLock::new();
+    PATH.get_or_init(|| {
+        let dir = Path::new(env!("CARGO_TARGET_TMPDIR"));
+        let out = dir.join("patterns");
+        let tmp = dir.join(format!("patterns.{}", std::process::id()));
+        let src = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/workload/patterns.c");
+        let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
+        let status = Command::new(&cc)
+            .args(["-O2", "-o"])
+            .arg(&tmp)
+            .arg(src)
+            .status()
+            .unwrap_or_else(|e| {
+                panic!("cannot run the C compiler {cc:?} to build the test workload: {e}")
+            });
+        assert!(status.success(), "building {src} failed");
+        std::fs::rename(&tmp, &out).unwrap();
+        out
+    })
+}
+
+/// One aggregation window's regions of the first target: (start, end, nr_accesses).
+#[derive(Debug, Clone)]
+pub struct Snap {
+    pub start_us: u64,
+    pub end_us: u64,
+    pub regions: Vec<(u64, u64, u32)>,
+}
+
+impl Snap {
+    /// Bytes of `area` lying in regions with at least one access.
+    pub fn accessed_bytes_in(&self, area: AddrRange) -> u64 {
+        self.regions
+            .iter()
+            .filter(|r| r.2 > 0)
+            .map(|&(s, e, _)| e.min(area.end).saturating_sub(s.max(area.start)))
+            .sum()
+    }
+
+    /// `nr_accesses` averaged over the bytes of `area` (what a heatmap shows for it).
+    pub fn mean_accesses_in(&self, area: AddrRange) -> f64 {
+        let sum: f64 = self
+            .regions
+            .iter()
+            .map(|&(s, e, n)| e.min(area.end).saturating_sub(s.max(area.start)) as f64 * n as f64)
+            .sum();
+        sum / area.size() as f64
+    }
+
+    /// The working set: bytes in regions with at least one access.
+    pub fn wss(&self) -> u64 {
+        self.regions
+            .iter()
+            .filter(|r| r.2 > 0)
+            .map(|r| r.1 - r.0)
+            .sum()
+    }
+}
+
+struct Collect(Vec<Snap>);
+
+impl Callbacks for Collect {
+    fn after_aggregation(&mut self, ctx: &Context) -> ControlFlow<()> {
+        let (start_us, end_us) = ctx.window_us();
+        let regions = ctx.targets()[0]
+            .regions
+            .iter()
+            .map(|r| (r.start, r.end, r.nr_accesses))
+            .collect();
+        self.0.push(Snap {
+            start_us,
+            end_us,
+            regions,
+        });
+        ControlFlow::Continue(())
+    }
+}
+
+/// What a monitored run of a pattern gave.
+pub struct Run {
+    pub areas: Vec<(String, AddrRange)>,
+    /// When the pattern started (after the initial writes), CLOCK_MONOTONIC µs.
+    pub start_us: u64,
+    pub end_us: u64,
+    pub phases_us: Vec<u64>,
+    pub snaps: Vec<Snap>,
+    pub stats: SourceStats,
+    pub events: Vec<VaddrEvent>,
+    pub attrs: Attrs,
+}
+
+impl Run {
+    pub fn area(&self, name: &str) -> AddrRange {
+        self.areas
+            .iter()
+            .find(|a| a.0 == name)
+            .unwrap_or_else(|| panic!("no area {name}"))
+            .1
+    }
+
+    /// Snapshots whose window lies within the pattern's run.
+    pub fn during(&self) -> impl Iterator<Item = &Snap> {
+        self.snaps
+            .iter()
+            .filter(|s| s.start_us >= self.start_us && s.end_us <= self.end_us)
+    }
+}
+
+/// Runs `patterns MODE ARGS...` under `source` with `attrs` to its exit.
+pub fn run(source: AccessSource, attrs: Attrs, mode: &str, args: &[&str]) -> Run {
+    let dir = tempfile::tempdir().unwrap();
+    let report = dir.path().join("report");
+    let mut argv = vec![mode, "-o", report.to_str().unwrap()];
+    argv.extend_from_slice(args);
+    let config = SamplerConfig {
+        source,
+        ..SamplerConfig::default()
+    };
+    let (mut ops, mut clock) = vaddr::spawn(patterns(), &argv, &config).unwrap();
+    let mut ctx = Context::new(attrs, 7).unwrap();
+    for t in ops.targets() {
+        ctx.add_target(t);
+    }
+    ctx.set_start_time_us(monotonic_us());
+    let mut collect = Collect(Vec::new());
+    let stop = ctx.run(&mut ops, &mut clock, &mut collect).unwrap();
+    assert_eq!(
+        stop,
+        StopReason::NoValidTarget,
+        "runs until the workload exits"
+    );
+    let text = std::fs::read_to_string(&report).unwrap();
+    let mut run = Run {
+        areas: Vec::new(),
+        start_us: 0,
+        end_us: 0,
+        phases_us: Vec::new(),
+        snaps: collect.0,
+        stats: *ops.stats(),
+        events: ops.take_events(),
+        attrs,
+    };
+    let hex = |s: &str| u64::from_str_radix(s, 16).unwrap();
+    let us = |s: &str| s.parse::<u64>().unwrap() / 1000;
+    for line in text.lines() {
+        let f: Vec<&str> = line.split(' ').collect();
+        match f[0] {
+            "area" => run
+                .areas
+                .push((f[1].to_string(), AddrRange::new(hex(f[2]), hex(f[3])))),
+            "start" => run.start_us = us(f[1]),
+            "end" => run.end_us = us(f[1]),
+            "phase" => run.phases_us.push(us(f[2])),
+            _ => panic!("unexpected report line {line:?}"),
+        }
+    }
+    assert!(run.end_us > run.start_us, "the workload finished: {text}");
+    run
+}
+
+pub fn median(mut v: Vec<u64>) -> u64 {
+    assert!(!v.is_empty());
+    v.sort_unstable();
+    v[v.len() / 2]
+}
+
+pub const MIB: u64 = 1 << 20;

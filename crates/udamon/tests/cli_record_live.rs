@@ -1,0 +1,265 @@
+//! `udamon record` on live processes, end to end: spawning a command, attaching to a pid, the
+//! stop conditions (exit, `--duration`, SIGTERM), the defaults for sampled sources, running
+//! unprivileged, and the one-line errors a user meets (wrong pid, dead process).
+
+use assert_cmd::Command;
+use predicates::str::contains;
+use serde_json::Value;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+use std::time::Duration;
+
+fn udamon() -> Command {
+    Command::cargo_bin("udamon").expect("the udamon binary is built")
+}
+
+fn is_root() -> bool {
+    // SAFETY: geteuid cannot fail.
+    unsafe { libc::geteuid() == 0 }
+}
+
+/// The pattern workload of udamon-linux's tests (see its source for the modes).
+fn patterns() -> &'static Path {
+    static PATH: OnceLock<PathBuf> = OnceLock::new();
+    PATH.get_or_init(|| {
+        let dir = Path::new(env!("CARGO_TARGET_TMPDIR"));
+        let out = dir.join("patterns-cli");
+        let tmp = dir.join(format!("patterns-cli.{}", std::process::id()));
+        let src = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../linux/tests/workload/patterns.c"
+        );
+        let status = std::process::Command::new("cc")
+            .args(["-O2", "-o"])
+            .arg(&tmp)
+            .arg(src)
+            .status()
+            .expect("a C compiler (cc) builds the test workload");
+        assert!(status.success(), "building {src} failed");
+        std::fs::rename(&tmp, &out).unwrap();
+        out
+    })
+}
+
+fn info(file: &Path) -> Value {
+    let out = udamon()
+        .args(["report", "info", "--json"])
+        .arg(file)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+fn stat(info: &Value, name: &str) -> u64 {
+    info["events"]["last_source_stats"][name]
+        .as_u64()
+        .unwrap_or_else(|| panic!("no counter {name}: {info}"))
+}
+
+/// The error output is one line naming the problem.
+fn assert_one_line_error(stderr: &[u8], want: &str) {
+    let text = String::from_utf8_lossy(stderr);
+    assert_eq!(text.trim_end().lines().count(), 1, "{text}");
+    assert!(
+        text.starts_with("udamon: error: ") && text.contains(want),
+        "{text}"
+    );
+}
+
+#[test]
+fn spawned_command_is_recorded_to_its_exit() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("rec.data");
+    udamon()
+        .args(["record", "--access-source", "cpuclock", "-o"])
+        .arg(&out)
+        .arg("--")
+        .arg(patterns())
+        .args(["static", "-t", "2", "-o", "/dev/null"])
+        .assert()
+        .success()
+        .stderr(contains("every target ended"));
+    let i = info(&out);
+    let h = &i["header"];
+    assert_eq!(h["access_source"]["name"], "cpuclock");
+    assert!(
+        h["access_source"]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("500 Hz")
+    );
+    // The sampled sources' defaults, since no interval or region bound was given.
+    assert_eq!(h["intervals"]["sample_us"], 5000);
+    assert_eq!(h["intervals"]["aggr_us"], 200_000);
+    assert_eq!(h["max_nr_regions"], 60);
+    assert!(
+        h["targets"][0]["cmdline"]
+            .as_str()
+            .unwrap()
+            .ends_with("static -t 2 -o /dev/null")
+    );
+    assert!(i["nr_snapshots"].as_u64().unwrap() >= 8, "{i}");
+    assert_eq!(i["events"]["by_kind"]["exit"], 1, "{i}");
+    let (samples, recovered) = (stat(&i, "samples"), stat(&i, "recovered"));
+    // About 2 s of one busy thread at 500 Hz; most samples of this loop give an address, and
+    // every one of those lies in the workload's memory.
+    assert!(samples > 300, "{samples} samples");
+    assert!(recovered * 10 > samples * 9, "{recovered} of {samples}");
+    assert_eq!(stat(&i, "outside_mapped"), 0);
+}
+
+#[test]
+fn given_intervals_are_kept_and_the_rest_defaulted() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("rec.data");
+    udamon()
+        .args(["record", "--aggr-us", "100ms", "-o"])
+        .arg(&out)
+        .arg("--")
+        .arg(patterns())
+        .args(["static", "-t", "0.5", "-o", "/dev/null"])
+        .assert()
+        .success();
+    let h = &info(&out)["header"];
+    assert_eq!(h["intervals"]["aggr_us"], 100_000);
+    assert_eq!(h["max_nr_regions"], 60, "region bounds still default");
+    let want = if is_root() { "tick" } else { "cpuclock" };
+    assert_eq!(h["access_source"]["name"], want, "{h}");
+    assert!(
+        h["access_source"]["reason"]
+            .as_str()
+            .unwrap()
+            .starts_with("auto: ")
+    );
+}
+
+#[test]
+fn attach_stops_after_duration_and_on_sigterm() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut target = std::process::Command::new(patterns())
+        .args(["static", "-t", "20", "-o", "/dev/null"])
+        .spawn()
+        .unwrap();
+    let pid = target.id().to_string();
+    // Let it map its memory.
+    std::thread::sleep(Duration::from_millis(500));
+    let timed = dir.path().join("timed.data");
+    udamon()
+        .args(["record", "--pid", &pid, "--duration", "1s", "-o"])
+        .arg(&timed)
+        .assert()
+        .success()
+        .stderr(contains("the requested duration elapsed"));
+    let i = info(&timed);
+    let windows = 1_000_000 / i["header"]["intervals"]["aggr_us"].as_u64().unwrap();
+    let n = i["nr_snapshots"].as_u64().unwrap();
+    assert!((windows - 1..=windows).contains(&n), "{i}");
+    assert_eq!(
+        i["header"]["targets"][0]["pid"]
+            .as_u64()
+            .unwrap()
+            .to_string(),
+        pid
+    );
+
+    let signalled = dir.path().join("signalled.data");
+    let mut mon = std::process::Command::new(assert_cmd::cargo::cargo_bin("udamon"))
+        .args(["record", "--pid", &pid, "-o"])
+        .arg(&signalled)
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(1500));
+    // SAFETY: sending SIGTERM to our own child.
+    unsafe { libc::kill(mon.id() as i32, libc::SIGTERM) };
+    let status = mon.wait().unwrap();
+    let mut err = String::new();
+    std::io::Read::read_to_string(mon.stderr.as_mut().unwrap(), &mut err).unwrap();
+    assert!(status.success(), "{err}");
+    assert!(err.contains("interrupted by a signal"), "{err}");
+    let i = info(&signalled);
+    assert!(i["nr_snapshots"].as_u64().unwrap() >= 3, "{i}");
+    assert!(i["damage"].as_array().unwrap().is_empty(), "{i}");
+    assert!(stat(&i, "samples") > 0);
+    target.kill().unwrap();
+    target.wait().unwrap();
+}
+
+#[test]
+fn wrong_or_dead_pid_is_a_one_line_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("rec.data");
+    let o = udamon()
+        .args(["record", "--pid", "999999999", "-o"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(!o.status.success());
+    assert_one_line_error(&o.stderr, "process 999999999 does not exist");
+
+    // A zombie: exited, not yet reaped.
+    let mut child = std::process::Command::new("true").spawn().unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    let o = udamon()
+        .args(["record", "--pid", &child.id().to_string(), "-o"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    child.wait().unwrap();
+    assert!(!o.status.success());
+    assert_one_line_error(&o.stderr, &format!("process {} ", child.id()));
+
+    let o = udamon()
+        .args(["record", "--access-source", "pmu", "-o"])
+        .arg(&out)
+        .args(["--", "true"])
+        .output()
+        .unwrap();
+    if !o.status.success() {
+        // No PMU here (as on the test VM): the error says which source to use instead.
+        assert_one_line_error(&o.stderr, "--access-source tick (root) or cpuclock");
+    }
+}
+
+#[test]
+fn unprivileged_user_records_with_cpuclock() {
+    if !is_root() {
+        eprintln!("skipped: needs root to run a command as another user");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
+    let out = dir.path().join("rec.data");
+    let udamon_bin = assert_cmd::cargo::cargo_bin("udamon");
+    let o = std::process::Command::new("setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
+        .arg(udamon_bin)
+        .args(["record", "-o"])
+        .arg(&out)
+        .arg("--")
+        .arg(patterns())
+        .args(["static", "-t", "1", "-o", "/dev/null"])
+        .output()
+        .expect("setpriv (util-linux) runs a command as nobody");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let i = info(&out);
+    assert_eq!(i["header"]["access_source"]["name"], "cpuclock");
+    assert!(stat(&i, "recovered") > 0, "{i}");
+
+    // Someone else's process: a clear permission error.
+    let o = std::process::Command::new("setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
+        .arg(assert_cmd::cargo::cargo_bin("udamon"))
+        .args(["record", "--pid", "1", "-o"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(!o.status.success());
+    assert_one_line_error(&o.stderr, "no permission");
+}
