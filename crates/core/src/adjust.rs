@@ -5,9 +5,17 @@
 //! ages are counted only on the first merge pass, splits above half the maximum are partial, and
 //! `apply_min_nr_regions` enforces the minimum strictly. Upstream's function-static split state
 //! (`last_nr_regions`, `rotation`) lives in [`SplitState`], one per context.
+//!
+//! Beyond upstream, for sampled access sources only: [`split_at_sampled_extents`]. A region
+//! counts as accessed when any sample falls in it, so a region straddling touched and
+//! never-touched memory reports all of it accessed, and random 10–90 % cuts find the edge only
+//! slowly with a few samples per window. At the end of each window, a region whose samples all
+//! fell within a span leaving more than a quarter of it unsampled on one side is cut at the
+//! span's edge (aligned outward to `min_region_sz`), largest unsampled parts first, within
+//! `max_nr_regions`. Accessed-bit sources record no span, so their behaviour is upstream's.
 
 use crate::rand::Prng;
-use crate::region::{Region, Target, align_down, align_up};
+use crate::region::{AddrRange, Region, Target, align_down, align_up};
 
 /// `damon_region_sz_limit`: the largest size a merge may produce, so that at least
 /// `min_nr_regions` regions remain.
@@ -29,6 +37,10 @@ pub fn merge_two(l: &mut Region, r: &Region) {
     l.nr_accesses = ((l.nr_accesses as u128 * sl + r.nr_accesses as u128 * sr) / total) as u32;
     l.age = ((l.age as u128 * sl + r.age as u128 * sr) / total) as u32;
     l.raw_samples = l.raw_samples.saturating_add(r.raw_samples);
+    l.sampled = match (l.sampled, r.sampled) {
+        (Some(a), Some(b)) => Some(AddrRange::new(a.start.min(b.start), a.end.max(b.end))),
+        (a, b) => a.or(b),
+    };
     l.end = r.end;
 }
 
@@ -95,13 +107,88 @@ pub fn split_region_at(r: &mut Region, sz: u64) -> Region {
         "split size {sz} outside region {r:?}"
     );
     let mut right = *r;
+    let size = r.size();
     right.start = r.start + sz;
     right.sampling_addr = right.start;
-    let left_samples = (r.raw_samples as u128 * sz as u128 / r.size() as u128) as u32;
+    r.end = right.start;
+    let (left_span, right_span) = (r.sampled_within(), right.sampled_within());
+    // Where the sampled span shows that every sample fell on one side, they all go there.
+    let left_samples = match (left_span, right_span) {
+        (Some(_), None) => r.raw_samples,
+        (None, Some(_)) => 0,
+        _ => (r.raw_samples as u128 * sz as u128 / size as u128) as u32,
+    };
     right.raw_samples = r.raw_samples - left_samples;
     r.raw_samples = left_samples;
-    r.end = right.start;
+    r.sampled = left_span;
+    right.sampled = right_span;
     right
+}
+
+/// Whether `gap` bytes of a region of `size` bytes that got no sample of the window, beside
+/// its sampled span, are worth a region of their own: more than a quarter of the region. Less
+/// would mostly cut between samples of evenly touched memory.
+fn idle_gap(gap: u64, size: u64) -> bool {
+    gap * 4 > size
+}
+
+/// Sample-informed split (udamon, sampled sources only): a region whose window's samples all
+/// fell in part of it is cut at that span's edges, aligned outward to `min_sz`, where the part
+/// left out is large (see [`idle_gap`]). The largest parts go first while the region count
+/// stays within `max_nr_regions`. Runs at the end of a window, before the reset; regions
+/// without a sampled span (accessed-bit sources) are left alone.
+pub fn split_at_sampled_extents(targets: &mut [Target], max_nr_regions: u32, min_sz: u64) {
+    let nr: usize = targets.iter().map(Target::nr_regions).sum();
+    let budget = (max_nr_regions as usize).saturating_sub(nr);
+    if budget == 0 {
+        return;
+    }
+    // (bytes cut off, target, cut address)
+    let mut cuts: Vec<(u64, usize, u64)> = Vec::new();
+    for (ti, t) in targets.iter().enumerate() {
+        for r in &t.regions {
+            let Some(span) = r.sampled_within() else {
+                continue;
+            };
+            let lo = align_down(span.start, min_sz).max(r.start);
+            let hi = align_up(span.end, min_sz).min(r.end);
+            for (gap, at) in [(lo - r.start, lo), (r.end - hi, hi)] {
+                if gap >= min_sz && idle_gap(gap, r.size()) {
+                    cuts.push((gap, ti, at));
+                }
+            }
+        }
+    }
+    if cuts.is_empty() {
+        return;
+    }
+    // Stable: among equal gaps the lower address goes first.
+    cuts.sort_by_key(|c| std::cmp::Reverse(c.0));
+    cuts.truncate(budget);
+    cuts.sort_unstable_by_key(|&(_, ti, at)| (ti, at));
+    let mut next = cuts.iter().peekable();
+    for (ti, t) in targets.iter_mut().enumerate() {
+        if next.peek().is_none_or(|c| c.1 != ti) {
+            continue;
+        }
+        let mut out = Vec::with_capacity(t.regions.len() + cuts.len());
+        for &r in &t.regions {
+            let mut rest = r;
+            while let Some(&(_, _, at)) = next.next_if(|c| c.1 == ti && c.2 < rest.end) {
+                let sz = at - rest.start;
+                let right = split_region_at(&mut rest, sz);
+                out.push(rest);
+                rest = right;
+            }
+            out.push(rest);
+        }
+        // A piece that got no sample was accessed in no interval of the window; left with the
+        // whole region's count it would carry that into `last_nr_accesses` and DAMOS's mvsum.
+        for r in out.iter_mut().filter(|r| r.sampled.is_none()) {
+            r.nr_accesses = 0;
+        }
+        t.regions = out;
+    }
 }
 
 /// A random cut point: 10 % to 90 % of `size`, aligned down to `min_sz`; `None` when that
@@ -365,6 +452,91 @@ mod tests {
             assert_eq!(limit, want_limit, "sz {sz} min_sz {min_sz} min_nr {min_nr}");
             assert_eq!(targets[0].nr_regions(), want_nr);
         }
+    }
+
+    fn sampled(start: u64, end: u64, span: (u64, u64), samples: u32) -> Region {
+        Region {
+            nr_accesses: 1,
+            raw_samples: samples,
+            sampled: Some(AddrRange::new(span.0, span.1)),
+            ..Region::new(start, end)
+        }
+    }
+
+    #[test]
+    fn sampled_split_cuts_large_unsampled_sides_at_aligned_edges() {
+        const P: u64 = 4096;
+        // Samples in pages 10..20 (the span's edges fall inside pages 10 and 19): the 10 pages
+        // to the left are not more than a quarter of the region, the 80 to the right are.
+        let r = sampled(0, 100 * P, (10 * P + 8, 19 * P + 9), 6);
+        let mut targets = [Target {
+            pid: None,
+            regions: vec![r, Region::new(100 * P, 200 * P)],
+        }];
+        split_at_sampled_extents(&mut targets, 10, P);
+        let got: Vec<_> = targets[0]
+            .regions
+            .iter()
+            .map(|r| (r.start / P, r.end / P, r.raw_samples, r.sampled.is_some()))
+            .collect();
+        assert_eq!(
+            got,
+            [(0, 20, 6, true), (20, 100, 0, false), (100, 200, 0, false)],
+            "the samples stay with the sampled piece; a region without samples is left alone"
+        );
+        let counts: Vec<_> = targets[0].regions.iter().map(|r| r.nr_accesses).collect();
+        assert_eq!(
+            counts,
+            [1, 0, 0],
+            "the cut-off piece was accessed in no interval"
+        );
+    }
+
+    #[test]
+    fn sampled_split_prefers_the_largest_gaps_within_the_region_bound() {
+        const P: u64 = 4096;
+        let mut targets = [Target {
+            pid: None,
+            regions: vec![
+                sampled(0, 100 * P, (0, P), 3), // 99 pages unsampled on the right
+                sampled(100 * P, 200 * P, (199 * P, 200 * P), 3), // 99 on the left
+                sampled(200 * P, 300 * P, (200 * P, 250 * P), 3), // 50 on the right
+            ],
+        }];
+        split_at_sampled_extents(&mut targets, 4, P);
+        let cuts: Vec<_> = targets[0].regions.iter().map(|r| r.start / P).collect();
+        assert_eq!(
+            cuts,
+            [0, 1, 100, 200],
+            "one cut allowed, at the first 99-page gap"
+        );
+        split_at_sampled_extents(&mut targets, 4, P);
+        assert_eq!(targets[0].nr_regions(), 4, "no budget left");
+    }
+
+    #[test]
+    fn split_and_merge_keep_the_sampled_span_and_samples() {
+        let mut r = sampled(0, 100, (60, 70), 5);
+        let right = split_region_at(&mut r, 50);
+        assert_eq!((r.raw_samples, r.sampled), (0, None));
+        assert_eq!(
+            (right.raw_samples, right.sampled),
+            (5, Some(AddrRange::new(60, 70)))
+        );
+        let mut l = sampled(0, 50, (10, 20), 2);
+        merge_two(&mut l, &right);
+        assert_eq!(
+            (l.raw_samples, l.sampled),
+            (7, Some(AddrRange::new(10, 70)))
+        );
+        // Accessed-bit regions have no span; samples are shared by size.
+        let mut r = Region {
+            raw_samples: 10,
+            ..Region::new(0, 100)
+        };
+        let right = split_region_at(&mut r, 30);
+        assert_eq!((r.raw_samples, right.raw_samples), (3, 7));
+        assert_eq!((r.sampled, right.sampled), (None, None));
     }
 
     #[test]

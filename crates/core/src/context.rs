@@ -241,6 +241,7 @@ impl Context {
             };
             hits += 1;
             r.raw_samples = r.raw_samples.saturating_add(1);
+            r.note_sample(addr);
             // Addresses ascend, so repeated hits on one region are adjacent.
             if last_hit != Some(i) {
                 r.nr_accesses = r.nr_accesses.saturating_add(1);
@@ -335,6 +336,11 @@ impl Context {
             self.maybe_tune_intervals(snap_aggr);
             let si = self.attrs.sample_divisor();
             self.next_aggregation_sis = snap_aggr + self.attrs.aggr_interval_us / si;
+            adjust::split_at_sampled_extents(
+                &mut self.targets,
+                self.attrs.max_nr_regions,
+                self.attrs.min_region_sz,
+            );
             self.reset_aggregated();
             self.region_index = None;
             adjust::split_regions(
@@ -466,6 +472,7 @@ impl Context {
             r.last_nr_accesses = r.nr_accesses;
             r.nr_accesses = 0;
             r.raw_samples = 0;
+            r.sampled = None;
         }
         self.window_start_us = self.now_us();
     }
@@ -694,5 +701,16 @@ mod tests {
             .map(|r| (r.nr_accesses, r.raw_samples))
             .collect();
         assert_eq!(got, [(1, 3), (1, 2), (1, 1)]);
+        let spans: Vec<_> = ctx.targets()[0].regions.iter().map(|r| r.sampled).collect();
+        assert_eq!(
+            spans,
+            [
+                Some(AddrRange::new(5, 21)),
+                Some(AddrRange::new(150, 200)),
+                Some(AddrRange::new(399, 400))
+            ]
+        );
+        ctx.reset_aggregated();
+        assert!(ctx.targets()[0].regions.iter().all(|r| r.sampled.is_none()));
     }
 }

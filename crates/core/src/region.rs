@@ -19,6 +19,11 @@ pub struct Region {
     /// Raw sample addresses that fell in the region during the current window (sampled access
     /// sources only; always 0 for accessed-bit style sources such as `sim`).
     pub raw_samples: u32,
+    /// The span of the sample addresses that fell in the region since the last split, from the
+    /// lowest to just past the highest (sampled access sources only; always `None` for
+    /// accessed-bit style sources). The split step cuts off what lies outside it
+    /// ([`crate::adjust::split_at_sampled_extents`]) and clears it.
+    pub sampled: Option<AddrRange>,
 }
 
 impl Region {
@@ -39,6 +44,22 @@ impl Region {
     /// True when `[start, end)` and `r` share at least one byte (touching is not intersecting).
     pub fn intersects(&self, r: &AddrRange) -> bool {
         !(self.end <= r.start || r.end <= self.start)
+    }
+
+    /// The sampled span within the region's current bounds (`set_regions` and DAMOS may have
+    /// trimmed the region since the samples were counted).
+    pub fn sampled_within(&self) -> Option<AddrRange> {
+        let s = self.sampled?;
+        let clipped = AddrRange::new(s.start.max(self.start), s.end.min(self.end));
+        (clipped.start < clipped.end).then_some(clipped)
+    }
+
+    /// Widens the sampled span to include `addr`.
+    pub fn note_sample(&mut self, addr: u64) {
+        self.sampled = Some(match self.sampled {
+            None => AddrRange::new(addr, addr.saturating_add(1)),
+            Some(s) => AddrRange::new(s.start.min(addr), s.end.max(addr.saturating_add(1))),
+        });
     }
 }
 

@@ -4,7 +4,9 @@
 
 use proptest::prelude::*;
 use std::ops::ControlFlow;
-use udamon_core::adjust::{apply_min_nr_regions, merge_regions_of, split_regions_of};
+use udamon_core::adjust::{
+    apply_min_nr_regions, merge_regions_of, split_at_sampled_extents, split_regions_of,
+};
 use udamon_core::region::align_up;
 use udamon_core::{
     AddrRange, Attrs, Callbacks, Context, Operations, OpsError, Prng, Region, Target, VirtualClock,
@@ -100,6 +102,41 @@ proptest! {
         for r in &regions {
             prop_assert!(r.nr_accesses <= max_nr);
             prop_assert!(r.size() <= sz_limit.max(max_region), "merge exceeded the size limit");
+        }
+    }
+
+    #[test]
+    fn sampled_split_keeps_coverage_alignment_samples_and_bound(
+        spans in spans(),
+        cuts in prop::collection::vec(0u64..512, 1..32),
+        samples in prop::collection::vec((0u64..2048, 0u64..2048, 0u32..20), 1..32),
+        max_nr in 1u32..200,
+    ) {
+        let mut regions = regions_over(&spans, &cuts, &[(3, 4)]);
+        for (r, &(a, b, n)) in regions.iter_mut().zip(samples.iter().cycle()) {
+            if n > 0 {
+                let (lo, hi) = (a.min(b) % r.size(), a.max(b) % r.size());
+                r.raw_samples = n;
+                r.sampled = Some(AddrRange::new(r.start + lo, r.start + hi + 1));
+            }
+        }
+        let before = coverage(&regions);
+        let n_before = regions.len();
+        let total_samples: u32 = regions.iter().map(|r| r.raw_samples).sum();
+        let mut targets = [Target { pid: None, regions }];
+        split_at_sampled_extents(&mut targets, max_nr, PAGE);
+        let regions = &targets[0].regions;
+        assert_well_formed(regions, PAGE)?;
+        prop_assert_eq!(coverage(regions), before);
+        prop_assert!(regions.len() <= n_before.max(max_nr as usize), "{} regions", regions.len());
+        prop_assert_eq!(regions.iter().map(|r| r.raw_samples).sum::<u32>(), total_samples);
+        for r in regions {
+            // Every sample stays in a piece whose span lies within it.
+            if let Some(s) = r.sampled {
+                prop_assert!(r.start <= s.start && s.end <= r.end, "{:?}", r);
+            } else {
+                prop_assert_eq!(r.raw_samples, 0, "samples in an unsampled piece {:?}", r);
+            }
         }
     }
 

@@ -3,9 +3,13 @@
 //! - [`decode`]: recover the data address of a sampled user instruction (x86-64);
 //! - [`perf`]: perf_event_open sampling sources and their ring buffers;
 //! - [`maps`]: `/proc/PID/maps` parsing;
-//! - [`vaddr`]: the operations on live processes, driven by sample timestamps.
+//! - [`vaddr`]: the operations on live processes, driven by sample timestamps;
+//! - [`actions`]: DAMOS actions on live processes (`process_madvise` through a pidfd);
+//! - [`metrics`]: system and process metrics for quota goals and watermarks.
 
+pub mod actions;
 pub mod decode;
 pub mod maps;
+pub mod metrics;
 pub mod perf;
 pub mod vaddr;

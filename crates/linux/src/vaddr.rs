@@ -16,7 +16,9 @@
 //!   mapping flushes the cache entries near it; a process whose threads have all exited is
 //!   dropped (its regions removed) and noted;
 //! - [`SourceStats`] count what happened to every sample; they are reported as events at every
-//!   update and at the end.
+//!   update and at the end;
+//! - `apply_scheme`: DAMOS actions through each process's [`Actor`] (pidfd, current mappings,
+//!   applied = what changed); `update` reports each target's memory to the context.
 
 mod clock;
 pub mod ranges;
@@ -27,6 +29,7 @@ pub use clock::{BATCH, SampleClock, monotonic_us};
 pub use source::{ChosenSource, DEFAULT_CPUCLOCK_HZ, SourceChoice, choose_source, source_name};
 pub use stats::SourceStats;
 
+use crate::actions::Actor;
 use crate::decode::{
     AccessKind, AddressDecoder, CodeReader, DropReason, SamplePoint, SegmentBases, UserRegs,
 };
@@ -40,8 +43,9 @@ use std::collections::VecDeque;
 use std::ffi::OsStr;
 use std::sync::mpsc::{Receiver, channel};
 use thiserror::Error;
+use udamon_core::damos::{Applied, ApplyEnv, Scheme};
 use udamon_core::layout::set_regions;
-use udamon_core::{AddrRange, Attrs, Context, Operations, OpsError, Target};
+use udamon_core::{AddrRange, Attrs, Context, Operations, OpsError, Region, Target};
 
 /// After perf reports a new mapping, regions are refreshed at most this often (µs) before the
 /// next update interval, so that memory mapped after start is monitored within a fraction of a
@@ -216,6 +220,8 @@ struct Proc {
     status: Option<i32>,
     /// Its end was reported and its regions removed.
     dropped: bool,
+    /// Applies schemes' actions to it.
+    actor: Actor,
 }
 
 /// Operations on live processes with a sampled source; see the module documentation.
@@ -255,6 +261,7 @@ impl VaddrOps {
                 end_us: None,
                 status: None,
                 dropped: false,
+                actor: Actor::new(sampler.pid()),
             });
             samplers.push(sampler);
         }
@@ -294,7 +301,34 @@ impl VaddrOps {
 
     /// Events since the last call, oldest first.
     pub fn take_events(&mut self) -> Vec<VaddrEvent> {
+        self.take_action_notes();
+        self.events.sort_by_key(|e| e.time_us);
         std::mem::take(&mut self.events)
+    }
+
+    /// Compute and report (as notes, one per apply pass and action) what schemes would do,
+    /// without doing it: nothing counts as applied.
+    pub fn set_dry_run(&mut self, on: bool) {
+        for p in &mut self.procs {
+            p.actor.set_dry_run(on);
+        }
+    }
+
+    /// Whether `scheme` can be applied to live processes; the error says why not, in one line.
+    /// Call before monitoring starts.
+    pub fn check_scheme(&self, scheme: &Scheme) -> Result<(), String> {
+        crate::actions::check_action(scheme.action)
+    }
+
+    fn take_action_notes(&mut self) {
+        for p in &mut self.procs {
+            for (time_us, text) in p.actor.take_notes() {
+                self.events.push(VaddrEvent {
+                    time_us,
+                    kind: VaddrEventKind::Note(text),
+                });
+            }
+        }
     }
 
     fn event(&mut self, time_us: u64, kind: VaddrEventKind) {
@@ -513,6 +547,13 @@ impl Operations for VaddrOps {
         let now = ctx.now_us();
         for t in 0..self.procs.len() {
             self.refresh(ctx, t, now);
+            let p = &self.procs[t];
+            if !p.dropped
+                && !ctx.schemes().is_empty()
+                && let Some(memory) = p.actor.memory()
+            {
+                ctx.set_target_memory(t, memory);
+            }
         }
         self.event(now, VaddrEventKind::Stats(self.stats));
         Ok(())
@@ -560,6 +601,22 @@ impl Operations for VaddrOps {
 
     fn target_valid(&self, _ctx: &Context, target: usize) -> bool {
         self.procs.get(target).is_some_and(|p| !p.dropped)
+    }
+
+    fn apply_scheme(
+        &mut self,
+        target: usize,
+        region: &Region,
+        scheme: &Scheme,
+        env: &ApplyEnv,
+    ) -> Applied {
+        match self.procs.get_mut(target) {
+            Some(p) if !p.dropped => {
+                p.actor
+                    .apply(region, scheme, env.passed_sample_intervals, env.now_us)
+            }
+            _ => Applied::default(),
+        }
     }
 
     fn cleanup(&mut self, ctx: &mut Context) {

@@ -3,11 +3,12 @@
 //! workloads with a known access pattern. The pass criteria are the (DAMON's own test
 //! suite's for the working-set sizes of stairs and zigzag).
 //!
-//! Two criteria are not met yet and their tests are ignored (run them with `--ignored`): the
-//! never-touched memory of the static workload is reported accessed in about 0.2–2.2 % of
-//! byte-snapshots (criterion: at most 1 %), and the median working set of stairs is 12–17 MiB
-//! (criterion: 9–11 MiB). Both come from regions that straddle accessed and unaccessed memory
-//! and get few samples per window.
+//! One criterion is not met robustly and its test is ignored (run it with `--ignored`): the
+//! never-touched memory of the static workload is reported accessed in 0.5–1.7 % of
+//! byte-snapshots (criterion: at most 1 %; it passes in some runs). The errors are single
+//! windows in which a warm sample lands in the region at the warm/cold boundary, whose cold
+//! part is then reported accessed until the sample-informed split cuts it off at the next
+//! window's end. Stairs' median working set is 9.9–10.8 MiB with that split (12–17 MiB without).
 
 #[path = "workload/patterns.rs"]
 mod patterns;
@@ -96,7 +97,7 @@ fn static_workload_hot_area_ranks_hottest() {
 }
 
 #[test]
-#[ignore = "not met yet: 0.2-2.2 % of never-touched byte-snapshots reported accessed"]
+#[ignore = "not met robustly: 0.5-1.7 % of never-touched byte-snapshots reported accessed"]
 fn static_workload_never_touched_memory_is_not_accessed() {
     for_each_source(&["static", "-t", "6"], |name, r| {
         let cold = r.area("cold");
@@ -129,7 +130,6 @@ fn wss_median(r: &Run) -> u64 {
 }
 
 #[test]
-#[ignore = "not met yet: median working set 12-17 MiB"]
 fn stairs_working_set_is_one_step() {
     for_each_source(&["stairs", "-p", "1.5"], |name, r| {
         let mut failures = Vec::new();

@@ -132,6 +132,10 @@ pub struct RecordArgs {
     /// Compress frames with zstd (smaller files; still streamable and crash-safe).
     #[arg(long)]
     pub compress: bool,
+    /// With --schemes on live processes: work out what the schemes would do (regions, bytes
+    /// that would change) and record it as notes, without acting; nothing counts as applied.
+    #[arg(long, requires = "schemes")]
+    pub dry_run: bool,
     #[command(flatten)]
     pub monitoring: RecordMonitoringArgs,
 }

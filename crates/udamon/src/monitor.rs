@@ -12,6 +12,7 @@ use std::ops::ControlFlow;
 use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use udamon_core::damos::MetricSource;
 use udamon_core::{
     Attrs, Callbacks, Clock, Context, IntervalsGoal, Operations, OpsError, StopReason, Target,
 };
@@ -78,6 +79,8 @@ pub struct Session<'a> {
     /// A scheme file to apply, and whether to record each apply pass's tried regions.
     pub schemes: Option<&'a Path>,
     pub tried_regions: bool,
+    /// Where quota goals and watermarks read system metrics (none: upstream's fallbacks).
+    pub metrics: Option<Box<dyn MetricSource>>,
 }
 
 /// What a finished session tells the user.
@@ -158,6 +161,9 @@ pub fn run(
             ctx.add_scheme(scheme)?;
         }
         ctx.capture_tried_regions(session.tried_regions);
+    }
+    if let Some(metrics) = session.metrics {
+        ctx.set_metric_source(metrics);
     }
     let header = Header {
         format_version: FORMAT_VERSION,

@@ -3,11 +3,14 @@
 
 use crate::cli::{RecordArgs, RecordMonitoringArgs, SourceArg};
 use crate::monitor::{self, RecordedOps, Session, Summary};
-use anyhow::{Context as _, Result};
+use crate::schemes_file;
+use anyhow::{Context as _, Result, bail};
 use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 use udamon_core::{Attrs, IntervalsGoal, Target, VirtualClock};
+use udamon_linux::actions::check_action;
+use udamon_linux::metrics::ProcMetrics;
 use udamon_linux::perf::{AccessSource as Source, SamplerConfig};
 use udamon_linux::vaddr::{
     self, SampleClock, SourceChoice, VaddrError, VaddrEventKind, VaddrOps, monotonic_us,
@@ -20,6 +23,12 @@ pub const DEFAULT_SIM: &str = "builtin:demo";
 
 pub fn run(args: &RecordArgs) -> Result<()> {
     let summary = if args.command.is_empty() && args.pid.is_empty() {
+        if args.dry_run {
+            bail!(
+                "--dry-run is for live processes (--pid or -- COMMAND): a simulated run changes \
+                 nothing real; drop --dry-run"
+            );
+        }
         let sim = args.sim.as_deref().unwrap_or(DEFAULT_SIM);
         record_sim(
             sim,
@@ -114,8 +123,15 @@ fn start_live(args: &RecordArgs, source: Source) -> Result<(VaddrOps, SampleCloc
 
 /// Records live processes until they exit, `--duration` passes, or Ctrl-C/SIGTERM.
 fn record_live(args: &RecordArgs) -> Result<Summary> {
-    // Bad options fail before anything starts.
-    args.monitoring.args.attrs()?;
+    // Bad options and schemes fail before anything starts.
+    let user_attrs = args.monitoring.args.attrs()?;
+    if let Some(path) = args.monitoring.args.schemes.as_deref() {
+        for (i, scheme) in schemes_file::load(path, &user_attrs)?.iter().enumerate() {
+            if let Err(why) = check_action(scheme.action) {
+                bail!("{}: schemes[{i}]: {why}", path.display());
+            }
+        }
+    }
     let choice = match args.access_source {
         SourceArg::Auto => SourceChoice::Auto,
         SourceArg::Tick => SourceChoice::Tick,
@@ -143,6 +159,8 @@ fn record_live(args: &RecordArgs) -> Result<Summary> {
         Err(e) => return Err(one_line(e)),
     };
     clock.set_stop_flag(Arc::clone(&stop));
+    ops.set_dry_run(args.dry_run);
+    let metrics = ProcMetrics::new(ops.pids());
     let attrs = live_attrs(&args.monitoring, &source)?;
     let spawned = args.command.iter().map(|a| a.to_string_lossy());
     let spawned: Vec<_> = spawned.collect();
@@ -178,6 +196,7 @@ fn record_live(args: &RecordArgs) -> Result<Summary> {
         stop: Some(stop),
         schemes: args.monitoring.args.schemes.as_deref(),
         tried_regions: args.monitoring.args.tried_regions,
+        metrics: Some(Box::new(metrics)),
     };
     let start_us = monotonic_us();
     let summary = monitor::run(session, &mut ops, &mut clock, start_us)?;
@@ -232,6 +251,7 @@ pub fn record_sim(
         stop: None,
         schemes: monitoring.schemes.as_deref(),
         tried_regions: monitoring.tried_regions,
+        metrics: None,
     };
     monitor::run(session, &mut ops, &mut VirtualClock, 0)
 }
