@@ -18,10 +18,10 @@
 //! - `pageout`: present before, not present after. Anonymous memory cannot be paged out
 //!   without swap, so with `SwapTotal: 0` it stays and counts 0; a note says so once.
 //! - `collapse`: not in a PMD-mapped huge page before, in one after. A huge page is all or
-//!   nothing, and region boundaries rarely fall on 2 MiB, so a region acts on the 2 MiB-aligned
-//!   blocks whose middle it holds: every block belongs to exactly one region, and a region acts
-//!   on at most one huge page more than its size (which the quota is charged). A block is
-//!   collapsed only if all of it is mapped and allowed by the filters.
+//!   nothing, and region boundaries rarely fall on 2 MiB. Without a quota a region acts on the
+//!   2 MiB-aligned blocks whose middle it holds (every block belongs to exactly one region);
+//!   with a quota only on the blocks wholly inside it, so that acting never exceeds the quota.
+//!   A block is collapsed only if all of it is mapped and allowed by the filters.
 //! - `willneed`/`lru_prio`: not present before, present after. `MADV_WILLNEED` reads pages
 //!   into the page or swap cache without mapping them, which page tables do not show, so this
 //!   is usually 0 even when it worked.
@@ -268,7 +268,15 @@ impl Actor {
             return Applied::default();
         }
         let region = if scheme.action == Action::Collapse {
-            match claimed_blocks(region) {
+            // A quota is a bound that acting must not cross: then only the blocks wholly inside
+            // the (quota-trimmed) region. Without one, each block goes to the region holding its
+            // middle, so that random region edges leave no hot block uncollapsed.
+            let blocks = if scheme.quota.is_set(&scheme.state().quota) {
+                inner_blocks(region)
+            } else {
+                claimed_blocks(region)
+            };
+            match blocks {
                 Some(r) => r,
                 None => return Applied::default(),
             }
@@ -521,6 +529,13 @@ fn claimed_blocks(region: &Region) -> Option<Region> {
     (first < end).then(|| Region::new(first * HUGE_PAGE, end * HUGE_PAGE))
 }
 
+/// The 2 MiB-aligned blocks wholly inside `region`, as one range; `None` if there is none.
+fn inner_blocks(region: &Region) -> Option<Region> {
+    let first = region.start.div_ceil(HUGE_PAGE);
+    let end = region.end / HUGE_PAGE;
+    (first < end).then(|| Region::new(first * HUGE_PAGE, end * HUGE_PAGE))
+}
+
 /// The whole 2 MiB-aligned blocks inside `ranges`.
 fn huge_blocks(ranges: &[(u64, u64)]) -> Vec<(u64, u64)> {
     ranges
@@ -586,6 +601,19 @@ mod tests {
                 (0x9000, 0x9800, true)
             ]
         );
+    }
+
+    #[test]
+    fn under_a_quota_only_blocks_wholly_inside_the_region() {
+        let h = HUGE_PAGE;
+        let r = Region::new(h / 2, 3 * h + h / 2);
+        assert_eq!(inner_blocks(&r), Some(Region::new(h, 3 * h)));
+        assert_eq!(
+            claimed_blocks(&r),
+            Some(Region::new(0, 3 * h)),
+            "the middle rule reaches before the start"
+        );
+        assert_eq!(inner_blocks(&Region::new(h / 2, h + h / 2)), None);
     }
 
     #[test]
