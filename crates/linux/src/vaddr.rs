@@ -59,6 +59,8 @@ pub const SAMPLED_MIN_REGIONS: u32 = 20;
 pub const SAMPLED_MAX_REGIONS: u32 = 60;
 /// Samples an aggregation window should hold on average (see [`sampled_attrs`]).
 pub const SAMPLES_PER_WINDOW: u64 = 100;
+/// The shortest aggregation window for sampled sources (see [`sampled_attrs`]).
+pub const MIN_SAMPLED_AGGR_US: u64 = 400_000;
 /// The tick source's rate: one sample per scheduler tick of a busy CPU (CONFIG_HZ, 250 on
 /// common distribution kernels and on the test VM).
 pub const TICK_HZ: u64 = 250;
@@ -68,10 +70,12 @@ pub const TICK_HZ: u64 = 250;
 /// A few hundred samples per second spread over a process's memory carry far less information
 /// per window than DAMON's one probe per region per sampling interval. A region that gets no
 /// sample in a window looks unaccessed, so:
-/// - the aggregation interval holds about [`SAMPLES_PER_WINDOW`] samples of a busy thread:
-///   200 ms for cpuclock at its default 500 Hz, 400 ms for the 250 Hz tick (between 100 ms and
-///   2 s); with 200 ms the tick source reported 88–95 MiB of zigzag's 100 MiB working set, with
-///   400 ms 102 MiB;
+/// - the aggregation interval holds at least [`SAMPLES_PER_WINDOW`] samples of a busy thread
+///   at the nominal rate and lasts at least [`MIN_SAMPLED_AGGR_US`] (at most 2 s): 400 ms for
+///   both cpuclock at its default 500 Hz and the 250 Hz tick. With 200 ms windows the tick
+///   source reported 88–95 MiB of zigzag's 100 MiB working set and cpuclock 87.5–95 MiB (the
+///   cpu-clock event delivers only 75–98 % of its nominal rate here); with 400 ms both report
+///   94–100 MiB; with 600 ms the tick's stairs median grows to 13 MiB (windows straddle steps);
 /// - the region count is capped near what a window's samples can tell apart (60), and at least
 ///   20 regions keep the merge size limit (the monitored size / `min_nr_regions`) small, so that
 ///   a merged cold region that happens to contain a little warm memory cannot report much
@@ -91,7 +95,8 @@ pub fn sampled_attrs(source: &AccessSource) -> Attrs {
             }
         }
     };
-    let aggr = (SAMPLES_PER_WINDOW * 1_000_000 / rate_hz.max(1)).clamp(100_000, 2_000_000);
+    let aggr =
+        (SAMPLES_PER_WINDOW * 1_000_000 / rate_hz.max(1)).clamp(MIN_SAMPLED_AGGR_US, 2_000_000);
     Attrs {
         sample_interval_us: SAMPLED_SAMPLE_US,
         aggr_interval_us: aggr / SAMPLED_SAMPLE_US * SAMPLED_SAMPLE_US,
@@ -637,9 +642,9 @@ mod tests {
             })
         };
         let aggr = |s: AccessSource| sampled_attrs(&s).aggr_interval_us;
-        assert_eq!(aggr(clock(DEFAULT_CPUCLOCK_HZ)), 200_000);
+        assert_eq!(aggr(clock(DEFAULT_CPUCLOCK_HZ)), 400_000, "at least 400 ms");
         assert_eq!(aggr(AccessSource::Tick), 400_000);
-        assert_eq!(aggr(clock(10_000)), 100_000, "at least 100 ms");
+        assert_eq!(aggr(clock(100)), 1_000_000, "100 samples at 100 Hz");
         assert_eq!(aggr(clock(10)), 2_000_000, "at most 2 s");
         let a = sampled_attrs(&AccessSource::Tick);
         assert_eq!(a.validate(), Ok(()));

@@ -96,7 +96,7 @@ fn spawned_command_is_recorded_to_its_exit() {
     );
     // The sampled sources' defaults, since no interval or region bound was given.
     assert_eq!(h["intervals"]["sample_us"], 5000);
-    assert_eq!(h["intervals"]["aggr_us"], 200_000);
+    assert_eq!(h["intervals"]["aggr_us"], 400_000);
     assert_eq!(h["max_nr_regions"], 60);
     assert!(
         h["targets"][0]["cmdline"]
@@ -104,7 +104,8 @@ fn spawned_command_is_recorded_to_its_exit() {
             .unwrap()
             .ends_with("static -t 2 -o /dev/null")
     );
-    assert!(i["nr_snapshots"].as_u64().unwrap() >= 8, "{i}");
+    // At least 2 s of 400 ms windows.
+    assert!(i["nr_snapshots"].as_u64().unwrap() >= 5, "{i}");
     assert_eq!(i["events"]["by_kind"]["exit"], 1, "{i}");
     let (samples, recovered) = (stat(&i, "samples"), stat(&i, "recovered"));
     // Up to 2 s of one busy thread at 500 Hz: how many depends on the CPU time the target got
