@@ -51,6 +51,28 @@ impl MonitoringArgs {
     }
 }
 
+/// A record already at `out` is data: keep it as `<out>.old` (as damo does) rather than
+/// overwrite it. An empty file holds nothing and is reused.
+fn keep_previous_record(out: &Path) -> Result<()> {
+    if std::fs::metadata(out).is_ok_and(|m| m.len() > 0) {
+        let mut old = out.as_os_str().to_owned();
+        old.push(".old");
+        std::fs::rename(out, &old).with_context(|| {
+            format!(
+                "cannot keep the existing {} as {}",
+                out.display(),
+                Path::new(&old).display()
+            )
+        })?;
+        eprintln!(
+            "udamon: kept the previous {} as {}",
+            out.display(),
+            Path::new(&old).display()
+        );
+    }
+    Ok(())
+}
+
 /// Operations whose events go into the record.
 pub trait RecordedOps: Operations {
     /// Events since the last call, oldest first, each with its time on the context's time line
@@ -188,6 +210,7 @@ pub fn run(
     for (target, _) in session.targets {
         ctx.add_target(target);
     }
+    keep_previous_record(session.out)?;
     let recorder = Recorder::create(
         session.out,
         &header,

@@ -355,3 +355,21 @@ fn schemes_apply_on_a_simulated_workload_and_are_reported() {
         .assert()
         .success();
 }
+
+#[test]
+fn recording_over_an_existing_record_keeps_it_as_old() {
+    let dir = tempfile::tempdir().unwrap();
+    let first = record(dir.path(), "builtin:stairs");
+    let stairs = fs::read(&first).unwrap();
+    udamon()
+        .args(["record", "--sim", "builtin:zigzag", "-o"])
+        .arg(&first)
+        .assert()
+        .success()
+        .stderr(contains("kept the previous"));
+    assert_eq!(fs::read(dir.path().join("rec.data.old")).unwrap(), stairs);
+    assert_eq!(
+        report_json(&["info"], &first)["header"]["targets"][0]["cmdline"],
+        "zigzag.cfg"
+    );
+}
