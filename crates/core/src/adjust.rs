@@ -9,10 +9,13 @@
 //! Beyond upstream, for sampled access sources only: [`split_at_sampled_extents`]. A region
 //! counts as accessed when any sample falls in it, so a region straddling touched and
 //! never-touched memory reports all of it accessed, and random 10–90 % cuts find the edge only
-//! slowly with a few samples per window. At the end of each window, a region whose samples all
-//! fell within a span leaving more than a quarter of it unsampled on one side is cut at the
-//! span's edge (aligned outward to `min_region_sz`), largest unsampled parts first, within
-//! `max_nr_regions`. Accessed-bit sources record no span, so their behaviour is upstream's.
+//! slowly with a few samples per window. A region whose samples all fell within a span that
+//! leaves a large part of it unsampled is cut at the span's edge (aligned outward to
+//! `min_region_sz`), largest unsampled parts first, within `max_nr_regions`: before the window
+//! is reported where evenly spread samples would hardly have missed that part, so that reports
+//! and schemes see it idle, and after the report wherever the part is large, so that the next
+//! window measures it apart. Accessed-bit sources record no span, so their behaviour is
+//! upstream's.
 
 use crate::rand::Prng;
 use crate::region::{AddrRange, Region, Target, align_down, align_up};
@@ -125,19 +128,50 @@ pub fn split_region_at(r: &mut Region, sz: u64) -> Region {
     right
 }
 
-/// Whether `gap` bytes of a region of `size` bytes that got no sample of the window, beside
-/// its sampled span, are worth a region of their own: more than a quarter of the region. Less
-/// would mostly cut between samples of evenly touched memory.
-fn idle_gap(gap: u64, size: u64) -> bool {
-    gap * 4 > size
+/// How sure a sample-informed cut must be that the part it cuts off went untouched.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum IdleEvidence {
+    /// Cuts that the window's report and schemes see: the part cut off is reported not
+    /// accessed, so it must be unlikely that a region touched evenly all over would have left
+    /// it without a sample by chance (below [`CHANCE_OF_AN_EMPTY_GAP`]).
+    Report,
+    /// Cuts made after the window was reported, to measure the part apart in the next window:
+    /// a wrong cut costs one region for a while, so an unsampled side larger than a quarter of
+    /// the region is enough.
+    Refine,
+}
+
+/// The largest chance, for a region touched evenly all over, that an unsampled side this large
+/// is empty by luck, at which [`IdleEvidence::Report`] still cuts it off as untouched.
+pub const CHANCE_OF_AN_EMPTY_GAP: f64 = 0.02;
+
+/// Whether `gap` bytes of a region of `size` bytes holding `samples` samples, beside its
+/// sampled span, are worth a region of their own: more than a quarter of the region (less
+/// would mostly cut between samples of evenly touched memory), and for
+/// [`IdleEvidence::Report`] large enough that `samples` uniform samples would all miss it with
+/// a chance below [`CHANCE_OF_AN_EMPTY_GAP`].
+fn idle_gap(gap: u64, size: u64, samples: u32, evidence: IdleEvidence) -> bool {
+    let large = gap * 4 > size;
+    match evidence {
+        IdleEvidence::Refine => large,
+        IdleEvidence::Report => {
+            let miss = 1.0 - gap as f64 / size as f64;
+            large && miss.powi(samples.min(i32::MAX as u32) as i32) < CHANCE_OF_AN_EMPTY_GAP
+        }
+    }
 }
 
 /// Sample-informed split (udamon, sampled sources only): a region whose window's samples all
 /// fell in part of it is cut at that span's edges, aligned outward to `min_sz`, where the part
-/// left out is large (see [`idle_gap`]). The largest parts go first while the region count
-/// stays within `max_nr_regions`. Runs at the end of a window, before the reset; regions
-/// without a sampled span (accessed-bit sources) are left alone.
-pub fn split_at_sampled_extents(targets: &mut [Target], max_nr_regions: u32, min_sz: u64) {
+/// left out is idle enough for `evidence` (see [`IdleEvidence`]). The largest parts go first while
+/// the region count stays within `max_nr_regions`. Regions without a sampled span
+/// (accessed-bit sources) are left alone.
+pub fn split_at_sampled_extents(
+    targets: &mut [Target],
+    max_nr_regions: u32,
+    min_sz: u64,
+    evidence: IdleEvidence,
+) {
     let nr: usize = targets.iter().map(Target::nr_regions).sum();
     let budget = (max_nr_regions as usize).saturating_sub(nr);
     if budget == 0 {
@@ -153,7 +187,7 @@ pub fn split_at_sampled_extents(targets: &mut [Target], max_nr_regions: u32, min
             let lo = align_down(span.start, min_sz).max(r.start);
             let hi = align_up(span.end, min_sz).min(r.end);
             for (gap, at) in [(lo - r.start, lo), (r.end - hi, hi)] {
-                if gap >= min_sz && idle_gap(gap, r.size()) {
+                if gap >= min_sz && idle_gap(gap, r.size(), r.raw_samples, evidence) {
                     cuts.push((gap, ti, at));
                 }
             }
@@ -183,7 +217,10 @@ pub fn split_at_sampled_extents(targets: &mut [Target], max_nr_regions: u32, min
             out.push(rest);
         }
         // A piece that got no sample was accessed in no interval of the window; left with the
-        // whole region's count it would carry that into `last_nr_accesses` and DAMOS's mvsum.
+        // whole region's count it would carry that into reports, schemes and
+        // `last_nr_accesses`. It keeps the region's age, as split pieces do: an age of 0 would
+        // be averaged into the cold memory it merges with next, and cold memory beside hot
+        // memory, which gets such pieces every window, would never grow old.
         for r in out.iter_mut().filter(|r| r.sampled.is_none()) {
             r.nr_accesses = 0;
         }
@@ -473,7 +510,7 @@ mod tests {
             pid: None,
             regions: vec![r, Region::new(100 * P, 200 * P)],
         }];
-        split_at_sampled_extents(&mut targets, 10, P);
+        split_at_sampled_extents(&mut targets, 10, P, IdleEvidence::Refine);
         let got: Vec<_> = targets[0]
             .regions
             .iter()
@@ -493,6 +530,30 @@ mod tests {
     }
 
     #[test]
+    fn reported_cuts_need_a_gap_that_few_samples_would_miss_by_chance() {
+        const P: u64 = 4096;
+        let cut = |samples, evidence| {
+            // Samples within the first 30 pages of 100: 70 % of the region unsampled.
+            let mut targets = [Target {
+                pid: None,
+                regions: vec![sampled(0, 100 * P, (0, 30 * P), samples)],
+            }];
+            split_at_sampled_extents(&mut targets, 10, P, evidence);
+            targets[0].nr_regions() == 2
+        };
+        // Evenly spread samples all miss 70 % of a region with a chance of 0.3^n.
+        assert!(
+            !cut(3, IdleEvidence::Report),
+            "0.3^3 = 2.7 %: could be luck"
+        );
+        assert!(cut(4, IdleEvidence::Report), "0.3^4 = 0.8 %: idle");
+        assert!(
+            cut(1, IdleEvidence::Refine),
+            "refining needs only a large side"
+        );
+    }
+
+    #[test]
     fn sampled_split_prefers_the_largest_gaps_within_the_region_bound() {
         const P: u64 = 4096;
         let mut targets = [Target {
@@ -503,14 +564,14 @@ mod tests {
                 sampled(200 * P, 300 * P, (200 * P, 250 * P), 3), // 50 on the right
             ],
         }];
-        split_at_sampled_extents(&mut targets, 4, P);
+        split_at_sampled_extents(&mut targets, 4, P, IdleEvidence::Refine);
         let cuts: Vec<_> = targets[0].regions.iter().map(|r| r.start / P).collect();
         assert_eq!(
             cuts,
             [0, 1, 100, 200],
             "one cut allowed, at the first 99-page gap"
         );
-        split_at_sampled_extents(&mut targets, 4, P);
+        split_at_sampled_extents(&mut targets, 4, P, IdleEvidence::Refine);
         assert_eq!(targets[0].nr_regions(), 4, "no budget left");
     }
 

@@ -5,10 +5,12 @@
 //! Order of work at an aggregation boundary, as upstream (NEW) with the recording hook placed
 //! where the `damon_aggregated` tracepoint fires: merge (updates ages) → enforce the minimum
 //! region count → DAMOS apply (every step, when a scheme is due) → `after_aggregation`
-//! callbacks → intervals tuning → reset → split. While every scheme is deactivated by its
-//! watermarks, a step only waits and checks them again.
+//! callbacks → intervals tuning → reset → split. Sampled sources add the sample-informed split
+//! ([`adjust::split_at_sampled_extents`]) twice: before DAMOS apply for the cuts the window's
+//! report may show, and before the reset for those that only refine the next window. While
+//! every scheme is deactivated by its watermarks, a step only waits and checks them again.
 
-use crate::adjust::{self, SplitState};
+use crate::adjust::{self, IdleEvidence, SplitState};
 use crate::attrs::{Attrs, AttrsError, convert_monitoring_result};
 use crate::callbacks::Callbacks;
 use crate::damos::SchemeTriedRegions;
@@ -327,6 +329,9 @@ impl Context {
         if aggregation {
             self.merge_regions();
             self.sz_limit = self.apply_min_nr_regions();
+            // Before schemes and the recorder see the window: a part of a region that surely
+            // got no sample is reported, and acted on, as what it was: not accessed.
+            self.split_at_sampled_extents(IdleEvidence::Report);
         }
         self.apply_schemes(ops);
         if aggregation {
@@ -336,13 +341,8 @@ impl Context {
             self.maybe_tune_intervals(snap_aggr);
             let si = self.attrs.sample_divisor();
             self.next_aggregation_sis = snap_aggr + self.attrs.aggr_interval_us / si;
-            adjust::split_at_sampled_extents(
-                &mut self.targets,
-                self.attrs.max_nr_regions,
-                self.attrs.min_region_sz,
-            );
+            self.split_at_sampled_extents(IdleEvidence::Refine);
             self.reset_aggregated();
-            self.region_index = None;
             adjust::split_regions(
                 &mut self.targets,
                 self.attrs.max_nr_regions,
@@ -466,6 +466,17 @@ impl Context {
         self.apply_attrs(new);
     }
 
+    /// The sample-informed split of [`adjust::split_at_sampled_extents`], on every target.
+    fn split_at_sampled_extents(&mut self, evidence: IdleEvidence) {
+        adjust::split_at_sampled_extents(
+            &mut self.targets,
+            self.attrs.max_nr_regions,
+            self.attrs.min_region_sz,
+            evidence,
+        );
+        self.region_index = None;
+    }
+
     /// `kdamond_reset_aggregated`: the window's counts become the previous window's.
     fn reset_aggregated(&mut self) {
         for r in self.targets.iter_mut().flat_map(|t| t.regions.iter_mut()) {
@@ -554,6 +565,7 @@ pub fn mvsum(current: u32, last: u32, left_bp: u64) -> u32 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ops::VirtualClock;
     use crate::region::AddrRange;
 
     fn ctx_with(sample: u64, aggr: u64) -> Context {
@@ -678,6 +690,67 @@ mod tests {
             ctx.attrs().min_region_sz,
             4096,
             "a rejected change leaves the attributes"
+        );
+    }
+
+    /// Sampled ops that put one sample per interval into the first `hot` bytes of the target.
+    struct SamplesAtTheStart {
+        hot: u64,
+        next: u64,
+    }
+
+    impl Operations for SamplesAtTheStart {
+        fn name(&self) -> &str {
+            "samples-at-the-start"
+        }
+        fn init(&mut self, ctx: &mut Context) -> Result<(), OpsError> {
+            ctx.targets_mut()[0] = Target::with_regions(None, &[AddrRange::new(0, 100 * 4096)]);
+            Ok(())
+        }
+        fn prepare_access_checks(&mut self, _ctx: &mut Context) {}
+        fn check_accesses(&mut self, ctx: &mut Context) {
+            self.next = (self.next + 4096 + 8) % self.hot;
+            ctx.record_sampled_accesses(0, &mut [self.next]);
+        }
+    }
+
+    /// The regions each aggregation callback saw: (start page, end page, nr_accesses).
+    #[derive(Default)]
+    struct Windows(Vec<Vec<(u64, u64, u32)>>);
+
+    impl Callbacks for Windows {
+        fn after_aggregation(&mut self, ctx: &Context) -> ControlFlow<()> {
+            let t = &ctx.targets()[0];
+            let pages = |a: u64| a / 4096;
+            self.0.push(
+                t.regions
+                    .iter()
+                    .map(|r| (pages(r.start), pages(r.end), r.nr_accesses))
+                    .collect(),
+            );
+            ControlFlow::Continue(())
+        }
+    }
+
+    #[test]
+    fn an_unsampled_side_is_reported_idle_in_its_own_window() {
+        // 20 samples in each window, all in the first 4 pages of the first 10-page region.
+        let mut ctx = ctx_with(5000, 100_000);
+        ctx.add_target(Target::new(None));
+        let mut ops = SamplesAtTheStart {
+            hot: 4 * 4096,
+            next: 0,
+        };
+        let mut windows = Windows::default();
+        ctx.start(&mut ops).unwrap();
+        for _ in 0..20 {
+            let flow = ctx.step(&mut ops, &mut VirtualClock, &mut windows).unwrap();
+            assert!(flow.is_continue());
+        }
+        assert_eq!(
+            &windows.0[0][..2],
+            &[(0, 4, 20), (4, 10, 0)],
+            "the first window already reports the 6 unsampled pages apart, not accessed"
         );
     }
 

@@ -5,7 +5,8 @@
 use proptest::prelude::*;
 use std::ops::ControlFlow;
 use udamon_core::adjust::{
-    apply_min_nr_regions, merge_regions_of, split_at_sampled_extents, split_regions_of,
+    IdleEvidence, apply_min_nr_regions, merge_regions_of, split_at_sampled_extents,
+    split_regions_of,
 };
 use udamon_core::region::align_up;
 use udamon_core::{
@@ -111,7 +112,9 @@ proptest! {
         cuts in prop::collection::vec(0u64..512, 1..32),
         samples in prop::collection::vec((0u64..2048, 0u64..2048, 0u32..20), 1..32),
         max_nr in 1u32..200,
+        report in any::<bool>(),
     ) {
+        let evidence = if report { IdleEvidence::Report } else { IdleEvidence::Refine };
         let mut regions = regions_over(&spans, &cuts, &[(3, 4)]);
         for (r, &(a, b, n)) in regions.iter_mut().zip(samples.iter().cycle()) {
             if n > 0 {
@@ -124,7 +127,7 @@ proptest! {
         let n_before = regions.len();
         let total_samples: u32 = regions.iter().map(|r| r.raw_samples).sum();
         let mut targets = [Target { pid: None, regions }];
-        split_at_sampled_extents(&mut targets, max_nr, PAGE);
+        split_at_sampled_extents(&mut targets, max_nr, PAGE, evidence);
         let regions = &targets[0].regions;
         assert_well_formed(regions, PAGE)?;
         prop_assert_eq!(coverage(regions), before);

@@ -137,10 +137,13 @@ fn a_dry_run_reports_what_it_would_do_and_does_nothing() {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let mut w = Workload::start(10);
     let before = w.resident();
+    // Five seconds: regions reach COLD_AGE (five 400 ms windows) at the earliest after 2.4 s,
+    // and three seconds left one or two passes, too few for the cold file to be found in one
+    // run in eight.
     let out = monitor(
         &w,
         vec![scheme(Action::Pageout, (0, 0), COLD_AGE)],
-        3.0,
+        5.0,
         true,
     );
     let after = w.resident();

@@ -3,12 +3,11 @@
 //! workloads with a known access pattern. The pass criteria are the issue's (DAMON's own test
 //! suite's for the working-set sizes of stairs and zigzag).
 //!
-//! One criterion is not met robustly and its test is ignored (run it with `--ignored`): the
-//! never-touched memory of the static workload is reported accessed in 0.5–1.7 % of
-//! byte-snapshots (criterion: at most 1 %; it passes in some runs). The errors are single
-//! windows in which a warm sample lands in the region at the warm/cold boundary, whose cold
-//! part is then reported accessed until the sample-informed split cuts it off at the next
-//! window's end. Stairs' median working set is 9.9–10.8 MiB with that split (12–17 MiB without).
+//! Sampled sources depend on the sample-informed split (`adjust::split_at_sampled_extents`).
+//! Without it stairs' median working set is 12–17 MiB. When it cut only after each window was
+//! reported, never-touched memory at the boundary of accessed memory was reported accessed in
+//! 0.5–1.7 % of byte-snapshots (criterion: at most 1 %); reporting the cuts that are unlikely
+//! by chance brought that to 0–0.3 %.
 
 #[path = "workload/patterns.rs"]
 mod patterns;
@@ -97,22 +96,34 @@ fn static_workload_hot_area_ranks_hottest() {
 }
 
 #[test]
-#[ignore = "not met robustly: 0.5-1.7 % of never-touched byte-snapshots reported accessed"]
 fn static_workload_never_touched_memory_is_not_accessed() {
-    for_each_source(&["static", "-t", "6"], |name, r| {
+    // Twenty seconds, about 49 snapshots. The errors come one window at a time: a region
+    // merged across the warm/never-touched boundary (DAMON's merge threshold cannot tell
+    // 0 from 1-2 sampled intervals of 80) catches one warm sample and reports its 15-80 MiB
+    // accessed. Each such window is 0.1-0.6 % of the byte-snapshots of a 6 s run, so a
+    // short run measures the rate too coarsely to compare it with 1 %.
+    for_each_source(&["static", "-t", "20"], |name, r| {
         let cold = r.area("cold");
         let snaps: Vec<_> = r.during().collect();
-        // The share of (snapshot, never-touched byte) pairs reported accessed.
+        // Region edges rarely fall exactly on the area's edge, so the measure is the share of
+        // (snapshot, never-touched byte) pairs reported accessed; the share of snapshots that
+        // report none of it accessed is printed beside it.
         let accessed: u64 = snaps.iter().map(|s| s.accessed_bytes_in(cold)).sum();
         let share = accessed as f64 / (cold.size() as f64 * snaps.len() as f64);
         let per_snapshot: Vec<u64> = snaps
             .iter()
             .map(|s| s.accessed_bytes_in(cold) / MIB)
             .collect();
+        let clean = snaps
+            .iter()
+            .filter(|s| s.accessed_bytes_in(cold) == 0)
+            .count();
         eprintln!(
             "{name} static: never-touched memory reported accessed in {:.3} % of \
-             byte-snapshots; MiB per snapshot {per_snapshot:?}",
-            share * 100.0
+             byte-snapshots, in none of it in {clean} of {} snapshots; MiB per snapshot \
+             {per_snapshot:?}",
+            share * 100.0,
+            snaps.len()
         );
         if share <= 0.01 {
             vec![]

@@ -1,32 +1,15 @@
-//! The address ranges a process's regions cover: vaddr's three-regions construction over
-//! `/proc/PID/maps`, or one range per group of adjacent mappings when there are fewer than two
-//! gaps to cut out.
+//! The address ranges a process's regions cover: [`udamon_core::layout::initial_ranges`]
+//! (the three-regions construction, and no gap wider than the mapped memory) over
+//! `/proc/PID/maps`.
 
 use crate::maps::Maps;
 use udamon_core::AddrRange;
-use udamon_core::layout::three_regions;
+use udamon_core::layout::initial_ranges;
 
 /// The ranges to monitor for `maps`, aligned to `min_sz`; empty for a process without mappings
 /// (a zombie).
 pub fn monitoring_ranges(maps: &Maps, min_sz: u64) -> Vec<AddrRange> {
-    let mappings = maps.monitoring_ranges();
-    match three_regions(&mappings, min_sz) {
-        Ok(three) => three.into_iter().filter(|r| r.start < r.end).collect(),
-        // Only fails for want of two gaps.
-        Err(_) => groups(&mappings),
-    }
-}
-
-/// Maximal runs of touching mappings.
-fn groups(mappings: &[AddrRange]) -> Vec<AddrRange> {
-    let mut out: Vec<AddrRange> = Vec::new();
-    for m in mappings {
-        match out.last_mut() {
-            Some(last) if last.end == m.start => last.end = m.end,
-            _ => out.push(*m),
-        }
-    }
-    out
+    initial_ranges(&maps.monitoring_ranges(), min_sz)
 }
 
 #[cfg(test)]
@@ -52,6 +35,26 @@ mod tests {
                 AddrRange::new(0x1000, 0x5000),
                 AddrRange::new(0x100000, 0x140000),
                 AddrRange::new(0x7f0000000, 0x7f0010000)
+            ]
+        );
+    }
+
+    #[test]
+    fn a_heap_placed_far_past_the_program_is_monitored_apart() {
+        // 2 MiB of program, a heap 600 MiB past it, 64 MiB of mmap area, the stack.
+        let m = maps(
+            "55d000000000-55d000200000 r-xp 0 00:00 0 /bin/x\n\
+             55d025a00000-55d025a21000 rw-p 0 00:00 0 [heap]\n\
+             7f0000000000-7f0004000000 rw-p 0 00:00 0\n\
+             7ffc00000000-7ffc00021000 rw-p 0 00:00 0 [stack]\n",
+        );
+        assert_eq!(
+            monitoring_ranges(&m, 4096),
+            [
+                AddrRange::new(0x55d000000000, 0x55d000200000),
+                AddrRange::new(0x55d025a00000, 0x55d025a21000),
+                AddrRange::new(0x7f0000000000, 0x7f0004000000),
+                AddrRange::new(0x7ffc00000000, 0x7ffc00021000)
             ]
         );
     }

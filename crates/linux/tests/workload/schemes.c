@@ -2,12 +2,13 @@
  * anonymous, in separate mappings, with its own residency counts (mincore) on request.
  *
  * usage: schemes COLD_FILE HOT_FILE SECONDS [ANON_MIB]
- *   COLD_FILE  mapped and read once at start, then left alone
+ *   COLD_FILE  mapped and read once at start, then left alone, with an inaccessible 32 MiB
+ *              guard between it and HOT_FILE
  *   HOT_FILE   mapped and read page by page for the whole run
  *   ANON_MIB   size of each anonymous area (default 16): a hot one written page by page for the
- *              whole run and a cold one written once, each 2 MiB aligned, with an inaccessible
- *              32 MiB guard between so that they are separate mappings far enough apart for
- *              the monitor to tell them apart early
+ *              whole run and a cold one written once, each 2 MiB aligned, each followed by an
+ *              inaccessible 32 MiB guard, so that they are separate mappings far enough apart
+ *              from each other and from the files for the monitor to tell them apart early
  * Prints "NAME ADDR LEN" for cold_file, hot_file, hot_anon and cold_anon, then "ready". For
  * every line read on stdin it prints "resident cold_file N hot_file N hot_anon N cold_anon N"
  * (pages in memory, per mincore). Exits after SECONDS or at EOF on stdin.
@@ -74,14 +75,20 @@ int main(int argc, char **argv) {
     size_t anon = (argc > 4 ? strtoul(argv[4], NULL, 10) : 16) << 20;
     struct area a[4];
     a[0] = map_file("cold_file", argv[1]);
+    /* Mappings are placed top-down: this guard keeps the hot file from the cold one. */
+    if (mmap(NULL, GUARD, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0) == MAP_FAILED) {
+        perror("mmap");
+        return 1;
+    }
     a[1] = map_file("hot_file", argv[2]);
-    size_t total = 2 * anon + GUARD + HUGE;
+    size_t total = 2 * anon + 2 * GUARD + HUGE;
     char *raw = mmap(NULL, total, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (raw == MAP_FAILED) { perror("mmap"); return 1; }
     char *base = (char *)(((uintptr_t)raw + HUGE - 1) & ~(HUGE - 1));
     a[2] = (struct area){ "hot_anon", base, anon };
     a[3] = (struct area){ "cold_anon", base + anon + GUARD, anon };
     mprotect(base + anon, GUARD, PROT_NONE);
+    mprotect(base + 2 * anon + GUARD, GUARD, PROT_NONE);
     read_pages(&a[0]);
     write_pages(&a[2], 1);
     write_pages(&a[3], 2);
