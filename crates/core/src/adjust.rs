@@ -163,8 +163,8 @@ fn idle_gap(gap: u64, size: u64, samples: u32, evidence: IdleEvidence) -> bool {
 
 /// Sample-informed split (udamon, sampled sources only): a region whose window's samples all
 /// fell in part of it is cut at that span's edges, aligned outward to `min_sz`, where the part
-/// left out is idle enough for `evidence` (see [`IdleEvidence`]). The largest parts go first while
-/// the region count stays within `max_nr_regions`. Regions without a sampled span
+/// left out is idle enough for `evidence` (see [`IdleEvidence`]). The largest parts go first
+/// while the region count stays within `max_nr_regions`. Regions without a sampled span
 /// (accessed-bit sources) are left alone.
 pub fn split_at_sampled_extents(
     targets: &mut [Target],
