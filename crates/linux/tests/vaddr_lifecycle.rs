@@ -76,9 +76,11 @@ fn attach_follows_every_thread_and_threads_created_later() {
     assert_eq!(ops.pids(), [child.id()]);
     let attached_us = monotonic_us();
     let mut stdin = child.stdin.take().unwrap();
-    // After 1.5 s, start two more workers; returns when both have their buffers.
+    // After 2 s, start two more workers; returns when both have their buffers. Two seconds
+    // leave at least three whole 400 ms windows of one worker after the first (1.5 s left two
+    // when the workers took a moment to start).
     let feeder = std::thread::spawn(move || {
-        std::thread::sleep(std::time::Duration::from_millis(1500));
+        std::thread::sleep(std::time::Duration::from_millis(2000));
         stdin.write_all(b"more\nmore\n").unwrap();
         drop(stdin);
         let mut started = 0;

@@ -177,7 +177,8 @@ fn attach_stops_after_duration_and_on_sigterm() {
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    std::thread::sleep(Duration::from_millis(1500));
+    // Long enough for three 400 ms windows after a debug build's start-up and attach.
+    std::thread::sleep(Duration::from_millis(2000));
     // SAFETY: sending SIGTERM to our own child.
     unsafe { libc::kill(mon.id() as i32, libc::SIGTERM) };
     let status = mon.wait().unwrap();
