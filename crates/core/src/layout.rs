@@ -57,42 +57,11 @@ pub fn groups(ranges: &[AddrRange]) -> Vec<AddrRange> {
 /// regions when there are two gaps, as vaddr does, else one range per group of adjacent
 /// mappings (so that a layout without two gaps is still monitored). Ranges that alignment to
 /// `min_sz` empties are left out.
-///
-/// Beyond upstream, a gap left inside a range that is wider than all the mapped bytes together
-/// is cut out as well. Such a gap would hold most of the regions, which the merge size limit
-/// (monitored size / `min_nr_regions`) keeps apart, and it can hold no access. Linux
-/// randomises the heap's start up to a GiB past the program, so the program-to-heap gap is
-/// often such a gap; a few hundred sampled regions cannot afford it.
 pub fn initial_ranges(mappings: &[AddrRange], min_sz: u64) -> Vec<AddrRange> {
-    let ranges = match three_regions(mappings, min_sz) {
-        Ok(three) => three.to_vec(),
+    match three_regions(mappings, min_sz) {
+        Ok(three) => three.into_iter().filter(|r| r.start < r.end).collect(),
         Err(_) => groups(mappings),
-    };
-    let mapped: u64 = mappings.iter().map(AddrRange::size).sum();
-    let mut out = Vec::with_capacity(ranges.len());
-    let wide_gaps: Vec<AddrRange> = mappings
-        .windows(2)
-        .map(|pair| {
-            AddrRange::new(
-                align_up(pair[0].end, min_sz),
-                align_down(pair[1].start, min_sz),
-            )
-        })
-        .filter(|gap| gap.start < gap.end && gap.size() > mapped)
-        .collect();
-    for range in ranges {
-        let mut start = range.start;
-        for gap in wide_gaps
-            .iter()
-            .filter(|g| range.start < g.start && g.end < range.end)
-        {
-            out.push(AddrRange::new(start, gap.start));
-            start = gap.end;
-        }
-        out.push(AddrRange::new(start, range.end));
     }
-    out.retain(|r| r.start < r.end);
-    out
 }
 
 /// `damon_set_regions` (NEW): make `regions` cover exactly `ranges` (sorted, non-overlapping).
@@ -248,21 +217,6 @@ mod tests {
         assert_eq!(stats, [(7, 3), (0, 0), (2, 9)]);
         assert!(set_regions(&mut regions, &ranges(&[(10, 5)]), 1).is_err());
         assert!(set_regions(&mut regions, &ranges(&[(0, 10), (5, 20)]), 1).is_err());
-    }
-
-    #[test]
-    fn initial_ranges_cut_gaps_wider_than_all_mapped_memory() {
-        // 40 bytes mapped; the 30-byte gap stays, the 50-byte one is cut like the two largest.
-        let m = ranges(&[(0, 10), (60, 70), (100, 110), (500, 505), (900, 905)]);
-        assert_eq!(
-            initial_ranges(&m, 1),
-            ranges(&[(0, 10), (60, 110), (500, 505), (900, 905)])
-        );
-        // Cut ends are aligned outward, as the three regions' are.
-        assert_eq!(
-            initial_ranges(&m, 4),
-            ranges(&[(0, 12), (60, 112), (500, 508), (900, 908)])
-        );
     }
 
     #[test]

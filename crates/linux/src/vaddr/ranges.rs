@@ -1,6 +1,5 @@
-//! The address ranges a process's regions cover: [`udamon_core::layout::initial_ranges`]
-//! (the three-regions construction, and no gap wider than the mapped memory) over
-//! `/proc/PID/maps`.
+//! The address ranges a process's regions cover: [`udamon_core::layout::initial_ranges`] (the
+//! three-regions construction) over `/proc/PID/maps`.
 
 use crate::maps::Maps;
 use udamon_core::AddrRange;
@@ -35,26 +34,6 @@ mod tests {
                 AddrRange::new(0x1000, 0x5000),
                 AddrRange::new(0x100000, 0x140000),
                 AddrRange::new(0x7f0000000, 0x7f0010000)
-            ]
-        );
-    }
-
-    #[test]
-    fn a_heap_placed_far_past_the_program_is_monitored_apart() {
-        // 2 MiB of program, a heap 600 MiB past it, 64 MiB of mmap area, the stack.
-        let m = maps(
-            "55d000000000-55d000200000 r-xp 0 00:00 0 /bin/x\n\
-             55d025a00000-55d025a21000 rw-p 0 00:00 0 [heap]\n\
-             7f0000000000-7f0004000000 rw-p 0 00:00 0\n\
-             7ffc00000000-7ffc00021000 rw-p 0 00:00 0 [stack]\n",
-        );
-        assert_eq!(
-            monitoring_ranges(&m, 4096),
-            [
-                AddrRange::new(0x55d000000000, 0x55d000200000),
-                AddrRange::new(0x55d025a00000, 0x55d025a21000),
-                AddrRange::new(0x7f0000000000, 0x7f0004000000),
-                AddrRange::new(0x7ffc00000000, 0x7ffc00021000)
             ]
         );
     }

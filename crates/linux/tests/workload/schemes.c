@@ -2,8 +2,8 @@
  * anonymous, in separate mappings, with its own residency counts (mincore) on request.
  *
  * usage: schemes COLD_FILE HOT_FILE SECONDS [ANON_MIB]
- *   COLD_FILE  mapped and read once at start, then left alone, with an inaccessible 32 MiB
- *              guard between it and HOT_FILE
+ *   COLD_FILE  mapped and read once at start, then left alone, between inaccessible 32 MiB
+ *              guards (the libraries above it and HOT_FILE below it get samples)
  *   HOT_FILE   mapped and read page by page for the whole run
  *   ANON_MIB   size of each anonymous area (default 16): a hot one written page by page for the
  *              whole run and a cold one written once, each 2 MiB aligned, each followed by an
@@ -48,6 +48,13 @@ static struct area map_file(const char *name, const char *path) {
     return (struct area){ name, p, (size_t)st.st_size };
 }
 
+static void guard(void) {
+    if (mmap(NULL, GUARD, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0) == MAP_FAILED) {
+        perror("mmap");
+        exit(1);
+    }
+}
+
 static size_t resident(const struct area *a) {
     size_t n = a->len / PAGE, count = 0;
     unsigned char *vec = malloc(n);
@@ -74,12 +81,11 @@ int main(int argc, char **argv) {
     double deadline = now() + atof(argv[3]);
     size_t anon = (argc > 4 ? strtoul(argv[4], NULL, 10) : 16) << 20;
     struct area a[4];
+    /* Mappings are placed top-down: guards keep the cold file from the libraries above it and
+     * from the hot file below it. */
+    guard();
     a[0] = map_file("cold_file", argv[1]);
-    /* Mappings are placed top-down: this guard keeps the hot file from the cold one. */
-    if (mmap(NULL, GUARD, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0) == MAP_FAILED) {
-        perror("mmap");
-        return 1;
-    }
+    guard();
     a[1] = map_file("hot_file", argv[2]);
     size_t total = 2 * anon + 2 * GUARD + HUGE;
     char *raw = mmap(NULL, total, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
