@@ -261,9 +261,12 @@ struct Window {
     samples_per_s: f64,
 }
 
-/// `1 - rate(i) / mean(rate(a), rate(b))`: the slowdown of window `i` against two others.
-fn slowdown(w: &[Window], i: usize, a: usize, b: usize, rate: fn(&Window) -> f64) -> f64 {
-    1.0 - rate(&w[i]) / ((rate(&w[a]) + rate(&w[b])) / 2.0)
+/// For each window `i` of `at`, `1 - rate(i) / mean(rate(i - d), rate(i + d))`: its slowdown
+/// against the windows `d` before and after it.
+fn slowdowns(w: &[Window], at: &[usize], d: usize, rate: fn(&Window) -> f64) -> Vec<f64> {
+    at.iter()
+        .map(|&i| 1.0 - rate(&w[i]) / ((rate(&w[i - d]) + rate(&w[i + d])) / 2.0))
+        .collect()
 }
 
 fn median(v: &[f64]) -> f64 {
@@ -337,14 +340,8 @@ fn overhead(udamon: &Path, membound: &Path, dir: &Path, (mib, kind): (u64, &str)
     let inner_off: Vec<usize> = (2..windows.len().saturating_sub(2))
         .filter(|&i| windows[i].source.is_none())
         .collect();
-    let noise: Vec<f64> = inner_off
-        .iter()
-        .map(|&i| slowdown(&windows, i, i - 2, i + 2, by_cpu))
-        .collect();
-    let noise_wall: Vec<f64> = inner_off
-        .iter()
-        .map(|&i| slowdown(&windows, i, i - 2, i + 2, by_wall))
-        .collect();
+    let noise = slowdowns(&windows, &inner_off, 2, by_cpu);
+    let noise_wall = slowdowns(&windows, &inner_off, 2, by_wall);
     let (noise_mean, noise_sd) = mean_sd(&noise);
     println!(
         "Target: `membound {mib}` (random 8-byte read-modify-writes over {mib} MiB) \
@@ -364,14 +361,8 @@ fn overhead(udamon: &Path, membound: &Path, dir: &Path, (mib, kind): (u64, &str)
         let on: Vec<usize> = (1..windows.len() - 1)
             .filter(|&i| windows[i].source == Some(source))
             .collect();
-        let slow: Vec<f64> = on
-            .iter()
-            .map(|&i| slowdown(&windows, i, i - 1, i + 1, by_cpu))
-            .collect();
-        let wall: Vec<f64> = on
-            .iter()
-            .map(|&i| slowdown(&windows, i, i - 1, i + 1, by_wall))
-            .collect();
+        let slow = slowdowns(&windows, &on, 1, by_cpu);
+        let wall = slowdowns(&windows, &on, 1, by_wall);
         let (m, sd) = mean_sd(&slow);
         let usages: Vec<&Usage> = on
             .iter()
