@@ -12,12 +12,14 @@
 //! slowly with a few samples per window. A region whose samples all fell within a span that
 //! leaves a large part of it unsampled is cut at the span's edge (aligned outward to
 //! `min_region_sz`), largest unsampled parts first, within `max_nr_regions`: before the window
-//! is reported where evenly spread samples would hardly have missed that part, so that reports
+//! is reported where evenly spread samples would hardly have missed that part (the window's
+//! samples, or those with the recent windows' of [`crate::recent_samples`]), so that reports
 //! and schemes see it idle, and after the report wherever the part is large, so that the next
 //! window measures it apart. Accessed-bit sources record no span, so their behaviour is
 //! upstream's.
 
 use crate::rand::Prng;
+use crate::recent_samples::RecentSamples;
 use crate::region::{AddrRange, Region, Target, align_down, align_up};
 
 /// `damon_region_sz_limit`: the largest size a merge may produce, so that at least
@@ -41,7 +43,7 @@ pub fn merge_two(l: &mut Region, r: &Region) {
     l.age = ((l.age as u128 * sl + r.age as u128 * sr) / total) as u32;
     l.raw_samples = l.raw_samples.saturating_add(r.raw_samples);
     l.sampled = match (l.sampled, r.sampled) {
-        (Some(a), Some(b)) => Some(AddrRange::new(a.start.min(b.start), a.end.max(b.end))),
+        (Some(a), Some(b)) => Some(a.hull(b)),
         (a, b) => a.or(b),
     };
     l.end = r.end;
@@ -129,12 +131,15 @@ pub fn split_region_at(r: &mut Region, sz: u64) -> Region {
 }
 
 /// How sure a sample-informed cut must be that the part it cuts off went untouched.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum IdleEvidence {
+#[derive(Debug, Clone, Copy)]
+pub enum IdleEvidence<'a> {
     /// Cuts that the window's report and schemes see: the part cut off is reported not
     /// accessed, so it must be unlikely that a region touched evenly all over would have left
-    /// it without a sample by chance (below [`CHANCE_OF_AN_EMPTY_GAP`]).
-    Report,
+    /// it without a sample by chance (below [`CHANCE_OF_AN_EMPTY_GAP`]). The samples weighed
+    /// are the window's, or the window's and those of the recent windows (by target) where
+    /// those leave a part of the region unsampled too: a warm part's one sample in a window
+    /// cannot show the rest of the region untouched, its samples over several windows can.
+    Report(&'a [RecentSamples]),
     /// Cuts made after the window was reported, to measure the part apart in the next window:
     /// a wrong cut costs one region for a while, so an unsampled side larger than a quarter of
     /// the region is enough.
@@ -145,20 +150,71 @@ pub enum IdleEvidence {
 /// is empty by luck, at which [`IdleEvidence::Report`] still cuts it off as untouched.
 pub const CHANCE_OF_AN_EMPTY_GAP: f64 = 0.02;
 
-/// Whether `gap` bytes of a region of `size` bytes holding `samples` samples, beside its
-/// sampled span, are worth a region of their own: more than a quarter of the region (less
-/// would mostly cut between samples of evenly touched memory), and for
-/// [`IdleEvidence::Report`] large enough that `samples` uniform samples would all miss it with
-/// a chance below [`CHANCE_OF_AN_EMPTY_GAP`].
-fn idle_gap(gap: u64, size: u64, samples: u32, evidence: IdleEvidence) -> bool {
+/// Whether `gap` bytes of a region of `size` bytes, beside the span of `samples` samples, are
+/// worth a region of their own: more than a quarter of the region (less would mostly cut
+/// between samples of evenly touched memory), and, when the cut is `reported`, large enough
+/// that `samples` uniform samples would all miss it with a chance below
+/// [`CHANCE_OF_AN_EMPTY_GAP`].
+fn idle_gap(gap: u64, size: u64, samples: u32, reported: bool) -> bool {
     let large = gap * 4 > size;
-    match evidence {
-        IdleEvidence::Refine => large,
-        IdleEvidence::Report => {
-            let miss = 1.0 - gap as f64 / size as f64;
-            large && miss.powi(samples.min(i32::MAX as u32) as i32) < CHANCE_OF_AN_EMPTY_GAP
+    let miss = 1.0 - gap as f64 / size as f64;
+    large && (!reported || miss.powi(samples.min(i32::MAX as u32) as i32) < CHANCE_OF_AN_EMPTY_GAP)
+}
+
+/// Where region `r` of target `target` may be cut off as idle for `evidence`: per side (left,
+/// right), the bytes cut off and the cut address of the largest unsampled part that the
+/// evidence allows.
+fn idle_sides(
+    r: &Region,
+    target: usize,
+    min_sz: u64,
+    evidence: IdleEvidence,
+) -> [Option<(u64, u64)>; 2] {
+    let Some(span) = r.sampled_within() else {
+        return [None, None];
+    };
+    let reported = matches!(evidence, IdleEvidence::Report(_));
+    // The unsampled part beside `s` on one side: its size and the cut address.
+    let beside = |s: AddrRange, left: bool| {
+        if left {
+            let lo = align_down(s.start, min_sz).max(r.start);
+            (lo - r.start, lo)
+        } else {
+            let hi = align_up(s.end, min_sz).min(r.end);
+            (r.end - hi, hi)
+        }
+    };
+    let idle = |s: AddrRange, samples: u32, left: bool| {
+        let (gap, at) = beside(s, left);
+        (gap >= min_sz && idle_gap(gap, r.size(), samples, reported)).then_some((gap, at))
+    };
+    let mut sides = [
+        idle(span, r.raw_samples, true),
+        idle(span, r.raw_samples, false),
+    ];
+    let IdleEvidence::Report(recent) = evidence else {
+        return sides;
+    };
+    // Where the window's samples are too few to tell, the window's and the recent windows'
+    // together may not be: their span is narrower, so the part beside it smaller, but they
+    // weigh more. The lookup is worth it only beside a part large enough to be cut at all.
+    let undecided = |i: usize| sides[i].is_none() && beside(span, i == 0).0 * 4 > r.size();
+    if !(undecided(0) || undecided(1)) {
+        return sides;
+    }
+    let Some((past, n)) = recent
+        .get(target)
+        .and_then(|h| h.within(AddrRange::new(r.start, r.end)))
+    else {
+        return sides;
+    };
+    let (both, samples) = (span.hull(past), r.raw_samples.saturating_add(n));
+    for (i, side) in sides.iter_mut().enumerate() {
+        if side.is_none() {
+            *side = idle(both, samples, i == 0);
         }
     }
+    sides
 }
 
 /// Sample-informed split (udamon, sampled sources only): a region whose window's samples all
@@ -180,16 +236,10 @@ pub fn split_at_sampled_extents(
     // (bytes cut off, target, cut address)
     let mut cuts: Vec<(u64, usize, u64)> = Vec::new();
     for (ti, t) in targets.iter().enumerate() {
-        for r in &t.regions {
-            let Some(span) = r.sampled_within() else {
-                continue;
-            };
-            let lo = align_down(span.start, min_sz).max(r.start);
-            let hi = align_up(span.end, min_sz).min(r.end);
-            for (gap, at) in [(lo - r.start, lo), (r.end - hi, hi)] {
-                if gap >= min_sz && idle_gap(gap, r.size(), r.raw_samples, evidence) {
-                    cuts.push((gap, ti, at));
-                }
+        // Most regions got no sample: a cheap test keeps the pass a plain scan over them.
+        for r in t.regions.iter().filter(|r| r.sampled.is_some()) {
+            for (gap, at) in idle_sides(r, ti, min_sz, evidence).into_iter().flatten() {
+                cuts.push((gap, ti, at));
             }
         }
     }
@@ -200,31 +250,61 @@ pub fn split_at_sampled_extents(
     cuts.sort_by_key(|c| std::cmp::Reverse(c.0));
     cuts.truncate(budget);
     cuts.sort_unstable_by_key(|&(_, ti, at)| (ti, at));
-    let mut next = cuts.iter().peekable();
     for (ti, t) in targets.iter_mut().enumerate() {
-        if next.peek().is_none_or(|c| c.1 != ti) {
-            continue;
+        let first = cuts.partition_point(|c| c.1 < ti);
+        let mine: Vec<u64> = cuts[first..]
+            .iter()
+            .take_while(|c| c.1 == ti)
+            .map(|c| c.2)
+            .collect();
+        if !mine.is_empty() {
+            insert_cuts(&mut t.regions, &mine);
         }
-        let mut out = Vec::with_capacity(t.regions.len() + cuts.len());
-        for &r in &t.regions {
-            let mut rest = r;
-            while let Some(&(_, _, at)) = next.next_if(|c| c.1 == ti && c.2 < rest.end) {
-                let sz = at - rest.start;
-                let right = split_region_at(&mut rest, sz);
-                out.push(rest);
-                rest = right;
-            }
-            out.push(rest);
+    }
+}
+
+/// Cuts `regions` at the addresses `cuts` (ascending, inside regions, at most two per region),
+/// in place: from the back, so that every region moves once and the vector keeps its buffer.
+fn insert_cuts(regions: &mut Vec<Region>, cuts: &[u64]) {
+    let old_len = regions.len();
+    regions.resize(old_len + cuts.len(), Region::default());
+    let mut write = regions.len();
+    let mut pending = cuts.len();
+    for read in (0..old_len).rev() {
+        if pending == 0 {
+            break;
         }
-        // A piece that got no sample was accessed in no interval of the window; left with the
-        // whole region's count it would carry that into reports, schemes and
-        // `last_nr_accesses`. It keeps the region's age, as split pieces do: an age of 0 would
-        // be averaged into the cold memory it merges with next, and cold memory beside hot
-        // memory, which gets such pieces every window, would never grow old.
-        for r in out.iter_mut().filter(|r| r.sampled.is_none()) {
-            r.nr_accesses = 0;
+        let mut r = regions[read];
+        let mut inside = pending;
+        while inside > 0 && cuts[inside - 1] > r.start {
+            inside -= 1;
         }
-        t.regions = out;
+        // Pieces from the right: each cut, the highest first, takes the part above it.
+        for &at in cuts[inside..pending].iter().rev() {
+            let sz = at - r.start;
+            let mut right = split_region_at(&mut r, sz);
+            mark_unsampled_idle(&mut right);
+            write -= 1;
+            regions[write] = right;
+        }
+        if inside < pending {
+            mark_unsampled_idle(&mut r);
+        }
+        write -= 1;
+        regions[write] = r;
+        pending = inside;
+    }
+    debug_assert_eq!(pending, 0, "a cut outside every region");
+}
+
+/// A piece cut off a region that got no sample was accessed in no interval of the window; left
+/// with the whole region's count it would carry that into reports, schemes and
+/// `last_nr_accesses`. It keeps the region's age, as split pieces do: an age of 0 would be
+/// averaged into the cold memory it merges with next, and cold memory beside hot memory, which
+/// gets such pieces every window, would never grow old.
+fn mark_unsampled_idle(piece: &mut Region) {
+    if piece.sampled.is_none() {
+        piece.nr_accesses = 0;
     }
 }
 
@@ -543,13 +623,48 @@ mod tests {
         };
         // Evenly spread samples all miss 70 % of a region with a chance of 0.3^n.
         assert!(
-            !cut(3, IdleEvidence::Report),
+            !cut(3, IdleEvidence::Report(&[])),
             "0.3^3 = 2.7 %: could be luck"
         );
-        assert!(cut(4, IdleEvidence::Report), "0.3^4 = 0.8 %: idle");
+        assert!(cut(4, IdleEvidence::Report(&[])), "0.3^4 = 0.8 %: idle");
         assert!(
             cut(1, IdleEvidence::Refine),
             "refining needs only a large side"
+        );
+    }
+
+    #[test]
+    fn reported_cuts_weigh_the_recent_windows_samples_too() {
+        const P: u64 = 4096;
+        // This window: one sample, in page 5 of 100; 94 pages unsampled on the right miss it
+        // by chance in 6 % of windows.
+        let cut_at = |past: &[u64]| {
+            let mut recent = RecentSamples::default();
+            recent.add(past);
+            recent.complete_window();
+            let mut targets = [Target {
+                pid: None,
+                regions: vec![sampled(0, 100 * P, (5 * P, 5 * P + 1), 1)],
+            }];
+            split_at_sampled_extents(&mut targets, 10, P, IdleEvidence::Report(&[recent]));
+            let r = &targets[0].regions;
+            (r.len() == 2).then(|| (r[1].start / P, r[1].nr_accesses))
+        };
+        assert_eq!(cut_at(&[]), None, "one sample could miss them by luck");
+        assert_eq!(
+            cut_at(&[2 * P, 8 * P, 15 * P + 9]),
+            Some((16, 0)),
+            "four samples within 16 pages miss the other 84 by chance in 0.07 %"
+        );
+        assert_eq!(
+            cut_at(&[2 * P, 8 * P, 90 * P]),
+            None,
+            "a part sampled in a recent window is not reported idle on their evidence"
+        );
+        assert_eq!(
+            cut_at(&[150 * P, 200 * P, 300 * P]),
+            None,
+            "samples outside the region weigh nothing"
         );
     }
 

@@ -19,6 +19,7 @@ use crate::damos::{
 };
 use crate::ops::{Clock, Operations, OpsError, TargetMemory};
 use crate::rand::Prng;
+use crate::recent_samples::RecentSamples;
 use crate::region::{Region, Target, mult_frac};
 use crate::region_index::RegionIndex;
 use crate::tuning;
@@ -51,6 +52,8 @@ pub struct Context {
     /// When the current aggregation window started.
     window_start_us: u64,
     started: bool,
+    /// Each target's sample addresses of its recent windows (sampled sources only).
+    recent: Vec<RecentSamples>,
     /// Per-target lookup index for sampled addresses; `None` once boundaries may have changed.
     region_index: Option<Vec<RegionIndex>>,
     schemes: Vec<Scheme>,
@@ -80,6 +83,7 @@ impl Context {
             next_ops_update_sis: 0,
             next_intervals_tune_sis: 0,
             sz_limit: 0,
+            recent: Vec::new(),
             split: SplitState::default(),
             interval_us: (0, 0),
             window_start_us: 0,
@@ -226,6 +230,10 @@ impl Context {
     /// (a two-level index over the region ends). Returns the samples that fell in a region.
     pub fn record_sampled_accesses(&mut self, target: usize, addrs: &mut [u64]) -> usize {
         addrs.sort_unstable();
+        if self.recent.len() <= target {
+            self.recent.resize_with(target + 1, RecentSamples::default);
+        }
+        self.recent[target].add(addrs);
         let targets = &self.targets;
         let index = &self.region_index.get_or_insert_with(|| {
             targets
@@ -251,6 +259,14 @@ impl Context {
             }
         }
         hits
+    }
+
+    /// Forgets where target `target`'s samples fell in its recent windows, for an address space
+    /// that was replaced (exec): they would weigh as evidence about memory that is gone.
+    pub fn forget_recent_samples(&mut self, target: usize) {
+        if let Some(recent) = self.recent.get_mut(target) {
+            recent.clear();
+        }
     }
 
     /// Change the monitoring attributes while running (`damon_set_attrs`): results so far are
@@ -331,7 +347,7 @@ impl Context {
             self.sz_limit = self.apply_min_nr_regions();
             // Before schemes and the recorder see the window: a part of a region that surely
             // got no sample is reported, and acted on, as what it was: not accessed.
-            self.split_at_sampled_extents(IdleEvidence::Report);
+            self.split_at_sampled_extents(true);
         }
         self.apply_schemes(ops);
         if aggregation {
@@ -341,7 +357,7 @@ impl Context {
             self.maybe_tune_intervals(snap_aggr);
             let si = self.attrs.sample_divisor();
             self.next_aggregation_sis = snap_aggr + self.attrs.aggr_interval_us / si;
-            self.split_at_sampled_extents(IdleEvidence::Refine);
+            self.split_at_sampled_extents(false);
             self.reset_aggregated();
             adjust::split_regions(
                 &mut self.targets,
@@ -467,7 +483,13 @@ impl Context {
     }
 
     /// The sample-informed split of [`adjust::split_at_sampled_extents`], on every target.
-    fn split_at_sampled_extents(&mut self, evidence: IdleEvidence) {
+    /// `reported`: the cuts that the window's report sees, else those that refine the next.
+    fn split_at_sampled_extents(&mut self, reported: bool) {
+        let evidence = if reported {
+            IdleEvidence::Report(&self.recent)
+        } else {
+            IdleEvidence::Refine
+        };
         adjust::split_at_sampled_extents(
             &mut self.targets,
             self.attrs.max_nr_regions,
@@ -484,6 +506,9 @@ impl Context {
             r.nr_accesses = 0;
             r.raw_samples = 0;
             r.sampled = None;
+        }
+        for recent in &mut self.recent {
+            recent.complete_window();
         }
         self.window_start_us = self.now_us();
     }
@@ -785,5 +810,73 @@ mod tests {
         );
         ctx.reset_aggregated();
         assert!(ctx.targets()[0].regions.iter().all(|r| r.sampled.is_none()));
+    }
+
+    /// Sampled ops that put one sample per window at the start of a 120-page target and reset
+    /// it to three 40-page regions at every update, so that each window judges the same ones.
+    struct OneSampleAWindow {
+        intervals: u64,
+    }
+
+    impl Operations for OneSampleAWindow {
+        fn name(&self) -> &str {
+            "one-sample-a-window"
+        }
+        fn init(&mut self, ctx: &mut Context) -> Result<(), OpsError> {
+            self.update(ctx)
+        }
+        fn update(&mut self, ctx: &mut Context) -> Result<(), OpsError> {
+            let thirds: Vec<_> = (0..3)
+                .map(|i| AddrRange::new(i * 40 * 4096, (i + 1) * 40 * 4096))
+                .collect();
+            ctx.targets_mut()[0] = Target::with_regions(None, &thirds);
+            Ok(())
+        }
+        fn prepare_access_checks(&mut self, _ctx: &mut Context) {}
+        fn check_accesses(&mut self, ctx: &mut Context) {
+            if self.intervals % 20 == 0 {
+                ctx.record_sampled_accesses(0, &mut [self.intervals / 20 % 2 * 4096 + 8]);
+            }
+            self.intervals += 1;
+        }
+    }
+
+    #[test]
+    fn recent_windows_samples_show_a_part_idle_that_one_window_cannot() {
+        // 20 intervals a window; the first region, of 40 pages, gets every sample, all in its
+        // first 2 pages. One sample misses 38 pages of 40 by chance in 5 % of windows: not evidence
+        // enough; two samples (the window's and the last window's) in 0.25 %: reported idle.
+        let mut ctx = Context::new(
+            Attrs {
+                ops_update_interval_us: 100_000,
+                min_nr_regions: 3,
+                ..ctx_with(5000, 100_000).attrs
+            },
+            1,
+        )
+        .unwrap();
+        ctx.add_target(Target::new(None));
+        let mut ops = OneSampleAWindow { intervals: 0 };
+        let mut windows = Windows::default();
+        ctx.start(&mut ops).unwrap();
+        let mut window = |ctx: &mut Context| {
+            for _ in 0..20 {
+                let flow = ctx.step(&mut ops, &mut VirtualClock, &mut windows).unwrap();
+                assert!(flow.is_continue());
+            }
+            windows.0.last().cloned().unwrap()
+        };
+        let idle = [(40, 80, 0), (80, 120, 0)];
+        let whole = [&[(0, 40, 1)], &idle[..]].concat();
+        let cut = [&[(0, 2, 1), (2, 40, 0)], &idle[..]].concat();
+        assert_eq!(window(&mut ctx), whole, "one window: could be luck");
+        assert_eq!(window(&mut ctx), cut);
+        assert_eq!(window(&mut ctx), cut);
+        ctx.forget_recent_samples(0);
+        assert_eq!(
+            window(&mut ctx),
+            whole,
+            "the samples of a replaced address space weigh nothing"
+        );
     }
 }

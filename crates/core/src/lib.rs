@@ -9,6 +9,7 @@
 //! - [`attrs`]: intervals and region-count bounds, with upstream's validation;
 //! - [`context`]: the monitoring loop as a step machine in sampling intervals;
 //! - [`adjust`]: adaptive regions adjustment (merge, split, minimum region count);
+//! - [`recent_samples`]: where a target's samples fell over its last few windows;
 //! - [`layout`]: regions from address ranges (three-regions construction, `set_regions`);
 //! - [`tuning`]: monitoring intervals auto-tuning and the feedback loop;
 //! - [`ops`]: the operations interface and clocks; [`callbacks`]: hooks into the loop;
@@ -28,6 +29,7 @@ pub mod damos;
 pub mod layout;
 pub mod ops;
 pub mod rand;
+pub mod recent_samples;
 pub mod region;
 mod region_index;
 pub mod tuning;

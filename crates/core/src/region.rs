@@ -56,10 +56,8 @@ impl Region {
 
     /// Widens the sampled span to include `addr`.
     pub fn note_sample(&mut self, addr: u64) {
-        self.sampled = Some(match self.sampled {
-            None => AddrRange::new(addr, addr.saturating_add(1)),
-            Some(s) => AddrRange::new(s.start.min(addr), s.end.max(addr.saturating_add(1))),
-        });
+        let point = AddrRange::new(addr, addr.saturating_add(1));
+        self.sampled = Some(self.sampled.map_or(point, |s| s.hull(point)));
     }
 }
 
@@ -77,6 +75,11 @@ impl AddrRange {
 
     pub fn size(&self) -> u64 {
         self.end.saturating_sub(self.start)
+    }
+
+    /// The smallest range that covers both `self` and `other`.
+    pub fn hull(self, other: AddrRange) -> AddrRange {
+        AddrRange::new(self.start.min(other.start), self.end.max(other.end))
     }
 }
 

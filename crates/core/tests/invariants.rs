@@ -8,6 +8,7 @@ use udamon_core::adjust::{
     IdleEvidence, apply_min_nr_regions, merge_regions_of, split_at_sampled_extents,
     split_regions_of,
 };
+use udamon_core::recent_samples::RecentSamples;
 use udamon_core::region::align_up;
 use udamon_core::{
     AddrRange, Attrs, Callbacks, Context, Operations, OpsError, Prng, Region, Target, VirtualClock,
@@ -113,8 +114,14 @@ proptest! {
         samples in prop::collection::vec((0u64..2048, 0u64..2048, 0u32..20), 1..32),
         max_nr in 1u32..200,
         report in any::<bool>(),
+        past in prop::collection::vec(0u64..(1 << 25), 0..64),
     ) {
-        let evidence = if report { IdleEvidence::Report } else { IdleEvidence::Refine };
+        // Samples of recent windows, anywhere in or around the spans.
+        let mut recent = RecentSamples::default();
+        recent.add(&past);
+        recent.complete_window();
+        let recent = [recent];
+        let evidence = if report { IdleEvidence::Report(&recent) } else { IdleEvidence::Refine };
         let mut regions = regions_over(&spans, &cuts, &[(3, 4)]);
         for (r, &(a, b, n)) in regions.iter_mut().zip(samples.iter().cycle()) {
             if n > 0 {

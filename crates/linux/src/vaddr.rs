@@ -12,9 +12,9 @@
 //! - `check_accesses`: the interval's samples, their data addresses recovered by the
 //!   [`AddressDecoder`] (implicit stack references are counted but kept out of the regions),
 //!   counted per target with [`Context::record_sampled_accesses`];
-//! - exec flushes the process's decode cache and re-reads its mappings; a new executable
-//!   mapping flushes the cache entries near it; a process whose threads have all exited is
-//!   dropped (its regions removed) and noted;
+//! - exec flushes the process's decode cache and the context's recent samples of it, and
+//!   re-reads its mappings; a new executable mapping flushes the cache entries near it; a
+//!   process whose threads have all exited is dropped (its regions removed) and noted;
 //! - [`SourceStats`] count what happened to every sample; they are reported as events at every
 //!   update and at the end;
 //! - `apply_scheme`: DAMOS actions through each process's [`Actor`] (pidfd, current mappings,
@@ -417,6 +417,7 @@ impl VaddrOps {
             } => {
                 if let Some(t) = self.target_of(pid) {
                     self.procs[t].decoder.invalidate_all();
+                    ctx.forget_recent_samples(t);
                     self.event(
                         time_ns / 1000,
                         VaddrEventKind::Exec {
