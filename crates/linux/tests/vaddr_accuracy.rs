@@ -8,7 +8,7 @@
 //! reported, never-touched memory at the boundary of accessed memory was reported accessed in
 //! 0.5–1.7 % of byte-snapshots (criterion: at most 1 %); reporting the cuts that one window's
 //! samples show unlikely by chance brought that to 0–1.1 %, and weighing the samples of the
-//! recent windows too (`recent_samples`) to 0–0.15 % in twelve runs.
+//! recent windows too (`recent_samples`) to 0–0.35 % in 13-19 runs of each source.
 
 #[path = "workload/patterns.rs"]
 mod patterns;

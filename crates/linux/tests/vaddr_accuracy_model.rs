@@ -13,15 +13,15 @@
 //! libraries. The workload first fills its mapping (3 GB/s), as the live one does, then runs
 //! its pattern; snapshots count from then.
 
-use std::ops::ControlFlow;
+#[path = "workload/snapshots.rs"]
+mod snapshots;
+
+use snapshots::{Collect, MIB, Snap, median};
 use udamon_core::layout::{initial_ranges, set_regions};
-use udamon_core::{
-    AddrRange, Callbacks, Context, Operations, OpsError, Prng, Target, VirtualClock,
-};
+use udamon_core::{AddrRange, Context, Operations, OpsError, Prng, Target, VirtualClock};
 use udamon_linux::perf::{AccessSource, CpuClock, Rate};
 use udamon_linux::vaddr::{DEFAULT_CPUCLOCK_HZ, TICK_HZ, sampled_attrs};
 
-const MIB: u64 = 1 << 20;
 const PAGE: u64 = 4096;
 const LAYOUTS: u64 = 40;
 
@@ -174,72 +174,19 @@ impl Operations for SampledProcess {
     }
 }
 
-/// One aggregation window's regions: (start, end, nr_accesses).
-struct Snapshot(Vec<(u64, u64, u32)>);
-
-impl Snapshot {
-    fn overlap(&self, area: AddrRange, accessed_only: bool) -> impl Iterator<Item = (u64, u32)> {
-        self.0
-            .iter()
-            .filter(move |r| !accessed_only || r.2 > 0)
-            .map(move |&(s, e, n)| (e.min(area.end).saturating_sub(s.max(area.start)), n))
-    }
-
-    fn accessed_bytes_in(&self, area: AddrRange) -> u64 {
-        self.overlap(area, true).map(|(bytes, _)| bytes).sum()
-    }
-
-    fn mean_accesses_in(&self, area: AddrRange) -> f64 {
-        let sum: f64 = self
-            .overlap(area, false)
-            .map(|(b, n)| b as f64 * n as f64)
-            .sum();
-        sum / area.size() as f64
-    }
-
-    fn wss(&self) -> u64 {
-        self.0.iter().filter(|r| r.2 > 0).map(|r| r.1 - r.0).sum()
-    }
-}
-
-/// The snapshots of windows that lie within the pattern (after the fill).
-struct Snapshots {
-    from_us: u64,
-    to_us: u64,
-    taken: Vec<Snapshot>,
-}
-
-impl Callbacks for Snapshots {
-    fn after_aggregation(&mut self, ctx: &Context) -> ControlFlow<()> {
-        let (start, end) = ctx.window_us();
-        if start >= self.from_us && end <= self.to_us {
-            let regions = ctx.targets()[0].regions.iter();
-            self.taken.push(Snapshot(
-                regions.map(|r| (r.start, r.end, r.nr_accesses)).collect(),
-            ));
-        }
-        ControlFlow::Continue(())
-    }
-}
-
-/// Runs `pattern` on `layout` and returns the mapping's start and the pattern's snapshots.
-fn run(pattern: Pattern, sampler: Sampler, layout: u64) -> (u64, Vec<Snapshot>) {
+/// Runs `pattern` on `layout` and returns the mapping's start and the snapshots of the windows
+/// that lie within the pattern (after the fill).
+fn run(pattern: Pattern, sampler: Sampler, layout: u64) -> (u64, Vec<Snap>) {
     let mut process = SampledProcess::new(pattern, sampler, layout);
-    let mut snapshots = Snapshots {
-        from_us: process.fill_us,
-        to_us: process.end_us,
-        taken: Vec::new(),
-    };
+    let mut collect = Collect::default();
     let mut ctx = Context::new(sampled_attrs(&sampler.source()), layout).unwrap();
     ctx.start(&mut process).unwrap();
-    ctx.run(&mut process, &mut VirtualClock, &mut snapshots)
+    ctx.run(&mut process, &mut VirtualClock, &mut collect)
         .unwrap();
-    (process.mapping, snapshots.taken)
-}
-
-fn median(mut v: Vec<u64>) -> u64 {
-    v.sort_unstable();
-    v[v.len() / 2]
+    let (from, to) = (process.fill_us, process.end_us);
+    let during = collect.0.into_iter();
+    let during = during.filter(|s| s.start_us >= from && s.end_us <= to);
+    (process.mapping, during.collect())
 }
 
 const SAMPLERS: [(&str, Sampler); 2] = [("tick", Sampler::Tick), ("cpuclock", Sampler::CpuClock)];
@@ -288,7 +235,7 @@ fn working_sets_of_stairs_and_zigzag_are_one_area() {
                     run(pattern, sampler, layout)
                         .1
                         .iter()
-                        .map(Snapshot::wss)
+                        .map(Snap::wss)
                         .collect(),
                 )
             };

@@ -3,11 +3,14 @@
 //! and measures over the snapshots taken.
 #![allow(dead_code)] // each test binary uses a different subset
 
-use std::ops::ControlFlow;
+#[path = "snapshots.rs"]
+mod snapshots;
+
+pub use snapshots::{Collect, MIB, Snap, median};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
-use udamon_core::{AddrRange, Attrs, Callbacks, Context, StopReason};
+use udamon_core::{AddrRange, Attrs, Context, StopReason};
 use udamon_linux::perf::{AccessSource, SamplerConfig};
 use udamon_linux::vaddr::{self, SourceStats, VaddrEvent, monotonic_us};
 
@@ -32,63 +35,6 @@ pub fn patterns() -> &'static Path {
         std::fs::rename(&tmp, &out).unwrap();
         out
     })
-}
-
-/// One aggregation window's regions of the first target: (start, end, nr_accesses).
-#[derive(Debug, Clone)]
-pub struct Snap {
-    pub start_us: u64,
-    pub end_us: u64,
-    pub regions: Vec<(u64, u64, u32)>,
-}
-
-impl Snap {
-    /// Bytes of `area` lying in regions with at least one access.
-    pub fn accessed_bytes_in(&self, area: AddrRange) -> u64 {
-        self.regions
-            .iter()
-            .filter(|r| r.2 > 0)
-            .map(|&(s, e, _)| e.min(area.end).saturating_sub(s.max(area.start)))
-            .sum()
-    }
-
-    /// `nr_accesses` averaged over the bytes of `area` (what a heatmap shows for it).
-    pub fn mean_accesses_in(&self, area: AddrRange) -> f64 {
-        let sum: f64 = self
-            .regions
-            .iter()
-            .map(|&(s, e, n)| e.min(area.end).saturating_sub(s.max(area.start)) as f64 * n as f64)
-            .sum();
-        sum / area.size() as f64
-    }
-
-    /// The working set: bytes in regions with at least one access.
-    pub fn wss(&self) -> u64 {
-        self.regions
-            .iter()
-            .filter(|r| r.2 > 0)
-            .map(|r| r.1 - r.0)
-            .sum()
-    }
-}
-
-struct Collect(Vec<Snap>);
-
-impl Callbacks for Collect {
-    fn after_aggregation(&mut self, ctx: &Context) -> ControlFlow<()> {
-        let (start_us, end_us) = ctx.window_us();
-        let regions = ctx.targets()[0]
-            .regions
-            .iter()
-            .map(|r| (r.start, r.end, r.nr_accesses))
-            .collect();
-        self.0.push(Snap {
-            start_us,
-            end_us,
-            regions,
-        });
-        ControlFlow::Continue(())
-    }
 }
 
 /// What a monitored run of a pattern gave.
@@ -172,11 +118,3 @@ pub fn run(source: AccessSource, attrs: Attrs, mode: &str, args: &[&str]) -> Run
     assert!(run.end_us > run.start_us, "the workload finished: {text}");
     run
 }
-
-pub fn median(mut v: Vec<u64>) -> u64 {
-    assert!(!v.is_empty());
-    v.sort_unstable();
-    v[v.len() / 2]
-}
-
-pub const MIB: u64 = 1 << 20;
