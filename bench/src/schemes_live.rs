@@ -25,7 +25,7 @@ use udamon_core::damos::{AccessPattern, Action, Scheme};
 use udamon_core::{Context, NoCallbacks};
 use udamon_linux::metrics::ProcMetrics;
 use udamon_linux::perf::{AccessSource, CpuClock, SamplerConfig};
-use udamon_linux::vaddr::{self, VaddrEventKind, monotonic_us, sampled_attrs};
+use udamon_linux::vaddr::{self, VaddrEvent, monotonic_us, sampled_attrs};
 
 const MIB: u64 = 1 << 20;
 const TLB_MIB: u64 = 1024;
@@ -185,10 +185,7 @@ fn run(args: &[String], mode: Mode, scheme: Option<Scheme>) -> Run {
     let notes = ops
         .take_events()
         .into_iter()
-        .filter_map(|e| match e.kind {
-            VaddrEventKind::Note(n) => Some(n),
-            _ => None,
-        })
+        .filter_map(VaddrEvent::into_note)
         .collect();
     Run {
         rss: w.join().unwrap(),

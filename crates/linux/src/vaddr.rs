@@ -151,6 +151,16 @@ pub struct VaddrEvent {
     pub kind: VaddrEventKind,
 }
 
+impl VaddrEvent {
+    /// The text of a note (what a scheme could not do, what a dry run would have done).
+    pub fn into_note(self) -> Option<String> {
+        match self.kind {
+            VaddrEventKind::Note(text) => Some(text),
+            _ => None,
+        }
+    }
+}
+
 /// Starts `program args...` with sampling enabled from its exec on; monitors it to its exit.
 pub fn spawn<S: AsRef<OsStr>>(
     program: impl AsRef<OsStr>,

@@ -4,6 +4,7 @@
 
 #[path = "workload/schemes.rs"]
 mod schemes;
+mod workload;
 
 use schemes::{MIB, SERIAL, Workload, monitor, scheme};
 use udamon_core::damos::Action;

@@ -5,6 +5,7 @@
 
 #[path = "workload/schemes.rs"]
 mod schemes;
+mod workload;
 
 use schemes::{MIB, SERIAL, Workload, has_swap, monitor, scheme};
 use udamon_core::damos::{Action, Filter, FilterKind};

@@ -1,8 +1,11 @@
-//! Shared by the perf and maps integration tests: the C workload (`memloop.c`, built once per
-//! test binary with the system C compiler), running a test as the unprivileged user `nobody`,
-//! and collecting a sampler's records until its target is gone.
+//! Shared by the integration tests: building the C workloads ([`build_c`]); for the perf and
+//! maps tests, the `memloop.c` workload (built once per test binary), running a test as the
+//! unprivileged user `nobody`, and collecting a sampler's records until its target is gone.
 #![allow(dead_code)] // each test binary uses a different subset
 
+mod build;
+
+pub use build::build_c;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::OnceLock;
@@ -13,25 +16,10 @@ use udamon_linux::perf::{PerfRecord, PollOutcome, Sample, Sampler};
 pub fn memloop() -> &'static Path {
     static PATH: OnceLock<PathBuf> = OnceLock::new();
     PATH.get_or_init(|| {
-        if let Some(p) = std::env::var_os("UDAMON_TEST_MEMLOOP") {
-            return PathBuf::from(p); // set when a test re-runs itself as nobody
+        match std::env::var_os("UDAMON_TEST_MEMLOOP") {
+            Some(p) => PathBuf::from(p), // set when a test re-runs itself as nobody
+            None => build_c("memloop", &["-O1", "-pthread"]),
         }
-        let dir = Path::new(env!("CARGO_TARGET_TMPDIR"));
-        let out = dir.join("memloop");
-        let tmp = dir.join(format!("memloop.{}", std::process::id()));
-        let src = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/workload/memloop.c");
-        let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
-        let status = Command::new(&cc)
-            .args(["-O1", "-pthread", "-o"])
-            .arg(&tmp)
-            .arg(src)
-            .status()
-            .unwrap_or_else(|e| {
-                panic!("cannot run the C compiler {cc:?} to build the test workload: {e}")
-            });
-        assert!(status.success(), "building {src} failed");
-        std::fs::rename(&tmp, &out).unwrap();
-        out
     })
 }
 

@@ -6,9 +6,9 @@
 #[path = "snapshots.rs"]
 mod snapshots;
 
+use crate::workload::build_c;
 pub use snapshots::{Collect, MIB, Snap, median};
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::sync::OnceLock;
 use udamon_core::{AddrRange, Attrs, Context, StopReason};
 use udamon_linux::perf::{AccessSource, SamplerConfig};
@@ -17,24 +17,7 @@ use udamon_linux::vaddr::{self, SourceStats, VaddrEvent, monotonic_us};
 /// The workload binary (see patterns.c for its modes).
 pub fn patterns() -> &'static Path {
     static PATH: OnceLock<PathBuf> = OnceLock::new();
-    PATH.get_or_init(|| {
-        let dir = Path::new(env!("CARGO_TARGET_TMPDIR"));
-        let out = dir.join("patterns");
-        let tmp = dir.join(format!("patterns.{}", std::process::id()));
-        let src = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/workload/patterns.c");
-        let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
-        let status = Command::new(&cc)
-            .args(["-O2", "-o"])
-            .arg(&tmp)
-            .arg(src)
-            .status()
-            .unwrap_or_else(|e| {
-                panic!("cannot run the C compiler {cc:?} to build the test workload: {e}")
-            });
-        assert!(status.success(), "building {src} failed");
-        std::fs::rename(&tmp, &out).unwrap();
-        out
-    })
+    PATH.get_or_init(|| build_c("patterns", &["-O2"]))
 }
 
 /// What a monitored run of a pattern gave.

@@ -3,6 +3,7 @@
 //! context, schemes), with the workload's own residency counts before and after.
 #![allow(dead_code)] // each test binary uses a different subset
 
+use crate::workload::build_c;
 use std::io::{BufRead, BufReader, Write};
 use std::ops::ControlFlow;
 use std::path::{Path, PathBuf};
@@ -12,31 +13,17 @@ use udamon_core::damos::{AccessPattern, Action, Scheme, SchemeStats};
 use udamon_core::{Callbacks, Context};
 use udamon_linux::metrics::ProcMetrics;
 use udamon_linux::perf::{AccessSource, CpuClock, SamplerConfig};
-use udamon_linux::vaddr::{self, VaddrEventKind, monotonic_us, sampled_attrs};
+use udamon_linux::vaddr::{self, VaddrEvent, monotonic_us, sampled_attrs};
 
 pub const MIB: u64 = 1 << 20;
 
 /// The tests of one binary run one at a time: each keeps a CPU busy.
 pub static SERIAL: Mutex<()> = Mutex::new(());
 
+/// The workload binary (see schemes.c).
 fn build() -> &'static Path {
     static PATH: OnceLock<PathBuf> = OnceLock::new();
-    PATH.get_or_init(|| {
-        let dir = Path::new(env!("CARGO_TARGET_TMPDIR"));
-        let out = dir.join("schemes-workload");
-        let tmp = dir.join(format!("schemes-workload.{}", std::process::id()));
-        let src = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/workload/schemes.c");
-        let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
-        let status = Command::new(&cc)
-            .args(["-O1", "-o"])
-            .arg(&tmp)
-            .arg(src)
-            .status()
-            .unwrap_or_else(|e| panic!("cannot run the C compiler {cc:?}: {e}"));
-        assert!(status.success(), "building {src} failed");
-        std::fs::rename(&tmp, &out).unwrap();
-        out
-    })
+    PATH.get_or_init(|| build_c("schemes", &["-O1"]))
 }
 
 /// A file of `mib` MiB on disk (not tmpfs: shmem pages would need swap), written and synced
@@ -247,10 +234,7 @@ pub fn monitor(w: &Workload, schemes: Vec<Scheme>, seconds: f64, dry_run: bool) 
     let notes = ops
         .take_events()
         .into_iter()
-        .filter_map(|e| match e.kind {
-            VaddrEventKind::Note(n) => Some(n),
-            _ => None,
-        })
+        .filter_map(VaddrEvent::into_note)
         .collect();
     Outcome {
         stats: run.stats,
