@@ -29,15 +29,20 @@
 //!
 //! `elapsed_ns` is the whole apply (scans and the system call), the time quota's real cost.
 //!
+//! **Target memory.** What pageouts took out is kept range by range ([`paged_out`]): the
+//! paged-out bytes are what is still out, the refaulted bytes what came back.
+//!
 //! **Filters.** `anon` (a present page not file-backed nor shared; a missing page by its
 //! mapping), `unmapped` (not present) and `hugepage_size` (2 MiB for a PMD-mapped huge page,
 //! 4 KiB otherwise; a missing page has no size) are evaluated per run of pages. Page tables do
 //! not tell `active`, `young` or a cgroup apart, so those filters never find memory of their
 //! kind (as on the simulated address space).
 
+pub mod paged_out;
 pub mod pagescan;
 
 use crate::maps::{MapPath, Maps, read_maps};
+use paged_out::PagedOut;
 use pagescan::{PAGE_IS_FILE, PAGE_IS_HUGE, PAGE_IS_PRESENT, PAGE_IS_SWAPPED, PageMap, PageRun};
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
@@ -165,8 +170,8 @@ pub struct Actor {
     maps: Option<(u64, Maps)>,
     dry_run: bool,
     swap: u64,
-    /// Bytes this run's pageouts took out of memory (cumulative).
-    paged_out: u64,
+    /// What this run's pageouts took out of memory and what came back.
+    paged_out: PagedOut,
     dry: Option<DryPass>,
     /// Notes not yet taken, with their time (µs).
     notes: Vec<(u64, String)>,
@@ -183,7 +188,7 @@ impl Actor {
             maps: None,
             dry_run: false,
             swap: swap_total(),
-            paged_out: 0,
+            paged_out: PagedOut::default(),
             dry: None,
             notes: Vec::new(),
             noted: Vec::new(),
@@ -222,20 +227,21 @@ impl Actor {
         }
     }
 
-    /// The process's memory: resident from `/proc/PID/statm`; paged out = the bytes this run's
-    /// pageouts applied to (cumulative; pages touched again are not subtracted); refaults are
-    /// not observable from user space and read 0.
-    pub fn memory(&self) -> Option<TargetMemory> {
+    /// The process's memory: resident from `/proc/PID/statm`; paged out = what this run's
+    /// pageouts took out and is still out; refaulted = what of it came back into memory
+    /// (see [`PagedOut`]).
+    pub fn memory(&mut self) -> Option<TargetMemory> {
         let pidfd = self.pidfd.as_ref()?;
         let text = std::fs::read_to_string(format!("/proc/{}/statm", self.pid)).ok()?;
+        self.paged_out.refresh(self.pagemap.as_ref()?).ok()?;
         // Read before the check: if the process is still alive, the pid was still its own.
         if !is_alive(pidfd) {
             return None;
         }
         Some(TargetMemory {
             resident_bytes: crate::metrics::statm_resident_pages(&text)? * PAGE_SIZE,
-            paged_out_bytes: self.paged_out,
-            refaulted_bytes: 0,
+            paged_out_bytes: self.paged_out.bytes(),
+            refaulted_bytes: self.paged_out.refaulted(),
         })
     }
 
@@ -356,9 +362,10 @@ impl Actor {
                 break;
             }
         }
-        let applied = applied_bytes(scheme.action, &before, &after);
+        let changed = applied_ranges(scheme.action, &before, &after);
+        let applied = changed.iter().map(|(s, e)| e - s).sum();
         if scheme.action == Action::Pageout {
-            self.paged_out += applied;
+            self.paged_out.add(&changed);
             if self.swap == 0 && anon_present > 0 {
                 self.note_once(
                     now_us,
@@ -446,22 +453,22 @@ fn overlap(r: &PageRun, ranges: &[(u64, u64)]) -> u64 {
         .sum()
 }
 
-/// The bytes whose state changed the way `action` changes it.
-fn applied_bytes(action: Action, before: &[PageRun], after: &[PageRun]) -> u64 {
-    use pagescan::changed_bytes;
+/// The ranges whose state changed the way `action` changes it.
+fn applied_ranges(action: Action, before: &[PageRun], after: &[PageRun]) -> Vec<(u64, u64)> {
+    use pagescan::changed_ranges;
     let present = |c: u64| c & PAGE_IS_PRESENT != 0;
     match action {
-        Action::Pageout => changed_bytes(before, after, present, |c| !present(c)),
+        Action::Pageout => changed_ranges(before, after, present, |c| !present(c)),
         Action::Willneed | Action::LruPrio => {
-            changed_bytes(before, after, |c| !present(c), present)
+            changed_ranges(before, after, |c| !present(c), present)
         }
-        Action::Collapse => changed_bytes(
+        Action::Collapse => changed_ranges(
             before,
             after,
             |c| c & PAGE_IS_HUGE == 0,
             |c| c & PAGE_IS_HUGE != 0,
         ),
-        _ => 0,
+        _ => Vec::new(),
     }
 }
 
@@ -684,6 +691,10 @@ mod tests {
 
     #[test]
     fn applied_counts_only_changes_in_the_action_direction() {
+        let applied = |action, before: &[PageRun], after: &[PageRun]| -> u64 {
+            let ranges = applied_ranges(action, before, after);
+            ranges.iter().map(|(s, e)| e - s).sum()
+        };
         let run = |s: u64, e: u64, c| PageRun {
             start: s * 4096,
             end: e * 4096,
@@ -692,12 +703,12 @@ mod tests {
         let p = PAGE_IS_PRESENT;
         let before = [run(0, 4, p), run(4, 8, 0)];
         let after = [run(0, 1, p), run(1, 8, 0)];
-        assert_eq!(applied_bytes(Action::Pageout, &before, &after), 3 * 4096);
-        assert_eq!(applied_bytes(Action::Cold, &before, &after), 0);
+        assert_eq!(applied(Action::Pageout, &before, &after), 3 * 4096);
+        assert_eq!(applied(Action::Cold, &before, &after), 0);
         let h = p | PAGE_IS_HUGE;
         let after = [run(0, 512, h)];
         let before = [run(0, 256, p), run(256, 512, 0)];
-        assert_eq!(applied_bytes(Action::Collapse, &before, &after), HUGE_PAGE);
-        assert_eq!(applied_bytes(Action::Collapse, &after, &after), 0);
+        assert_eq!(applied(Action::Collapse, &before, &after), HUGE_PAGE);
+        assert_eq!(applied(Action::Collapse, &after, &after), 0);
     }
 }

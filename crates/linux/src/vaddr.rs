@@ -1,10 +1,10 @@
 //! The `vaddr` operations: monitoring live processes' virtual address spaces with a sampled
 //! access source (the tick tracepoint, cpu-clock sampling or a PMU).
 //!
-//! [`spawn`] or [`attach`] start sampling and return a [`VaddrOps`] (the
-//! [`Operations`] the core drives) and a [`SampleClock`] (its [`Clock`]); the clock drains the
-//! ring buffers in batches and the operations replay each sampling interval from the sample
-//! timestamps:
+//! [`spawn`] or [`attach`] start sampling and return a [`VaddrOps`] (the [`Operations`] the
+//! core drives) and a [`SampleClock`] (its [`Clock`](udamon_core::Clock)); the clock drains
+//! the ring buffers in batches and the operations replay each sampling interval from the
+//! sample timestamps:
 //!
 //! - `init`/`update`: regions from `/proc/PID/maps` with the three-regions construction
 //!   ([`ranges`]), refreshed every update interval with `set_regions`, and sooner (at most every
@@ -563,7 +563,7 @@ impl Operations for VaddrOps {
         let now = ctx.now_us();
         for t in 0..self.procs.len() {
             self.refresh(ctx, t, now);
-            let p = &self.procs[t];
+            let p = &mut self.procs[t];
             if !p.dropped
                 && !ctx.schemes().is_empty()
                 && let Some(memory) = p.actor.memory()

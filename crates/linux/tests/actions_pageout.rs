@@ -1,14 +1,16 @@
 //! DAMOS `pageout` on a live process: a prcl-style scheme takes the cold file mapping out of
-//! memory and leaves hot memory alone; a size quota caps the bytes acted on per reset
-//! interval; anonymous pageout without swap applies nothing and says why; a dry run changes
-//! nothing.
+//! memory and leaves hot memory alone; pages touched again count as refaulted; a size quota
+//! caps the bytes acted on per reset interval; anonymous pageout without swap applies nothing
+//! and says why; a dry run changes nothing.
 
 #[path = "workload/schemes.rs"]
 mod schemes;
 mod workload;
 
 use schemes::{MIB, SERIAL, Workload, has_swap, monitor, scheme};
+use udamon_core::Region;
 use udamon_core::damos::{Action, Filter, FilterKind};
+use udamon_linux::actions::Actor;
 
 /// Aggregation intervals (200 ms with cpuclock's defaults) a region must stay unaccessed.
 const COLD_AGE: u32 = 5;
@@ -52,9 +54,51 @@ fn prcl_pages_out_the_cold_file_and_keeps_hot_memory() {
     let left = (before.cold_file - after.cold_file) * 4096;
     assert!(stats.sz_applied >= left * 9 / 10, "{stats:?} vs {left}");
     assert!(stats.sz_applied <= stats.sz_tried, "{stats:?}");
+    // What is out now: the cold file's pages, and whatever else went out (cold pages of the
+    // program and its libraries) and was not touched again since.
     let memory = out.memory.expect("target memory reported");
-    assert_eq!(memory.paged_out_bytes, stats.sz_applied);
+    assert!(
+        memory.paged_out_bytes >= left * 9 / 10,
+        "{memory:?} vs {left}"
+    );
+    assert!(
+        memory.paged_out_bytes + memory.refaulted_bytes <= stats.sz_applied,
+        "{memory:?} vs {stats:?}"
+    );
     assert!(memory.resident_bytes > 0);
+}
+
+#[test]
+fn pages_touched_again_after_a_pageout_count_as_refaulted() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let mut w = Workload::start(20);
+    let before = w.resident();
+    let (start, end) = w.area("cold_file");
+    let mut actor = Actor::new(w.pid());
+    let pageout = scheme(Action::Pageout, (0, 0), 0);
+    let applied = actor
+        .apply(&Region::new(start, end), &pageout, 1, 0)
+        .sz_applied;
+    let out = w.resident();
+    let after_pageout = actor.memory().expect("the workload runs");
+    let back = w.reread_cold_file();
+    let after_reread = actor.memory().expect("the workload runs");
+    w.stop();
+    eprintln!("{before:?} -> {out:?} -> {back:?}; applied {applied}");
+    assert!(
+        applied >= (before.cold_file - out.cold_file) * 4096 * 9 / 10 && applied > 0,
+        "the cold file left memory: {before:?} -> {out:?}, applied {applied}"
+    );
+    assert_eq!(
+        (after_pageout.paged_out_bytes, after_pageout.refaulted_bytes),
+        (applied, 0)
+    );
+    assert_eq!(back.cold_file * 4096, end - start, "read back in whole");
+    assert_eq!(
+        (after_reread.paged_out_bytes, after_reread.refaulted_bytes),
+        (0, applied),
+        "every page paged out is back"
+    );
 }
 
 #[test]

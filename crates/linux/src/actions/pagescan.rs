@@ -103,15 +103,15 @@ impl PageMap {
     }
 }
 
-/// Bytes of `[start, end)` whose state satisfies `before` in `a` and `after` in `b` (both
-/// sorted runs, as [`PageMap::scan`] gives them). Addresses missing from a list have no
-/// category.
-pub fn changed_bytes(
+/// The ranges whose state satisfies `before` in `a` and `after` in `b` (both sorted runs, as
+/// [`PageMap::scan`] gives them), in address order, adjacent ones joined. Addresses missing
+/// from a list have no category.
+pub fn changed_ranges(
     a: &[PageRun],
     b: &[PageRun],
     before: impl Fn(u64) -> bool,
     after: impl Fn(u64) -> bool,
-) -> u64 {
+) -> Vec<(u64, u64)> {
     // Walk the union of both lists' boundaries.
     let mut cuts: Vec<u64> = a.iter().chain(b).flat_map(|r| [r.start, r.end]).collect();
     cuts.sort_unstable();
@@ -122,15 +122,32 @@ pub fn changed_bytes(
             .filter(|r| r.start <= addr)
             .map_or(0, |r| r.categories)
     };
-    cuts.windows(2)
-        .filter(|w| before(cat(a, w[0])) && after(cat(b, w[0])))
-        .map(|w| w[1] - w[0])
-        .sum()
+    let mut ranges: Vec<(u64, u64)> = Vec::new();
+    for w in cuts.windows(2) {
+        if !(before(cat(a, w[0])) && after(cat(b, w[0]))) {
+            continue;
+        }
+        match ranges.last_mut() {
+            Some(last) if last.1 == w[0] => last.1 = w[1],
+            _ => ranges.push((w[0], w[1])),
+        }
+    }
+    ranges
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn changed_bytes(
+        a: &[PageRun],
+        b: &[PageRun],
+        before: impl Fn(u64) -> bool,
+        after: impl Fn(u64) -> bool,
+    ) -> u64 {
+        let ranges = changed_ranges(a, b, before, after);
+        ranges.iter().map(|(s, e)| e - s).sum()
+    }
 
     fn run(start: u64, end: u64, categories: u64) -> PageRun {
         PageRun {
@@ -156,6 +173,8 @@ mod tests {
         assert_eq!(went_out, 4096);
         let came_in = changed_bytes(&before, &after, |c| c & p == 0, |c| c & p != 0);
         assert_eq!(came_in, 4096);
+        let out_after = changed_ranges(&before, &after, |_| true, |c| c & p == 0);
+        assert_eq!(out_after, [(4096, 12288)], "adjacent pieces are joined");
         // A range missing from the second list has no category: not present.
         assert_eq!(
             changed_bytes(&before, &[], |c| c & p != 0, |c| c & p == 0),

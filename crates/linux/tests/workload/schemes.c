@@ -11,7 +11,8 @@
  *              from each other and from the files for the monitor to tell them apart early
  * Prints "NAME ADDR LEN" for cold_file, hot_file, hot_anon and cold_anon, then "ready". For
  * every line read on stdin it prints "resident cold_file N hot_file N hot_anon N cold_anon N"
- * (pages in memory, per mincore). Exits after SECONDS or at EOF on stdin.
+ * (pages in memory, per mincore), after reading COLD_FILE again if the line is "reread".
+ * Exits after SECONDS or at EOF on stdin.
  */
 #define _GNU_SOURCE
 #include <fcntl.h>
@@ -109,6 +110,7 @@ int main(int argc, char **argv) {
         if (poll(&pfd, 1, 0) > 0) {
             char line[64];
             if (!fgets(line, sizeof line, stdin)) break;
+            if (!strncmp(line, "reread", 6)) read_pages(&a[0]);
             printf("resident cold_file %zu hot_file %zu hot_anon %zu cold_anon %zu\n",
                    resident(&a[0]), resident(&a[1]), resident(&a[2]), resident(&a[3]));
             fflush(stdout);

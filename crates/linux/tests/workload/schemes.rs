@@ -112,7 +112,16 @@ impl Workload {
     }
 
     pub fn resident(&mut self) -> Resident {
-        self.stdin.write_all(b"count\n").unwrap();
+        self.ask(b"count\n")
+    }
+
+    /// Reads the cold file again, page by page, and then counts.
+    pub fn reread_cold_file(&mut self) -> Resident {
+        self.ask(b"reread\n")
+    }
+
+    fn ask(&mut self, line: &[u8]) -> Resident {
+        self.stdin.write_all(line).unwrap();
         let mut line = String::new();
         self.stdout.read_line(&mut line).unwrap();
         let n: Vec<u64> = line
