@@ -131,15 +131,15 @@ pub fn split_region_at(r: &mut Region, sz: u64) -> Region {
 }
 
 /// How sure a sample-informed cut must be that the part it cuts off went untouched.
-#[derive(Debug, Clone, Copy)]
-pub enum IdleEvidence<'a> {
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum IdleEvidence {
     /// Cuts that the window's report and schemes see: the part cut off is reported not
     /// accessed, so it must be unlikely that a region touched evenly all over would have left
     /// it without a sample by chance (below [`CHANCE_OF_AN_EMPTY_GAP`]). The samples weighed
-    /// are the window's, or the window's and those of the recent windows (by target) where
-    /// those leave a part of the region unsampled too: a warm part's one sample in a window
-    /// cannot show the rest of the region untouched, its samples over several windows can.
-    Report(&'a [RecentSamples]),
+    /// are the window's, or the window's and those of the recent windows where those leave a
+    /// part of the region unsampled too: a warm part's one sample in a window cannot show the
+    /// rest of the region untouched, its samples over several windows can.
+    Report,
     /// Cuts made after the window was reported, to measure the part apart in the next window:
     /// a wrong cut costs one region for a while, so an unsampled side larger than a quarter of
     /// the region is enough.
@@ -161,19 +161,19 @@ fn idle_gap(gap: u64, size: u64, samples: u32, reported: bool) -> bool {
     large && (!reported || miss.powi(samples.min(i32::MAX as u32) as i32) < CHANCE_OF_AN_EMPTY_GAP)
 }
 
-/// Where region `r` of target `target` may be cut off as idle for `evidence`: per side (left,
-/// right), the bytes cut off and the cut address of the largest unsampled part that the
-/// evidence allows.
+/// Where region `r` may be cut off as idle for `evidence`, with `recent` its target's samples
+/// of the recent windows: per side (left, right), the bytes cut off and the cut address of the
+/// largest unsampled part that the evidence allows.
 fn idle_sides(
     r: &Region,
-    target: usize,
+    recent: Option<&RecentSamples>,
     min_sz: u64,
     evidence: IdleEvidence,
 ) -> [Option<(u64, u64)>; 2] {
     let Some(span) = r.sampled_within() else {
         return [None, None];
     };
-    let reported = matches!(evidence, IdleEvidence::Report(_));
+    let reported = evidence == IdleEvidence::Report;
     // The unsampled part beside `s` on one side: its size and the cut address.
     let beside = |s: AddrRange, left: bool| {
         if left {
@@ -192,9 +192,9 @@ fn idle_sides(
         idle(span, r.raw_samples, true),
         idle(span, r.raw_samples, false),
     ];
-    let IdleEvidence::Report(recent) = evidence else {
+    if !reported {
         return sides;
-    };
+    }
     // Where the window's samples are too few to tell, the window's and the recent windows'
     // together may not be: their span is narrower, so the part beside it smaller, but they
     // weigh more. The lookup is worth it only beside a part large enough to be cut at all.
@@ -202,10 +202,7 @@ fn idle_sides(
     if !(undecided(0) || undecided(1)) {
         return sides;
     }
-    let Some((past, n)) = recent
-        .get(target)
-        .and_then(|h| h.within(AddrRange::new(r.start, r.end)))
-    else {
+    let Some((past, n)) = recent.and_then(|h| h.within(AddrRange::new(r.start, r.end))) else {
         return sides;
     };
     let (both, samples) = (span.hull(past), r.raw_samples.saturating_add(n));
@@ -219,14 +216,16 @@ fn idle_sides(
 
 /// Sample-informed split (udamon, sampled sources only): a region whose window's samples all
 /// fell in part of it is cut at that span's edges, aligned outward to `min_sz`, where the part
-/// left out is idle enough for `evidence` (see [`IdleEvidence`]). The largest parts go first
-/// while the region count stays within `max_nr_regions`. Regions without a sampled span
-/// (accessed-bit sources) are left alone.
+/// left out is idle enough for `evidence` (see [`IdleEvidence`]; `recent` holds each target's
+/// samples of the recent windows, by target index, which only reported cuts weigh). The
+/// largest parts go first while the region count stays within `max_nr_regions`. Regions
+/// without a sampled span (accessed-bit sources) are left alone.
 pub fn split_at_sampled_extents(
     targets: &mut [Target],
     max_nr_regions: u32,
     min_sz: u64,
     evidence: IdleEvidence,
+    recent: &[RecentSamples],
 ) {
     let nr: usize = targets.iter().map(Target::nr_regions).sum();
     let budget = (max_nr_regions as usize).saturating_sub(nr);
@@ -238,7 +237,8 @@ pub fn split_at_sampled_extents(
     for (ti, t) in targets.iter().enumerate() {
         // Most regions got no sample: a cheap test keeps the pass a plain scan over them.
         for r in t.regions.iter().filter(|r| r.sampled.is_some()) {
-            for (gap, at) in idle_sides(r, ti, min_sz, evidence).into_iter().flatten() {
+            let sides = idle_sides(r, recent.get(ti), min_sz, evidence);
+            for (gap, at) in sides.into_iter().flatten() {
                 cuts.push((gap, ti, at));
             }
         }
@@ -590,7 +590,7 @@ mod tests {
             pid: None,
             regions: vec![r, Region::new(100 * P, 200 * P)],
         }];
-        split_at_sampled_extents(&mut targets, 10, P, IdleEvidence::Refine);
+        split_at_sampled_extents(&mut targets, 10, P, IdleEvidence::Refine, &[]);
         let got: Vec<_> = targets[0]
             .regions
             .iter()
@@ -618,15 +618,15 @@ mod tests {
                 pid: None,
                 regions: vec![sampled(0, 100 * P, (0, 30 * P), samples)],
             }];
-            split_at_sampled_extents(&mut targets, 10, P, evidence);
+            split_at_sampled_extents(&mut targets, 10, P, evidence, &[]);
             targets[0].nr_regions() == 2
         };
         // Evenly spread samples all miss 70 % of a region with a chance of 0.3^n.
         assert!(
-            !cut(3, IdleEvidence::Report(&[])),
+            !cut(3, IdleEvidence::Report),
             "0.3^3 = 2.7 %: could be luck"
         );
-        assert!(cut(4, IdleEvidence::Report(&[])), "0.3^4 = 0.8 %: idle");
+        assert!(cut(4, IdleEvidence::Report), "0.3^4 = 0.8 %: idle");
         assert!(
             cut(1, IdleEvidence::Refine),
             "refining needs only a large side"
@@ -646,7 +646,7 @@ mod tests {
                 pid: None,
                 regions: vec![sampled(0, 100 * P, (5 * P, 5 * P + 1), 1)],
             }];
-            split_at_sampled_extents(&mut targets, 10, P, IdleEvidence::Report(&[recent]));
+            split_at_sampled_extents(&mut targets, 10, P, IdleEvidence::Report, &[recent]);
             let r = &targets[0].regions;
             (r.len() == 2).then(|| (r[1].start / P, r[1].nr_accesses))
         };
@@ -679,14 +679,14 @@ mod tests {
                 sampled(200 * P, 300 * P, (200 * P, 250 * P), 3), // 50 on the right
             ],
         }];
-        split_at_sampled_extents(&mut targets, 4, P, IdleEvidence::Refine);
+        split_at_sampled_extents(&mut targets, 4, P, IdleEvidence::Refine, &[]);
         let cuts: Vec<_> = targets[0].regions.iter().map(|r| r.start / P).collect();
         assert_eq!(
             cuts,
             [0, 1, 100, 200],
             "one cut allowed, at the first 99-page gap"
         );
-        split_at_sampled_extents(&mut targets, 4, P, IdleEvidence::Refine);
+        split_at_sampled_extents(&mut targets, 4, P, IdleEvidence::Refine, &[]);
         assert_eq!(targets[0].nr_regions(), 4, "no budget left");
     }
 

@@ -347,7 +347,7 @@ impl Context {
             self.sz_limit = self.apply_min_nr_regions();
             // Before schemes and the recorder see the window: a part of a region that surely
             // got no sample is reported, and acted on, as what it was: not accessed.
-            self.split_at_sampled_extents(true);
+            self.split_at_sampled_extents(IdleEvidence::Report);
         }
         self.apply_schemes(ops);
         if aggregation {
@@ -357,7 +357,7 @@ impl Context {
             self.maybe_tune_intervals(snap_aggr);
             let si = self.attrs.sample_divisor();
             self.next_aggregation_sis = snap_aggr + self.attrs.aggr_interval_us / si;
-            self.split_at_sampled_extents(false);
+            self.split_at_sampled_extents(IdleEvidence::Refine);
             self.reset_aggregated();
             adjust::split_regions(
                 &mut self.targets,
@@ -483,18 +483,13 @@ impl Context {
     }
 
     /// The sample-informed split of [`adjust::split_at_sampled_extents`], on every target.
-    /// `reported`: the cuts that the window's report sees, else those that refine the next.
-    fn split_at_sampled_extents(&mut self, reported: bool) {
-        let evidence = if reported {
-            IdleEvidence::Report(&self.recent)
-        } else {
-            IdleEvidence::Refine
-        };
+    fn split_at_sampled_extents(&mut self, evidence: IdleEvidence) {
         adjust::split_at_sampled_extents(
             &mut self.targets,
             self.attrs.max_nr_regions,
             self.attrs.min_region_sz,
             evidence,
+            &self.recent,
         );
         self.region_index = None;
     }

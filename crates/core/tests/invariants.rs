@@ -121,7 +121,7 @@ proptest! {
         recent.add(&past);
         recent.complete_window();
         let recent = [recent];
-        let evidence = if report { IdleEvidence::Report(&recent) } else { IdleEvidence::Refine };
+        let evidence = if report { IdleEvidence::Report } else { IdleEvidence::Refine };
         let mut regions = regions_over(&spans, &cuts, &[(3, 4)]);
         for (r, &(a, b, n)) in regions.iter_mut().zip(samples.iter().cycle()) {
             if n > 0 {
@@ -134,7 +134,7 @@ proptest! {
         let n_before = regions.len();
         let total_samples: u32 = regions.iter().map(|r| r.raw_samples).sum();
         let mut targets = [Target { pid: None, regions }];
-        split_at_sampled_extents(&mut targets, max_nr, PAGE, evidence);
+        split_at_sampled_extents(&mut targets, max_nr, PAGE, evidence, &recent);
         let regions = &targets[0].regions;
         assert_well_formed(regions, PAGE)?;
         prop_assert_eq!(coverage(regions), before);
