@@ -106,6 +106,13 @@ pub fn merge_regions(
 
 /// `damon_split_region_at`: `r` keeps `[start, start + sz)`; the returned right piece copies its
 /// statistics. Raw sample counts are shared in proportion to size, since they are additive.
+///
+/// With sampled sources the window's sampled span says more: samples go to the side they fell
+/// on, and a piece that got none of them was accessed in no interval of the window so far, so
+/// its `nr_accesses` is 0 (left with the region's count, it would carry it into reports,
+/// schemes and `last_nr_accesses`). It keeps the region's age, as every split piece does: an
+/// age of 0 would be averaged into the cold memory it merges with next, and cold memory beside
+/// hot memory, which gets such pieces every window, would never grow old.
 pub fn split_region_at(r: &mut Region, sz: u64) -> Region {
     debug_assert!(
         sz > 0 && sz < r.size(),
@@ -125,6 +132,14 @@ pub fn split_region_at(r: &mut Region, sz: u64) -> Region {
     };
     right.raw_samples = r.raw_samples - left_samples;
     r.raw_samples = left_samples;
+    if left_span.is_some() != right_span.is_some() {
+        let unsampled = if left_span.is_none() {
+            &mut *r
+        } else {
+            &mut right
+        };
+        unsampled.nr_accesses = 0;
+    }
     r.sampled = left_span;
     right.sampled = right_span;
     right
@@ -282,30 +297,15 @@ fn insert_cuts(regions: &mut Vec<Region>, cuts: &[u64]) {
         // Pieces from the right: each cut, the highest first, takes the part above it.
         for &at in cuts[inside..pending].iter().rev() {
             let sz = at - r.start;
-            let mut right = split_region_at(&mut r, sz);
-            mark_unsampled_idle(&mut right);
+            let right = split_region_at(&mut r, sz);
             write -= 1;
             regions[write] = right;
-        }
-        if inside < pending {
-            mark_unsampled_idle(&mut r);
         }
         write -= 1;
         regions[write] = r;
         pending = inside;
     }
     debug_assert_eq!(pending, 0, "a cut outside every region");
-}
-
-/// A piece cut off a region that got no sample was accessed in no interval of the window; left
-/// with the whole region's count it would carry that into reports, schemes and
-/// `last_nr_accesses`. It keeps the region's age, as split pieces do: an age of 0 would be
-/// averaged into the cold memory it merges with next, and cold memory beside hot memory, which
-/// gets such pieces every window, would never grow old.
-fn mark_unsampled_idle(piece: &mut Region) {
-    if piece.sampled.is_none() {
-        piece.nr_accesses = 0;
-    }
 }
 
 /// A random cut point: 10 % to 90 % of `size`, aligned down to `min_sz`; `None` when that
@@ -699,6 +699,14 @@ mod tests {
             (right.raw_samples, right.sampled),
             (5, Some(AddrRange::new(60, 70)))
         );
+        assert_eq!(
+            (r.nr_accesses, right.nr_accesses),
+            (0, 1),
+            "the piece without samples was accessed in no interval"
+        );
+        let mut both_sides = sampled(0, 100, (10, 90), 5);
+        let other = split_region_at(&mut both_sides, 50);
+        assert_eq!((both_sides.nr_accesses, other.nr_accesses), (1, 1));
         let mut l = sampled(0, 50, (10, 20), 2);
         merge_two(&mut l, &right);
         assert_eq!(
