@@ -11,7 +11,8 @@
 //!
 //! The workloads are this binary, re-executed (`schemes-live tlb-work ...`), so that nothing
 //! but the bench needs building. udamon monitors through the library with cpu-clock sampling
-//! at its defaults (500 Hz, 5 ms sampling, 200 ms aggregation, 20..60 regions).
+//! at its defaults (500 Hz, 5 ms sampling, 400 ms aggregation, 20..60 regions); scheme
+//! thresholds are set in time and in shares of a window, so that they follow those defaults.
 //!
 //! Run: `cargo run --release -p udamon-bench --bin schemes-live` (as root: `process_madvise`
 //! on another process needs CAP_SYS_NICE).
@@ -22,12 +23,21 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 use udamon_core::damos::{AccessPattern, Action, Scheme};
-use udamon_core::{Context, NoCallbacks};
+use udamon_core::{Attrs, Context, NoCallbacks};
 use udamon_linux::metrics::ProcMetrics;
 use udamon_linux::perf::{AccessSource, CpuClock, SamplerConfig};
 use udamon_linux::vaddr::{self, VaddrEvent, monotonic_us, sampled_attrs};
 
 const MIB: u64 = 1 << 20;
+/// udamon's access source here: cpu-clock sampling at its default rate.
+fn source() -> AccessSource {
+    AccessSource::CpuClock(CpuClock::default())
+}
+
+/// The monitoring attributes: the defaults for [`source`].
+fn attrs() -> Attrs {
+    sampled_attrs(&source())
+}
 const TLB_MIB: u64 = 1024;
 const TLB_READS: u64 = 300_000_000;
 const FILE_MIB: u64 = 512;
@@ -165,12 +175,12 @@ fn run(args: &[String], mode: Mode, scheme: Option<Scheme>) -> Run {
         };
     }
     let config = SamplerConfig {
-        source: AccessSource::CpuClock(CpuClock::default()),
+        source: source(),
         ..SamplerConfig::default()
     };
     let (mut ops, mut clock) = vaddr::spawn(&exe, args, &config).unwrap();
     let w = watch_rss(ops.pids()[0], Arc::clone(&stop));
-    let mut ctx = Context::new(sampled_attrs(&config.source), 1).unwrap();
+    let mut ctx = Context::new(attrs(), 1).unwrap();
     for t in ops.targets() {
         ctx.add_target(t);
     }
@@ -208,8 +218,10 @@ fn pattern(nr: (u32, u32), min_age: u32) -> AccessPattern {
 fn collapse_table(dir: &Path) {
     let out = dir.join("tlb.out");
     let args = vec!["tlb-work".to_string(), out.display().to_string()];
-    // Accessed in at least 5 of a window's 40 sampling intervals, checked every second.
-    let mut s = Scheme::new(pattern((5, u32::MAX), 0), Action::Collapse);
+    // Accessed in at least an eighth of a window's sampling intervals, checked every second.
+    let per_window = attrs().max_nr_accesses();
+    let hot = per_window / 8;
+    let mut s = Scheme::new(pattern((hot, u32::MAX), 0), Action::Collapse);
     s.apply_interval_us = 1_000_000;
     println!(
         "### collapse: {TLB_READS} random 8-byte reads over {TLB_MIB} MiB of anonymous memory\n"
@@ -226,7 +238,7 @@ fn collapse_table(dir: &Path) {
         }
         println!(
             "| {} | {secs:.2} | {:.2} | {} |",
-            mode.name("collapse (nr_accesses ≥ 5/40)"),
+            mode.name(&format!("collapse (nr_accesses ≥ {hot}/{per_window})")),
             secs / base,
             r.applied / MIB
         );
@@ -253,8 +265,9 @@ fn pageout_table(dir: &Path) {
         file.display().to_string(),
         out.display().to_string(),
     ];
-    // prcl: no access for at least 2 s (10 windows of 200 ms).
-    let s = Scheme::new(pattern((0, 0), 10), Action::Pageout);
+    // prcl: no access for at least 2 s.
+    let windows = (2_000_000 / attrs().aggr_interval_us) as u32;
+    let s = Scheme::new(pattern((0, 0), windows), Action::Pageout);
     println!(
         "### pageout: read a {FILE_MIB} MiB file once, then {HOT_PASSES} passes over {HOT_MIB} MiB of it\n"
     );
