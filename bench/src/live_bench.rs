@@ -698,6 +698,9 @@ fn main() {
         "# Live monitoring (release build, {} CPUs, sources at their defaults)\n",
         nr_cpus()
     );
+    // Sections named on the command line; none: every section.
+    let sections: Vec<String> = std::env::args().skip(1).collect();
+    let wanted = |section: &str| sections.is_empty() || sections.iter().any(|a| a == section);
     if wanted("overhead") {
         println!("## 1. Target slowdown and monitor CPU, alternating OFF/ON windows\n");
         for target in OVERHEAD_TARGETS {
@@ -713,10 +716,4 @@ fn main() {
     if wanted("python") {
         python(&udamon, dir.path());
     }
-}
-
-/// Whether the command line asks for `section` (no arguments: every section).
-fn wanted(section: &str) -> bool {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    args.is_empty() || args.iter().any(|a| a == section)
 }

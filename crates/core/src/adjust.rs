@@ -265,16 +265,9 @@ pub fn split_at_sampled_extents(
     cuts.sort_by_key(|c| std::cmp::Reverse(c.0));
     cuts.truncate(budget);
     cuts.sort_unstable_by_key(|&(_, ti, at)| (ti, at));
-    for (ti, t) in targets.iter_mut().enumerate() {
-        let first = cuts.partition_point(|c| c.1 < ti);
-        let mine: Vec<u64> = cuts[first..]
-            .iter()
-            .take_while(|c| c.1 == ti)
-            .map(|c| c.2)
-            .collect();
-        if !mine.is_empty() {
-            insert_cuts(&mut t.regions, &mine);
-        }
+    for target_cuts in cuts.chunk_by(|a, b| a.1 == b.1) {
+        let at: Vec<u64> = target_cuts.iter().map(|c| c.2).collect();
+        insert_cuts(&mut targets[target_cuts[0].1].regions, &at);
     }
 }
 

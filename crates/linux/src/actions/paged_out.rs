@@ -21,6 +21,11 @@ impl PagedOut {
     /// Adds ranges that a pageout took out of memory.
     pub fn add(&mut self, ranges: &[(u64, u64)]) {
         self.ranges.extend_from_slice(ranges);
+        self.coalesce();
+    }
+
+    /// Sorts the ranges and joins those that overlap or touch.
+    fn coalesce(&mut self) {
         self.ranges.sort_unstable();
         let mut coalesced: Vec<(u64, u64)> = Vec::with_capacity(self.ranges.len());
         for &(s, e) in &self.ranges {
@@ -49,17 +54,22 @@ impl PagedOut {
         for &(s, e) in &self.ranges {
             pagemap.scan(s, e, &mut runs)?;
         }
-        let (back, out): (Vec<PageRun>, Vec<PageRun>) =
-            runs.into_iter().partition(|r| r.is(PAGE_IS_PRESENT));
-        self.refaulted += back.iter().map(PageRun::size).sum::<u64>();
         self.ranges.clear();
-        self.add(&out.iter().map(|r| (r.start, r.end)).collect::<Vec<_>>());
+        for r in runs {
+            if r.is(PAGE_IS_PRESENT) {
+                self.refaulted += r.size();
+            } else {
+                self.ranges.push((r.start, r.end));
+            }
+        }
+        self.coalesce();
         Ok(())
     }
 }
 
 #[cfg(test)]
 mod tests {
+    use super::super::pagescan::map_anonymous;
     use super::*;
 
     const PAGE: u64 = 4096;
@@ -76,18 +86,7 @@ mod tests {
     #[test]
     fn pages_present_again_are_refaulted_and_unmapped_ones_forgotten() {
         let len = 32 * PAGE as usize;
-        // SAFETY: a fresh private anonymous mapping of our own, unmapped below.
-        let addr = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-                -1,
-                0,
-            )
-        };
-        assert_ne!(addr, libc::MAP_FAILED);
+        let addr = map_anonymous(len);
         let base = addr as u64;
         let page = |i: u64| (base + i * PAGE) as *mut u8;
         // The first 16 pages were "paged out": dropped from the page tables.

@@ -135,6 +135,25 @@ pub fn changed_ranges(
     ranges
 }
 
+/// A fresh private anonymous mapping of `len` bytes in this process, for tests of scans; the
+/// test unmaps it.
+#[cfg(test)]
+pub(super) fn map_anonymous(len: usize) -> *mut libc::c_void {
+    // SAFETY: asks the kernel for new memory; nothing existing is touched.
+    let addr = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            len,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+            -1,
+            0,
+        )
+    };
+    assert_ne!(addr, libc::MAP_FAILED, "mmap of {len} bytes failed");
+    addr
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -185,18 +204,7 @@ mod tests {
     #[test]
     fn scans_its_own_pages() {
         let len = 64 * 4096;
-        // SAFETY: a fresh private anonymous mapping, unmapped below.
-        let addr = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-                -1,
-                0,
-            )
-        };
-        assert_ne!(addr, libc::MAP_FAILED);
+        let addr = map_anonymous(len);
         // Touch the first 16 pages only.
         for i in 0..16 {
             // SAFETY: inside the mapping.
