@@ -18,6 +18,7 @@
 //! window measures it apart. Accessed-bit sources record no span, so their behaviour is
 //! upstream's.
 
+use crate::density;
 use crate::rand::Prng;
 use crate::recent_samples::RecentSamples;
 use crate::region::{AddrRange, Region, Target, align_down, align_up};
@@ -36,11 +37,38 @@ pub fn region_sz_limit(targets: &[Target], min_nr_regions: u32, min_region_sz: u
 
 /// `damon_merge_two_regions`: `l` absorbs its right neighbour `r`, with size-weighted averages of
 /// `nr_accesses` and `age`. `last_nr_accesses` keeps the left value, as upstream does (spec §12.9).
-pub fn merge_two(l: &mut Region, r: &Region) {
+///
+/// Regions holding samples (sampled sources) count the sampling intervals in which a sample fell
+/// in them, which grows with their size rather than being a rate: the merged region's count is
+/// the intervals in which a sample fell in either, estimated as if the two were independent
+/// (`a + b - a·b/max_nr`, at least the larger of the two). An average would report a region
+/// that got samples as not accessed at all (1 interval in 4 MiB averaged with 26 MiB of none
+/// is 0).
+pub fn merge_two(l: &mut Region, r: &Region, max_nr: u32) {
+    let nr_accesses = if l.raw_samples > 0 || r.raw_samples > 0 {
+        intervals_with_either(l.nr_accesses, r.nr_accesses, max_nr)
+    } else {
+        size_weighted(l, r, |x| x.nr_accesses)
+    };
+    absorb(l, r, nr_accesses);
+}
+
+/// Rejoins two adjacent regions with equal statistics, such as the pieces of one region that a
+/// scheme split (DAMOS merge-back): the count stays what it is.
+pub fn rejoin(l: &mut Region, r: &Region) {
+    debug_assert_eq!(l.nr_accesses, r.nr_accesses);
+    absorb(l, r, l.nr_accesses);
+}
+
+fn size_weighted(l: &Region, r: &Region, value: impl Fn(&Region) -> u32) -> u32 {
     let (sl, sr) = (l.size() as u128, r.size() as u128);
-    let total = sl + sr;
-    l.nr_accesses = ((l.nr_accesses as u128 * sl + r.nr_accesses as u128 * sr) / total) as u32;
-    l.age = ((l.age as u128 * sl + r.age as u128 * sr) / total) as u32;
+    ((value(l) as u128 * sl + value(r) as u128 * sr) / (sl + sr)) as u32
+}
+
+/// `l` takes in `r` with `nr_accesses`: the age averaged by size, the samples and spans summed.
+fn absorb(l: &mut Region, r: &Region, nr_accesses: u32) {
+    l.nr_accesses = nr_accesses;
+    l.age = size_weighted(l, r, |x| x.age);
     l.raw_samples = l.raw_samples.saturating_add(r.raw_samples);
     l.sampled = match (l.sampled, r.sampled) {
         (Some(a), Some(b)) => Some(a.hull(b)),
@@ -49,13 +77,93 @@ pub fn merge_two(l: &mut Region, r: &Region) {
     l.end = r.end;
 }
 
-/// `damon_merge_regions_of`: one pass over a target, in place.
-pub fn merge_regions_of(regions: &mut Vec<Region>, threshold: u32, sz_limit: u64, count_age: bool) {
+/// Of `max_nr` sampling intervals, how many had a sample in either of two regions that had one
+/// in `a` and `b` intervals, if the two were sampled independently.
+fn intervals_with_either(a: u32, b: u32, max_nr: u32) -> u32 {
+    let both = (a as u64 * b as u64)
+        .checked_div(max_nr as u64)
+        .unwrap_or(0);
+    let either = (a as u64 + b as u64).saturating_sub(both);
+    (either.min(max_nr.max(a).max(b) as u64) as u32)
+        .max(a)
+        .max(b)
+}
+
+/// When two adjacent regions are alike enough to merge, and when a region's access count moved
+/// enough to restart its age.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct MergeRule {
+    /// DAMON's threshold: counts that differ by at most this are alike, and a count that moved
+    /// by more restarts the region's age.
+    pub threshold: u32,
+    /// The most intervals a region can count in a window (`aggr / sample`).
+    pub max_nr: u32,
+    /// Sampled sources: regions are alike unless the [`density`] test at this level tells
+    /// their window's sample densities apart (the threshold still restarts ages). `None`:
+    /// DAMON's rule, for accessed-bit sources.
+    pub density_alpha: Option<f64>,
+}
+
+impl MergeRule {
+    /// DAMON's rule with `threshold`.
+    pub fn damon(threshold: u32, max_nr: u32) -> Self {
+        MergeRule {
+            threshold,
+            max_nr,
+            density_alpha: None,
+        }
+    }
+
+    /// Whether `l` and `r` are alike; the density test counts the samples of the recent
+    /// windows too, where there are any: a warm region's few samples a window cannot tell it
+    /// from never-touched memory beside it, its samples over several windows can.
+    fn alike(&self, l: &Region, r: &Region, recent: Option<&RecentSamples>) -> bool {
+        let Some(alpha) = self.density_alpha else {
+            return l.nr_accesses.abs_diff(r.nr_accesses) <= self.threshold;
+        };
+        let samples = |x: &Region| {
+            let past = recent.map_or(0, |h| h.count_within(AddrRange::new(x.start, x.end)));
+            x.raw_samples.saturating_add(past)
+        };
+        density::alike(samples(l), l.size(), samples(r), r.size(), alpha)
+    }
+
+    /// The rule of the next pass when too many regions remain: DAMON doubles the threshold; the
+    /// density test asks for ten times stronger evidence, and the last pass for none.
+    fn looser(self) -> Self {
+        MergeRule {
+            threshold: self.threshold.saturating_mul(2).max(1),
+            density_alpha: self
+                .density_alpha
+                .map(|a| if a < 1e-5 { 0.0 } else { a / 10.0 }),
+            ..self
+        }
+    }
+
+    /// Whether a looser pass could still merge more (DAMON stops once the threshold passes the
+    /// highest possible count).
+    fn can_loosen(&self) -> bool {
+        match self.density_alpha {
+            Some(alpha) => alpha > 0.0,
+            None => self.threshold.saturating_mul(2).max(1) / 2 < self.max_nr,
+        }
+    }
+}
+
+/// `damon_merge_regions_of`: one pass over a target, in place; `recent` holds the target's
+/// samples of its recent windows (sampled sources).
+pub fn merge_regions_of(
+    regions: &mut Vec<Region>,
+    rule: MergeRule,
+    sz_limit: u64,
+    count_age: bool,
+    recent: Option<&RecentSamples>,
+) {
     let mut kept = 0usize;
     for i in 0..regions.len() {
         let mut r = regions[i];
         if count_age {
-            let changed_much = r.nr_accesses.abs_diff(r.last_nr_accesses) > threshold;
+            let changed_much = r.nr_accesses.abs_diff(r.last_nr_accesses) > rule.threshold;
             // NEW: starting or stopping to be accessed at all also restarts the age.
             let idle_flip = (r.nr_accesses == 0) != (r.last_nr_accesses == 0);
             r.age = if changed_much || idle_flip {
@@ -67,10 +175,10 @@ pub fn merge_regions_of(regions: &mut Vec<Region>, threshold: u32, sz_limit: u64
         if kept > 0 {
             let prev = &mut regions[kept - 1];
             if prev.end == r.start
-                && prev.nr_accesses.abs_diff(r.nr_accesses) <= threshold
                 && prev.size() + r.size() <= sz_limit
+                && rule.alike(prev, &r, recent)
             {
-                merge_two(prev, &r);
+                merge_two(prev, &r, rule.max_nr);
                 continue;
             }
         }
@@ -80,27 +188,28 @@ pub fn merge_regions_of(regions: &mut Vec<Region>, threshold: u32, sz_limit: u64
     regions.truncate(kept);
 }
 
-/// `kdamond_merge_regions`: merge with `threshold`, doubling it while the region count stays
-/// above `max_nr_regions` (best effort; ages are counted only on the first pass).
+/// `kdamond_merge_regions`: merge by `rule`, loosening it while the region count stays above
+/// `max_nr_regions` (best effort; ages are counted only on the first pass). `recent` holds
+/// each target's samples of its recent windows, by target index (sampled sources).
 pub fn merge_regions(
     targets: &mut [Target],
-    mut threshold: u32,
+    mut rule: MergeRule,
     sz_limit: u64,
     max_nr_regions: u32,
-    max_threshold: u32,
+    recent: &[RecentSamples],
 ) {
     let mut count_age = true;
     loop {
         let mut nr_regions = 0usize;
-        for t in targets.iter_mut() {
-            merge_regions_of(&mut t.regions, threshold, sz_limit, count_age);
+        for (ti, t) in targets.iter_mut().enumerate() {
+            merge_regions_of(&mut t.regions, rule, sz_limit, count_age, recent.get(ti));
             nr_regions += t.regions.len();
         }
         count_age = false;
-        threshold = threshold.saturating_mul(2).max(1);
-        if !(nr_regions > max_nr_regions as usize && threshold / 2 < max_threshold) {
+        if !(nr_regions > max_nr_regions as usize && rule.can_loosen()) {
             break;
         }
+        rule = rule.looser();
     }
 }
 
@@ -124,11 +233,14 @@ pub fn split_region_at(r: &mut Region, sz: u64) -> Region {
     right.sampling_addr = right.start;
     r.end = right.start;
     let (left_span, right_span) = (r.sampled_within(), right.sampled_within());
-    // Where the sampled span shows that every sample fell on one side, they all go there.
+    // Where the sampled span shows that every sample fell on one side, they all go there; where
+    // samples fell on both sides, each keeps at least one.
+    let by_size = (r.raw_samples as u128 * sz as u128 / size as u128) as u32;
     let left_samples = match (left_span, right_span) {
         (Some(_), None) => r.raw_samples,
         (None, Some(_)) => 0,
-        _ => (r.raw_samples as u128 * sz as u128 / size as u128) as u32,
+        (Some(_), Some(_)) if r.raw_samples >= 2 => by_size.clamp(1, r.raw_samples - 1),
+        _ => by_size,
     };
     right.raw_samples = r.raw_samples - left_samples;
     r.raw_samples = left_samples;
@@ -469,7 +581,7 @@ mod tests {
             age: 21,
             ..region(100, 300, 20)
         };
-        merge_two(&mut l, &r);
+        merge_two(&mut l, &r, 100);
         assert_eq!((l.start, l.end, l.nr_accesses, l.age), (0, 300, 16, 17));
     }
 
@@ -488,7 +600,7 @@ mod tests {
             (230, 10170, 5),
         ];
         let mut regions: Vec<Region> = input.iter().map(|&(s, e, n)| region(s, e, n)).collect();
-        merge_regions_of(&mut regions, 9, 9999, true);
+        merge_regions_of(&mut regions, MergeRule::damon(9, 100), 9999, true, None);
         let got: Vec<(u64, u64)> = regions.iter().map(|r| (r.start, r.end)).collect();
         assert_eq!(
             got,
@@ -701,7 +813,7 @@ mod tests {
         let other = split_region_at(&mut both_sides, 50);
         assert_eq!((both_sides.nr_accesses, other.nr_accesses), (1, 1));
         let mut l = sampled(0, 50, (10, 20), 2);
-        merge_two(&mut l, &right);
+        merge_two(&mut l, &right, 20);
         assert_eq!(
             (l.raw_samples, l.sampled),
             (7, Some(AddrRange::new(10, 70)))
@@ -725,7 +837,7 @@ mod tests {
                 .push(region(i * 10, i * 10 + 10, if i % 2 == 0 { 0 } else { 8 }));
         }
         let mut targets = [t];
-        merge_regions(&mut targets, 0, u64::MAX, 10, 20);
+        merge_regions(&mut targets, MergeRule::damon(0, 20), u64::MAX, 10, &[]);
         assert_eq!(targets[0].nr_regions(), 1);
         assert_eq!(targets[0].total_size(), 400);
     }
@@ -742,7 +854,7 @@ mod tests {
         }
         let mut targets = [t];
         // Two passes happen (4 > max 1); ages must not be incremented twice.
-        merge_regions(&mut targets, 3, u64::MAX, 1, 100);
+        merge_regions(&mut targets, MergeRule::damon(3, 100), u64::MAX, 1, &[]);
         assert!(
             targets[0].regions.iter().all(|r| r.age <= 4),
             "{:?}",

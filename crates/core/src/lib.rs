@@ -9,6 +9,7 @@
 //! - [`attrs`]: intervals and region-count bounds, with upstream's validation;
 //! - [`context`]: the monitoring loop as a step machine in sampling intervals;
 //! - [`adjust`]: adaptive regions adjustment (merge, split, minimum region count);
+//! - [`density`]: the test by which sampled sources tell regions' sample densities apart;
 //! - [`recent_samples`]: where a target's samples fell over its last few windows;
 //! - [`layout`]: regions from address ranges (three-regions construction, `set_regions`);
 //! - [`tuning`]: monitoring intervals auto-tuning and the feedback loop;
@@ -26,6 +27,7 @@ pub mod attrs;
 pub mod callbacks;
 pub mod context;
 pub mod damos;
+pub mod density;
 pub mod layout;
 pub mod ops;
 pub mod rand;

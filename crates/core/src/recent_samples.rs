@@ -64,6 +64,11 @@ impl RecentSamples {
         self.current.clear();
     }
 
+    /// How many of the completed windows' samples fell within `range`.
+    pub fn count_within(&self, range: AddrRange) -> u32 {
+        self.within(range).map_or(0, |(_, n)| n)
+    }
+
     /// The span of the completed windows' samples within `range`, from the lowest address to
     /// just past the highest, and how many there are; `None` when there is none.
     pub fn within(&self, range: AddrRange) -> Option<(AddrRange, u32)> {

@@ -5,7 +5,7 @@
 use proptest::prelude::*;
 use std::ops::ControlFlow;
 use udamon_core::adjust::{
-    IdleEvidence, apply_min_nr_regions, merge_regions_of, split_at_sampled_extents,
+    IdleEvidence, MergeRule, apply_min_nr_regions, merge_regions_of, split_at_sampled_extents,
     split_regions_of,
 };
 use udamon_core::recent_samples::RecentSamples;
@@ -84,26 +84,43 @@ proptest! {
     #![proptest_config(ProptestConfig::with_cases(4000))]
 
     #[test]
-    fn merge_keeps_coverage_and_bounds(
+    fn merge_keeps_coverage_bounds_and_evidence(
         spans in spans(),
         cuts in prop::collection::vec(0u64..512, 1..32),
         stats in prop::collection::vec((0u32..=20, 0u32..100), 1..32),
+        samples in prop::collection::vec(0u32..30, 1..32),
         threshold in 0u32..=20,
         limit_pages in 1u64..4096,
+        by_density in any::<bool>(),
     ) {
         let mut regions = regions_over(&spans, &cuts, &stats);
+        // Samples as a sampled source counts them: a region with samples was accessed in at
+        // least one interval and at most one interval per sample.
+        for (r, &n) in regions.iter_mut().zip(samples.iter().cycle()) {
+            r.raw_samples = n;
+            r.nr_accesses = if n == 0 { 0 } else { r.nr_accesses.clamp(1, n) };
+        }
         let before = coverage(&regions);
         let n_before = regions.len();
-        let max_nr = regions.iter().map(|r| r.nr_accesses).max().unwrap();
+        let total_samples: u32 = regions.iter().map(|r| r.raw_samples).sum();
         let max_region = regions.iter().map(Region::size).max().unwrap();
         let sz_limit = limit_pages * PAGE;
-        merge_regions_of(&mut regions, threshold, sz_limit, true);
+        let rule = MergeRule {
+            density_alpha: by_density.then_some(0.05),
+            ..MergeRule::damon(threshold, 20)
+        };
+        merge_regions_of(&mut regions, rule, sz_limit, true, None);
         assert_well_formed(&regions, PAGE)?;
         prop_assert_eq!(coverage(&regions), before);
         prop_assert!(regions.len() <= n_before);
+        prop_assert_eq!(regions.iter().map(|r| r.raw_samples).sum::<u32>(), total_samples);
         for r in &regions {
-            prop_assert!(r.nr_accesses <= max_nr);
+            prop_assert!(r.nr_accesses <= 20);
             prop_assert!(r.size() <= sz_limit.max(max_region), "merge exceeded the size limit");
+            prop_assert!(
+                r.raw_samples == 0 || r.nr_accesses > 0,
+                "a merge averaged the samples of {:?} away", r
+            );
         }
     }
 
@@ -147,6 +164,10 @@ proptest! {
             } else {
                 prop_assert_eq!(r.raw_samples, 0, "samples in an unsampled piece {:?}", r);
             }
+            prop_assert!(
+                r.raw_samples == 0 || r.nr_accesses > 0,
+                "a split left samples in a piece not accessed {:?}", r
+            );
         }
     }
 
@@ -219,6 +240,47 @@ impl Operations for RandomOps {
     }
 }
 
+/// A sampled source: each interval, a few sample addresses fall on pages chosen with the
+/// weights of `hot` (and anywhere in the spans with the rest of the weight).
+struct SampledOps {
+    spans: Vec<AddrRange>,
+    hot: Vec<(AddrRange, f64)>,
+    per_interval: u32,
+}
+
+impl Operations for SampledOps {
+    fn name(&self) -> &str {
+        "sampled"
+    }
+
+    fn init(&mut self, ctx: &mut Context) -> Result<(), OpsError> {
+        ctx.targets_mut()[0] = Target::with_regions(None, &self.spans);
+        Ok(())
+    }
+
+    fn prepare_access_checks(&mut self, _ctx: &mut Context) {}
+
+    fn check_accesses(&mut self, ctx: &mut Context) {
+        let rng = ctx.rng();
+        let mut addrs = Vec::new();
+        for _ in 0..self.per_interval {
+            let u = rng.unit();
+            let mut acc = 0.0;
+            let area = self
+                .hot
+                .iter()
+                .find(|(_, w)| {
+                    acc += w;
+                    u < acc
+                })
+                .map(|&(a, _)| a)
+                .unwrap_or_else(|| self.spans[rng.in_range(0, self.spans.len() as u64) as usize]);
+            addrs.push(rng.in_range(area.start, area.end));
+        }
+        ctx.record_sampled_accesses(0, &mut addrs);
+    }
+}
+
 /// Checks the invariants at every aggregation, and stops after a number of them.
 struct Checker {
     spans: Vec<AddrRange>,
@@ -252,6 +314,12 @@ impl Checker {
                 "nr_accesses above {}: {r:?}",
                 attrs.max_nr_accesses()
             ));
+        }
+        if let Some(r) = regions
+            .iter()
+            .find(|r| r.raw_samples > 0 && r.nr_accesses == 0)
+        {
+            return Err(format!("samples but reported not accessed: {r:?}"));
         }
         if regions.len() > attrs.max_nr_regions as usize {
             return Err(format!(
@@ -289,7 +357,8 @@ impl Callbacks for Checker {
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(2000))]
 
-    /// The whole loop: merge, minimum enforcement, split, over many random windows.
+    /// The whole loop: merge, minimum enforcement, split, over many random windows, with an
+    /// accessed-bit source or a sampled one.
     #[test]
     fn loop_keeps_invariants(
         spans in spans(),
@@ -298,10 +367,12 @@ proptest! {
         max_extra in 0u32..100,
         aggr_samples in 1u64..=25,
         seed in any::<u64>(),
+        sampled in any::<bool>(),
+        per_interval in 0u32..4,
     ) {
         let total_pages = spans.iter().map(|s| s.size() / PAGE).sum::<u64>();
         let first = spans[0].start;
-        let hot = hot
+        let hot: Vec<(AddrRange, f64)> = hot
             .into_iter()
             .map(|(at, len, p)| {
                 let s = first + (at * total_pages / 100) * PAGE;
@@ -319,9 +390,17 @@ proptest! {
         };
         let mut ctx = Context::new(attrs, seed).unwrap();
         ctx.add_target(Target::new(None));
-        let mut ops = RandomOps { spans: spans.clone(), hot };
-        let mut checker = Checker { spans, left: 12, failure: None };
-        ctx.run(&mut ops, &mut VirtualClock, &mut checker).unwrap();
+        let mut checker = Checker { spans: spans.clone(), left: 12, failure: None };
+        if sampled {
+            // Hot areas take their weight of the samples; the rest fall anywhere.
+            let total: f64 = hot.iter().map(|h: &(AddrRange, f64)| h.1).sum::<f64>().max(1.0);
+            let hot = hot.into_iter().map(|(a, p)| (a, p / total)).collect();
+            let mut ops = SampledOps { spans, hot, per_interval };
+            ctx.run(&mut ops, &mut VirtualClock, &mut checker).unwrap();
+        } else {
+            let mut ops = RandomOps { spans, hot };
+            ctx.run(&mut ops, &mut VirtualClock, &mut checker).unwrap();
+        }
         prop_assert!(checker.failure.is_none(), "{}", checker.failure.unwrap());
     }
 }

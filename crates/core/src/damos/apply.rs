@@ -11,7 +11,7 @@ use super::quota::{QuotaState, update_charge_window};
 use super::score::ScoreHistogram;
 use super::stats::{DamosWalk, TriedRegion};
 use super::{Action, Scheme};
-use crate::adjust::{merge_two, region_sz_limit, split_region_at};
+use crate::adjust::{region_sz_limit, rejoin, split_region_at};
 use crate::attrs::Attrs;
 use crate::region::{Region, Target, align_down};
 
@@ -118,7 +118,7 @@ pub fn apply_schemes(
             }
             let r = regions[i];
             if done > 0 && can_merge_back(&regions[done - 1], &r, sz_limit) {
-                merge_two(&mut regions[done - 1], &r);
+                rejoin(&mut regions[done - 1], &r);
             } else {
                 regions[done] = r;
                 done += 1;
