@@ -6,7 +6,7 @@ use crate::{ReportError, Result, human, percentile};
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
-use udamon_record::model::{Frame, RegionStat};
+use udamon_record::model::{Frame, TargetSnapshot};
 
 /// What the values count.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -94,17 +94,18 @@ pub struct DistReport {
     pub distributions: Vec<Distribution>,
 }
 
-/// Collects `value(regions)` per snapshot and target, then builds the report.
+/// Collects `value(end_ns, target's regions)` per snapshot and target, in record order, then
+/// builds the report.
 pub(crate) fn collect<F>(
     frames: impl IntoIterator<Item = Frame>,
     opts: &DistOptions,
     metric: &'static str,
     unit: Unit,
     selection: Option<String>,
-    value: F,
+    mut value: F,
 ) -> Result<DistReport>
 where
-    F: Fn(&[RegionStat]) -> u64,
+    F: FnMut(u64, &TargetSnapshot) -> u64,
 {
     percentile::check(&opts.percentiles)?;
     let mut summed = Vec::new();
@@ -119,16 +120,17 @@ where
             time_ns: snapshot.end_ns,
             value,
         };
+        let end_ns = snapshot.end_ns;
         if opts.per_target {
             for t in &snapshot.targets {
                 per_target
                     .entry(t.target)
                     .or_default()
-                    .push(point(value(&t.regions)));
+                    .push(point(value(end_ns, t)));
             }
         } else {
             summed.push(point(
-                snapshot.targets.iter().map(|t| value(&t.regions)).sum(),
+                snapshot.targets.iter().map(|t| value(end_ns, t)).sum(),
             ));
         }
         nr_snapshots += 1;

@@ -10,7 +10,12 @@ pub fn nr_regions(
     frames: impl IntoIterator<Item = Frame>,
     opts: &DistOptions,
 ) -> Result<DistReport> {
-    dist::collect(frames, opts, "nr_regions", Unit::Regions, None, |regions| {
-        regions.len() as u64
-    })
+    dist::collect(
+        frames,
+        opts,
+        "nr_regions",
+        Unit::Regions,
+        None,
+        |_, target| target.regions.len() as u64,
+    )
 }

@@ -1,8 +1,17 @@
 //! Working-set size per snapshot, as damo's `report wss`: the total size of the regions accessed
-//! at least `acc_thres` times per aggregation window and at least `sz_thres` bytes large.
+//! at least `acc_thres` times per aggregation window and at least `sz_thres` bytes large; and
+//! over a horizon: the bytes accessed at least once in the last T (the union of the windows'
+//! accessed regions), for one horizon or a curve of them.
+//!
+//! Sampled access sources see memory only where samples fall, a few hundred a second wherever
+//! the CPU's time goes: one window often holds too few samples to find all of a working set,
+//! while the union over a longer horizon does. For records of sampled sources the report also
+//! counts the samples that fell in the working set over the horizon, and warns when there were
+//! so few that the number says little.
 
 use crate::dist::{self, DistOptions, DistReport, Unit};
-use crate::{Result, human};
+use crate::{Result, human, reopen};
+use std::collections::{BTreeMap, VecDeque};
 use udamon_record::model::{Frame, RegionStat};
 
 /// Which regions count as the working set.
@@ -12,6 +21,9 @@ pub struct WssFilter {
     pub acc_thres: u32,
     /// Minimum region size in bytes (damo's `--sz_thres`, default 1).
     pub sz_thres: u64,
+    /// Count the regions selected in any window that ended within this long before the
+    /// snapshot's end (0: the snapshot's own window only, as damo does).
+    pub horizon_ns: u64,
 }
 
 impl Default for WssFilter {
@@ -19,18 +31,65 @@ impl Default for WssFilter {
         WssFilter {
             acc_thres: 1,
             sz_thres: 1,
+            horizon_ns: 0,
         }
     }
 }
 
+/// Below this many samples in the working set over the horizon (the median over snapshots), a
+/// report of a sampled source warns that the number rests on little evidence: with ten
+/// samples, a part of the working set holding a tenth of its stall time is missed about a
+/// third of the time.
+pub const FEW_SAMPLES: u64 = 20;
+
 impl WssFilter {
-    /// The working-set size of one target's regions.
+    fn selects(&self, r: &RegionStat) -> bool {
+        r.nr_accesses >= self.acc_thres && r.size() >= self.sz_thres
+    }
+
+    /// The working-set size of one target's regions in one window.
     pub fn wss(&self, regions: &[RegionStat]) -> u64 {
         regions
             .iter()
-            .filter(|r| r.nr_accesses >= self.acc_thres && r.size() >= self.sz_thres)
+            .filter(|r| self.selects(r))
             .map(RegionStat::size)
             .sum()
+    }
+}
+
+/// One target's selected regions of the windows within the horizon.
+#[derive(Debug, Default)]
+struct Horizon {
+    /// (window end, the window's selected ranges, samples in them), oldest first.
+    windows: VecDeque<(u64, Vec<(u64, u64)>, u64)>,
+}
+
+impl Horizon {
+    /// Adds a window ending at `end_ns`, forgets the windows that ended `horizon_ns` or more
+    /// before it, and returns the bytes of the union of what is left and the samples in it.
+    fn add(&mut self, end_ns: u64, regions: &[RegionStat], filter: &WssFilter) -> (u64, u64) {
+        let selected = regions.iter().filter(|r| filter.selects(r));
+        let ranges = selected.clone().map(|r| (r.start, r.end)).collect();
+        let samples = selected.map(|r| u64::from(r.raw_samples)).sum();
+        self.windows.push_back((end_ns, ranges, samples));
+        while self
+            .windows
+            .front()
+            .is_some_and(|w| w.0 + filter.horizon_ns <= end_ns && w.0 != end_ns)
+        {
+            self.windows.pop_front();
+        }
+        let mut all: Vec<(u64, u64)> = self.windows.iter().flat_map(|w| w.1.clone()).collect();
+        all.sort_unstable();
+        let (mut bytes, mut reach) = (0, 0);
+        for (start, end) in all {
+            let start = start.max(reach);
+            if end > start {
+                bytes += end - start;
+            }
+            reach = reach.max(end);
+        }
+        (bytes, self.windows.iter().map(|w| w.2).sum())
     }
 }
 
@@ -40,17 +99,114 @@ pub fn wss(
     filter: &WssFilter,
     opts: &DistOptions,
 ) -> Result<DistReport> {
-    let selection = format!(
+    let mut selection = format!(
         "regions with nr_accesses >= {} and size >= {}",
         filter.acc_thres,
         human::size(filter.sz_thres)
     );
-    dist::collect(
+    if filter.horizon_ns > 0 {
+        selection.push_str(&format!(
+            ", in any window of the last {}",
+            human::seconds(filter.horizon_ns, 3)
+        ));
+    }
+    let mut horizons: BTreeMap<u32, Horizon> = BTreeMap::new();
+    // Samples in the working set per snapshot (all targets), for sampled sources.
+    let mut evidence: BTreeMap<u64, u64> = BTreeMap::new();
+    let mut report = dist::collect(
         frames,
         opts,
         "wss",
         Unit::Bytes,
         Some(selection),
-        |regions| filter.wss(regions),
-    )
+        |end_ns, target| {
+            let horizon = horizons.entry(target.target).or_default();
+            let (bytes, samples) = horizon.add(end_ns, &target.regions, filter);
+            *evidence.entry(end_ns).or_default() += samples;
+            bytes
+        },
+    )?;
+    let mut supporting: Vec<u64> = evidence.into_values().skip(report.skipped).collect();
+    supporting.sort_unstable();
+    let median = supporting.get(supporting.len() / 2).copied().unwrap_or(0);
+    if supporting.iter().any(|&n| n > 0) && median < FEW_SAMPLES {
+        let over = if filter.horizon_ns > 0 {
+            human::seconds(filter.horizon_ns, 3)
+        } else {
+            "one window".to_string()
+        };
+        let few = format!(
+            "the working set over {over} rests on a median of {median} samples: memory that the \
+             program touches without stalling on it, such as streamed reads, may be missing; a \
+             longer horizon (--horizon) gathers more evidence"
+        );
+        report.warning = Some(match report.warning.take() {
+            Some(w) => format!("{w}; {few}"),
+            None => few,
+        });
+    }
+    Ok(report)
+}
+
+/// The working set at several horizons: for each, its distribution over the snapshots; `open`
+/// yields the record's frames afresh for each horizon.
+pub fn curve<I, E, F>(
+    mut open: F,
+    filter: &WssFilter,
+    horizons_ns: &[u64],
+    opts: &DistOptions,
+) -> Result<Vec<(u64, DistReport)>>
+where
+    F: FnMut() -> std::result::Result<I, E>,
+    I: IntoIterator<Item = Frame>,
+    E: std::error::Error + Send + Sync + 'static,
+{
+    horizons_ns
+        .iter()
+        .map(|&horizon_ns| {
+            let f = WssFilter {
+                horizon_ns,
+                ..*filter
+            };
+            Ok((horizon_ns, wss(reopen(&mut open)?, &f, opts)?))
+        })
+        .collect()
+}
+
+/// Text for [`curve`]: one row per horizon with the median and the 10th and 90th percentiles
+/// of the summed targets (`opts.percentiles` must hold 10, 50 and 90).
+pub fn render_curve(curve: &[(u64, DistReport)]) -> String {
+    let mut out = String::from(
+        "# working set by horizon: bytes accessed at least once in the last T \
+         (over the snapshots: median, 10th and 90th percentiles)\n",
+    );
+    out.push_str(&format!(
+        "# {:>9} {:>12} {:>12} {:>12}\n",
+        "horizon", "median", "p10", "p90"
+    ));
+    for (horizon_ns, report) in curve {
+        let Some(d) = report.distributions.first() else {
+            continue;
+        };
+        let at = |p: f64| {
+            d.percentiles
+                .iter()
+                .find(|v| v.percentile == p)
+                .map_or("-".to_string(), |v| human::size(v.value))
+        };
+        out.push_str(&format!(
+            "  {:>9} {:>12} {:>12} {:>12}\n",
+            human::seconds(*horizon_ns, 3),
+            at(50.0),
+            at(10.0),
+            at(90.0)
+        ));
+        if let Some(w) = &report.warning {
+            out.push_str(&format!(
+                "# warning at {}: {w}\n",
+                human::seconds(*horizon_ns, 3)
+            ));
+        }
+    }
+    out
 }

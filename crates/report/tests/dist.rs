@@ -4,7 +4,7 @@
 mod common;
 
 use common::*;
-use udamon_record::model::Frame;
+use udamon_record::model::{Frame, RegionStat};
 use udamon_report::dist::{self, DistOptions, RenderOptions, SortBy};
 use udamon_report::nr_regions::nr_regions;
 use udamon_report::wss::{WssFilter, wss};
@@ -121,7 +121,7 @@ fn thresholds_select_regions() {
     // nr_accesses >= 4 leaves target 0's accessed region (3) out, and target 1's 2 pages (5) in.
     let filter = WssFilter {
         acc_thres: 4,
-        sz_thres: 1,
+        ..WssFilter::default()
     };
     let report = wss(record(4), &filter, &opts).unwrap();
     let t1 = &report.distributions[1];
@@ -130,8 +130,8 @@ fn thresholds_select_regions() {
     assert!(report.distributions[0].values.iter().all(|p| p.value == 0));
     // size >= 2 pages leaves target 1's single page out.
     let filter = WssFilter {
-        acc_thres: 1,
         sz_thres: 2 * 4096,
+        ..WssFilter::default()
     };
     let report = wss(record(4), &filter, &opts).unwrap();
     assert!(
@@ -222,4 +222,89 @@ fn errors_are_clear() {
     };
     let err = wss(record(3), &WssFilter::default(), &bad).unwrap_err();
     assert!(err.to_string().contains("within 0 and 100"), "{err}");
+}
+
+/// A sampled source's windows: page `page(i)` (1 to 15) of a 16-page area gets one sample in
+/// window `i`, and page 0 is hot: it takes 50.
+fn roaming(nr: u64, page: impl Fn(u64) -> u64) -> Vec<Frame> {
+    let a = 0x10_0000;
+    (0..nr)
+        .map(|i| {
+            let p = page(i);
+            let mut regions = vec![RegionStat {
+                raw_samples: 50,
+                ..region(a, a + 4096, 40)
+            }];
+            if p > 1 {
+                regions.push(region(a + 4096, a + p * 4096, 0));
+            }
+            regions.push(RegionStat {
+                raw_samples: 1,
+                ..region(a + p * 4096, a + (p + 1) * 4096, 1)
+            });
+            if p < 15 {
+                regions.push(region(a + (p + 1) * 4096, a + 16 * 4096, 0));
+            }
+            Frame::Snapshot(snapshot(i, vec![(0, regions)]))
+        })
+        .collect()
+}
+
+#[test]
+fn a_horizon_counts_the_union_of_its_windows_accessed_bytes() {
+    let opts = DistOptions {
+        skip: 0,
+        sort_by: SortBy::Time,
+        ..DistOptions::default()
+    };
+    // Pages 1, 2, 3, 4, 4, 6, 7, ...: page 4 in two windows in a row.
+    let page = |i: u64| if i == 4 { 4 } else { 1 + i % 15 };
+    let at = |horizon_windows: u64| {
+        let filter = WssFilter {
+            horizon_ns: horizon_windows * AGGR_NS,
+            ..WssFilter::default()
+        };
+        let report = wss(roaming(12, page), &filter, &opts).unwrap();
+        let values: Vec<u64> = report.distributions[0]
+            .values
+            .iter()
+            .map(|p| p.value / 4096)
+            .collect();
+        values
+    };
+    // One window: the hot page and the roaming one.
+    assert_eq!(at(0), vec![2; 12]);
+    // Three windows: the hot page and up to three distinct roaming pages; window 4 repeats
+    // page 4, so the unions at windows 4 and 5 hold one page less.
+    assert_eq!(at(3), vec![2, 3, 4, 4, 3, 3, 4, 4, 4, 4, 4, 4]);
+    // A horizon longer than the record: every page seen so far.
+    assert_eq!(at(100), vec![2, 3, 4, 5, 5, 6, 7, 8, 9, 10, 11, 12]);
+}
+
+#[test]
+fn a_working_set_resting_on_few_samples_is_said_to() {
+    let opts = DistOptions {
+        skip: 0,
+        ..DistOptions::default()
+    };
+    // The hot page's 50 samples a window are evidence enough.
+    let report = wss(roaming(6, |i| i + 1), &WssFilter::default(), &opts).unwrap();
+    assert_eq!(report.warning, None);
+    // The same windows with a single sample each: the working set rests on one sample.
+    let thin: Vec<Frame> = roaming(6, |i| i + 1)
+        .into_iter()
+        .map(|f| match f {
+            Frame::Snapshot(mut s) => {
+                s.targets[0].regions.remove(0);
+                Frame::Snapshot(s)
+            }
+            other => other,
+        })
+        .collect();
+    let report = wss(thin, &WssFilter::default(), &opts).unwrap();
+    let warning = report.warning.expect("a warning");
+    assert!(warning.contains("median of 1 samples"), "{warning}");
+    // Accessed-bit records have no samples: nothing to warn about.
+    let report = wss(record(6), &WssFilter::default(), &opts).unwrap();
+    assert_eq!(report.warning, None);
 }

@@ -268,6 +268,14 @@ pub enum ReportKind {
         /// ... and at least this large.
         #[arg(long = "sz_thres", alias = "sz-thres", value_name = "SIZE", value_parser = parse_size, default_value = "1")]
         sz_thres: u64,
+        /// The working set over a horizon: bytes accessed in any window of the last T (default:
+        /// each snapshot's own window, as damo).
+        #[arg(long, value_name = "T", value_parser = parse_duration_us)]
+        horizon: Option<u64>,
+        /// The working set at several horizons (default 0 1s 2s 5s 10s 30s 60s; 0 is one
+        /// window): how much memory a program touches within each time span.
+        #[arg(long, value_name = "T", value_parser = parse_duration_us, num_args = 0.., conflicts_with = "horizon")]
+        horizons: Option<Vec<u64>>,
     },
     /// Number of regions: distribution over the record, or over time.
     #[command(name = "nr_regions", alias = "nr-regions")]

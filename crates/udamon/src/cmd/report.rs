@@ -10,6 +10,9 @@ use udamon_report::dist::{self, DistOptions, RenderOptions};
 use udamon_report::heatmap::{self, AddressSelection, HeatmapOptions, image, term};
 use udamon_report::{access, info, nr_regions, percentile, raw, schemes, wss};
 
+/// `report wss --horizons` without values: one window, then spans from a second to a minute.
+const DEFAULT_HORIZONS_S: [u64; 7] = [0, 1, 2, 5, 10, 30, 60];
+
 pub fn run(args: &ReportArgs) -> Result<()> {
     match &args.kind {
         ReportKind::Access { input, snapshot } => {
@@ -31,12 +34,36 @@ pub fn run(args: &ReportArgs) -> Result<()> {
             dist,
             acc_thres,
             sz_thres,
+            horizon,
+            horizons,
         } => {
             let (record, _, frames) = Input::open(input.path())?;
             let filter = wss::WssFilter {
                 acc_thres: *acc_thres,
                 sz_thres: *sz_thres,
+                horizon_ns: horizon.unwrap_or(0) * 1000,
             };
+            if let Some(horizons) = horizons {
+                let horizons_ns: Vec<u64> = match horizons.as_slice() {
+                    [] => DEFAULT_HORIZONS_S
+                        .iter()
+                        .map(|s| s * 1_000_000_000)
+                        .collect(),
+                    given => given.iter().map(|us| us * 1000).collect(),
+                };
+                let opts = DistOptions {
+                    percentiles: vec![10.0, 50.0, 90.0],
+                    per_target: false,
+                    ..dist.options()?
+                };
+                let curve = wss::curve(|| record.frames(), &filter, &horizons_ns, &opts)?;
+                record.warn_damage();
+                return if input.json {
+                    print_json(&curve)
+                } else {
+                    Ok(print(&wss::render_curve(&curve))?)
+                };
+            }
             let report = wss::wss(frames, &filter, &dist.options()?)?;
             record.warn_damage();
             print_dist(&report, dist, input.json)
