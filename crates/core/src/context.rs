@@ -7,9 +7,11 @@
 //! region count → DAMOS apply (every step, when a scheme is due) → `after_aggregation`
 //! callbacks → intervals tuning → reset → split. Sampled sources add the sample-informed split
 //! ([`adjust::split_at_sampled_extents`]) twice: before DAMOS apply for the cuts the window's
-//! report may show, and before the reset for those that only refine the next window. While
+//! report may show (followed by the operations' residency check, which cuts out memory that
+//! holds no pages), and before the reset for those that only refine the next window. While
 //! every scheme is deactivated by its watermarks, a step only waits and checks them again.
 
+use crate::absent;
 use crate::adjust::{self, IdleEvidence, MergeRule, SplitState};
 use crate::attrs::{Attrs, AttrsError, convert_monitoring_result};
 use crate::callbacks::Callbacks;
@@ -20,7 +22,7 @@ use crate::damos::{
 use crate::ops::{Clock, Operations, OpsError, TargetMemory};
 use crate::rand::Prng;
 use crate::recent_samples::RecentSamples;
-use crate::region::{Region, Target, mult_frac};
+use crate::region::{AddrRange, Region, Target, mult_frac};
 use crate::region_index::RegionIndex;
 use crate::tuning;
 use std::ops::ControlFlow;
@@ -275,6 +277,21 @@ impl Context {
         hits
     }
 
+    /// Cuts `absent` (sorted, disjoint ranges of target `target` that hold no memory) out of
+    /// its accessed regions as regions not accessed, within the region bound; see
+    /// [`absent::cut_absent`]. Returns the bytes cut out.
+    pub fn cut_absent(&mut self, target: usize, absent: &[AddrRange]) -> u64 {
+        self.region_index = None;
+        let others = self.nr_regions() - self.targets[target].nr_regions();
+        absent::cut_absent(
+            &mut self.targets[target].regions,
+            absent,
+            self.attrs.min_region_sz,
+            self.attrs.max_nr_regions as usize,
+            others,
+        )
+    }
+
     /// Forgets where target `target`'s samples fell in its recent windows, for an address space
     /// that was replaced (exec): they would weigh as evidence about memory that is gone.
     pub fn forget_recent_samples(&mut self, target: usize) {
@@ -360,8 +377,10 @@ impl Context {
             self.merge_regions();
             self.sz_limit = self.apply_min_nr_regions();
             // Before schemes and the recorder see the window: a part of a region that surely
-            // got no sample is reported, and acted on, as what it was: not accessed.
+            // got no sample, or that holds no memory, is reported, and acted on, as what it
+            // was: not accessed.
             self.split_at_sampled_extents(IdleEvidence::Report);
+            ops.check_residency(self);
         }
         self.apply_schemes(ops);
         if aggregation {

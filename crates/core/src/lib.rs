@@ -9,6 +9,7 @@
 //! - [`attrs`]: intervals and region-count bounds, with upstream's validation;
 //! - [`context`]: the monitoring loop as a step machine in sampling intervals;
 //! - [`adjust`]: adaptive regions adjustment (merge, split, minimum region count);
+//! - [`absent`]: cutting memory that holds no pages out of accessed regions;
 //! - [`density`]: the test by which sampled sources tell regions' sample densities apart;
 //! - [`recent_samples`]: where a target's samples fell over its last few windows;
 //! - [`layout`]: regions from address ranges (three-regions construction, `set_regions`);
@@ -22,6 +23,7 @@
 //! (there is no commit of user-given regions into a running context yet), and the OLD-only
 //! `damon_test_moving_sum` (the NEW on-demand moving sum is tested instead).
 
+pub mod absent;
 pub mod adjust;
 pub mod attrs;
 pub mod callbacks;

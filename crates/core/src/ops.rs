@@ -32,6 +32,12 @@ pub trait Operations {
     /// follows the number of samples, not the number of regions.
     fn check_accesses(&mut self, ctx: &mut Context);
 
+    /// Before a window is reported (after its merge and sample-informed cuts): tell the context
+    /// which parts of accessed regions hold no memory ([`Context::cut_absent`]), so that they
+    /// are reported as what they were: not accessed. Operations that cannot read residency do
+    /// nothing.
+    fn check_residency(&mut self, _ctx: &mut Context) {}
+
     /// False once the target (by index) is gone; monitoring stops when no target is valid.
     fn target_valid(&self, _ctx: &Context, _target: usize) -> bool {
         true

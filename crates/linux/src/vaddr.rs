@@ -17,11 +17,14 @@
 //!   process whose threads have all exited is dropped (its regions removed) and noted;
 //! - [`SourceStats`] count what happened to every sample; they are reported as events at every
 //!   update and at the end;
+//! - `check_residency`: the parts of accessed regions without a present page (`PAGEMAP_SCAN`)
+//!   are cut out before a window is reported: an access would have faulted them in;
 //! - `apply_scheme`: DAMOS actions through each process's [`Actor`] (pidfd, current mappings,
 //!   applied = what changed); `update` reports each target's memory to the context.
 
 mod clock;
 pub mod ranges;
+mod residency;
 mod source;
 mod stats;
 
@@ -39,6 +42,7 @@ use crate::perf::{
     REGS_ABI_64, Rate, Sample, Sampler, SamplerConfig,
 };
 use clock::FeedMsg;
+use residency::Residency;
 use std::collections::VecDeque;
 use std::ffi::OsStr;
 use std::sync::mpsc::{Receiver, channel};
@@ -237,6 +241,8 @@ struct Proc {
     dropped: bool,
     /// Applies schemes' actions to it.
     actor: Actor,
+    /// Tells which parts of its accessed regions hold no memory.
+    residency: Residency,
 }
 
 /// Operations on live processes with a sampled source; see the module documentation.
@@ -277,6 +283,7 @@ impl VaddrOps {
                 status: None,
                 dropped: false,
                 actor: Actor::new(sampler.pid()),
+                residency: Residency::open(sampler.pid()),
             });
             samplers.push(sampler);
         }
@@ -611,6 +618,19 @@ impl Operations for VaddrOps {
                 self.event(now, VaddrEventKind::Exit { target: t, status });
             } else if p.maps_stale && now >= p.maps_us + EAGER_REFRESH_US {
                 self.refresh(ctx, t, now);
+            }
+        }
+    }
+
+    fn check_residency(&mut self, ctx: &mut Context) {
+        for (t, p) in self.procs.iter_mut().enumerate() {
+            if p.dropped {
+                continue;
+            }
+            // A failed scan (the process just exited) tells nothing: the regions stay as they are.
+            if let Ok(absent) = p.residency.absent(&ctx.targets()[t].regions) {
+                let cut = ctx.cut_absent(t, &absent);
+                self.stats.absent_bytes_cut += cut;
             }
         }
     }

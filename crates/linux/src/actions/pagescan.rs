@@ -138,7 +138,7 @@ pub fn changed_ranges(
 /// A fresh private anonymous mapping of `len` bytes in this process, for tests of scans; the
 /// test unmaps it.
 #[cfg(test)]
-pub(super) fn map_anonymous(len: usize) -> *mut libc::c_void {
+pub(crate) fn map_anonymous(len: usize) -> *mut libc::c_void {
     // SAFETY: asks the kernel for new memory; nothing existing is touched.
     let addr = unsafe {
         libc::mmap(

@@ -28,6 +28,9 @@ pub struct SourceStats {
     /// Recovered addresses outside the monitored regions (e.g. in a mapping created since the
     /// last regions update, or in one of the two gaps that the three regions leave out).
     pub outside_regions: u64,
+    /// Bytes of accessed regions reported not accessed because they held no present page,
+    /// summed over windows.
+    pub absent_bytes_cut: u64,
 }
 
 impl SourceStats {
@@ -49,6 +52,7 @@ impl SourceStats {
             ("throttled", self.throttled),
             ("outside_mapped", self.outside_mapped),
             ("outside_regions", self.outside_regions),
+            ("absent_bytes_cut", self.absent_bytes_cut),
         ] {
             m.insert(name.to_string(), v);
         }
@@ -78,7 +82,7 @@ mod tests {
         assert_eq!(c["samples"], 10);
         assert_eq!(c["dropped_clobbered"], 3);
         assert_eq!(c["dropped_abi32"], 1);
-        assert_eq!(c.len(), 9 + DropReason::COUNT);
+        assert_eq!(c.len(), 10 + DropReason::COUNT);
         assert_eq!(s.dropped_total(), 4);
     }
 }
