@@ -57,11 +57,20 @@ impl WssFilter {
     }
 }
 
+/// One window's selected regions.
+#[derive(Debug)]
+struct Window {
+    end_ns: u64,
+    ranges: Vec<(u64, u64)>,
+    /// Samples that fell in them.
+    samples: u64,
+}
+
 /// One target's selected regions of the windows within the horizon.
 #[derive(Debug, Default)]
 struct Horizon {
-    /// (window end, the window's selected ranges, samples in them), oldest first.
-    windows: VecDeque<(u64, Vec<(u64, u64)>, u64)>,
+    /// Oldest first.
+    windows: VecDeque<Window>,
 }
 
 impl Horizon {
@@ -71,15 +80,23 @@ impl Horizon {
         let selected = regions.iter().filter(|r| filter.selects(r));
         let ranges = selected.clone().map(|r| (r.start, r.end)).collect();
         let samples = selected.map(|r| u64::from(r.raw_samples)).sum();
-        self.windows.push_back((end_ns, ranges, samples));
+        self.windows.push_back(Window {
+            end_ns,
+            ranges,
+            samples,
+        });
         while self
             .windows
             .front()
-            .is_some_and(|w| w.0 + filter.horizon_ns <= end_ns && w.0 != end_ns)
+            .is_some_and(|w| w.end_ns + filter.horizon_ns <= end_ns && w.end_ns != end_ns)
         {
             self.windows.pop_front();
         }
-        let mut all: Vec<(u64, u64)> = self.windows.iter().flat_map(|w| w.1.clone()).collect();
+        let mut all: Vec<(u64, u64)> = self
+            .windows
+            .iter()
+            .flat_map(|w| w.ranges.iter().copied())
+            .collect();
         all.sort_unstable();
         let (mut bytes, mut reach) = (0, 0);
         for (start, end) in all {
@@ -89,7 +106,7 @@ impl Horizon {
             }
             reach = reach.max(end);
         }
-        (bytes, self.windows.iter().map(|w| w.2).sum())
+        (bytes, self.windows.iter().map(|w| w.samples).sum())
     }
 }
 
