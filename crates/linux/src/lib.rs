@@ -5,11 +5,13 @@
 //! - [`maps`]: `/proc/PID/maps` parsing;
 //! - [`vaddr`]: the operations on live processes, driven by sample timestamps;
 //! - [`actions`]: DAMOS actions on live processes (`process_madvise` through a pidfd);
-//! - [`metrics`]: system and process metrics for quota goals and watermarks.
+//! - [`metrics`]: system and process metrics for quota goals and watermarks;
+//! - [`referenced`]: the kernel's accessed bits per mapping, an opt-in second opinion.
 
 pub mod actions;
 pub mod decode;
 pub mod maps;
 pub mod metrics;
 pub mod perf;
+pub mod referenced;
 pub mod vaddr;

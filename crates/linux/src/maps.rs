@@ -72,6 +72,22 @@ impl MapPath {
     }
 }
 
+impl std::fmt::Display for MapPath {
+    /// As the kernel names it, with `[anon]` for unnamed anonymous memory.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            MapPath::File(p) => write!(f, "{}", p.display()),
+            MapPath::Heap => f.write_str("[heap]"),
+            MapPath::Stack => f.write_str("[stack]"),
+            MapPath::Vdso => f.write_str("[vdso]"),
+            MapPath::Vvar => f.write_str("[vvar]"),
+            MapPath::Vsyscall => f.write_str("[vsyscall]"),
+            MapPath::Anon => f.write_str("[anon]"),
+            MapPath::Other(name) => f.write_str(name),
+        }
+    }
+}
+
 /// One line of `/proc/PID/maps`: the range `[start, end)` and what backs it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Mapping {
@@ -168,7 +184,8 @@ impl Maps {
 
 /// `start-end perms offset dev inode [path]`; the path starts after the padding that follows the
 /// inode and may itself contain spaces.
-fn parse_line(line: &[u8]) -> Option<Mapping> {
+/// One line of maps (also the header line of each mapping in smaps).
+pub(crate) fn parse_line(line: &[u8]) -> Option<Mapping> {
     let mut rest = line;
     let mut field = || -> Option<&[u8]> {
         let end = rest.iter().position(|&b| b == b' ').unwrap_or(rest.len());

@@ -41,6 +41,7 @@ use crate::perf::{
     AccessSource, CpuClock, PerfError, PerfRecord, PmuEvent, ProcessMemory, REGS_ABI_32,
     REGS_ABI_64, Rate, Sample, Sampler, SamplerConfig,
 };
+use crate::referenced::{Referenced, ReferencedProbe};
 use clock::FeedMsg;
 use residency::Residency;
 use std::collections::VecDeque;
@@ -143,6 +144,11 @@ pub enum VaddrEventKind {
         target: usize,
         nr_mappings: usize,
     },
+    /// The kernel's accessed bits of the target over the last `--referenced` period.
+    Referenced {
+        target: usize,
+        found: Referenced,
+    },
     /// The source's counters so far.
     Stats(SourceStats),
     Note(String),
@@ -243,6 +249,8 @@ struct Proc {
     actor: Actor,
     /// Tells which parts of its accessed regions hold no memory.
     residency: Residency,
+    /// The kernel's accessed bits per mapping, when asked for (`set_referenced`).
+    referenced: Option<ReferencedProbe>,
 }
 
 /// Operations on live processes with a sampled source; see the module documentation.
@@ -255,6 +263,8 @@ pub struct VaddrOps {
     addrs: Vec<Vec<u64>>,
     stats: SourceStats,
     events: Vec<VaddrEvent>,
+    /// How often the kernel's accessed bits are read (`set_referenced`), in µs.
+    referenced_period_us: Option<u64>,
 }
 
 impl VaddrOps {
@@ -284,6 +294,7 @@ impl VaddrOps {
                 dropped: false,
                 actor: Actor::new(sampler.pid()),
                 residency: Residency::open(sampler.pid()),
+                referenced: None,
             });
             samplers.push(sampler);
         }
@@ -300,6 +311,7 @@ impl VaddrOps {
             pending: VecDeque::new(),
             stats: SourceStats::default(),
             events,
+            referenced_period_us: None,
         };
         (ops, SampleClock::new(samplers, tx))
     }
@@ -333,6 +345,47 @@ impl VaddrOps {
     pub fn set_dry_run(&mut self, on: bool) {
         for p in &mut self.procs {
             p.actor.set_dry_run(on);
+        }
+    }
+
+    /// Also read the kernel's accessed bits of every process, per mapping, every `period_us`
+    /// (at the update that follows it): see [`crate::referenced`] for what it costs.
+    pub fn set_referenced(&mut self, period_us: u64) {
+        self.referenced_period_us = Some(period_us);
+        for p in &mut self.procs {
+            p.referenced = Some(ReferencedProbe::new(p.pid));
+        }
+    }
+
+    /// Reads the accessed bits of the processes whose period has passed.
+    fn probe_referenced(&mut self, now_us: u64) {
+        let Some(period) = self.referenced_period_us else {
+            return;
+        };
+        for t in 0..self.procs.len() {
+            let p = &mut self.procs[t];
+            let Some(probe) = p.referenced.as_mut().filter(|_| !p.dropped) else {
+                continue;
+            };
+            if probe.cleared_us().is_some_and(|c| now_us < c + period) {
+                continue;
+            }
+            match probe.probe(now_us) {
+                Ok(Some(found)) => {
+                    self.event(now_us, VaddrEventKind::Referenced { target: t, found })
+                }
+                Ok(None) => {}
+                Err(e) => {
+                    let pid = p.pid;
+                    p.referenced = None;
+                    self.event(
+                        now_us,
+                        VaddrEventKind::Note(format!(
+                            "cannot read the kernel's accessed bits of process {pid} any more ({e});                              its --referenced intervals end here"
+                        )),
+                    );
+                }
+            }
         }
     }
 
@@ -578,6 +631,7 @@ impl Operations for VaddrOps {
                 ctx.set_target_memory(t, memory);
             }
         }
+        self.probe_referenced(now);
         self.event(now, VaddrEventKind::Stats(self.stats));
         Ok(())
     }

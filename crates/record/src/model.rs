@@ -151,6 +151,16 @@ pub enum EventKind {
         /// Paged out by a scheme and touched again, since the start (cumulative).
         refaulted_bytes: u64,
     },
+    /// The kernel's page-table accessed bits of a target (`record --referenced`): the bytes of
+    /// each mapping referenced in the `interval_ns` before the event.
+    Referenced {
+        target: u32,
+        interval_ns: u64,
+        /// Every mapping's resident bytes, summed, at the event.
+        resident_bytes: u64,
+        /// The mappings with referenced bytes, in address order.
+        mappings: Vec<ReferencedMapping>,
+    },
     /// Monitoring ended; why.
     Stopped { reason: String },
     /// Anything else worth telling the reader.
@@ -176,6 +186,17 @@ pub struct TriedRegionRecord {
     pub nr_accesses: u32,
     pub age: u32,
     pub sz_filter_passed: u64,
+}
+
+/// One mapping's bytes referenced in an interval, by the kernel's accessed bits.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReferencedMapping {
+    pub start: u64,
+    pub end: u64,
+    /// The backing file or the kernel's name for the mapping (`[heap]`, `[anon]`, ...).
+    pub name: String,
+    pub rss_bytes: u64,
+    pub referenced_bytes: u64,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -140,6 +140,7 @@ fn add_event(sum: &mut EventSummary, time_ns: u64, kind: EventKind) {
         EventKind::SchemeStats { .. } => "scheme_stats",
         EventKind::SchemeTriedRegions { .. } => "scheme_tried_regions",
         EventKind::TargetMemory { .. } => "target_memory",
+        EventKind::Referenced { .. } => "referenced",
         EventKind::Stopped { .. } => "stopped",
         EventKind::Note { .. } => "note",
     };
@@ -148,7 +149,8 @@ fn add_event(sum: &mut EventSummary, time_ns: u64, kind: EventKind) {
         EventKind::MappingsChanged { .. }
         | EventKind::SchemeStats { .. }
         | EventKind::SchemeTriedRegions { .. }
-        | EventKind::TargetMemory { .. } => None,
+        | EventKind::TargetMemory { .. }
+        | EventKind::Referenced { .. } => None,
         EventKind::Exec { target, cmdline } => Some(format!("target {target} exec'd {cmdline}")),
         EventKind::Exit { target, status } => Some(match status {
             Some(s) => format!("target {target} exited with status {s}"),

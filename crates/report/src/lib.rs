@@ -13,6 +13,8 @@
 //! - [`raw`]: every frame as a JSON line.
 //! - [`info`]: what the record says about itself.
 //! - [`schemes`]: what DAMOS schemes did, the memory they saved and the refaults that cost.
+//! - [`referenced`]: the kernel's accessed bits (`record --referenced`) against udamon's
+//!   working set over the same intervals.
 
 pub mod access;
 pub mod color;
@@ -23,6 +25,7 @@ pub mod info;
 pub mod nr_regions;
 pub mod percentile;
 pub mod raw;
+pub mod referenced;
 pub mod schemes;
 pub mod wss;
 
@@ -60,6 +63,10 @@ pub enum ReportError {
     Resolution { rows: usize, cols: usize },
     #[error("no scheme ran in this record: record with --schemes FILE")]
     NoSchemes,
+    #[error(
+        "the record holds none of the kernel's accessed bits: record a live process with --referenced PERIOD (e.g. 2s)"
+    )]
+    NoReferenced,
     #[error("invalid time rows: {0}")]
     Buckets(String),
     #[error("could not read the record: {0}")]

@@ -92,22 +92,24 @@ impl Horizon {
         {
             self.windows.pop_front();
         }
-        let mut all: Vec<(u64, u64)> = self
-            .windows
-            .iter()
-            .flat_map(|w| w.ranges.iter().copied())
-            .collect();
-        all.sort_unstable();
-        let (mut bytes, mut reach) = (0, 0);
-        for (start, end) in all {
-            let start = start.max(reach);
-            if end > start {
-                bytes += end - start;
-            }
-            reach = reach.max(end);
-        }
+        let all = self.windows.iter().flat_map(|w| w.ranges.iter().copied());
+        let bytes = union(all).iter().map(|(s, e)| e - s).sum();
         (bytes, self.windows.iter().map(|w| w.samples).sum())
     }
+}
+
+/// The union of address ranges, as sorted, disjoint ranges.
+pub(crate) fn union(ranges: impl Iterator<Item = (u64, u64)>) -> Vec<(u64, u64)> {
+    let mut all: Vec<(u64, u64)> = ranges.filter(|(s, e)| s < e).collect();
+    all.sort_unstable();
+    let mut out: Vec<(u64, u64)> = Vec::with_capacity(all.len());
+    for (start, end) in all {
+        match out.last_mut() {
+            Some(last) if start <= last.1 => last.1 = last.1.max(end),
+            _ => out.push((start, end)),
+        }
+    }
+    out
 }
 
 /// The working-set size distribution over the record's snapshots.

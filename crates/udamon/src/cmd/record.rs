@@ -15,7 +15,7 @@ use udamon_linux::perf::{AccessSource as Source, SamplerConfig};
 use udamon_linux::vaddr::{
     self, SampleClock, SourceChoice, VaddrError, VaddrEventKind, VaddrOps, monotonic_us,
 };
-use udamon_record::model::{AccessSource, EventKind, TargetInfo};
+use udamon_record::model::{AccessSource, EventKind, ReferencedMapping, TargetInfo};
 use udamon_sim::{SimOps, SimOptions, Workload};
 
 /// The workload recorded when no target is given.
@@ -23,6 +23,12 @@ pub const DEFAULT_SIM: &str = "builtin:demo";
 
 pub fn run(args: &RecordArgs) -> Result<()> {
     let summary = if args.command.is_empty() && args.pid.is_empty() {
+        if args.referenced.is_some() {
+            bail!(
+                "--referenced reads a live process's page tables (--pid or -- COMMAND); a \
+                 simulation has exact accesses already: drop --referenced"
+            );
+        }
         if args.dry_run {
             bail!(
                 "--dry-run is for live processes (--pid or -- COMMAND): a simulated run changes \
@@ -91,6 +97,22 @@ impl RecordedOps for VaddrOps {
                     VaddrEventKind::Stats(s) => EventKind::SourceStats {
                         counters: s.counters(),
                     },
+                    VaddrEventKind::Referenced { target, found } => EventKind::Referenced {
+                        target: target as u32,
+                        interval_ns: e.time_us.saturating_sub(found.since_us) * 1000,
+                        resident_bytes: found.resident_bytes,
+                        mappings: found
+                            .mappings
+                            .into_iter()
+                            .map(|m| ReferencedMapping {
+                                start: m.start,
+                                end: m.end,
+                                name: m.name,
+                                rss_bytes: m.rss_bytes,
+                                referenced_bytes: m.referenced_bytes,
+                            })
+                            .collect(),
+                    },
                     VaddrEventKind::Note(text) => EventKind::Note { text },
                 };
                 (e.time_us, kind)
@@ -140,6 +162,16 @@ fn record_live(args: &RecordArgs) -> Result<Summary> {
     };
     let chosen =
         vaddr::choose_source(choice, args.sample_rate).map_err(|e| anyhow::anyhow!("{e}"))?;
+    if let Some(period) = args.referenced {
+        let update = live_attrs(&args.monitoring, &chosen.source)?.ops_update_interval_us;
+        if period < update {
+            bail!(
+                "--referenced: the kernel's accessed bits are read at most once per update \
+                 interval ({} ms): give a period of at least that",
+                update / 1000
+            );
+        }
+    }
     let stop = Arc::new(AtomicBool::new(false));
     for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
         signal_hook::flag::register(sig, Arc::clone(&stop))
@@ -160,8 +192,11 @@ fn record_live(args: &RecordArgs) -> Result<Summary> {
     };
     clock.set_stop_flag(Arc::clone(&stop));
     ops.set_dry_run(args.dry_run);
-    let metrics = ProcMetrics::new(ops.pids());
     let attrs = live_attrs(&args.monitoring, &source)?;
+    if let Some(period) = args.referenced {
+        ops.set_referenced(period);
+    }
+    let metrics = ProcMetrics::new(ops.pids());
     let spawned = args.command.iter().map(|a| a.to_string_lossy());
     let spawned: Vec<_> = spawned.collect();
     let targets = ops

@@ -8,7 +8,7 @@ use std::io::IsTerminal;
 use std::path::Path;
 use udamon_report::dist::{self, DistOptions, RenderOptions};
 use udamon_report::heatmap::{self, AddressSelection, HeatmapOptions, image, term};
-use udamon_report::{access, info, nr_regions, percentile, raw, schemes, wss};
+use udamon_report::{access, info, nr_regions, percentile, raw, referenced, schemes, wss};
 
 /// `report wss --horizons` without values: one window, then spans from a second to a minute.
 const DEFAULT_HORIZONS_S: [u64; 7] = [0, 1, 2, 5, 10, 30, 60];
@@ -104,6 +104,16 @@ pub fn run(args: &ReportArgs) -> Result<()> {
                 print_json(&report)
             } else {
                 Ok(print(&schemes::render_text(&report))?)
+            }
+        }
+        ReportKind::Referenced { input } => {
+            let (record, header, frames) = Input::open(input.path())?;
+            let report = referenced::referenced(&header, frames)?;
+            record.warn_damage();
+            if input.json {
+                print_json(&report)
+            } else {
+                Ok(print(&referenced::render_text(&report))?)
             }
         }
         ReportKind::Raw { input } => {

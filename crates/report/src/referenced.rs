@@ -1,0 +1,216 @@
+//! `report referenced`: the kernel's page-table accessed bits, read per mapping by `record
+//! --referenced PERIOD`, set against udamon's working set over the same intervals (the union of
+//! the regions accessed in the windows that ended within each interval), in total and per
+//! mapping. The kernel's numbers are exact bytes touched; udamon's come from samples. Where the
+//! two part, the samples missed memory (too few landed there) or regions reached past what was
+//! touched.
+
+use crate::wss::union;
+use crate::{ReportError, Result, human};
+use serde::Serialize;
+use std::collections::{BTreeMap, VecDeque};
+use std::fmt::Write as _;
+use udamon_record::model::{EventKind, Frame, Header, ReferencedMapping};
+
+/// Mappings listed per interval, by the kernel's referenced bytes.
+pub const TOP_MAPPINGS: usize = 5;
+
+/// One mapping in one interval.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct MappingComparison {
+    pub start: u64,
+    pub end: u64,
+    pub name: String,
+    pub kernel_bytes: u64,
+    pub udamon_bytes: u64,
+}
+
+/// One interval of one target.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Interval {
+    pub target: u32,
+    /// The interval's end, from the record's start.
+    pub time_ns: u64,
+    pub interval_ns: u64,
+    pub kernel_bytes: u64,
+    pub udamon_bytes: u64,
+    pub resident_bytes: u64,
+    /// The mappings the kernel saw most referenced, most first.
+    pub top: Vec<MappingComparison>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ReferencedReport {
+    pub intervals: Vec<Interval>,
+    /// Medians over the intervals: the kernel's bytes, udamon's, and udamon's / the kernel's.
+    pub median_kernel_bytes: u64,
+    pub median_udamon_bytes: u64,
+    pub median_ratio: f64,
+}
+
+/// Accessed ranges of a target's recent windows: (window end, ranges), oldest first.
+type Windows = VecDeque<(u64, Vec<(u64, u64)>)>;
+
+/// Windows older than this before the newest are forgotten, unless an interval was longer.
+const KEEP_NS: u64 = 120_000_000_000;
+
+pub fn referenced(
+    _header: &Header,
+    frames: impl IntoIterator<Item = Frame>,
+) -> Result<ReferencedReport> {
+    let mut windows: BTreeMap<u32, Windows> = BTreeMap::new();
+    let mut keep_ns = KEEP_NS;
+    let mut intervals = Vec::new();
+    for frame in frames {
+        match frame {
+            Frame::Snapshot(s) => {
+                for t in s.targets {
+                    let accessed = t.regions.iter().filter(|r| r.nr_accesses > 0);
+                    let ranges = accessed.map(|r| (r.start, r.end)).collect();
+                    let w = windows.entry(t.target).or_default();
+                    w.push_back((s.end_ns, ranges));
+                    while w.front().is_some_and(|f| f.0 + keep_ns < s.end_ns) {
+                        w.pop_front();
+                    }
+                }
+            }
+            Frame::Event(e) => {
+                let EventKind::Referenced {
+                    target,
+                    interval_ns,
+                    resident_bytes,
+                    mappings,
+                } = e.kind
+                else {
+                    continue;
+                };
+                keep_ns = keep_ns.max(2 * interval_ns);
+                let from = e.time_ns.saturating_sub(interval_ns);
+                let within = windows.get(&target).into_iter().flatten();
+                let within = within.filter(|w| from < w.0 && w.0 <= e.time_ns);
+                let accessed = union(within.flat_map(|w| w.1.iter().copied()));
+                intervals.push(compare(
+                    target,
+                    e.time_ns,
+                    interval_ns,
+                    resident_bytes,
+                    mappings,
+                    &accessed,
+                ));
+            }
+        }
+    }
+    if intervals.is_empty() {
+        return Err(ReportError::NoReferenced);
+    }
+    let median = |mut v: Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2]
+    };
+    let kernel: Vec<f64> = intervals.iter().map(|i| i.kernel_bytes as f64).collect();
+    let udamon: Vec<f64> = intervals.iter().map(|i| i.udamon_bytes as f64).collect();
+    let ratios = intervals
+        .iter()
+        .map(|i| i.udamon_bytes as f64 / i.kernel_bytes.max(1) as f64)
+        .collect();
+    Ok(ReferencedReport {
+        median_kernel_bytes: median(kernel) as u64,
+        median_udamon_bytes: median(udamon) as u64,
+        median_ratio: median(ratios),
+        intervals,
+    })
+}
+
+/// The bytes of sorted, disjoint `ranges` within `[start, end)`.
+fn bytes_within(ranges: &[(u64, u64)], start: u64, end: u64) -> u64 {
+    let first = ranges.partition_point(|r| r.1 <= start);
+    ranges[first..]
+        .iter()
+        .take_while(|r| r.0 < end)
+        .map(|r| r.1.min(end) - r.0.max(start))
+        .sum()
+}
+
+fn compare(
+    target: u32,
+    time_ns: u64,
+    interval_ns: u64,
+    resident_bytes: u64,
+    mut mappings: Vec<ReferencedMapping>,
+    accessed: &[(u64, u64)],
+) -> Interval {
+    mappings.sort_by_key(|m| std::cmp::Reverse(m.referenced_bytes));
+    let top = mappings
+        .iter()
+        .take(TOP_MAPPINGS)
+        .map(|m| MappingComparison {
+            start: m.start,
+            end: m.end,
+            name: m.name.clone(),
+            kernel_bytes: m.referenced_bytes,
+            udamon_bytes: bytes_within(accessed, m.start, m.end),
+        })
+        .collect();
+    Interval {
+        target,
+        time_ns,
+        interval_ns,
+        kernel_bytes: mappings.iter().map(|m| m.referenced_bytes).sum(),
+        udamon_bytes: accessed.iter().map(|(s, e)| e - s).sum(),
+        resident_bytes,
+        top,
+    }
+}
+
+pub fn render_text(report: &ReferencedReport) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "# the kernel's accessed bits (record --referenced) against udamon's working set over the same intervals"
+    );
+    let _ = writeln!(
+        out,
+        "# {:>3} {:>9} {:>9} {:>12} {:>12} {:>7} {:>12}",
+        "tgt", "time", "interval", "kernel", "udamon", "ratio", "resident"
+    );
+    for i in &report.intervals {
+        let _ = writeln!(
+            out,
+            "  {:>3} {:>9} {:>9} {:>12} {:>12} {:>7.2} {:>12}",
+            i.target,
+            human::seconds(i.time_ns, 1),
+            human::seconds(i.interval_ns, 1),
+            human::size(i.kernel_bytes),
+            human::size(i.udamon_bytes),
+            i.udamon_bytes as f64 / i.kernel_bytes.max(1) as f64,
+            human::size(i.resident_bytes)
+        );
+    }
+    let _ = writeln!(
+        out,
+        "# median over {} intervals: kernel {}, udamon {}, udamon/kernel {:.2}",
+        report.intervals.len(),
+        human::size(report.median_kernel_bytes),
+        human::size(report.median_udamon_bytes),
+        report.median_ratio
+    );
+    if let Some(last) = report.intervals.last() {
+        let _ = writeln!(
+            out,
+            "# the last interval's most referenced mappings (target {}):",
+            last.target
+        );
+        for m in &last.top {
+            let _ = writeln!(
+                out,
+                "  {:>12} kernel {:>12} udamon  {}-{} {}",
+                human::size(m.kernel_bytes),
+                human::size(m.udamon_bytes),
+                human::hex(m.start),
+                human::hex(m.end),
+                m.name
+            );
+        }
+    }
+    out
+}
