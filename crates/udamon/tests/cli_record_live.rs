@@ -266,3 +266,83 @@ fn unprivileged_user_records_with_cpuclock() {
     assert!(!o.status.success());
     assert_one_line_error(&o.stderr, "no permission");
 }
+
+#[test]
+fn referenced_intervals_hold_the_kernels_accessed_bytes_beside_udamons() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("rec.data");
+    // static: 64 MiB hot and 256 MiB warm touched all the time, 704 MiB never after start.
+    udamon()
+        .args([
+            "record",
+            "--access-source",
+            "cpuclock",
+            "--referenced",
+            "2s",
+            "-o",
+        ])
+        .arg(&out)
+        .arg("--")
+        .arg(patterns())
+        .args(["static", "-t", "9", "-o", "/dev/null"])
+        .assert()
+        .success();
+    let report = udamon()
+        .args(["report", "referenced", "--json"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(
+        report.status.success(),
+        "{}",
+        String::from_utf8_lossy(&report.stderr)
+    );
+    let report: Value = serde_json::from_slice(&report.stdout).unwrap();
+    let intervals = report["intervals"].as_array().unwrap();
+    assert!(intervals.len() >= 3, "{report}");
+    const MIB: f64 = (1 << 20) as f64;
+    for i in intervals {
+        let kernel = i["kernel_bytes"].as_u64().unwrap() as f64 / MIB;
+        assert!(
+            (318.0..400.0).contains(&kernel),
+            "the kernel saw {kernel} MiB: {i}"
+        );
+    }
+    // udamon's working set over the same 2 s, within the accuracy goal of ±25 %.
+    let ratio = report["median_ratio"].as_f64().unwrap();
+    eprintln!(
+        "static, cpuclock: udamon/kernel over 2 s intervals {:?}, median {ratio:.2}",
+        intervals
+            .iter()
+            .map(|i| i["udamon_bytes"].as_f64().unwrap() / i["kernel_bytes"].as_f64().unwrap())
+            .collect::<Vec<_>>()
+    );
+    assert!(
+        (0.75..=1.25).contains(&ratio),
+        "udamon/kernel {ratio}: {report}"
+    );
+}
+
+#[test]
+fn referenced_needs_a_live_process_and_a_period_of_an_update_or_more() {
+    let out = udamon()
+        .args([
+            "record",
+            "--sim",
+            "builtin:demo",
+            "--referenced",
+            "2s",
+            "-o",
+            "/dev/null",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert_one_line_error(&out.stderr, "--referenced reads a live process");
+    let out = udamon()
+        .args(["record", "--referenced", "100ms", "--", "true"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert_one_line_error(&out.stderr, "at most once per update interval");
+}
