@@ -114,18 +114,12 @@ impl MergeRule {
         }
     }
 
-    /// Whether `l` and `r` are alike; the density test counts the samples of the recent
-    /// windows too, where there are any: a warm region's few samples a window cannot tell it
-    /// from never-touched memory beside it, its samples over several windows can.
-    fn alike(&self, l: &Region, r: &Region, recent: Option<&RecentSamples>) -> bool {
-        let Some(alpha) = self.density_alpha else {
-            return l.nr_accesses.abs_diff(r.nr_accesses) <= self.threshold;
-        };
-        let samples = |x: &Region| {
-            let past = recent.map_or(0, |h| h.count_within(AddrRange::new(x.start, x.end)));
-            x.raw_samples.saturating_add(past)
-        };
-        density::alike(samples(l), l.size(), samples(r), r.size(), alpha)
+    /// Whether `l` and `r`, holding `l_samples` and `r_samples` samples, are alike.
+    fn alike(&self, l: &Region, l_samples: u32, r: &Region, r_samples: u32) -> bool {
+        match self.density_alpha {
+            Some(alpha) => density::alike(l_samples, l.size(), r_samples, r.size(), alpha),
+            None => l.nr_accesses.abs_diff(r.nr_accesses) <= self.threshold,
+        }
     }
 
     /// The rule of the next pass when too many regions remain: DAMON doubles the threshold; the
@@ -159,7 +153,20 @@ pub fn merge_regions_of(
     count_age: bool,
     recent: Option<&RecentSamples>,
 ) {
+    // The samples each region holds for the density test: the window's and, where there are
+    // any, the recent windows' (a warm region's few samples a window cannot tell it from
+    // never-touched memory beside it, its samples over several windows can).
+    let past = match (rule.density_alpha, recent) {
+        (Some(_), Some(h)) => h.counts_in(regions),
+        _ => Vec::new(),
+    };
+    let samples = |i: usize, r: &Region| {
+        r.raw_samples
+            .saturating_add(past.get(i).copied().unwrap_or(0))
+    };
     let mut kept = 0usize;
+    // The samples of `regions[kept - 1]`.
+    let mut kept_samples = 0u32;
     for i in 0..regions.len() {
         let mut r = regions[i];
         if count_age {
@@ -172,17 +179,20 @@ pub fn merge_regions_of(
                 r.age.saturating_add(1)
             };
         }
+        let r_samples = samples(i, &r);
         if kept > 0 {
             let prev = &mut regions[kept - 1];
             if prev.end == r.start
                 && prev.size() + r.size() <= sz_limit
-                && rule.alike(prev, &r, recent)
+                && rule.alike(prev, kept_samples, &r, r_samples)
             {
                 merge_two(prev, &r, rule.max_nr);
+                kept_samples = kept_samples.saturating_add(r_samples);
                 continue;
             }
         }
         regions[kept] = r;
+        kept_samples = r_samples;
         kept += 1;
     }
     regions.truncate(kept);
