@@ -682,7 +682,10 @@ impl Operations for VaddrOps {
                 continue;
             }
             // A failed scan (the process just exited) tells nothing: the regions stay as they are.
-            if let Ok(absent) = p.residency.absent(&ctx.targets()[t].regions) {
+            if let Ok(absent) = p
+                .residency
+                .absent(&ctx.targets()[t].regions, residency::WALK_BUDGET)
+            {
                 let cut = ctx.cut_absent(t, &absent);
                 self.stats.absent_bytes_cut += cut;
             }

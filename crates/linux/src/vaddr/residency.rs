@@ -2,19 +2,35 @@
 //! page, from `PAGEMAP_SCAN` (see [`crate::actions::pagescan`]), for
 //! [`Context::cut_absent`](udamon_core::Context::cut_absent).
 //!
-//! Only accessed regions are scanned, once per window: their page tables are what the walk
-//! costs (runs of equal state come back as one entry each, so resident memory in large runs is
-//! cheap), and the region count bounds the calls.
+//! Only the parts of accessed regions beside the window's samples are walked (sampled memory
+//! was accessed, present or not), within a time budget per window ([`WALK_BUDGET`]).
 
 use crate::actions::pagescan::{PAGE_IS_PRESENT, PageMap, PageRun};
 use std::io;
+use std::time::{Duration, Instant};
 use udamon_core::{AddrRange, Region};
+
+/// The page-table walk a process's residency check may take per window. Walking costs about
+/// 11 µs per MiB resident here; sampled regions often hold a sample or two in tens of MiB, so
+/// checking every window all that the samples do not span would cost 2-3 % of a core per GiB
+/// of working set. Within the budget, each window continues where the last stopped, so every
+/// part is checked every few windows while the cost stays bounded whatever the memory size.
+pub(super) const WALK_BUDGET: Duration = Duration::from_millis(1);
+
+/// The largest piece walked at once, so that the budget is checked often enough.
+const WALK_CHUNK: u64 = 16 << 20;
 
 /// A process's pagemap, opened once (it names the address space, not the pid).
 #[derive(Debug)]
 pub(super) struct Residency {
     pagemap: Option<PageMap>,
     runs: Vec<PageRun>,
+    /// Where the next window's walk starts: the end of the last part walked.
+    cursor: u64,
+    /// The absent ranges found by the walks so far, each as of its part's last walk, sorted.
+    /// A window uses all of them: memory seldom fills in, and a part that did and was touched
+    /// holds a sample, which keeps it from being cut.
+    known: Vec<AddrRange>,
 }
 
 impl Residency {
@@ -24,36 +40,101 @@ impl Residency {
         Residency {
             pagemap: PageMap::open(pid).ok(),
             runs: Vec::new(),
+            cursor: 0,
+            known: Vec::new(),
         }
     }
 
-    /// The ranges of the accessed `regions` without a present page, in address order.
-    pub(super) fn absent(&mut self, regions: &[Region]) -> io::Result<Vec<AddrRange>> {
+    /// Ranges without a present page, in address order, as far as known: the parts of the
+    /// accessed `regions` beside their samples are walked within `budget` from where the last
+    /// call stopped, and what earlier calls found elsewhere is kept.
+    pub(super) fn absent(
+        &mut self,
+        regions: &[Region],
+        budget: Duration,
+    ) -> io::Result<Vec<AddrRange>> {
         let Some(pagemap) = &self.pagemap else {
             return Ok(Vec::new());
         };
-        let mut absent: Vec<AddrRange> = Vec::new();
-        let mut add = |start: u64, end: u64| {
-            if start >= end {
-                return;
-            }
-            match absent.last_mut() {
-                Some(last) if last.end == start => last.end = end,
-                _ => absent.push(AddrRange::new(start, end)),
-            }
-        };
+        let mut parts: Vec<(u64, u64)> = Vec::new();
         for r in regions.iter().filter(|r| r.nr_accesses > 0) {
+            for (start, end) in unsampled_sides(r) {
+                let mut at = start;
+                while at < end {
+                    let to = end.min(at + WALK_CHUNK);
+                    parts.push((at, to));
+                    at = to;
+                }
+            }
+        }
+        // From the cursor on, then around from the lowest address.
+        let first = parts.partition_point(|p| p.1 <= self.cursor);
+        parts.rotate_left(first);
+        let started = Instant::now();
+        for &(start, end) in &parts {
+            if started.elapsed() >= budget {
+                break;
+            }
             self.runs.clear();
-            pagemap.scan(r.start, r.end, &mut self.runs)?;
+            pagemap.scan(start, end, &mut self.runs)?;
+            // What was known of this part gives way to what the walk found.
+            let mut known: Vec<AddrRange> = Vec::with_capacity(self.known.len() + 1);
+            for k in &self.known {
+                push_joined(&mut known, k.start, k.end.min(start));
+                push_joined(&mut known, k.start.max(end), k.end);
+            }
             // Unmapped parts are not in the runs: they hold nothing either.
-            let mut at = r.start;
+            let mut at = start;
             for run in self.runs.iter().filter(|run| run.is(PAGE_IS_PRESENT)) {
-                add(at, run.start.max(at));
+                push_joined(&mut known, at, run.start.max(at));
                 at = at.max(run.end);
             }
-            add(at, r.end);
+            push_joined(&mut known, at, end);
+            known.sort_unstable();
+            self.known = joined(known);
+            self.cursor = end;
         }
-        Ok(absent)
+        Ok(self.known.clone())
+    }
+}
+
+/// Sorted ranges with the touching ones joined.
+fn joined(sorted: Vec<AddrRange>) -> Vec<AddrRange> {
+    let mut out: Vec<AddrRange> = Vec::with_capacity(sorted.len());
+    for r in sorted {
+        match out.last_mut() {
+            Some(last) if last.end >= r.start => last.end = last.end.max(r.end),
+            _ => out.push(r),
+        }
+    }
+    out
+}
+
+/// Appends `[start, end)` to `ranges`, joined to the last one where they touch.
+fn push_joined(ranges: &mut Vec<AddrRange>, start: u64, end: u64) {
+    if start >= end {
+        return;
+    }
+    match ranges.last_mut() {
+        Some(last) if last.end == start => last.end = end,
+        _ => ranges.push(AddrRange::new(start, end)),
+    }
+}
+
+/// The parts of `r` beside its window's sampled span, page aligned: all that
+/// [`Context::cut_absent`](udamon_core::Context::cut_absent) may cut (sampled memory was
+/// accessed, present or not), and so all that is worth a page-table walk.
+fn unsampled_sides(r: &Region) -> Vec<(u64, u64)> {
+    const PAGE: u64 = 4096;
+    match r.sampled_within() {
+        None => vec![(r.start, r.end)],
+        Some(s) => {
+            let (lo, hi) = (s.start / PAGE * PAGE, s.end.div_ceil(PAGE) * PAGE);
+            [(r.start, lo.max(r.start)), (hi.min(r.end), r.end)]
+                .into_iter()
+                .filter(|(a, b)| a < b)
+                .collect()
+        }
     }
 }
 
@@ -80,18 +161,41 @@ mod tests {
         let mut residency = Residency::open(std::process::id());
         let pages = |a: &AddrRange| ((a.start - base) / 4096, (a.end - base) / 4096);
         let absent = residency
-            .absent(&[region(0, 32, 1), region(32, 64, 0)])
+            .absent(&[region(0, 32, 1), region(32, 64, 0)], WALK_BUDGET)
             .unwrap();
         assert_eq!(
             absent.iter().map(pages).collect::<Vec<_>>(),
             [(0, 8), (16, 32)],
             "the second region is not accessed: not scanned"
         );
-        let absent = residency.absent(&[region(32, 64, 2)]).unwrap();
+        let absent = residency.absent(&[region(32, 64, 2)], WALK_BUDGET).unwrap();
         assert_eq!(
             absent.iter().map(pages).collect::<Vec<_>>(),
-            [(32, 40), (41, 64)]
+            [(0, 8), (16, 40), (41, 64)],
+            "what the first walk found is kept"
         );
+        // Pages 20..22 fill in; samples in pages 36..50: only the pages beside them are
+        // walked. Pages 36..40 are not walked: what the first walk found of them stands (the
+        // cut leaves sampled memory alone anyway).
+        for page in 20..22 {
+            // SAFETY: as above.
+            unsafe { *(addr as *mut u8).add(page * PAGE) = 1 };
+        }
+        let sampled = Region {
+            sampled: Some(AddrRange::new(base + 36 * 4096 + 8, base + 49 * 4096 + 9)),
+            ..region(16, 64, 2)
+        };
+        let absent = residency.absent(&[sampled], WALK_BUDGET).unwrap();
+        assert_eq!(
+            absent.iter().map(pages).collect::<Vec<_>>(),
+            [(0, 8), (16, 20), (22, 40), (41, 64)]
+        );
+        // No budget: nothing is walked; what is known stays.
+        let before = absent.clone();
+        let absent = residency
+            .absent(&[region(0, 64, 1)], Duration::ZERO)
+            .unwrap();
+        assert_eq!(absent, before);
         // SAFETY: unmapping the test's own mapping.
         unsafe { libc::munmap(addr, len) };
     }
