@@ -162,9 +162,16 @@ pub struct Judged {
     pub hottest_by_weight: Option<usize>,
     /// Index of the mapping with most of udamon's raw samples.
     pub hottest_by_samples: Option<usize>,
-    /// Index of the mapping with most referenced bytes.
-    pub truth_hottest: Option<usize>,
     pub nr_snapshots: usize,
+}
+
+impl Judged {
+    /// Whether mapping `i` is (about: within 5 %, so that ties count) the one with most
+    /// referenced bytes.
+    pub fn is_truth_hottest(&self, i: Option<usize>) -> bool {
+        let max = self.per_mapping.iter().map(|p| p.0).max().unwrap_or(0);
+        i.is_some_and(|i| max > 0 && self.per_mapping[i].0 * 20 >= max * 19)
+    }
 }
 
 fn overlap(a: (u64, u64), b: (u64, u64)) -> u64 {
@@ -250,7 +257,6 @@ pub fn judge(t: &TruthInterval, rec: &Record) -> Option<Judged> {
             .count(),
         hottest_by_weight: argmax(t.mappings.iter().map(|m| share(m, &weight))),
         hottest_by_samples: argmax(t.mappings.iter().map(|m| share(m, &samples))),
-        truth_hottest: argmax(t.mappings.iter().map(|m| m.referenced as f64)),
         per_mapping,
         nr_snapshots: inside.len(),
     })
