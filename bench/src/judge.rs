@@ -610,18 +610,27 @@ fn report(name: &str, judged: &[(&TruthInterval, &Judged)]) -> Summary {
         agree(|j| j.hottest_by_weight),
         agree(|j| j.hottest_by_samples),
     );
-    let not_resident = judged
-        .iter()
-        .map(|(_, j)| j.not_resident)
-        .max()
-        .unwrap_or(0) as f64
-        / MIB;
+    let max_mib =
+        |f: fn(&Judged) -> u64| judged.iter().map(|(_, j)| f(j)).max().unwrap_or(0) as f64 / MIB;
+    let (not_resident, outside) = (max_mib(|j| j.not_resident), max_mib(|j| j.outside_mappings));
+    // Where udamon's samples pile up most often: the reason when it is not the truth's hottest.
+    let mut favourite: BTreeMap<String, usize> = BTreeMap::new();
+    for (t, j) in judged {
+        if let Some(i) = j.hottest_by_samples {
+            *favourite.entry(t.mappings[i].label()).or_default() += 1;
+        }
+    }
+    let favourite = favourite
+        .into_iter()
+        .max_by_key(|f| f.1)
+        .map_or("none".into(), |(l, k)| format!("{l} ({k} of {n})"));
     let sampled_zero: usize = judged.iter().map(|(_, j)| j.sampled_zero).sum();
     let snaps: usize = judged.iter().map(|(_, j)| j.nr_snapshots).sum();
     println!(
         "\nudamon's hottest mapping is the truth's largest (or within 5 % of it): {by_weight} of {n} intervals by \
-         bytes x nr_accesses, {by_samples} of {n} by raw samples. Accessed but not resident: \
-         {not_resident:.1} MiB at most per interval. Regions with samples but nr_accesses 0: \
+         bytes x nr_accesses, {by_samples} of {n} by raw samples (most samples most often in {favourite}). Accessed but \
+         not resident: {not_resident:.1} MiB at most per interval ({outside:.1} MiB at most \
+         outside every mapping). Regions with samples but nr_accesses 0: \
          {sampled_zero} (in {snaps} snapshots).\n"
     );
     Summary {

@@ -156,6 +156,8 @@ pub struct Judged {
     /// udamon's accessed bytes that cannot have been touched: outside every mapping, or beyond
     /// a mapping's resident size.
     pub not_resident: u64,
+    /// The part of `not_resident` outside every mapping.
+    pub outside_mappings: u64,
     /// Regions with sample addresses in them but `nr_accesses == 0`.
     pub sampled_zero: usize,
     /// Index of the mapping udamon holds hottest by accessed bytes times `nr_accesses`.
@@ -252,6 +254,7 @@ pub fn judge(t: &TruthInterval, rec: &Record) -> Option<Judged> {
         truth: t.referenced(),
         udamon,
         not_resident: udamon - in_mappings + beyond_rss,
+        outside_mappings: udamon - in_mappings,
         sampled_zero: regions()
             .filter(|r| r.raw_samples > 0 && r.nr_accesses == 0)
             .count(),
