@@ -11,8 +11,9 @@
 //! Run (as root for `tick`): `cargo build --release -p udamon && cargo run --release -p
 //! udamon-bench --bin judge -- [--source tick|cpuclock] [--horizon SECS] [--interval SECS]
 //! [--keep DIR] [PROGRAM...]`, programs: patterns-O2 patterns-O0 pointer-chase threads
-//! python-slices stress-ng-write64 stress-ng-read64 memcached (default: all).
-//! stress-ng and memcached are installed with apt-get when missing.
+//! python-slices stress-ng-write64 stress-ng-read64 memcached sqlite3 (default: all).
+//! stress-ng and memcached are installed with apt-get when missing. memcached and sqlite3 run
+//! two phases each (a narrow and a wide working set), reported apart.
 
 mod truth;
 
@@ -29,7 +30,7 @@ use std::time::{Duration, Instant};
 use truth::{Judged, TruthInterval, judge, read_record, take_interval};
 
 const MIB: f64 = (1u64 << 20) as f64;
-const PROGRAMS: [&str; 8] = [
+const PROGRAMS: [&str; 9] = [
     "patterns-O2",
     "patterns-O0",
     "pointer-chase",
@@ -38,6 +39,7 @@ const PROGRAMS: [&str; 8] = [
     "stress-ng-write64",
     "stress-ng-read64",
     "memcached",
+    "sqlite3",
 ];
 /// How long udamon gets to attach before the first truth interval, and a phase's load to settle
 /// before its intervals.
@@ -48,6 +50,10 @@ const MC_NARROW: u64 = 10_000;
 const MC_VALUE: usize = 100;
 /// Keys per multi-get request and sets per write of the load.
 const MC_BATCH: u64 = 100;
+/// sqlite3's in-memory table: rows of 200-byte blobs (about 220 MiB); the narrow phase reads
+/// the first 20,000 (about 4.5 MiB), the wide one scans them all.
+const SQL_ROWS: u64 = 1_000_000;
+const SQL_NARROW: u64 = 20_000;
 
 struct Args {
     source: String,
@@ -325,6 +331,7 @@ impl Env {
                 }
             }
             "memcached" => self.memcached(horizon),
+            "sqlite3" => sqlite(horizon),
             _ => unreachable!("programs are checked when parsing the arguments"),
         }
     }
@@ -384,6 +391,65 @@ impl Env {
         }));
         Ok(t)
     }
+}
+
+/// The sqlite3 shell on an in-memory database, answering one query at a time: sums over the
+/// first rows in the narrow phase, over all in the wide one.
+fn sqlite(horizon: Duration) -> Result<Target, String> {
+    if !installed("sqlite3") {
+        return Err("no sqlite3 shell (optional: apt-get install sqlite3)".into());
+    }
+    let mut child = Command::new("sqlite3")
+        .arg(":memory:")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .map_err(|e| format!("cannot start sqlite3: {e}"))?;
+    let mut input = child.stdin.take().expect("piped");
+    let mut output = BufReader::new(child.stdout.take().expect("piped"));
+    let mut t = Target::single(child);
+    let start = Instant::now();
+    let mut line = String::new();
+    let mut query = move |q: &str, line: &mut String| -> std::io::Result<()> {
+        input.write_all(q.as_bytes())?;
+        input.flush()?;
+        line.clear();
+        if output.read_line(line)? == 0 {
+            return Err(std::io::ErrorKind::UnexpectedEof.into());
+        }
+        Ok(())
+    };
+    query(
+        &format!(
+            "CREATE TABLE t(id INTEGER PRIMARY KEY, v BLOB);
+             WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < {SQL_ROWS})
+             INSERT INTO t SELECT x, randomblob(200) FROM c;
+             SELECT count(*) FROM t;\n"
+        ),
+        &mut line,
+    )
+    .map_err(|e| format!("filling sqlite3's table: {e}"))?;
+    println!(
+        "sqlite3: {} rows in {:.1} s",
+        line.trim(),
+        start.elapsed().as_secs_f64()
+    );
+    t.phases = vec!["narrow", "wide"];
+    let (phase, stop) = (t.phase.clone(), t.stop.clone());
+    let limit = horizon * 2 + Duration::from_secs(60);
+    t.load = Some(std::thread::spawn(move || {
+        let start = Instant::now();
+        while !stop.load(Ordering::Relaxed) && start.elapsed() < limit {
+            let rows = [SQL_NARROW, SQL_ROWS][phase.load(Ordering::Relaxed).min(1)];
+            // sum(length(v)) reads every row's record, so every page of the range.
+            let q = format!("SELECT sum(length(v)) FROM t WHERE id <= {rows};\n");
+            if let Err(e) = query(&q, &mut line) {
+                eprintln!("sqlite3 load stopped: {e}");
+                return;
+            }
+        }
+    }));
+    Ok(t)
 }
 
 fn mc_key(i: u64) -> String {
@@ -589,7 +655,7 @@ fn report(name: &str, judged: &[(&TruthInterval, &Judged)]) -> Summary {
     let mut top: Vec<(String, (u64, u64))> = by_mapping.into_iter().collect();
     top.sort_by_key(|(_, (tr, _))| std::cmp::Reverse(*tr));
     println!(
-        "| mapping (top 3 by truth) | truth MiB / interval | udamon MiB / interval | truth/udamon |"
+        "| mapping (top 3 by truth) | truth, mean MiB / interval | udamon, mean MiB / interval | truth/udamon |"
     );
     println!("|---|---:|---:|---:|");
     for (label, (tr, ud)) in top.iter().take(3) {
