@@ -27,9 +27,9 @@ const NR_INTERVALS: u32 = 5;
 /// tick: 0.90-1.00 in 15 intervals (three runs).
 const PATTERNS_RATIO: (f64, f64) = (0.7, 1.3);
 /// The same for python (one 100 MiB slice of a 512 MiB bytearray per interval, two when it
-/// moves on). Measured with tick: 0.30-1.40 in 15 intervals (three runs); few of python's samples fall in
-/// the bytearray (most are the interpreter's own data), so whole parts of the slice go unseen
-/// in some windows.
+/// moves on). Measured with tick: 0.30-1.40 in 15 intervals (three runs); few of python's
+/// samples fall in the bytearray (most are the interpreter's own data), so whole parts of the
+/// slice go unseen in some windows.
 const PYTHON_RATIO: (f64, f64) = (0.15, 2.5);
 /// At most this many bytes udamon calls accessed per interval that are not even resident
 /// (outside every mapping, or beyond a mapping's resident size). Measured: at most 1.3 MiB.
