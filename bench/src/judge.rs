@@ -374,6 +374,9 @@ impl Env {
                 Err(_) => sleep(Duration::from_millis(100)),
             }
         };
+        // No read waits forever, whatever memcached does.
+        conn.set_read_timeout(Some(Duration::from_secs(30)))
+            .map_err(|e| e.to_string())?;
         let start = Instant::now();
         let items = mc_load(&mut conn).map_err(|e| format!("loading memcached: {e}"))?;
         println!(
