@@ -653,13 +653,22 @@ fn report(name: &str, judged: &[(&TruthInterval, &Judged)]) -> Summary {
     );
     // Mappings by label, summed over the intervals (the layout may change between them).
     let mut by_mapping: BTreeMap<String, (u64, u64)> = BTreeMap::new();
+    let mut beyond_rss: BTreeMap<String, u64> = BTreeMap::new();
     for (t, j) in judged {
         for (m, &(tr, ud)) in t.mappings.iter().zip(&j.per_mapping) {
             let e = by_mapping.entry(m.label()).or_default();
             e.0 += tr;
             e.1 += ud;
+            *beyond_rss.entry(m.label()).or_default() += ud.saturating_sub(m.rss);
         }
     }
+    let most_beyond_rss = beyond_rss
+        .into_iter()
+        .filter(|b| b.1 > 0)
+        .max_by_key(|b| b.1)
+        .map_or("none".into(), |(l, b)| {
+            format!("{l}, {:.1} MiB per interval", b as f64 / MIB / n as f64)
+        });
     let mut top: Vec<(String, (u64, u64))> = by_mapping.into_iter().collect();
     top.sort_by_key(|(_, (tr, _))| std::cmp::Reverse(*tr));
     println!(
@@ -704,7 +713,7 @@ fn report(name: &str, judged: &[(&TruthInterval, &Judged)]) -> Summary {
         "\nudamon's hottest mapping is the truth's largest (or within 5 % of it): {by_weight} of {n} intervals by \
          bytes x nr_accesses, {by_samples} of {n} by raw samples (most samples most often in {favourite}). Accessed but \
          not resident: {not_resident:.1} MiB at most per interval ({outside:.1} MiB at most \
-         outside every mapping). Regions with samples but nr_accesses 0: \
+         outside every mapping; most beyond the Rss of {most_beyond_rss}). Regions with samples but nr_accesses 0: \
          {sampled_zero} (in {snaps} snapshots).\n"
     );
     Summary {
@@ -716,7 +725,7 @@ fn report(name: &str, judged: &[(&TruthInterval, &Judged)]) -> Summary {
         top_truth: top
             .first()
             .map(|(l, (tr, ud))| {
-                // The name without the addresses.
+                // Permissions and name, without the addresses.
                 let name = l.split_once(' ').map_or(l.as_str(), |x| x.1);
                 format!("{name}: {}", truth_per_udamon(*tr, *ud))
             })

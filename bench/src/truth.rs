@@ -19,6 +19,8 @@ use udamon_record::{RecordError, RecordReader};
 pub struct Mapping {
     pub start: u64,
     pub end: u64,
+    /// `rwxp` and the like.
+    pub perms: String,
     /// The path, `[heap]`, `[stack]`..., or `[anon]` for a nameless mapping.
     pub name: String,
     pub rss: u64,
@@ -29,7 +31,10 @@ pub struct Mapping {
 impl Mapping {
     /// A name that tells mappings apart across intervals and in a report.
     pub fn label(&self) -> String {
-        format!("{:x}-{:x} {}", self.start, self.end, self.name)
+        format!(
+            "{:x}-{:x} {} {}",
+            self.start, self.end, self.perms, self.name
+        )
     }
 }
 
@@ -89,6 +94,7 @@ fn mapping_line(line: &str) -> Option<Mapping> {
         u64::from_str_radix(s, 16).ok()?,
         u64::from_str_radix(e, 16).ok()?,
     );
+    let perms = rest.split_whitespace().next()?.to_string();
     // The name may contain spaces.
     let name = rest
         .split_whitespace()
@@ -98,6 +104,7 @@ fn mapping_line(line: &str) -> Option<Mapping> {
     Some(Mapping {
         start,
         end,
+        perms,
         name: if name.is_empty() {
             "[anon]".into()
         } else {
