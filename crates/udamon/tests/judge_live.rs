@@ -24,15 +24,15 @@ const INTERVAL: Duration = Duration::from_secs(2);
 const NR_INTERVALS: u32 = 5;
 /// Bounds of udamon's working set over the truth's, per interval: the pattern workload
 /// (64 MiB hot, 256 MiB warm, 704 MiB never touched: truth 320 MiB per interval). Measured with
-/// tick: 0.90-1.00 in 15 intervals (three runs).
+/// tick: 0.90-1.01 in 20 intervals (four runs).
 const PATTERNS_RATIO: (f64, f64) = (0.7, 1.3);
 /// The same for python (one 100 MiB slice of a 512 MiB bytearray per interval, two when it
-/// moves on). Measured with tick: 0.30-1.40 in 15 intervals (three runs); few of python's
+/// moves on). Measured with tick: 0.30-1.40 in 20 intervals (four runs); few of python's
 /// samples fall in the bytearray (most are the interpreter's own data), so whole parts of the
 /// slice go unseen in some windows.
 const PYTHON_RATIO: (f64, f64) = (0.15, 2.5);
 /// At most this many bytes udamon calls accessed per interval that are not even resident
-/// (outside every mapping, or beyond a mapping's resident size). Measured: at most 1.3 MiB.
+/// (outside every mapping, or beyond a mapping's resident size). Measured: at most 1.8 MiB.
 const MAX_NOT_RESIDENT: u64 = 16 << 20;
 /// At most this many regions per interval with samples in them but `nr_accesses == 0`
 /// (0 when udamon is right). Measured: at most 23.
