@@ -254,7 +254,7 @@ fn rss_kib(pid: u32) -> u64 {
         .unwrap_or(0)
 }
 
-/// Everything the programs need: built workloads, the interpreter, the run's length.
+/// Where the programs are built, where their sources are, and how long they run.
 struct Env {
     dir: PathBuf,
     workloads: PathBuf,
@@ -565,20 +565,25 @@ fn measure(
         .stderr(std::fs::File::create(&log).map_err(|e| e.to_string())?)
         .spawn()
         .map_err(|e| format!("cannot run udamon: {e}"))?;
-    let mut intervals = Vec::new();
-    sleep(SETTLE);
-    for (i, &phase) in target.phases.iter().enumerate() {
-        target.phase.store(i, Ordering::Relaxed);
-        if i > 0 {
-            sleep(SETTLE);
+    let truth = || -> Result<Vec<(&'static str, TruthInterval)>, String> {
+        let mut intervals = Vec::new();
+        sleep(SETTLE);
+        for (i, &phase) in target.phases.iter().enumerate() {
+            target.phase.store(i, Ordering::Relaxed);
+            if i > 0 {
+                sleep(SETTLE);
+            }
+            let end = Instant::now() + args.horizon;
+            while Instant::now() + args.interval <= end {
+                let t = take_interval(target.pid, args.interval)
+                    .map_err(|e| format!("truth for pid {}: {e}", target.pid))?;
+                intervals.push((phase, t));
+            }
         }
-        let end = Instant::now() + args.horizon;
-        while Instant::now() + args.interval <= end {
-            let t = take_interval(target.pid, args.interval)
-                .map_err(|e| format!("truth for pid {}: {e}", target.pid))?;
-            intervals.push((phase, t));
-        }
-    }
+        Ok(intervals)
+    };
+    // udamon is waited for even when the truth failed (say, the target died).
+    let intervals = truth();
     let deadline = Instant::now() + Duration::from_secs(60);
     let status = loop {
         if let Some(s) = mon.try_wait().map_err(|e| e.to_string())? {
@@ -598,7 +603,7 @@ fn measure(
         ));
     }
     let rec = read_record(&rec_path).map_err(|e| format!("reading the record: {e}"))?;
-    Ok(intervals
+    Ok(intervals?
         .into_iter()
         .filter_map(|(phase, t)| {
             let j = judge(&t, &rec)?;
