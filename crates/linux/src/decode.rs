@@ -12,6 +12,10 @@
 //!    nearby direct branch (then it need not be what ran before IP), or when it overwrote a
 //!    register of its own address ("clobbered", e.g. `mov (%rax),%rax`).
 //! 2. *cur*: otherwise, the memory operand of the instruction at IP with the same registers.
+//! 3. *chase*: otherwise, if prev was a 64-bit load that overwrote its own address register
+//!    (`mov 8(%rax),%rax`, a step along a linked structure), the pointer it loaded: the next
+//!    node, which the program touches next ([`AccessKind::Chased`]). Pointer-chasing code
+//!    otherwise gives no address at all.
 //!
 //! A rep-prefixed string instruction at IP is tried as *cur* first: an interrupted `rep movs`
 //! keeps IP on itself with live RSI/RDI, so a sample there is almost always inside it.
@@ -75,6 +79,11 @@ pub enum AccessKind {
     Data,
     /// An implicit stack reference: push, pop, call, ret, leave, enter.
     Stack,
+    /// The pointer that a load just put into its own address register (`mov (%rax),%rax`, a
+    /// linked structure's step): where the program goes next, not the address it read, which
+    /// the overwritten register no longer tells. Used only when neither instruction gives an
+    /// address; the caller should check that it points into data memory.
+    Chased,
 }
 
 /// Whether the instruction reads, writes or both.
@@ -211,6 +220,8 @@ struct Entry {
     cur: Result<Operand, DropReason>,
     /// Already includes the branch-target check.
     prev: Result<Operand, DropReason>,
+    /// When prev is a pointer load that overwrote its own address register: the pointer.
+    chase: Option<Operand>,
     prev_enters_kernel: bool,
     rep_string_at_ip: bool,
 }
@@ -289,13 +300,20 @@ impl AddressDecoder {
                     Ok(found) => return Ok(found),
                     Err(reason) => reason,
                 };
-                resolve(entry.cur, Origin::Cur).map_err(|cur| {
+                let cur = match resolve(entry.cur, Origin::Cur) {
+                    Ok(found) => return Ok(found),
+                    Err(reason) => reason,
+                };
+                if let Some(chase) = entry.chase {
+                    return resolve(Ok(chase), Origin::Prev);
+                }
+                Err(
                     if prev.lost_access() || cur == DropReason::NoMemoryOperand {
                         prev
                     } else {
                         cur
-                    }
-                })
+                    },
+                )
             }
             SamplePoint::NotExecuted => resolve(entry.cur, Origin::Cur),
             SamplePoint::KernelEntry if entry.prev_enters_kernel => Err(DropReason::InSyscall),
@@ -339,23 +357,23 @@ impl AddressDecoder {
             Err(DropReason::CodeUnreadable) => return Err(DropReason::CodeUnreadable),
             Err(reason) => (Err(reason), false),
         };
-        let (prev, prev_enters_kernel) = match scan::previous_instruction(code, ip) {
+        let (prev, chase, prev_enters_kernel) = match scan::previous_instruction(code, ip) {
             Ok(ins) => {
                 let a = analyze(&ins, &mut self.info);
-                let prev = if a.prev_needs_branch_check
+                if a.prev_needs_branch_check
                     && scan::is_direct_branch_target(code, ip, &mut self.scratch)
                 {
-                    Err(DropReason::BranchTarget)
+                    (Err(DropReason::BranchTarget), None, a.enters_kernel)
                 } else {
-                    a.prev
-                };
-                (prev, a.enters_kernel)
+                    (a.prev, a.chase, a.enters_kernel)
+                }
             }
-            Err(reason) => (Err(reason), false),
+            Err(reason) => (Err(reason), None, false),
         };
         let entry = Entry {
             cur,
             prev,
+            chase,
             prev_enters_kernel,
             rep_string_at_ip,
         };

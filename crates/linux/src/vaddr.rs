@@ -571,6 +571,17 @@ impl VaddrOps {
                     self.stats.stack += 1;
                     return;
                 }
+                // A loaded value is an address only if it points into data memory: anything
+                // else was a number, and the load's own address is lost.
+                Ok(r) if r.kind == AccessKind::Chased => {
+                    let data = |m: &crate::maps::Mapping| m.perms.read && !m.perms.exec;
+                    if !p.maps.lookup(r.addr).is_some_and(data) {
+                        self.stats.dropped[DropReason::Clobbered.index()] += 1;
+                        return;
+                    }
+                    self.stats.chased += 1;
+                    r.addr
+                }
                 Ok(r) => r.addr,
                 Err(reason) => {
                     self.stats.dropped[reason.index()] += 1;

@@ -444,3 +444,32 @@ fn perf_register_order_follows_the_kernel_enum() {
     assert!(!regs.direction_flag());
     assert!(UserRegs { flags: DF, ..regs }.direction_flag());
 }
+
+#[test]
+fn a_pointer_chase_gives_the_pointer_it_loaded_when_nothing_else_does() {
+    let (mut code, at) = program(&[
+        &[0x48, 0x8b, 0x40, 0x08], // mov 0x8(%rax),%rax   (p = p->next)
+        &[0x48, 0x85, 0xc0],       // test %rax,%rax        <- IP
+    ]);
+    let mut regs = regs_at(at[1]);
+    regs.ax = 0x7f00_1234_5678;
+    assert_eq!(
+        recover(&mut code, &regs, SamplePoint::UserBoundary),
+        Ok(Recovered {
+            addr: 0x7f00_1234_5678,
+            kind: AccessKind::Chased,
+            access: Access::Read,
+            from: Origin::Prev,
+        }),
+        "the next node, where the chase goes next"
+    );
+    // A byte load into its own index register loads a number, not a pointer.
+    let (mut code, at) = program(&[
+        &[0x0f, 0xb6, 0x04, 0x02], // movzbl (%rdx,%rax,1),%eax
+        &[0x48, 0x85, 0xc0],       // test %rax,%rax        <- IP
+    ]);
+    assert_eq!(
+        recover(&mut code, &regs_at(at[1]), SamplePoint::UserBoundary),
+        Err(DropReason::Clobbered)
+    );
+}

@@ -82,6 +82,9 @@ pub(crate) struct Analysis {
     pub(crate) enters_kernel: bool,
     /// A rep-prefixed string instruction, which a sample usually interrupts midway.
     pub(crate) rep_string: bool,
+    /// When "prev" is unusable because a 64-bit load overwrote its own address register: the
+    /// loaded pointer, in that register ([`AccessKind::Chased`]).
+    pub(crate) chase: Option<Operand>,
 }
 
 /// Analyses `ins`, decoded in 64-bit mode with its real IP.
@@ -148,9 +151,14 @@ pub(crate) fn analyze(ins: &Instruction, factory: &mut InstructionInfoFactory) -
             ),
         }
     };
+    let chase = match (prev, template) {
+        (Err(DropReason::Clobbered), Some(Ok(op))) => chased_pointer(ins, &op),
+        _ => None,
+    };
     Analysis {
         cur,
         prev,
+        chase,
         prev_needs_branch_check: falls_through && template.is_some(),
         enters_kernel: matches!(
             mnemonic,
@@ -164,6 +172,29 @@ pub(crate) fn analyze(ins: &Instruction, factory: &mut InstructionInfoFactory) -
         rep_string: ins.is_string_instruction()
             && (ins.has_rep_prefix() || ins.has_repe_prefix() || ins.has_repne_prefix()),
     }
+}
+
+/// For `mov m64, r64` whose destination is a register of its own address `op`: the destination,
+/// which now holds the loaded pointer.
+fn chased_pointer(ins: &Instruction, op: &Operand) -> Option<Operand> {
+    let loads_a_pointer = ins.mnemonic() == Mnemonic::Mov
+        && ins.op_count() == 2
+        && ins.op_kind(0) == OpKind::Register
+        && ins.op_kind(1) == OpKind::Memory
+        && ins.memory_size().size() == 8
+        && op.segment == Segment::Flat;
+    let dest = Gpr::of(ins.op0_register()).filter(|_| loads_a_pointer)?;
+    (op.base == Some(dest) || op.index == Some(dest)).then_some(Operand {
+        base: Some(dest),
+        index: None,
+        scale: 1,
+        disp: 0,
+        segment: Segment::Flat,
+        addr32: false,
+        string_step: 0,
+        kind: AccessKind::Chased,
+        access: Access::Read,
+    })
 }
 
 /// The "cur" template of a used-memory entry.

@@ -13,6 +13,9 @@ pub struct SourceStats {
     pub recovered: u64,
     /// Implicit stack references (push, pop, call, ret): recovered but kept out of the regions.
     pub stack: u64,
+    /// Of `recovered`: pointers that a load put into its own address register, counted where
+    /// they point (the next node of a linked structure).
+    pub chased: u64,
     /// Samples without an address, by [`DropReason::index`].
     pub dropped: [u64; DropReason::COUNT],
     /// Samples of 32-bit code (compat mode): the decoder only knows 64-bit code.
@@ -46,6 +49,7 @@ impl SourceStats {
             ("samples", self.samples),
             ("recovered", self.recovered),
             ("stack", self.stack),
+            ("chased", self.chased),
             ("dropped_abi32", self.abi32),
             ("dropped_no_user_regs", self.no_user_regs),
             ("lost", self.lost),
@@ -82,7 +86,7 @@ mod tests {
         assert_eq!(c["samples"], 10);
         assert_eq!(c["dropped_clobbered"], 3);
         assert_eq!(c["dropped_abi32"], 1);
-        assert_eq!(c.len(), 10 + DropReason::COUNT);
+        assert_eq!(c.len(), 11 + DropReason::COUNT);
         assert_eq!(s.dropped_total(), 4);
     }
 }
