@@ -278,14 +278,19 @@ impl Context {
     }
 
     /// Cuts `absent` (sorted, disjoint ranges of target `target` that hold no memory) out of
-    /// its accessed regions as regions not accessed, within the region bound; see
-    /// [`absent::cut_absent`]. Returns the bytes cut out.
+    /// its accessed regions as regions not accessed, except the pages the window's samples fell
+    /// in, within the region bound; see [`absent::cut_absent`]. Returns the bytes cut out.
     pub fn cut_absent(&mut self, target: usize, absent: &[AddrRange]) -> u64 {
         self.region_index = None;
         let others = self.nr_regions() - self.targets[target].nr_regions();
+        let samples = self
+            .recent
+            .get_mut(target)
+            .map_or(&[][..], |r| r.current_sorted());
         absent::cut_absent(
             &mut self.targets[target].regions,
             absent,
+            samples,
             self.attrs.min_region_sz,
             self.attrs.max_nr_regions as usize,
             others,

@@ -25,7 +25,7 @@ pub struct RecentSamples {
     completed: VecDeque<Vec<u64>>,
     /// Every address of `completed`, sorted: what queries search.
     all: Vec<u64>,
-    /// The current window's addresses, in arrival order.
+    /// The current window's addresses, in arrival order (or sorted, once asked for so).
     current: Vec<u64>,
     /// Reused for rebuilding `all`.
     scratch: Vec<u64>,
@@ -35,6 +35,12 @@ impl RecentSamples {
     /// Adds sample addresses of the current window.
     pub fn add(&mut self, addrs: &[u64]) {
         self.current.extend_from_slice(addrs);
+    }
+
+    /// The current window's addresses so far, sorted.
+    pub fn current_sorted(&mut self) -> &[u64] {
+        self.current.sort_unstable();
+        &self.current
     }
 
     /// Ends the current window: its addresses join the completed windows and the oldest window
