@@ -3,7 +3,7 @@
 
 use crate::dist::{self, DistOptions, DistReport, Unit};
 use crate::{Result, human};
-use udamon_record::model::{Frame, RegionStat};
+use udamon_record::model::{Frame, Header, RegionStat};
 
 /// Which regions count as the working set.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -34,8 +34,9 @@ impl WssFilter {
     }
 }
 
-/// The working-set size distribution over the record's snapshots.
+/// The working-set size distribution over the record's snapshots (`header` names the targets).
 pub fn wss(
+    header: &Header,
     frames: impl IntoIterator<Item = Frame>,
     filter: &WssFilter,
     opts: &DistOptions,
@@ -46,6 +47,7 @@ pub fn wss(
         human::size(filter.sz_thres)
     );
     dist::collect(
+        header,
         frames,
         opts,
         "wss",

@@ -177,6 +177,7 @@ fn record_live(args: &RecordArgs) -> Result<Summary> {
             let info = TargetInfo {
                 pid: Some(pid),
                 cmdline,
+                parent: None,
             };
             (t, info)
         })
@@ -238,6 +239,7 @@ pub fn record_sim(
             TargetInfo {
                 pid: None,
                 cmdline: name.clone(),
+                parent: None,
             },
         )],
         source: AccessSource {

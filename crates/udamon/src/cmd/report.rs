@@ -32,18 +32,18 @@ pub fn run(args: &ReportArgs) -> Result<()> {
             acc_thres,
             sz_thres,
         } => {
-            let (record, _, frames) = Input::open(input.path())?;
+            let (record, header, frames) = Input::open(input.path())?;
             let filter = wss::WssFilter {
                 acc_thres: *acc_thres,
                 sz_thres: *sz_thres,
             };
-            let report = wss::wss(frames, &filter, &dist.options()?)?;
+            let report = wss::wss(&header, frames, &filter, &dist.options()?)?;
             record.warn_damage();
             print_dist(&report, dist, input.json)
         }
         ReportKind::NrRegions { input, dist } => {
-            let (record, _, frames) = Input::open(input.path())?;
-            let report = nr_regions::nr_regions(frames, &dist.options()?)?;
+            let (record, header, frames) = Input::open(input.path())?;
+            let report = nr_regions::nr_regions(&header, frames, &dist.options()?)?;
             record.warn_damage();
             print_dist(&report, dist, input.json)
         }
