@@ -529,6 +529,10 @@ impl VaddrOps {
             },
         );
         self.refresh(ctx, t, now_us);
+        if self.procs[t].end_us.is_some() {
+            // Gone before it could be looked at: that schemes cannot act on it is no news.
+            self.procs[t].actor.take_notes();
+        }
     }
 
     fn receive(&mut self) {

@@ -1,6 +1,6 @@
 //! Whole process trees: a spawned command's forked children (one of which execs) become targets
-//! of their own, each with its own regions, exec and exit; attaching with `attach_tree` finds
-//! the running descendants.
+//! of their own, each with its own regions, exec and exit (a child gone before it is looked at
+//! just ends); attaching with `attach_tree` finds the running descendants.
 
 #[path = "workload/snapshots.rs"]
 mod snapshots;
@@ -219,4 +219,27 @@ fn attach_tree_takes_the_running_children_too() {
     assert_children_areas_seen(&ops, &windows, &areas(&report));
     let events = ops.take_events();
     assert_eq!(exits(&events).len(), 3, "{events:?}");
+}
+
+#[test]
+fn a_child_gone_before_it_is_looked_at_just_ends() {
+    let config = SamplerConfig {
+        source: AccessSource::CpuClock(CpuClock::default()),
+        follow_forks: true,
+        ..SamplerConfig::default()
+    };
+    // The child exits within microseconds, long before the monitor handles its fork record.
+    let args = ["-c", "/bin/true & wait; sleep 0.3"];
+    let (mut ops, mut clock) = vaddr::spawn("sh", &args, &config).unwrap();
+    monitor(&mut ops, &mut clock, &config.source);
+    let events = ops.take_events();
+    // sh, /bin/true and (unless sh execs it) sleep.
+    assert!(ops.pids().len() >= 2, "{events:?}");
+    assert_eq!(exits(&events).len(), ops.pids().len(), "{events:?}");
+    assert!(
+        !events
+            .iter()
+            .any(|e| matches!(e.kind, VaddrEventKind::Note(_))),
+        "no note, no error: {events:?}"
+    );
 }
