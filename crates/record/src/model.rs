@@ -257,28 +257,6 @@ impl Targets {
     pub fn get(&self, target: u32) -> Option<&TargetInfo> {
         self.list.get(target as usize).and_then(Option::as_ref)
     }
-
-    /// How many target indexes are known (announced or not).
-    pub fn len(&self) -> usize {
-        self.list.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.list.is_empty()
-    }
-
-    /// `target N`, with the pid and command line when known: how reports name a target.
-    pub fn label(&self, target: u32) -> String {
-        match self.get(target) {
-            Some(TargetInfo {
-                pid: Some(pid),
-                cmdline,
-                ..
-            }) => format!("target {target} (pid {pid}: {cmdline})"),
-            Some(t) if !t.cmdline.is_empty() => format!("target {target} ({})", t.cmdline),
-            _ => format!("target {target}"),
-        }
-    }
 }
 
 #[cfg(test)]
@@ -297,8 +275,8 @@ mod tests {
         )
         .expect("a version 1 header, without parents, still reads");
         let mut targets = Targets::new(&header);
-        assert_eq!(targets.label(0), "target 0 (pid 7: sh -c x)");
-        assert_eq!(targets.label(1), "target 1");
+        assert_eq!(targets.get(0).map(|t| t.pid), Some(Some(7)));
+        assert_eq!(targets.get(1), None);
         let added = Frame::Event(Event {
             time_ns: 5,
             kind: EventKind::TargetAdded {
@@ -309,7 +287,6 @@ mod tests {
             },
         });
         targets.observe(&added);
-        assert_eq!(targets.len(), 3);
         assert_eq!(targets.get(1), None, "never announced");
         assert_eq!(targets.get(2).and_then(|t| t.parent), Some(0));
         let json = serde_json::to_string(&added).unwrap();
