@@ -37,6 +37,7 @@ fn header() -> Header {
         targets: vec![TargetInfo {
             pid: None,
             cmdline: "synthetic".into(),
+            parent: None,
         }],
         host: HostInfo::default(),
         start_time_unix_ns: 0,

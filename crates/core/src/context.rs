@@ -113,6 +113,9 @@ impl Context {
         })
     }
 
+    /// Adds a target, before starting or while running (a process forked by a monitored one):
+    /// everything kept by target index (recent samples, memory, the region index, schemes'
+    /// passes) grows to it on first use, and it is adjusted and schemed from the next window.
     pub fn add_target(&mut self, target: Target) {
         self.region_index = None;
         self.targets.push(target);
@@ -915,6 +918,92 @@ mod tests {
             window(&mut ctx),
             whole,
             "the samples of a replaced address space weigh nothing"
+        );
+    }
+
+    /// Sampled ops over targets of 100 pages, the second added at the end of interval `join`:
+    /// every interval one sample in the first 4 pages of each target, and the memory of each.
+    struct Joining {
+        join: u64,
+        intervals: u64,
+    }
+
+    const SECOND: u64 = 1 << 30;
+
+    impl Operations for Joining {
+        fn name(&self) -> &str {
+            "joining"
+        }
+        fn init(&mut self, ctx: &mut Context) -> Result<(), OpsError> {
+            ctx.targets_mut()[0] = Target::with_regions(Some(1), &[AddrRange::new(0, 100 * 4096)]);
+            Ok(())
+        }
+        fn prepare_access_checks(&mut self, _ctx: &mut Context) {}
+        fn check_accesses(&mut self, ctx: &mut Context) {
+            self.intervals += 1;
+            if self.intervals == self.join {
+                let pages = AddrRange::new(SECOND, SECOND + 100 * 4096);
+                ctx.add_target(Target::with_regions(Some(2), &[pages]));
+            }
+            for (t, base) in [0, SECOND].into_iter().enumerate() {
+                if t < ctx.targets().len() {
+                    let addr = base + self.intervals % 4 * 4096 + 8;
+                    ctx.record_sampled_accesses(t, &mut [addr]);
+                    let memory = TargetMemory {
+                        resident_bytes: 100 * 4096,
+                        ..TargetMemory::default()
+                    };
+                    ctx.set_target_memory(t, memory);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn a_target_added_while_running_is_monitored_and_schemed_like_the_first() {
+        let mut ctx = Context::new(
+            Attrs {
+                min_nr_regions: 3,
+                ..ctx_with(5000, 100_000).attrs
+            },
+            1,
+        )
+        .unwrap();
+        ctx.add_target(Target::new(Some(1)));
+        ctx.add_scheme(Scheme::new(
+            damos::AccessPattern::default(),
+            damos::Action::Stat,
+        ))
+        .unwrap();
+        ctx.capture_tried_regions(true);
+        // Mid-window: the second target joins with part of a window left.
+        let mut ops = Joining {
+            join: 50,
+            intervals: 0,
+        };
+        let mut windows = Windows::default();
+        ctx.start(&mut ops).unwrap();
+        for _ in 0..200 {
+            let flow = ctx.step(&mut ops, &mut VirtualClock, &mut windows).unwrap();
+            assert!(flow.is_continue());
+        }
+        let second = &ctx.targets()[1].regions;
+        assert!(second.len() >= 3, "split like the first: {second:?}");
+        let hot: u64 = second
+            .iter()
+            .filter(|r| r.last_nr_accesses > 0)
+            .map(|r| r.end - r.start)
+            .sum();
+        assert_eq!(
+            hot,
+            4 * 4096,
+            "its 4 sampled pages, and only those: {second:?}"
+        );
+        assert!(ctx.target_memory(1).is_some());
+        let (_, tried) = ctx.tried_regions();
+        assert!(
+            tried[0].regions.iter().any(|r| r.start >= SECOND),
+            "the scheme applies to it too"
         );
     }
 }

@@ -15,6 +15,10 @@
 //! - exec flushes the process's decode cache and the context's recent samples of it, and
 //!   re-reads its mappings; a new executable mapping flushes the cache entries near it; a
 //!   process whose threads have all exited is dropped (its regions removed) and noted;
+//! - process trees ([`SamplerConfig::follow_forks`]): every process the monitored ones fork
+//!   becomes a target of its own, added to the context when its fork record is handled (its
+//!   samples arrive in the same rings with its own pid); [`attach_tree`] also attaches to the
+//!   running descendants ([`tree`]);
 //! - [`SourceStats`] count what happened to every sample; they are reported as events at every
 //!   update and at the end;
 //! - `check_residency`: the parts of accessed regions without a present page (`PAGEMAP_SCAN`)
@@ -27,10 +31,12 @@ pub mod ranges;
 mod residency;
 mod source;
 mod stats;
+pub mod tree;
 
 pub use clock::{BATCH, SampleClock, monotonic_us};
 pub use source::{ChosenSource, DEFAULT_CPUCLOCK_HZ, SourceChoice, choose_source, source_name};
 pub use stats::SourceStats;
+pub use tree::proc_cmdline;
 
 use crate::actions::Actor;
 use crate::decode::{
@@ -134,7 +140,17 @@ pub enum VaddrEventKind {
         target: usize,
         comm: String,
     },
-    /// Every thread of the process exited; `status` is a spawned child's exit code.
+    /// A process forked by a monitored one became target `target` (process trees only);
+    /// `parent` is the forking process's target, `cmdline` the parent's command line (the
+    /// child runs the same program until it execs).
+    TargetAdded {
+        target: usize,
+        pid: u32,
+        parent: Option<usize>,
+        cmdline: String,
+    },
+    /// Every thread of the process exited; `status` is a spawned child's exit code (unknown for
+    /// the processes it forked, which are not ours to wait for).
     Exit {
         target: usize,
         status: Option<i32>,
@@ -177,22 +193,68 @@ pub fn spawn<S: AsRef<OsStr>>(
     args: &[S],
     config: &SamplerConfig,
 ) -> Result<(VaddrOps, SampleClock), VaddrError> {
-    let sampler = Sampler::spawn(program, args, config)?;
+    let sampler = Sampler::spawn(program.as_ref(), args, config)?;
     let pid = sampler.pid();
     // A command that exits at once leaves no maps: it is monitored as an empty address space
     // that ends immediately.
     let maps = read_maps(pid).unwrap_or_default();
-    Ok(VaddrOps::build(vec![(sampler, maps)], &config.source))
+    let cmdline = std::iter::once(program.as_ref())
+        .chain(args.iter().map(AsRef::as_ref))
+        .map(OsStr::to_string_lossy)
+        .collect::<Vec<_>>()
+        .join(" ");
+    let proc = Proc::new(pid, maps, monotonic_us(), None, cmdline);
+    Ok(VaddrOps::build(vec![(sampler, proc)], config))
 }
 
-/// Starts sampling the running processes `pids`, all their threads and threads created later.
+/// Starts sampling the running processes `pids`, all their threads and threads created later
+/// (and, with `config.follow_forks`, processes they fork later).
 pub fn attach(pids: &[u32], config: &SamplerConfig) -> Result<(VaddrOps, SampleClock), VaddrError> {
-    if pids.is_empty() {
-        return Err(VaddrError::NoTarget);
-    }
-    let mut parts = Vec::with_capacity(pids.len());
+    let procs: Vec<(u32, Option<usize>)> = pids.iter().map(|&p| (p, None)).collect();
+    attach_procs(&procs, config)
+}
+
+/// [`attach`] to `pids` and all their running descendants (each a target after its parent),
+/// following the processes any of them fork later.
+pub fn attach_tree(
+    pids: &[u32],
+    config: &SamplerConfig,
+) -> Result<(VaddrOps, SampleClock), VaddrError> {
+    let mut procs: Vec<(u32, Option<usize>)> = Vec::new();
     for (i, &pid) in pids.iter().enumerate() {
         if pids[..i].contains(&pid) {
+            return Err(VaddrError::DuplicatePid(pid));
+        }
+        if procs.iter().any(|&(p, _)| p == pid) {
+            // A descendant of a pid given before it: one target.
+            continue;
+        }
+        procs.push((pid, None));
+        for (child, parent) in tree::descendants(pid) {
+            if procs.iter().all(|&(p, _)| p != child) {
+                let parent = procs.iter().position(|&(p, _)| p == parent);
+                procs.push((child, parent));
+            }
+        }
+    }
+    let config = SamplerConfig {
+        follow_forks: true,
+        ..*config
+    };
+    attach_procs(&procs, &config)
+}
+
+/// Attaches to each (pid, parent target) in turn.
+fn attach_procs(
+    procs: &[(u32, Option<usize>)],
+    config: &SamplerConfig,
+) -> Result<(VaddrOps, SampleClock), VaddrError> {
+    if procs.is_empty() {
+        return Err(VaddrError::NoTarget);
+    }
+    let mut parts = Vec::with_capacity(procs.len());
+    for (i, &(pid, parent)) in procs.iter().enumerate() {
+        if procs[..i].iter().any(|&(p, _)| p == pid) {
             return Err(VaddrError::DuplicatePid(pid));
         }
         // Maps first: the clearer error for a wrong pid or someone else's process.
@@ -205,9 +267,10 @@ pub fn attach(pids: &[u32], config: &SamplerConfig) -> Result<(VaddrOps, SampleC
             }
             Err(e) => return Err(e.into()),
         };
-        parts.push((sampler, maps));
+        let proc = Proc::new(pid, maps, monotonic_us(), parent, proc_cmdline(pid));
+        parts.push((sampler, proc));
     }
-    Ok(VaddrOps::build(parts, &config.source))
+    Ok(VaddrOps::build(parts, config))
 }
 
 /// Reads a process's code for the decoder.
@@ -232,6 +295,10 @@ enum Point {
 
 struct Proc {
     pid: u32,
+    /// The target of the process that forked this one, when that one is monitored too.
+    parent: Option<usize>,
+    /// The command line it was started with, or of its last exec.
+    cmdline: String,
     maps: Maps,
     /// When `maps` was read.
     maps_us: u64,
@@ -253,10 +320,37 @@ struct Proc {
     referenced: Option<ReferencedProbe>,
 }
 
+impl Proc {
+    fn new(pid: u32, maps: Maps, now_us: u64, parent: Option<usize>, cmdline: String) -> Proc {
+        Proc {
+            pid,
+            parent,
+            cmdline,
+            maps,
+            maps_us: now_us,
+            maps_stale: false,
+            ranges: Vec::new(),
+            decoder: AddressDecoder::new(),
+            code: Code(ProcessMemory::new(pid)),
+            end_us: None,
+            status: None,
+            dropped: false,
+            actor: Actor::new(pid),
+            residency: Residency::open(pid),
+            referenced: None,
+        }
+    }
+}
+
 /// Operations on live processes with a sampled source; see the module documentation.
 pub struct VaddrOps {
     name: String,
     point: Point,
+    /// Processes forked by targets become targets.
+    follow_forks: bool,
+    /// Schemes' actions are only worked out (see [`VaddrOps::set_dry_run`]); new processes
+    /// inherit the setting.
+    dry_run: bool,
     procs: Vec<Proc>,
     rx: Receiver<FeedMsg>,
     pending: VecDeque<PerfRecord>,
@@ -268,38 +362,27 @@ pub struct VaddrOps {
 }
 
 impl VaddrOps {
-    fn build(parts: Vec<(Sampler, Maps)>, source: &AccessSource) -> (VaddrOps, SampleClock) {
+    fn build(parts: Vec<(Sampler, Proc)>, config: &SamplerConfig) -> (VaddrOps, SampleClock) {
         let (tx, rx) = channel();
         let now = monotonic_us();
         let mut events = Vec::new();
         let mut samplers = Vec::with_capacity(parts.len());
         let mut procs = Vec::with_capacity(parts.len());
-        for (sampler, maps) in parts {
+        for (sampler, proc) in parts {
             for note in sampler.notes() {
                 events.push(VaddrEvent {
                     time_us: now,
                     kind: VaddrEventKind::Note(note.clone()),
                 });
             }
-            procs.push(Proc {
-                pid: sampler.pid(),
-                maps,
-                maps_us: now,
-                maps_stale: false,
-                ranges: Vec::new(),
-                decoder: AddressDecoder::new(),
-                code: Code(ProcessMemory::new(sampler.pid())),
-                end_us: None,
-                status: None,
-                dropped: false,
-                actor: Actor::new(sampler.pid()),
-                residency: Residency::open(sampler.pid()),
-                referenced: None,
-            });
+            procs.push(proc);
             samplers.push(sampler);
         }
+        let source = &config.source;
         let ops = VaddrOps {
             name: format!("vaddr/{}", source_name(source)),
+            follow_forks: config.follow_forks,
+            dry_run: false,
             point: match source {
                 AccessSource::CpuClock(_) => Point::User,
                 AccessSource::Tick => Point::Tick,
@@ -329,6 +412,16 @@ impl VaddrOps {
         self.procs.iter().map(|p| p.pid).collect()
     }
 
+    /// Target `t`'s command line (as started, or after its last exec).
+    pub fn cmdline(&self, t: usize) -> &str {
+        &self.procs[t].cmdline
+    }
+
+    /// The target of the process that forked target `t`, when that one is a target too.
+    pub fn parent(&self, t: usize) -> Option<usize> {
+        self.procs[t].parent
+    }
+
     pub fn stats(&self) -> &SourceStats {
         &self.stats
     }
@@ -343,6 +436,7 @@ impl VaddrOps {
     /// Compute and report (as notes, one per apply pass and action) what schemes would do,
     /// without doing it: nothing counts as applied.
     pub fn set_dry_run(&mut self, on: bool) {
+        self.dry_run = on;
         for p in &mut self.procs {
             p.actor.set_dry_run(on);
         }
@@ -455,8 +549,53 @@ impl VaddrOps {
         }
     }
 
+    /// The newest target with pid `pid`: an older one with that pid ended before the pid was
+    /// reused.
     fn target_of(&self, pid: u32) -> Option<usize> {
-        self.procs.iter().position(|p| p.pid == pid)
+        self.procs.iter().rposition(|p| p.pid == pid)
+    }
+
+    /// Process `pid`, forked by `ppid` at `now_us`, becomes a target: in the context at once, so
+    /// that its samples count from this interval on, with its regions from its mappings. A child
+    /// that is already gone ends at once (its maps cannot be read) and is dropped with an exit
+    /// event like any other.
+    fn fork(&mut self, ctx: &mut Context, pid: u32, ppid: u32, now_us: u64) {
+        if self
+            .target_of(pid)
+            .is_some_and(|t| self.procs[t].end_us.is_none())
+        {
+            // Known already: attached to while listing a tree, before its fork record arrived.
+            return;
+        }
+        let parent = self.target_of(ppid);
+        let cmdline = match parent {
+            Some(t) => self.procs[t].cmdline.clone(),
+            None => proc_cmdline(pid),
+        };
+        let t = self.procs.len();
+        debug_assert_eq!(ctx.targets().len(), t, "one context target per process");
+        let mut proc = Proc::new(pid, Maps::default(), now_us, parent, cmdline.clone());
+        proc.actor.set_dry_run(self.dry_run);
+        if self.referenced_period_us.is_some() {
+            proc.referenced = Some(ReferencedProbe::new(pid));
+        }
+        self.procs.push(proc);
+        self.addrs.push(Vec::new());
+        ctx.add_target(Target::new(Some(pid)));
+        self.event(
+            now_us,
+            VaddrEventKind::TargetAdded {
+                target: t,
+                pid,
+                parent,
+                cmdline,
+            },
+        );
+        self.refresh(ctx, t, now_us);
+        if self.procs[t].end_us.is_some() {
+            // Gone before it could be looked at: that schemes cannot act on it is no news.
+            self.procs[t].actor.take_notes();
+        }
     }
 
     fn receive(&mut self) {
@@ -466,7 +605,11 @@ impl VaddrOps {
                 FeedMsg::Gone { pid, status, at_us } => {
                     if let Some(t) = self.target_of(pid) {
                         let p = &mut self.procs[t];
-                        p.status = status;
+                        // A spawned child is reaped as soon as it exits; the end of its whole
+                        // tree is reported again, without a status.
+                        if status.is_some() {
+                            p.status = status;
+                        }
                         // The main thread's exit record, if seen, is the more exact time.
                         let end = p.end_us.map_or(at_us, |e| e.min(at_us));
                         p.end_us = Some(end);
@@ -486,7 +629,13 @@ impl VaddrOps {
                 pid, comm, time_ns, ..
             } => {
                 if let Some(t) = self.target_of(pid) {
-                    self.procs[t].decoder.invalidate_all();
+                    let p = &mut self.procs[t];
+                    p.decoder.invalidate_all();
+                    // The full command line while the process still runs the new program.
+                    p.cmdline = match proc_cmdline(pid) {
+                        c if c.is_empty() => comm.clone(),
+                        c => c,
+                    };
                     ctx.forget_recent_samples(t);
                     self.event(
                         time_ns / 1000,
@@ -513,6 +662,9 @@ impl VaddrOps {
                     p.maps_stale = true;
                 }
             }
+            PerfRecord::Fork {
+                pid, ppid, time_ns, ..
+            } if self.follow_forks && pid != ppid => self.fork(ctx, pid, ppid, time_ns / 1000),
             PerfRecord::Exit {
                 pid, tid, time_ns, ..
             } if pid == tid => {

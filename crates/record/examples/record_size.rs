@@ -92,6 +92,7 @@ fn header() -> Header {
         targets: vec![TargetInfo {
             pid: Some(1),
             cmdline: "synthetic".into(),
+            parent: None,
         }],
         host: HostInfo::default(),
         start_time_unix_ns: 0,

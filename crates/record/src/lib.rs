@@ -7,7 +7,7 @@
 //! - [`detect`]: format detection by content and [`open_any`], one frame stream for any input;
 //! - [`error`]: errors that stop reading or writing, and damage that reading survives.
 //!
-//! # The udamon record format (version 1)
+//! # The udamon record format (version 2)
 //!
 //! A record is the 8-byte signature `89 55 44 41 4D 4F 4E 0A` (`\x89UDAMON\n`) followed by
 //! frames: first one header frame, then one frame per snapshot and per event, in time order.
@@ -27,7 +27,8 @@
 //! only when asked, and per frame only when that makes the frame smaller.
 //!
 //! Header and event payloads are JSON (serde's encoding of [`model::Header`] and
-//! [`model::Event`]). Snapshot payloads are binary, every number an unsigned LEB128 varint:
+//! [`model::Event`]). Version 2 added the `target_added` event (targets that join while
+//! monitoring runs, see [`model::Targets`]); version 1 records read the same way. Snapshot payloads are binary, every number an unsigned LEB128 varint:
 //!
 //! ```text
 //! start_ns, end_ns - start_ns, sample_us, aggr_us, nr_targets,

@@ -4,6 +4,11 @@
 //!
 //! Times are nanoseconds on the monitor's time line, counted from the record's start
 //! (`Header::start_time_unix_ns` ties that to wall-clock time).
+//!
+//! Targets are numbered in the order they became known: first the header's, then those that
+//! [`EventKind::TargetAdded`] events announce while monitoring runs (processes forked by a
+//! monitored one); a snapshot names a target only once it is known. [`Targets`] follows that
+//! list while reading.
 
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -39,6 +44,9 @@ pub struct TargetInfo {
     pub pid: Option<u32>,
     /// The command line, or the workload's name for simulations.
     pub cmdline: String,
+    /// The target of the process that forked this one, when that one is monitored too.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parent: Option<u32>,
 }
 
 /// Facts about the machine the record was made on.
@@ -90,7 +98,8 @@ impl RegionStat {
 /// One target's regions in a snapshot.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TargetSnapshot {
-    /// Index into `Header::targets`.
+    /// Index into the record's targets: `Header::targets`, then those `TargetAdded` events
+    /// announced.
     pub target: u32,
     pub regions: Vec<RegionStat>,
 }
@@ -120,6 +129,15 @@ impl Snapshot {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum EventKind {
+    /// A new target joined monitoring: a process forked by the monitored `parent` target (the
+    /// command line is the parent's until the child execs). Its index is the next one.
+    TargetAdded {
+        target: u32,
+        pid: Option<u32>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        parent: Option<u32>,
+        cmdline: String,
+    },
     /// The target's mappings changed; `nr_mappings` after the change.
     MappingsChanged { target: u32, nr_mappings: u32 },
     /// The target called exec; per-process caches were flushed.
@@ -212,4 +230,88 @@ pub struct Event {
 pub enum Frame {
     Snapshot(Snapshot),
     Event(Event),
+}
+
+/// A record's targets as far as it has been read: the header's, then those that
+/// [`EventKind::TargetAdded`] events announced. Feed it every frame in order
+/// ([`Targets::observe`]); target indexes are never reused, so after the last frame it names
+/// every target of the record.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Targets {
+    /// By target index; `None` for an index no frame announced (a damaged record).
+    list: Vec<Option<TargetInfo>>,
+}
+
+impl Targets {
+    pub fn new(header: &Header) -> Self {
+        Targets {
+            list: header.targets.iter().cloned().map(Some).collect(),
+        }
+    }
+
+    /// Learns the target a `TargetAdded` event announces; other frames change nothing.
+    pub fn observe(&mut self, frame: &Frame) {
+        let Frame::Event(Event {
+            kind:
+                EventKind::TargetAdded {
+                    target,
+                    pid,
+                    parent,
+                    cmdline,
+                },
+            ..
+        }) = frame
+        else {
+            return;
+        };
+        let i = *target as usize;
+        if self.list.len() <= i {
+            self.list.resize(i + 1, None);
+        }
+        self.list[i] = Some(TargetInfo {
+            pid: *pid,
+            cmdline: cmdline.clone(),
+            parent: *parent,
+        });
+    }
+
+    pub fn get(&self, target: u32) -> Option<&TargetInfo> {
+        self.list.get(target as usize).and_then(Option::as_ref)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn targets_follow_the_header_then_the_announcements() {
+        let header: Header = serde_json::from_str(
+            r#"{"format_version":1,"udamon_version":"","access_source":{"name":"x","reason":""},
+            "intervals":{"sample_us":5000,"aggr_us":100000,"update_us":1000000},
+            "min_nr_regions":10,"max_nr_regions":1000,"seed":0,
+            "targets":[{"pid":7,"cmdline":"sh -c x"}],
+            "host":{"hostname":"","kernel":"","nr_cpus":1,"page_size":4096,"mem_total_bytes":0},
+            "start_time_unix_ns":0}"#,
+        )
+        .expect("a version 1 header, without parents, still reads");
+        let mut targets = Targets::new(&header);
+        assert_eq!(targets.get(0).map(|t| t.pid), Some(Some(7)));
+        assert_eq!(targets.get(1), None);
+        let added = Frame::Event(Event {
+            time_ns: 5,
+            kind: EventKind::TargetAdded {
+                target: 2,
+                pid: Some(9),
+                parent: Some(0),
+                cmdline: "sh -c x".into(),
+            },
+        });
+        targets.observe(&added);
+        assert_eq!(targets.get(1), None, "never announced");
+        assert_eq!(targets.get(2).and_then(|t| t.parent), Some(0));
+        let json = serde_json::to_string(&added).unwrap();
+        assert!(json.contains(r#""kind":"target_added""#), "{json}");
+        assert_eq!(serde_json::from_str::<Frame>(&json).unwrap(), added);
+    }
 }

@@ -3,6 +3,11 @@
 //!
 //! A failed write stops monitoring rather than carrying on unrecorded, and never panics: the
 //! loop is told to break and the error waits in [`Recorder::error`].
+//!
+//! A snapshot holds only the targets the record has announced (the header's, and those of the
+//! `TargetAdded` events written so far): a target the operations add to the context during a
+//! sampling interval is announced by its owner after the step, so a snapshot taken at the end
+//! of that same interval leaves it out rather than name a target the reader does not know yet.
 
 use crate::error::RecordError;
 use crate::model::{
@@ -30,6 +35,8 @@ pub struct Recorder<W: Write = File> {
     last_scheme_stats: Vec<SchemeStatsRecord>,
     last_memory: Vec<Option<udamon_core::TargetMemory>>,
     last_tried: u64,
+    /// Targets announced so far: snapshots hold no others.
+    announced: usize,
 }
 
 impl Recorder<File> {
@@ -51,6 +58,7 @@ impl Recorder<File> {
 impl<W: Write> Recorder<W> {
     pub fn new(writer: RecordWriter<W>, start_us: u64) -> Self {
         Recorder {
+            announced: writer.header_targets(),
             writer,
             start_us,
             snapshot: Snapshot {
@@ -80,7 +88,14 @@ impl<W: Write> Recorder<W> {
         if let Some(e) = &self.error {
             return Err(e.duplicate());
         }
+        let added = match kind {
+            EventKind::TargetAdded { target, .. } => Some(target as usize + 1),
+            _ => None,
+        };
         let result = self.writer.write_event(&Event { time_ns, kind });
+        if let (Ok(()), Some(n)) = (&result, added) {
+            self.announced = self.announced.max(n);
+        }
         self.keep_error(result)
     }
 
@@ -126,6 +141,7 @@ impl<W: Write> Callbacks for Recorder<W> {
             return ControlFlow::Break(());
         }
         fill_snapshot(&mut self.snapshot, ctx, self.start_us);
+        self.snapshot.targets.truncate(self.announced);
         let result = self.writer.write_snapshot(&self.snapshot);
         if self.keep_error(result).is_err() {
             return ControlFlow::Break(());

@@ -12,7 +12,9 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 /// The version of the record format this crate writes, stored in `Header::format_version`.
-pub const FORMAT_VERSION: u32 = 1;
+/// Version 2 added the `target_added` event: a version 1 reader would skip it as damage and
+/// meet snapshots of targets it was never told of.
+pub const FORMAT_VERSION: u32 = 2;
 
 /// zstd's default level: fast enough for a monitor, and higher levels gain little on snapshots.
 const ZSTD_LEVEL: i32 = 3;
@@ -33,6 +35,8 @@ pub struct RecordWriter<W: Write = File> {
     compressor: Option<zstd::bulk::Compressor<'static>>,
     failed: bool,
     bytes_written: u64,
+    /// Targets the header lists.
+    header_targets: usize,
 }
 
 impl RecordWriter<File> {
@@ -72,6 +76,7 @@ impl<W: Write> RecordWriter<W> {
             compressor,
             failed: false,
             bytes_written: 0,
+            header_targets: header.targets.len(),
         };
         let header = Header {
             format_version: FORMAT_VERSION,
@@ -101,6 +106,11 @@ impl<W: Write> RecordWriter<W> {
             .map_err(|e| self.encode_error("an event", e))?;
         self.frame.clear();
         self.emit(FrameType::Event)
+    }
+
+    /// How many targets the header lists.
+    pub fn header_targets(&self) -> usize {
+        self.header_targets
     }
 
     /// Bytes handed to the OS so far, signature included.

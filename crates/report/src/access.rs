@@ -1,11 +1,11 @@
 //! One snapshot's regions, as damo's `report access` (detailed style): where each region is, how
 //! big, how often it was accessed (percent of the maximum and Hz) and for how long that has held.
 
-use crate::{ReportError, Result, human};
+use crate::{ReportError, Result, human, target_name};
 use serde::Serialize;
 use std::collections::VecDeque;
 use std::fmt::Write as _;
-use udamon_record::model::{Frame, Header, Snapshot};
+use udamon_record::model::{Frame, Header, Snapshot, Targets};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct AccessOptions {
@@ -76,7 +76,8 @@ pub fn access(
     frames: impl IntoIterator<Item = Frame>,
     opts: &AccessOptions,
 ) -> Result<AccessReport> {
-    let (found, nr_snapshots) = pick(frames, opts.snapshot)?;
+    let mut known = Targets::new(header);
+    let (found, nr_snapshots) = pick(frames, opts.snapshot, &mut known)?;
     let (index, snapshot) = found;
     let aggr_s = snapshot.aggr_us.max(1) as f64 / 1e6;
     let max = snapshot.max_nr_accesses().max(1);
@@ -86,7 +87,7 @@ pub fn access(
         .iter()
         .filter(|t| opts.target.is_none_or(|want| want == t.target))
         .map(|t| {
-            let info = header.targets.get(t.target as usize);
+            let info = known.get(t.target);
             let regions: Vec<RegionAccess> = t
                 .regions
                 .iter()
@@ -149,9 +150,13 @@ pub fn access(
     })
 }
 
-/// Finds snapshot `index` (negative: from the end) while counting all of them; keeps at most
-/// `|index|` snapshots in memory.
-fn pick(frames: impl IntoIterator<Item = Frame>, index: i64) -> Result<((usize, Snapshot), usize)> {
+/// Finds snapshot `index` (negative: from the end) while counting all of them and learning
+/// every target into `known`; keeps at most `|index|` snapshots in memory.
+fn pick(
+    frames: impl IntoIterator<Item = Frame>,
+    index: i64,
+    known: &mut Targets,
+) -> Result<((usize, Snapshot), usize)> {
     let keep = if index < 0 {
         index.unsigned_abs() as usize
     } else {
@@ -160,6 +165,7 @@ fn pick(frames: impl IntoIterator<Item = Frame>, index: i64) -> Result<((usize, 
     let mut window: VecDeque<(usize, Snapshot)> = VecDeque::with_capacity(keep.min(1024));
     let mut count = 0usize;
     for frame in frames {
+        known.observe(&frame);
         let Frame::Snapshot(snapshot) = frame else {
             continue;
         };
@@ -211,14 +217,8 @@ pub fn render_text(report: &AccessReport) -> String {
         .flat_map(|t| &t.regions)
         .any(|r| r.raw_samples > 0);
     for target in &report.targets {
-        let mut who = format!("# target {}", target.target);
-        if let Some(pid) = target.pid {
-            let _ = write!(who, ", pid {pid}");
-        }
-        if let Some(cmd) = target.cmdline.as_deref().filter(|c| !c.is_empty()) {
-            let _ = write!(who, ": {cmd}");
-        }
-        let _ = writeln!(out, "{who}");
+        let who = target_name(target.target, target.pid, target.cmdline.as_deref());
+        let _ = writeln!(out, "# {who}");
         let rows: Vec<[String; 6]> = target
             .regions
             .iter()

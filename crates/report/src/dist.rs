@@ -2,11 +2,11 @@
 //! damo's warm-up skip, percentiles, average, the values in size or time order, and their text
 //! rendering. [`crate::wss`] and [`crate::nr_regions`] only say which number to take.
 
-use crate::{ReportError, Result, human, percentile};
+use crate::{ReportError, Result, human, percentile, target_name};
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
-use udamon_record::model::{Frame, TargetSnapshot};
+use udamon_record::model::{Frame, Header, TargetSnapshot, Targets};
 
 /// What the values count.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -71,6 +71,9 @@ pub struct PercentileValue {
 pub struct Distribution {
     /// `None`: all targets summed snapshot by snapshot.
     pub target: Option<u32>,
+    /// The target's process and command line, when the record tells.
+    pub pid: Option<u32>,
+    pub cmdline: Option<String>,
     pub percentiles: Vec<PercentileValue>,
     pub average: f64,
     /// Every value, in the order the options asked for.
@@ -97,6 +100,7 @@ pub struct DistReport {
 /// Collects `value(end_ns, target's regions)` per snapshot and target, in record order, then
 /// builds the report.
 pub(crate) fn collect<F>(
+    header: &Header,
     frames: impl IntoIterator<Item = Frame>,
     opts: &DistOptions,
     metric: &'static str,
@@ -111,7 +115,9 @@ where
     let mut summed = Vec::new();
     let mut per_target: BTreeMap<u32, Vec<Point>> = BTreeMap::new();
     let mut nr_snapshots = 0;
+    let mut known = Targets::new(header);
     for frame in frames {
+        known.observe(&frame);
         let Frame::Snapshot(snapshot) = frame else {
             continue;
         };
@@ -163,7 +169,12 @@ where
                 .into_iter()
                 .filter(|p| p.snapshot >= skipped)
                 .collect();
-            distribution(target, points, opts)
+            let info = target.and_then(|t| known.get(t));
+            Distribution {
+                pid: info.and_then(|i| i.pid),
+                cmdline: info.map(|i| i.cmdline.clone()),
+                ..distribution(target, points, opts)
+            }
         })
         .collect();
     Ok(DistReport {
@@ -201,6 +212,8 @@ fn distribution(target: Option<u32>, mut points: Vec<Point>, opts: &DistOptions)
     }
     Distribution {
         target,
+        pid: None,
+        cmdline: None,
         percentiles,
         average,
         values: points,
@@ -257,7 +270,8 @@ pub fn render_text(report: &DistReport, opts: &RenderOptions) -> String {
     for dist in &report.distributions {
         match dist.target {
             Some(t) => {
-                let _ = writeln!(out, "# target {t}");
+                let who = target_name(t, dist.pid, dist.cmdline.as_deref());
+                let _ = writeln!(out, "# {who}");
             }
             None => {
                 let _ = writeln!(out, "# all targets (summed)");

@@ -1,12 +1,13 @@
-//! What a record says about itself: the header (access source and why, intervals, targets, host,
-//! start time), how many snapshots over how long, region counts, what happened (events), and any
-//! damage the reader found.
+//! What a record says about itself: the header (access source and why, intervals, host, start
+//! time), the targets (the header's and those added while monitoring ran, each with its pid,
+//! parent, command line, when it started and ended and its exit status), how many snapshots over
+//! how long, region counts, what happened (events), and any damage the reader found.
 
 use crate::human;
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
-use udamon_record::model::{EventKind, Frame, Header};
+use udamon_record::model::{EventKind, Frame, Header, TargetInfo, Targets};
 
 /// Notes listed in full; further ones are only counted.
 const MAX_NOTES: usize = 10;
@@ -26,9 +27,23 @@ impl MinMax {
     }
 }
 
+/// One target: who it is, its life and its regions.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct TargetSummary {
     pub target: u32,
+    pub pid: Option<u32>,
+    /// The target of the process that forked this one.
+    pub parent: Option<u32>,
+    /// The command line it started with (`None` for a target no frame announced).
+    pub cmdline: Option<String>,
+    /// What it exec'd last, if it did.
+    pub exec: Option<String>,
+    /// When it joined monitoring (`None` for targets monitored from the start).
+    pub added_ns: Option<u64>,
+    /// When it exited or was dropped, if it did before monitoring stopped.
+    pub ended_ns: Option<u64>,
+    /// Its exit status, when known (a spawned command's; a forked process's is not).
+    pub exit_status: Option<i32>,
     pub snapshots: usize,
     pub nr_regions: Option<MinMax>,
     /// Lowest start and highest end of its regions over the record.
@@ -91,8 +106,17 @@ pub fn info(
         events: EventSummary::default(),
         damage,
     };
-    let mut targets: BTreeMap<u32, TargetSummary> = BTreeMap::new();
+    let mut known = Targets::new(header);
+    let mut targets: BTreeMap<u32, TargetSummary> = (0..header.targets.len() as u32)
+        .map(|t| {
+            (
+                t,
+                TargetSummary::new(t, header.targets.get(t as usize), None),
+            )
+        })
+        .collect();
     for frame in frames {
+        known.observe(&frame);
         match frame {
             Frame::Snapshot(s) => {
                 report.nr_snapshots += 1;
@@ -102,12 +126,9 @@ pub fn info(
                 MinMax::add(&mut report.sample_us, s.sample_us);
                 MinMax::add(&mut report.aggr_us, s.aggr_us);
                 for t in &s.targets {
-                    let sum = targets.entry(t.target).or_insert(TargetSummary {
-                        target: t.target,
-                        snapshots: 0,
-                        nr_regions: None,
-                        address_span: None,
-                    });
+                    let sum = targets
+                        .entry(t.target)
+                        .or_insert_with(|| TargetSummary::new(t.target, known.get(t.target), None));
                     sum.snapshots += 1;
                     MinMax::add(&mut sum.nr_regions, t.regions.len() as u64);
                     let lo = t.regions.iter().map(|r| r.start).min();
@@ -118,7 +139,10 @@ pub fn info(
                     }
                 }
             }
-            Frame::Event(e) => add_event(&mut report.events, e.time_ns, e.kind),
+            Frame::Event(e) => {
+                life(&mut targets, &known, e.time_ns, &e.kind);
+                add_event(&mut report.events, e.time_ns, e.kind);
+            }
         }
     }
     report.duration_ns = match (report.first_start_ns, report.last_end_ns) {
@@ -129,9 +153,60 @@ pub fn info(
     report
 }
 
+impl TargetSummary {
+    fn new(target: u32, info: Option<&TargetInfo>, added_ns: Option<u64>) -> Self {
+        TargetSummary {
+            target,
+            pid: info.and_then(|i| i.pid),
+            parent: info.and_then(|i| i.parent),
+            cmdline: info.map(|i| i.cmdline.clone()),
+            exec: None,
+            added_ns,
+            ended_ns: None,
+            exit_status: None,
+            snapshots: 0,
+            nr_regions: None,
+            address_span: None,
+        }
+    }
+}
+
+/// What an event tells of a target's life: its start, exec and end.
+fn life(
+    targets: &mut BTreeMap<u32, TargetSummary>,
+    known: &Targets,
+    time_ns: u64,
+    kind: &EventKind,
+) {
+    let target = match *kind {
+        EventKind::TargetAdded { target, .. }
+        | EventKind::Exec { target, .. }
+        | EventKind::Exit { target, .. }
+        | EventKind::TargetDropped { target, .. } => target,
+        _ => return,
+    };
+    let sum = targets
+        .entry(target)
+        .or_insert_with(|| TargetSummary::new(target, known.get(target), None));
+    match kind {
+        EventKind::TargetAdded { .. } => {
+            *sum = TargetSummary::new(target, known.get(target), Some(time_ns));
+        }
+        EventKind::Exec { cmdline, .. } => sum.exec = Some(cmdline.clone()),
+        EventKind::Exit { status, .. } => {
+            sum.ended_ns = Some(time_ns);
+            sum.exit_status = *status;
+        }
+        _ => {
+            sum.ended_ns.get_or_insert(time_ns);
+        }
+    }
+}
+
 fn add_event(sum: &mut EventSummary, time_ns: u64, kind: EventKind) {
     sum.total += 1;
     let name = match &kind {
+        EventKind::TargetAdded { .. } => "target_added",
         EventKind::MappingsChanged { .. } => "mappings_changed",
         EventKind::Exec { .. } => "exec",
         EventKind::Exit { .. } => "exit",
@@ -151,6 +226,16 @@ fn add_event(sum: &mut EventSummary, time_ns: u64, kind: EventKind) {
         | EventKind::SchemeTriedRegions { .. }
         | EventKind::TargetMemory { .. }
         | EventKind::Referenced { .. } => None,
+        EventKind::TargetAdded {
+            target,
+            pid,
+            parent,
+            cmdline,
+        } => {
+            let pid = pid.map_or_else(String::new, |p| format!(" pid {p}"));
+            let by = parent.map_or_else(String::new, |p| format!(", forked by target {p}"));
+            Some(format!("target {target} added:{pid} {cmdline}{by}"))
+        }
         EventKind::Exec { target, cmdline } => Some(format!("target {target} exec'd {cmdline}")),
         EventKind::Exit { target, status } => Some(match status {
             Some(s) => format!("target {target} exited with status {s}"),
@@ -187,6 +272,61 @@ fn range_text(m: Option<MinMax>, fmt: impl Fn(u64) -> String) -> String {
         Some(m) if m.min == m.max => fmt(m.min),
         Some(m) => format!("{} to {}", fmt(m.min), fmt(m.max)),
     }
+}
+
+/// One line per target: `N: pid P (forked by target T), CMDLINE, exec'd X; from A to B, exit
+/// status S; in K snapshots, ...`.
+fn render_target(out: &mut String, s: &TargetSummary) {
+    let pid = s.pid.map_or_else(|| "-".to_string(), |p| p.to_string());
+    let _ = write!(out, "  {}: pid {pid}", s.target);
+    if let Some(p) = s.parent {
+        let _ = write!(out, " (forked by target {p})");
+    }
+    let _ = write!(
+        out,
+        ", {}",
+        s.cmdline.as_deref().unwrap_or("(never announced)")
+    );
+    if let Some(exec) = &s.exec {
+        let _ = write!(out, ", exec'd {exec}");
+    }
+    if s.added_ns.is_some() || s.ended_ns.is_some() {
+        let at = |t: Option<u64>, none: &str| t.map_or(none.to_string(), human::duration);
+        let _ = write!(
+            out,
+            "; from {} to {}",
+            at(s.added_ns, "the start"),
+            at(s.ended_ns, "the end")
+        );
+    }
+    match (s.ended_ns, s.exit_status) {
+        (Some(_), Some(status)) => {
+            let _ = write!(out, ", exit status {status}");
+        }
+        (Some(_), None) => {
+            let _ = write!(out, ", exit status unknown");
+        }
+        _ => {}
+    }
+    if s.snapshots == 0 {
+        let _ = write!(out, "; in no snapshot");
+    } else {
+        let _ = write!(
+            out,
+            "; in {} snapshots, {} regions",
+            s.snapshots,
+            range_text(s.nr_regions, |v| v.to_string())
+        );
+        if let Some(span) = s.address_span {
+            let _ = write!(
+                out,
+                ", addresses {}-{}",
+                human::hex(span.min),
+                human::hex(span.max)
+            );
+        }
+    }
+    out.push('\n');
 }
 
 pub fn render_text(report: &InfoReport) -> String {
@@ -237,28 +377,8 @@ pub fn render_text(report: &InfoReport) -> String {
         human::size(host.mem_total_bytes)
     );
     let _ = writeln!(out, "targets:");
-    for (i, t) in h.targets.iter().enumerate() {
-        let pid = t.pid.map_or_else(|| "-".to_string(), |p| p.to_string());
-        let _ = write!(out, "  {i}: pid {pid}, {}", t.cmdline);
-        if let Some(s) = report.targets.iter().find(|s| s.target as usize == i) {
-            let _ = write!(
-                out,
-                "; in {} snapshots, {} regions",
-                s.snapshots,
-                range_text(s.nr_regions, |v| v.to_string())
-            );
-            if let Some(span) = s.address_span {
-                let _ = write!(
-                    out,
-                    ", addresses {}-{}",
-                    human::hex(span.min),
-                    human::hex(span.max)
-                );
-            }
-        } else {
-            let _ = write!(out, "; in no snapshot");
-        }
-        out.push('\n');
+    for s in &report.targets {
+        render_target(&mut out, s);
     }
     let _ = writeln!(
         out,

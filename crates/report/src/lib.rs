@@ -79,6 +79,20 @@ pub enum ReportError {
 
 pub type Result<T, E = ReportError> = std::result::Result<T, E>;
 
+/// How text reports name a target: `target N, pid P: COMMAND`, with what the record tells of
+/// it (a target added while monitoring ran is named by its `TargetAdded` event, see
+/// [`udamon_record::model::Targets`]).
+pub(crate) fn target_name(target: u32, pid: Option<u32>, cmdline: Option<&str>) -> String {
+    let mut who = format!("target {target}");
+    if let Some(pid) = pid {
+        who.push_str(&format!(", pid {pid}"));
+    }
+    if let Some(cmd) = cmdline.filter(|c| !c.is_empty()) {
+        who.push_str(&format!(": {cmd}"));
+    }
+    who
+}
+
 /// Opens the record's frames again for a second pass, mapping the reader's error into ours.
 pub(crate) fn reopen<I, E, F>(open: &mut F) -> Result<I>
 where

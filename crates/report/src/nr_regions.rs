@@ -3,14 +3,16 @@
 
 use crate::Result;
 use crate::dist::{self, DistOptions, DistReport, Unit};
-use udamon_record::model::Frame;
+use udamon_record::model::{Frame, Header};
 
-/// The region-count distribution over the record's snapshots.
+/// The region-count distribution over the record's snapshots (`header` names the targets).
 pub fn nr_regions(
+    header: &Header,
     frames: impl IntoIterator<Item = Frame>,
     opts: &DistOptions,
 ) -> Result<DistReport> {
     dist::collect(
+        header,
         frames,
         opts,
         "nr_regions",

@@ -11,11 +11,13 @@
 //! bounded by the number of rows, schemes and targets, never by the length of the record.
 
 use crate::wss::WssFilter;
-use crate::{ReportError, Result, human};
+use crate::{ReportError, Result, human, target_name};
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
-use udamon_record::model::{EventKind, Frame, Header, SchemeStatsRecord, TriedRegionRecord};
+use udamon_record::model::{
+    EventKind, Frame, Header, SchemeStatsRecord, Targets, TriedRegionRecord,
+};
 
 /// Refaults per minute, in percent of the working set, that far-memory deployments accept
 /// (Google's "Software-defined far memory" keeps the promotion rate at or below 0.2 %/min).
@@ -123,6 +125,7 @@ pub struct AddressSpan {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct TargetMemoryReport {
     pub target: u32,
+    pub pid: Option<u32>,
     pub cmdline: Option<String>,
     pub final_resident_bytes: u64,
     pub final_saved_bytes: u64,
@@ -177,8 +180,10 @@ pub fn schemes(
     let mut targets: Vec<TargetState> = Vec::new();
     let mut target_index: BTreeMap<u32, usize> = BTreeMap::new();
     let mut nr_snapshots = 0usize;
+    let mut known = Targets::new(header);
 
     for frame in frames {
+        known.observe(&frame);
         match frame {
             Frame::Snapshot(s) => {
                 nr_snapshots += 1;
@@ -313,7 +318,8 @@ pub fn schemes(
             .collect();
         memory_targets.push(TargetMemoryReport {
             target: id,
-            cmdline: header.targets.get(id as usize).map(|t| t.cmdline.clone()),
+            pid: known.get(id).and_then(|t| t.pid),
+            cmdline: known.get(id).map(|t| t.cmdline.clone()),
             final_resident_bytes: m.resident,
             final_saved_bytes: m.saved,
             peak_saved_bytes: m.peak_saved,
@@ -841,13 +847,10 @@ pub fn render_text(report: &SchemesReport) -> String {
     table(&mut out, &head, &rows, &[]);
 
     for t in &report.targets {
-        let _ = write!(out, "# target {}", t.target);
-        if let Some(cmd) = t.cmdline.as_deref().filter(|c| !c.is_empty()) {
-            let _ = write!(out, " ({cmd})");
-        }
+        let who = target_name(t.target, t.pid, t.cmdline.as_deref());
         let _ = writeln!(
             out,
-            ": memory saved (paged out by schemes) {} at the end, peak {} at {}, average {}; resident {} at the end",
+            "# {who}; memory saved (paged out by schemes) {} at the end, peak {} at {}, average {}; resident {} at the end",
             human::size(t.final_saved_bytes),
             human::size(t.peak_saved_bytes),
             human::duration(t.peak_saved_at_ns),

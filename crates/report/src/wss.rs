@@ -12,7 +12,7 @@
 use crate::dist::{self, DistOptions, DistReport, Unit};
 use crate::{Result, human, reopen};
 use std::collections::{BTreeMap, VecDeque};
-use udamon_record::model::{Frame, RegionStat};
+use udamon_record::model::{Frame, Header, RegionStat};
 
 /// Which regions count as the working set.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -112,8 +112,9 @@ pub(crate) fn union(ranges: impl Iterator<Item = (u64, u64)>) -> Vec<(u64, u64)>
     out
 }
 
-/// The working-set size distribution over the record's snapshots.
+/// The working-set size distribution over the record's snapshots (`header` names the targets).
 pub fn wss(
+    header: &Header,
     frames: impl IntoIterator<Item = Frame>,
     filter: &WssFilter,
     opts: &DistOptions,
@@ -133,6 +134,7 @@ pub fn wss(
     // Samples in the working set per snapshot (all targets), for sampled sources.
     let mut evidence: BTreeMap<u64, u64> = BTreeMap::new();
     let mut report = dist::collect(
+        header,
         frames,
         opts,
         "wss",
@@ -170,6 +172,7 @@ pub fn wss(
 /// The working set at several horizons: for each, its distribution over the snapshots; `open`
 /// yields the record's frames afresh for each horizon.
 pub fn curve<I, E, F>(
+    header: &Header,
     mut open: F,
     filter: &WssFilter,
     horizons_ns: &[u64],
@@ -187,7 +190,7 @@ where
                 horizon_ns,
                 ..*filter
             };
-            Ok((horizon_ns, wss(reopen(&mut open)?, &f, opts)?))
+            Ok((horizon_ns, wss(header, reopen(&mut open)?, &f, opts)?))
         })
         .collect()
 }

@@ -44,7 +44,7 @@ fn wss_percentiles_and_average_after_skipping_warm_up() {
         skip: 5,
         ..DistOptions::default()
     };
-    let report = wss(record(30), &WssFilter::default(), &opts).unwrap();
+    let report = wss(&header(2), record(30), &WssFilter::default(), &opts).unwrap();
     assert_eq!(report.nr_snapshots, 30);
     assert_eq!(report.skipped, 5);
     assert!(report.warning.is_none());
@@ -83,7 +83,7 @@ fn damo_median_command_range() {
         percentiles: percentile::range(50.0, 51.0, 1.0).unwrap(),
         ..DistOptions::default()
     };
-    let report = wss(record(10), &WssFilter::default(), &opts).unwrap();
+    let report = wss(&header(2), record(10), &WssFilter::default(), &opts).unwrap();
     let mut values: Vec<u64> = (0..10).map(|i| (pages0(i) + 3) * 4096).collect();
     values.sort();
     let d = &report.distributions[0];
@@ -93,7 +93,13 @@ fn damo_median_command_range() {
 
 #[test]
 fn short_records_are_used_whole_with_a_warning() {
-    let report = wss(record(12), &WssFilter::default(), &DistOptions::default()).unwrap();
+    let report = wss(
+        &header(2),
+        record(12),
+        &WssFilter::default(),
+        &DistOptions::default(),
+    )
+    .unwrap();
     assert_eq!(report.skipped, 0);
     assert_eq!(report.distributions[0].values.len(), 12);
     let warning = report.warning.as_deref().expect("a warning about the skip");
@@ -105,7 +111,13 @@ fn short_records_are_used_whole_with_a_warning() {
     assert!(text.contains("# warning:"), "{text}");
 
     // One more snapshot than the skip: the skip applies and one value is left.
-    let report = wss(record(21), &WssFilter::default(), &DistOptions::default()).unwrap();
+    let report = wss(
+        &header(2),
+        record(21),
+        &WssFilter::default(),
+        &DistOptions::default(),
+    )
+    .unwrap();
     assert_eq!((report.skipped, report.warning.is_none()), (20, true));
     assert_eq!(report.distributions[0].values.len(), 1);
     assert_eq!(report.distributions[0].values[0].snapshot, 20);
@@ -123,7 +135,7 @@ fn thresholds_select_regions() {
         acc_thres: 4,
         ..WssFilter::default()
     };
-    let report = wss(record(4), &filter, &opts).unwrap();
+    let report = wss(&header(2), record(4), &filter, &opts).unwrap();
     let t1 = &report.distributions[1];
     assert_eq!(t1.target, Some(1));
     assert!(t1.values.iter().all(|p| p.value == 2 * 4096));
@@ -133,7 +145,7 @@ fn thresholds_select_regions() {
         sz_thres: 2 * 4096,
         ..WssFilter::default()
     };
-    let report = wss(record(4), &filter, &opts).unwrap();
+    let report = wss(&header(2), record(4), &filter, &opts).unwrap();
     assert!(
         report.distributions[1]
             .values
@@ -150,7 +162,7 @@ fn per_target_and_time_order() {
         per_target: true,
         ..DistOptions::default()
     };
-    let report = wss(record(8), &WssFilter::default(), &opts).unwrap();
+    let report = wss(&header(2), record(8), &WssFilter::default(), &opts).unwrap();
     let targets: Vec<Option<u32>> = report.distributions.iter().map(|d| d.target).collect();
     assert_eq!(targets, vec![Some(0), Some(1)]);
     let t0 = &report.distributions[0];
@@ -181,7 +193,7 @@ fn nr_regions_counts_regions_of_all_targets() {
         skip: 0,
         ..DistOptions::default()
     };
-    let report = nr_regions(record(5), &opts).unwrap();
+    let report = nr_regions(&header(2), record(5), &opts).unwrap();
     let d = &report.distributions[0];
     assert!(d.values.iter().all(|p| p.value == 4));
     assert_eq!(d.average, 4.0);
@@ -196,7 +208,7 @@ fn percentile_text_has_damo_layout() {
         skip: 0,
         ..DistOptions::default()
     };
-    let report = wss(record(10), &WssFilter::default(), &opts).unwrap();
+    let report = wss(&header(2), record(10), &WssFilter::default(), &opts).unwrap();
     let text = dist::render_text(&report, &RenderOptions::default());
     let rows: Vec<&str> = text.lines().filter(|l| !l.starts_with('#')).collect();
     assert_eq!(rows.len(), 5);
@@ -213,14 +225,19 @@ fn percentile_text_has_damo_layout() {
 fn errors_are_clear() {
     let empty: Vec<Frame> = Vec::new();
     assert!(matches!(
-        wss(empty, &WssFilter::default(), &DistOptions::default()),
+        wss(
+            &header(2),
+            empty,
+            &WssFilter::default(),
+            &DistOptions::default()
+        ),
         Err(ReportError::NoSnapshots)
     ));
     let bad = DistOptions {
         percentiles: vec![101.0],
         ..DistOptions::default()
     };
-    let err = wss(record(3), &WssFilter::default(), &bad).unwrap_err();
+    let err = wss(&header(2), record(3), &WssFilter::default(), &bad).unwrap_err();
     assert!(err.to_string().contains("within 0 and 100"), "{err}");
 }
 
@@ -264,7 +281,7 @@ fn a_horizon_counts_the_union_of_its_windows_accessed_bytes() {
             horizon_ns: horizon_windows * AGGR_NS,
             ..WssFilter::default()
         };
-        let report = wss(roaming(12, page), &filter, &opts).unwrap();
+        let report = wss(&header(1), roaming(12, page), &filter, &opts).unwrap();
         let values: Vec<u64> = report.distributions[0]
             .values
             .iter()
@@ -288,7 +305,13 @@ fn a_working_set_resting_on_few_samples_is_said_to() {
         ..DistOptions::default()
     };
     // The hot page's 50 samples a window are evidence enough.
-    let report = wss(roaming(6, |i| i + 1), &WssFilter::default(), &opts).unwrap();
+    let report = wss(
+        &header(1),
+        roaming(6, |i| i + 1),
+        &WssFilter::default(),
+        &opts,
+    )
+    .unwrap();
     assert_eq!(report.warning, None);
     // The same windows with a single sample each: the working set rests on one sample.
     let thin: Vec<Frame> = roaming(6, |i| i + 1)
@@ -301,10 +324,10 @@ fn a_working_set_resting_on_few_samples_is_said_to() {
             other => other,
         })
         .collect();
-    let report = wss(thin, &WssFilter::default(), &opts).unwrap();
+    let report = wss(&header(1), thin, &WssFilter::default(), &opts).unwrap();
     let warning = report.warning.expect("a warning");
     assert!(warning.contains("median of 1 samples"), "{warning}");
     // Accessed-bit records have no samples: nothing to warn about.
-    let report = wss(record(6), &WssFilter::default(), &opts).unwrap();
+    let report = wss(&header(2), record(6), &WssFilter::default(), &opts).unwrap();
     assert_eq!(report.warning, None);
 }

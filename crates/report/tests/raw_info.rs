@@ -47,7 +47,9 @@ fn info_summarises_the_record() {
     // Regions per banded snapshot: 2 hot + 3 warm + 4 cold + 2 far.
     let regions = report.nr_regions.unwrap();
     assert_eq!((regions.min, regions.max), (11, 11));
-    assert_eq!(report.targets.len(), 1);
+    // Both of the header's targets, the second in no snapshot.
+    assert_eq!(report.targets.len(), 2);
+    assert_eq!(report.targets[1].snapshots, 0);
     let span = report.targets[0].address_span.unwrap();
     assert_eq!((span.min, span.max), (HOT.0, FAR.1));
     assert_eq!(report.events.total, 3);

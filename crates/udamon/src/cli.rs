@@ -92,8 +92,9 @@ pub struct MonitoringArgs {
 
 #[derive(Debug, Args)]
 #[command(
-    after_help = "Live processes: `udamon record -- CMD ARGS...` runs CMD and monitors it to \
-    its exit; `udamon record --pid PID` monitors a running process. Unless intervals or region \
+    after_help = "Live processes: `udamon record -- CMD ARGS...` runs CMD and monitors it and \
+    the processes it forks to their exit; `udamon record --pid PID [--children]` monitors a \
+    running process (and its descendants). Unless intervals or region \
     bounds are given, sampled sources use 5ms sampling, aggregation windows of about 100 samples \
     (200ms for cpuclock at 500 Hz, 400ms for tick), 1s updates and 20..60 regions. Ctrl-C or \
     SIGTERM stop monitoring with a complete record."
@@ -115,7 +116,17 @@ pub struct RecordArgs {
     /// (repeat for several processes).
     #[arg(long, value_name = "PID", conflicts_with = "command")]
     pub pid: Vec<u32>,
-    /// Run this command and monitor it until it exits (after `--`).
+    /// With --pid: also monitor every descendant process of PID, running now or forked later,
+    /// each as a target of its own (damo's --include_child_tasks).
+    #[arg(
+        long,
+        alias = "include_child_tasks",
+        requires = "pid",
+        conflicts_with = "command"
+    )]
+    pub children: bool,
+    /// Run this command and monitor it and every process it forks, each as a target of its
+    /// own, until they all exit (after `--`).
     #[arg(last = true, value_name = "COMMAND")]
     pub command: Vec<OsString>,
     /// How live processes' accesses are observed: `auto` picks a PMU with data addresses if

@@ -2,7 +2,9 @@
 //! stop conditions (exit, `--duration`, SIGTERM), the defaults for sampled sources, running
 //! unprivileged, and the one-line errors a user meets (wrong pid, dead process).
 
-use assert_cmd::Command;
+mod common;
+
+use common::{build_workload, info, is_root, udamon};
 use predicates::str::contains;
 use serde_json::Value;
 use std::os::unix::fs::PermissionsExt;
@@ -10,50 +12,10 @@ use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 use std::time::Duration;
 
-fn udamon() -> Command {
-    Command::cargo_bin("udamon").expect("the udamon binary is built")
-}
-
-fn is_root() -> bool {
-    // SAFETY: geteuid cannot fail.
-    unsafe { libc::geteuid() == 0 }
-}
-
 /// The pattern workload of udamon-linux's tests (see its source for the modes).
 fn patterns() -> &'static Path {
     static PATH: OnceLock<PathBuf> = OnceLock::new();
-    PATH.get_or_init(|| {
-        let dir = Path::new(env!("CARGO_TARGET_TMPDIR"));
-        let out = dir.join("patterns-cli");
-        let tmp = dir.join(format!("patterns-cli.{}", std::process::id()));
-        let src = concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/../linux/tests/workload/patterns.c"
-        );
-        let status = std::process::Command::new("cc")
-            .args(["-O2", "-o"])
-            .arg(&tmp)
-            .arg(src)
-            .status()
-            .expect("a C compiler (cc) builds the test workload");
-        assert!(status.success(), "building {src} failed");
-        std::fs::rename(&tmp, &out).unwrap();
-        out
-    })
-}
-
-fn info(file: &Path) -> Value {
-    let out = udamon()
-        .args(["report", "info", "--json"])
-        .arg(file)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).unwrap()
+    PATH.get_or_init(|| build_workload("patterns"))
 }
 
 fn stat(info: &Value, name: &str) -> u64 {

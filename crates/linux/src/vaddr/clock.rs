@@ -31,7 +31,7 @@ pub(crate) enum FeedMsg {
     /// Records drained in one batch, sorted by time.
     Records(Vec<PerfRecord>),
     /// Every thread of process `pid` has exited (noticed at `at_us`); `status` is the exit code
-    /// of a spawned child that exited normally.
+    /// of a spawned child that exited normally, sent once when it is reaped.
     Gone {
         pid: u32,
         status: Option<i32>,
@@ -117,6 +117,15 @@ impl SampleClock {
         for (i, s) in self.samplers.iter_mut().enumerate() {
             if self.gone[i] {
                 continue;
+            }
+            // A spawned child is reaped as soon as it exits, for its exit status: following
+            // forks, its events hang up only once every descendant has exited too.
+            if let Ok(Some(exit)) = s.try_wait_child() {
+                let _ = self.tx.send(FeedMsg::Gone {
+                    pid: s.pid(),
+                    status: exit.status.code(),
+                    at_us: now,
+                });
             }
             s.drain_sorted(&mut records);
             if outcomes[i] == PollOutcome::TargetGone {

@@ -9,7 +9,7 @@
 use super::number::{Num, Unit};
 use super::{TargetRecord, TargetSnap, target_label};
 use crate::error::RecordError;
-use crate::model::{Frame, Header, Intervals, RegionStat, Snapshot};
+use crate::model::{Frame, Header, Intervals, RegionStat, Snapshot, Targets};
 use flate2::Compression;
 use flate2::write::ZlibEncoder;
 use serde::ser::{SerializeSeq, Serializer};
@@ -229,9 +229,10 @@ where
 }
 
 /// Writes `json_compressed` to any sink (`name` is for messages); see
-/// [`write_json_compressed_file`]. Records are one per target, in target order; a target
-/// without snapshots gets no record (damo's reports fail on empty records). Events have no
-/// place in damo's format and are left out.
+/// [`write_json_compressed_file`]. Records are one per target, in target order (targets added
+/// while monitoring ran come after the header's); a target without snapshots gets no record
+/// (damo's reports fail on empty records). Events have no place in damo's format and are left
+/// out.
 pub fn write_json_compressed<W, I, F>(
     out: W,
     name: &Path,
@@ -252,7 +253,9 @@ where
     // At least one pass, which also finds targets that only snapshots name.
     loop {
         let mut nr_snapshots = 0;
+        let mut targets = Targets::new(header);
         for frame in frames()? {
+            targets.observe(&frame);
             let Frame::Snapshot(s) = frame else { continue };
             for ts in &s.targets {
                 // Snapshots may name targets the header lacks; they get records too.
@@ -264,7 +267,8 @@ where
                     if nr_records > 0 {
                         z.write_all(b",").map_err(io_error)?;
                     }
-                    write_record_head(&mut z, header, target).map_err(io_error)?;
+                    let pid = targets.get(target as u32).and_then(|t| t.pid);
+                    write_record_head(&mut z, &header.intervals, target, pid).map_err(io_error)?;
                     nr_records += 1;
                 } else {
                     z.write_all(b",").map_err(io_error)?;
@@ -294,14 +298,14 @@ where
 }
 
 /// The record's keys up to the opening of its snapshot list.
-fn write_record_head(z: &mut impl Write, header: &Header, target: usize) -> std::io::Result<()> {
-    let iv = &header.intervals;
+fn write_record_head(
+    z: &mut impl Write,
+    iv: &Intervals,
+    target: usize,
+    pid: Option<u32>,
+) -> std::io::Result<()> {
     // damo uses the pid as target id for processes; without one, the target's index.
-    let target_id = header
-        .targets
-        .get(target)
-        .and_then(|t| t.pid)
-        .map_or(target as u64, u64::from);
+    let target_id = pid.map_or(target as u64, u64::from);
     write!(
         z,
         "{{\"kdamond_idx\":0,\"context_idx\":0,\"intervals\":{{\"sample_us\":{},\"aggr_us\":{},\

@@ -203,6 +203,7 @@ fn assemble(
             .map(|r| TargetInfo {
                 pid: None,
                 cmdline: r.label,
+                parent: None,
             })
             .collect(),
         host: HostInfo::default(),

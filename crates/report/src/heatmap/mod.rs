@@ -17,7 +17,7 @@ use guide::{Area, Coverage};
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet};
 use std::error::Error;
-use udamon_record::model::{Frame, Header, Snapshot};
+use udamon_record::model::{Frame, Header, Snapshot, Targets};
 
 /// Which addresses to show.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
@@ -180,7 +180,9 @@ where
     let mut span: Option<(u64, u64)> = None;
     let mut any_snapshot = false;
     let mut with_regions = BTreeSet::new();
+    let mut known = Targets::new(header);
     for frame in reopen(&mut open)? {
+        known.observe(&frame);
         let Frame::Snapshot(s) = frame else { continue };
         any_snapshot = true;
         if !overlaps(&s) {
@@ -224,7 +226,7 @@ where
         Some(t) => {
             return Err(ReportError::NoSuchTarget {
                 target: t,
-                present: target_list(header, &with_regions),
+                present: target_list(&known, &with_regions),
             });
         }
         None => hottest_target(&guides).ok_or(ReportError::NoRegions)?,
@@ -259,7 +261,7 @@ where
     }
     let cells = grid.finish();
     let max = cells.iter().flatten().copied().fold(0.0, f64::max);
-    let info = header.targets.get(target as usize);
+    let info = known.get(target);
     Ok(Heatmap {
         target,
         pid: info.and_then(|i| i.pid),
@@ -327,10 +329,10 @@ fn select(
 }
 
 /// Targets by index and command line, for an error message.
-fn target_list(header: &Header, targets: &BTreeSet<u32>) -> String {
+fn target_list(known: &Targets, targets: &BTreeSet<u32>) -> String {
     let list: Vec<String> = targets
         .iter()
-        .map(|&t| match header.targets.get(t as usize) {
+        .map(|&t| match known.get(t) {
             Some(info) if !info.cmdline.is_empty() => format!("{t} ({})", info.cmdline),
             _ => t.to_string(),
         })

@@ -4,7 +4,7 @@
 //! (hex above, shown-byte offsets below) mark collapsed gaps with `/`; a legend gives the units.
 
 use super::Heatmap;
-use crate::{color, human};
+use crate::{color, human, target_name};
 use std::fmt::Write as _;
 
 /// Columns to leave for the time labels when fitting a terminal's width.
@@ -80,16 +80,10 @@ pub fn render(map: &Heatmap, style: TermStyle) -> String {
         + 1;
     let pad = " ".repeat(margin);
 
-    let mut who = format!("# heatmap of target {}", map.target);
-    if let Some(pid) = map.pid {
-        let _ = write!(who, ", pid {pid}");
-    }
-    if let Some(cmd) = map.cmdline.as_deref().filter(|c| !c.is_empty()) {
-        let _ = write!(who, " ({cmd})");
-    }
+    let who = target_name(map.target, map.pid, map.cmdline.as_deref());
     let _ = writeln!(
         out,
-        "{who}: access frequency in {}; time runs down, addresses run right",
+        "# heatmap of {who}; access frequency in {}; time runs down, addresses run right",
         map.unit.label()
     );
 

@@ -36,6 +36,7 @@ pub fn header(nr_targets: usize) -> Header {
             .map(|i| TargetInfo {
                 pid: Some(1000 + i as u32),
                 cmdline: format!("workload-{i}"),
+                parent: None,
             })
             .collect(),
         host: HostInfo {

@@ -37,7 +37,12 @@ pub fn run(args: &DemoArgs) -> Result<()> {
          (3 s each), and 1 GiB never touched.\n\n",
     );
     text += &term::render(&map, term::TermStyle { color });
-    let report = wss::wss(frames, &wss::WssFilter::default(), &DistOptions::default())?;
+    let report = wss::wss(
+        &header,
+        frames,
+        &wss::WssFilter::default(),
+        &DistOptions::default(),
+    )?;
     text += "\nWorking set size (bytes accessed per 100 ms window):\n";
     text += &render_text(&report, &RenderOptions::default());
     match &args.out {

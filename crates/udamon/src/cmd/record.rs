@@ -83,6 +83,17 @@ impl RecordedOps for VaddrOps {
                         target: target as u32,
                         cmdline: comm,
                     },
+                    VaddrEventKind::TargetAdded {
+                        target,
+                        pid,
+                        parent,
+                        cmdline,
+                    } => EventKind::TargetAdded {
+                        target: target as u32,
+                        pid: Some(pid),
+                        parent: parent.map(|p| p as u32),
+                        cmdline,
+                    },
                     VaddrEventKind::Exit { target, status } => EventKind::Exit {
                         target: target as u32,
                         status,
@@ -121,24 +132,17 @@ impl RecordedOps for VaddrOps {
     }
 }
 
-/// A process's command line from /proc, arguments separated by spaces.
-fn proc_cmdline(pid: u32) -> String {
-    std::fs::read(format!("/proc/{pid}/cmdline"))
-        .map(|b| {
-            let text = String::from_utf8_lossy(&b).replace('\0', " ");
-            text.trim_end().to_string()
-        })
-        .unwrap_or_default()
-}
-
-/// Spawns or attaches with `source`.
+/// Spawns (following the command's forks) or attaches (following forks with --children) with
+/// `source`.
 fn start_live(args: &RecordArgs, source: Source) -> Result<(VaddrOps, SampleClock), VaddrError> {
     let config = SamplerConfig {
         source,
+        follow_forks: !args.command.is_empty(),
         ..SamplerConfig::default()
     };
     match args.command.split_first() {
         Some((program, rest)) => vaddr::spawn(program, rest, &config),
+        None if args.children => vaddr::attach_tree(&args.pid, &config),
         None => vaddr::attach(&args.pid, &config),
     }
 }
@@ -197,21 +201,15 @@ fn record_live(args: &RecordArgs) -> Result<Summary> {
         ops.set_referenced(period);
     }
     let metrics = ProcMetrics::new(ops.pids());
-    let spawned = args.command.iter().map(|a| a.to_string_lossy());
-    let spawned: Vec<_> = spawned.collect();
     let targets = ops
         .targets()
         .into_iter()
-        .map(|t| {
-            let pid = t.pid.expect("process targets have a pid");
-            let cmdline = if spawned.is_empty() {
-                proc_cmdline(pid)
-            } else {
-                spawned.join(" ")
-            };
+        .enumerate()
+        .map(|(i, t)| {
             let info = TargetInfo {
-                pid: Some(pid),
-                cmdline,
+                pid: t.pid,
+                cmdline: ops.cmdline(i).to_string(),
+                parent: ops.parent(i).map(|p| p as u32),
             };
             (t, info)
         })
@@ -273,6 +271,7 @@ pub fn record_sim(
             TargetInfo {
                 pid: None,
                 cmdline: name.clone(),
+                parent: None,
             },
         )],
         source: AccessSource {

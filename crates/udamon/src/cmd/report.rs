@@ -37,7 +37,7 @@ pub fn run(args: &ReportArgs) -> Result<()> {
             horizon,
             horizons,
         } => {
-            let (record, _, frames) = Input::open(input.path())?;
+            let (record, header, frames) = Input::open(input.path())?;
             let filter = wss::WssFilter {
                 acc_thres: *acc_thres,
                 sz_thres: *sz_thres,
@@ -56,7 +56,7 @@ pub fn run(args: &ReportArgs) -> Result<()> {
                     per_target: false,
                     ..dist.options()?
                 };
-                let curve = wss::curve(|| record.frames(), &filter, &horizons_ns, &opts)?;
+                let curve = wss::curve(&header, || record.frames(), &filter, &horizons_ns, &opts)?;
                 record.warn_damage();
                 return if input.json {
                     print_json(&curve)
@@ -64,13 +64,13 @@ pub fn run(args: &ReportArgs) -> Result<()> {
                     Ok(print(&wss::render_curve(&curve))?)
                 };
             }
-            let report = wss::wss(frames, &filter, &dist.options()?)?;
+            let report = wss::wss(&header, frames, &filter, &dist.options()?)?;
             record.warn_damage();
             print_dist(&report, dist, input.json)
         }
         ReportKind::NrRegions { input, dist } => {
-            let (record, _, frames) = Input::open(input.path())?;
-            let report = nr_regions::nr_regions(frames, &dist.options()?)?;
+            let (record, header, frames) = Input::open(input.path())?;
+            let report = nr_regions::nr_regions(&header, frames, &dist.options()?)?;
             record.warn_damage();
             print_dist(&report, dist, input.json)
         }

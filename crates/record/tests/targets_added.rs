@@ -1,0 +1,268 @@
+//! Targets that join a record while monitoring runs (processes forked by a monitored one): the
+//! recorder announces them before any snapshot names them, the reader and [`Targets`] follow
+//! them, damo conversion gives them records of their own, and version 1 records still read.
+
+mod common;
+
+use common::{header, snapshot, write_record};
+use std::ops::ControlFlow;
+use udamon_core::{
+    AddrRange, Attrs, Callbacks, Context, Operations, OpsError, Target, VirtualClock,
+};
+use udamon_record::damo::{self, DamoFormat};
+use udamon_record::model::{
+    Event, EventKind, Frame, Header, RegionStat, Snapshot, TargetSnapshot, Targets,
+};
+use udamon_record::{RecordReader, RecordWriter, Recorder, WriterOptions};
+
+const START_US: u64 = 1_000_000;
+/// The sampling interval at whose end the second target joins: the end of the second window
+/// (20 intervals of 5 ms per 100 ms window).
+const ADDED_AT: u64 = 40;
+
+/// One sample per interval in each target; at interval [`ADDED_AT`] a second target joins.
+struct Forking {
+    intervals: u64,
+    added: bool,
+}
+
+impl Operations for Forking {
+    fn name(&self) -> &str {
+        "forking"
+    }
+
+    fn init(&mut self, ctx: &mut Context) -> Result<(), OpsError> {
+        ctx.targets_mut()[0] = Target::with_regions(Some(1000), &[AddrRange::new(0, 1 << 20)]);
+        Ok(())
+    }
+
+    fn prepare_access_checks(&mut self, _ctx: &mut Context) {}
+
+    fn check_accesses(&mut self, ctx: &mut Context) {
+        self.intervals += 1;
+        if self.intervals == ADDED_AT {
+            ctx.add_target(Target::with_regions(
+                Some(1001),
+                &[AddrRange::new(1 << 30, (1 << 30) + (1 << 20))],
+            ));
+        }
+        ctx.record_sampled_accesses(0, &mut [4096]);
+        if ctx.targets().len() > 1 {
+            ctx.record_sampled_accesses(1, &mut [(1 << 30) + 4096]);
+        }
+    }
+}
+
+impl Forking {
+    /// The announcement the owner writes after the step in which the target joined.
+    fn take_announcement(&mut self, ctx: &Context) -> Option<EventKind> {
+        (ctx.targets().len() > 1 && !self.added).then(|| {
+            self.added = true;
+            EventKind::TargetAdded {
+                target: 1,
+                pid: Some(1001),
+                parent: Some(0),
+                cmdline: "workload 0".into(),
+            }
+        })
+    }
+}
+
+struct NoCallbacks;
+impl Callbacks for NoCallbacks {}
+
+#[test]
+fn a_target_added_mid_run_is_announced_before_any_snapshot_names_it() {
+    let mut buf = Vec::new();
+    {
+        let writer =
+            RecordWriter::new(&mut buf, "memory", &header(1), WriterOptions::default()).unwrap();
+        let mut callbacks = (Recorder::new(writer, START_US), NoCallbacks);
+        let mut ctx = Context::new(Attrs::default(), 1).unwrap();
+        ctx.add_target(Target::new(Some(1000)));
+        ctx.set_start_time_us(START_US);
+        let mut ops = Forking {
+            intervals: 0,
+            added: false,
+        };
+        ctx.start(&mut ops).unwrap();
+        for _ in 0..100 {
+            let flow = ctx.step(&mut ops, &mut VirtualClock, &mut callbacks);
+            assert_eq!(flow.unwrap(), ControlFlow::Continue(()));
+            if let Some(kind) = ops.take_announcement(&ctx) {
+                let time_ns = callbacks.0.time_ns(ctx.now_us());
+                callbacks.0.write_event(time_ns, kind).unwrap();
+            }
+        }
+        callbacks.0.finish().unwrap();
+    }
+    let reader = RecordReader::from_reader(std::io::Cursor::new(buf), "memory").unwrap();
+    let header = reader.header().clone();
+    let mut targets = Targets::new(&header);
+    let mut per_snapshot = Vec::new();
+    for frame in reader {
+        targets.observe(&frame);
+        if let Frame::Snapshot(s) = &frame {
+            for t in &s.targets {
+                assert!(
+                    targets.get(t.target).is_some(),
+                    "snapshot {} names target {} before its announcement",
+                    per_snapshot.len(),
+                    t.target
+                );
+            }
+            per_snapshot.push(s.targets.len());
+        }
+    }
+    // Windows 1 and 2 have one target (the second joined in the last interval of window 2, so
+    // its snapshot leaves it out); windows 3 to 5 have both.
+    assert_eq!(per_snapshot, [1, 1, 2, 2, 2]);
+    let added = targets.get(1).unwrap();
+    assert_eq!((added.pid, added.parent), (Some(1001), Some(0)));
+    assert_eq!(added.cmdline, "workload 0");
+}
+
+/// A record whose header lists target 0; target 1 joins after two snapshots and exits.
+fn frames_with_an_added_target() -> Vec<Frame> {
+    let regions = |base: u64, hot: u32| {
+        vec![
+            RegionStat {
+                start: base,
+                end: base + (4 << 20),
+                nr_accesses: hot,
+                age: 1,
+                raw_samples: hot,
+            },
+            RegionStat {
+                start: base + (4 << 20),
+                end: base + (8 << 20),
+                nr_accesses: 0,
+                age: 3,
+                raw_samples: 0,
+            },
+        ]
+    };
+    let target = |target: u32, base: u64, hot: u32| TargetSnapshot {
+        target,
+        regions: regions(base, hot),
+    };
+    let event = |time_ns: u64, kind: EventKind| Frame::Event(Event { time_ns, kind });
+    let mut frames = Vec::new();
+    for i in 0..2 {
+        frames.push(Frame::Snapshot(snapshot(
+            i,
+            vec![target(0, 0x5555_0000_0000, 5)],
+        )));
+    }
+    frames.push(event(
+        210_000_000,
+        EventKind::TargetAdded {
+            target: 1,
+            pid: Some(2001),
+            parent: Some(0),
+            cmdline: "workload 0".into(),
+        },
+    ));
+    for i in 2..5 {
+        frames.push(Frame::Snapshot(snapshot(
+            i,
+            vec![
+                target(0, 0x5555_0000_0000, 5),
+                target(1, 0x7f00_0000_0000, 9),
+            ],
+        )));
+    }
+    frames.push(event(
+        500_000_000,
+        EventKind::Exit {
+            target: 1,
+            status: None,
+        },
+    ));
+    frames
+}
+
+fn snapshots(frames: &[Frame]) -> Vec<&Snapshot> {
+    frames
+        .iter()
+        .filter_map(|f| match f {
+            Frame::Snapshot(s) => Some(s),
+            Frame::Event(_) => None,
+        })
+        .collect()
+}
+
+#[test]
+fn the_reader_gives_added_targets_back_and_damo_gets_a_record_for_each() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("tree.udamon");
+    let h = header(1);
+    let frames = frames_with_an_added_target();
+    write_record(&path, &h, &frames, true);
+    let mut r = RecordReader::open(&path).unwrap();
+    let back: Vec<Frame> = r.by_ref().collect();
+    assert!(r.damage().is_empty(), "{:?}", r.damage());
+    assert_eq!(back, frames);
+
+    let out = dir.path().join("tree.json_compressed");
+    damo::write_json_compressed_file(&out, r.header(), || {
+        Ok(RecordReader::open(&path)?.collect::<Vec<_>>())
+    })
+    .unwrap();
+    let damo = damo::read(&out, DamoFormat::JsonCompressed).unwrap();
+    let labels: Vec<&str> = damo
+        .header
+        .targets
+        .iter()
+        .map(|t| t.cmdline.as_str())
+        .collect();
+    assert_eq!(
+        labels,
+        ["damo target 1000", "damo target 2001"],
+        "damo names process targets by pid, the added one included"
+    );
+    assert_eq!(snapshots(&damo.frames), snapshots(&frames));
+}
+
+/// `header` with its version set to `version`, as a header frame.
+fn header_frame(header: &Header, version: u32) -> Vec<u8> {
+    let h = Header {
+        format_version: version,
+        ..header.clone()
+    };
+    let payload = serde_json::to_vec(&h).unwrap();
+    let len = (payload.len() as u32).to_le_bytes();
+    let mut frame = b"\xF9UDF\x01".to_vec();
+    frame.extend_from_slice(&len);
+    frame.extend_from_slice(&payload);
+    let mut crc_input = vec![1u8];
+    crc_input.extend_from_slice(&len);
+    crc_input.extend_from_slice(&payload);
+    frame.extend_from_slice(&crc32fast::hash(&crc_input).to_le_bytes());
+    frame
+}
+
+#[test]
+fn version_1_records_still_read() {
+    let h = header(2);
+    let frames = common::sample_frames(4);
+    let mut w = RecordWriter::new(Vec::new(), "memory", &h, WriterOptions::default()).unwrap();
+    let after_header = w.bytes_written() as usize;
+    for f in &frames {
+        match f {
+            Frame::Snapshot(s) => w.write_snapshot(s).unwrap(),
+            Frame::Event(e) => w.write_event(e).unwrap(),
+        }
+    }
+    let bytes = w.finish().unwrap();
+    let mut v1 = b"\x89UDAMON\n".to_vec();
+    v1.extend_from_slice(&header_frame(&h, 1));
+    v1.extend_from_slice(&bytes[after_header..]);
+    let mut r = RecordReader::from_reader(std::io::Cursor::new(v1), "v1.udamon").unwrap();
+    assert_eq!(r.header().format_version, 1);
+    let targets = Targets::new(r.header());
+    assert!(targets.get(1).is_some() && targets.get(2).is_none());
+    let back: Vec<Frame> = r.by_ref().collect();
+    assert!(r.damage().is_empty());
+    assert_eq!(back, frames);
+}

@@ -1,0 +1,52 @@
+//! Shared by the live CLI tests: the udamon binary, building udamon-linux's C test workloads,
+//! and reading a record's `report info`.
+#![allow(dead_code)] // each test binary uses a different subset
+
+use assert_cmd::Command;
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+
+pub fn udamon() -> Command {
+    Command::cargo_bin("udamon").expect("the udamon binary is built")
+}
+
+pub fn is_root() -> bool {
+    // SAFETY: geteuid cannot fail.
+    unsafe { libc::geteuid() == 0 }
+}
+
+/// Builds udamon-linux's test workload `NAME.c` (see its source for what it does) into the
+/// target's temporary directory; the binary is renamed into place so that test binaries
+/// building it at the same time never run a half-written one.
+pub fn build_workload(name: &str) -> PathBuf {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR"));
+    let out = dir.join(format!("{name}-cli"));
+    let tmp = dir.join(format!("{name}-cli.{}", std::process::id()));
+    let src = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../linux/tests/workload")
+        .join(format!("{name}.c"));
+    let status = std::process::Command::new("cc")
+        .args(["-O2", "-o"])
+        .arg(&tmp)
+        .arg(&src)
+        .status()
+        .expect("a C compiler (cc) builds the test workload");
+    assert!(status.success(), "building {} failed", src.display());
+    std::fs::rename(&tmp, &out).unwrap();
+    out
+}
+
+/// `udamon report info --json FILE`.
+pub fn info(file: &Path) -> Value {
+    let out = udamon()
+        .args(["report", "info", "--json"])
+        .arg(file)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
