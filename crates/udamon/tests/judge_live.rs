@@ -4,9 +4,8 @@
 //! (`clear_refs`, then smaps `Referenced`). The judging is the `judge` bench's own
 //! (`bench/src/truth.rs`, included by path); the bench runs more programs for longer.
 //!
-//! The tolerances below are what the current monitor meets, with some margin: they catch a
-//! regression, and are to be tightened as its accuracy improves (the measured values are in
-//! docs/benchmarks.md).
+//! The tolerances below are what the monitor meets, with margin for this noisy 2-CPU VM: they
+//! catch a regression (the measured values are beside them and in docs/benchmarks.md).
 
 #[path = "../../../bench/src/truth.rs"]
 #[allow(dead_code, reason = "the judge bench uses all of it, this test a part")]
@@ -24,19 +23,17 @@ const INTERVAL: Duration = Duration::from_secs(2);
 const NR_INTERVALS: u32 = 5;
 /// Bounds of udamon's working set over the truth's, per interval: the pattern workload
 /// (64 MiB hot, 256 MiB warm, 704 MiB never touched: truth 320 MiB per interval). Measured with
-/// tick: 0.90-1.01 in 20 intervals (four runs).
-const PATTERNS_RATIO: (f64, f64) = (0.7, 1.3);
+/// tick: 0.93-1.13 per interval (the first intervals, while regions adapt, run high).
+const PATTERNS_RATIO: (f64, f64) = (0.75, 1.3);
 /// The same for python (one 100 MiB slice of a 512 MiB bytearray per interval, two when it
-/// moves on). Measured with tick: 0.30-1.40 in 20 intervals (four runs); few of python's
-/// samples fall in the bytearray (most are the interpreter's own data), so whole parts of the
-/// slice go unseen in some windows.
-const PYTHON_RATIO: (f64, f64) = (0.15, 2.5);
+/// moves on). Measured with tick: 0.38-0.93 per interval; few of python's samples fall in the
+/// bytearray (most are the interpreter's own data), so parts of the slice go unseen in some
+/// intervals (the judge bench's 20 s runs: median 0.79-0.99).
+const PYTHON_RATIO: (f64, f64) = (0.2, 2.0);
 /// At most this many bytes udamon calls accessed per interval that are not even resident
-/// (outside every mapping, or beyond a mapping's resident size). Measured: at most 1.8 MiB.
-const MAX_NOT_RESIDENT: u64 = 16 << 20;
-/// At most this many regions per interval with samples in them but `nr_accesses == 0`
-/// (0 when udamon is right). Measured: at most 23.
-const MAX_SAMPLED_ZERO: usize = 40;
+/// (outside every mapping, or beyond a mapping's resident size). Measured: 0 (residency is
+/// checked before each window is reported).
+const MAX_NOT_RESIDENT: u64 = 8 << 20;
 
 const MIB: f64 = (1u64 << 20) as f64;
 
@@ -154,7 +151,9 @@ fn check(name: &str, judged: &[Judged], (lo, hi): (f64, f64)) {
             "{name}: udamon/truth {ratio:.2} outside {lo}..{hi}: {j:?}"
         );
         assert!(j.not_resident <= MAX_NOT_RESIDENT, "{name}: {j:?}");
-        assert!(j.sampled_zero <= MAX_SAMPLED_ZERO, "{name}: {j:?}");
+        // A merge or split never loses a window's evidence: no region with samples in it is
+        // reported not accessed.
+        assert_eq!(j.sampled_zero, 0, "{name}: {j:?}");
     }
 }
 
