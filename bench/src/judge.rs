@@ -15,7 +15,10 @@
 //! stress-ng and memcached are installed with apt-get when missing. memcached and sqlite3 run
 //! two phases each (a narrow and a wide working set), reported apart.
 
+mod cc;
 mod truth;
+
+use cc::build;
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Read, Write};
@@ -27,7 +30,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::mpsc;
 use std::thread::{JoinHandle, sleep};
 use std::time::{Duration, Instant};
-use truth::{Judged, TruthInterval, judge, read_record, take_interval};
+use truth::{Judged, TruthInterval, judge, label, read_record, take_interval};
 
 const MIB: f64 = (1u64 << 20) as f64;
 const PROGRAMS: [&str; 9] = [
@@ -95,20 +98,6 @@ fn parse_args() -> Args {
         args.programs = PROGRAMS.iter().map(|p| p.to_string()).collect();
     }
     args
-}
-
-/// Compiles `src` with `cc FLAGS` into `dir/out`.
-fn build(src: &Path, flags: &[&str], dir: &Path, out: &str) -> PathBuf {
-    let out = dir.join(out);
-    let status = Command::new("cc")
-        .args(flags)
-        .arg("-o")
-        .arg(&out)
-        .arg(src)
-        .status()
-        .expect("cannot run the C compiler cc: install gcc or clang");
-    assert!(status.success(), "building {} failed", src.display());
-    out
 }
 
 fn installed(cmd: &str) -> bool {
@@ -661,10 +650,10 @@ fn report(name: &str, judged: &[(&TruthInterval, &Judged)]) -> Summary {
     let mut beyond_rss: BTreeMap<String, u64> = BTreeMap::new();
     for (t, j) in judged {
         for (m, &(tr, ud)) in t.mappings.iter().zip(&j.per_mapping) {
-            let e = by_mapping.entry(m.label()).or_default();
+            let e = by_mapping.entry(label(m)).or_default();
             e.0 += tr;
             e.1 += ud;
-            *beyond_rss.entry(m.label()).or_default() += ud.saturating_sub(m.rss);
+            *beyond_rss.entry(label(m)).or_default() += ud.saturating_sub(m.rss_bytes);
         }
     }
     let most_beyond_rss = beyond_rss
@@ -705,7 +694,7 @@ fn report(name: &str, judged: &[(&TruthInterval, &Judged)]) -> Summary {
     let mut favourite: BTreeMap<String, usize> = BTreeMap::new();
     for (t, j) in judged {
         if let Some(i) = j.hottest_by_samples {
-            *favourite.entry(t.mappings[i].label()).or_default() += 1;
+            *favourite.entry(label(&t.mappings[i])).or_default() += 1;
         }
     }
     let favourite = favourite

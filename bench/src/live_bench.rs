@@ -15,6 +15,9 @@
 //! Run: `cargo build --release -p udamon && cargo run --release -p udamon-bench --bin live-bench`,
 //! followed by section names (`overhead`, `memory`, `accuracy`, `python`) to run only those.
 
+mod cc;
+
+use cc::build;
 use std::collections::BTreeMap;
 use std::fs::File;
 use std::os::unix::fs::FileExt;
@@ -50,19 +53,6 @@ for _ in range(3):
         t += len(d[k])
 print(t)
 ";
-
-/// Compiles `src` with `cc -O2` into `dir`.
-fn build(src: &Path, dir: &Path) -> PathBuf {
-    let out = dir.join(src.file_stem().expect("a file name"));
-    let status = Command::new("cc")
-        .args(["-O2", "-o"])
-        .arg(&out)
-        .arg(src)
-        .status()
-        .expect("cannot run the C compiler cc: install gcc or clang");
-    assert!(status.success(), "building {} failed", src.display());
-    out
-}
 
 /// Makes `cmd`'s process run on `cpu` only.
 fn pin(cmd: &mut Command, cpu: usize) -> &mut Command {
@@ -689,10 +679,17 @@ fn main() {
     );
     let dir = tempfile::tempdir().expect("temp dir");
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let membound = build(&root.join("workloads/membound.c"), dir.path());
+    let membound = build(
+        &root.join("workloads/membound.c"),
+        &["-O2"],
+        dir.path(),
+        "membound",
+    );
     let patterns = build(
         &root.join("../crates/linux/tests/workload/patterns.c"),
+        &["-O2"],
         dir.path(),
+        "patterns",
     );
     println!(
         "# Live monitoring (release build, {} CPUs, sources at their defaults)\n",

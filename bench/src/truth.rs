@@ -11,31 +11,18 @@
 use std::io;
 use std::path::Path;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use udamon_linux::referenced::parse_smaps;
 use udamon_record::model::{Frame, RegionStat, Snapshot};
 use udamon_record::{RecordError, RecordReader};
+use udamon_report::wss::union;
 
-/// One mapping of `/proc/PID/smaps` at the end of an interval.
-#[derive(Debug, Clone)]
-pub struct Mapping {
-    pub start: u64,
-    pub end: u64,
-    /// `rwxp` and the like.
-    pub perms: String,
-    /// The path, `[heap]`, `[stack]`..., or `[anon]` for a nameless mapping.
-    pub name: String,
-    pub rss: u64,
-    /// Bytes whose accessed bit was set again during the interval.
-    pub referenced: u64,
-}
+/// One mapping of `/proc/PID/smaps` at the end of an interval: its resident bytes and the bytes
+/// whose accessed bit was set again during the interval.
+pub use udamon_linux::referenced::MappingReferenced as Mapping;
 
-impl Mapping {
-    /// A name that tells mappings apart across intervals and in a report.
-    pub fn label(&self) -> String {
-        format!(
-            "{:x}-{:x} {} {}",
-            self.start, self.end, self.perms, self.name
-        )
-    }
+/// A name that tells mappings apart across intervals and in a report.
+pub fn label(m: &Mapping) -> String {
+    format!("{:x}-{:x} {} {}", m.start, m.end, m.perms, m.name)
 }
 
 /// The kernel's answer for one interval, with its wall-clock bounds (CLOCK_REALTIME ns).
@@ -48,7 +35,7 @@ pub struct TruthInterval {
 
 impl TruthInterval {
     pub fn referenced(&self) -> u64 {
-        self.mappings.iter().map(|m| m.referenced).sum()
+        self.mappings.iter().map(|m| m.referenced_bytes).sum()
     }
 }
 
@@ -60,68 +47,13 @@ pub fn realtime_ns() -> u64 {
         .as_nanos() as u64
 }
 
-/// Parses the text of `/proc/PID/smaps`.
-pub fn parse_smaps(text: &str) -> Vec<Mapping> {
-    let kib = |rest: &str| -> u64 {
-        rest.split_whitespace()
-            .next()
-            .and_then(|n| n.parse::<u64>().ok())
-            .unwrap_or(0)
-            * 1024
-    };
-    let mut out: Vec<Mapping> = Vec::new();
-    for line in text.lines() {
-        if let Some(rest) = line.strip_prefix("Rss:") {
-            if let Some(m) = out.last_mut() {
-                m.rss = kib(rest);
-            }
-        } else if let Some(rest) = line.strip_prefix("Referenced:") {
-            if let Some(m) = out.last_mut() {
-                m.referenced = kib(rest);
-            }
-        } else if let Some(m) = mapping_line(line) {
-            out.push(m);
-        }
-    }
-    out
-}
-
-/// A mapping's first line (`START-END PERMS OFFSET DEV INODE [NAME]`); None for the other lines.
-fn mapping_line(line: &str) -> Option<Mapping> {
-    let (range, rest) = line.split_once(' ')?;
-    let (s, e) = range.split_once('-')?;
-    let (start, end) = (
-        u64::from_str_radix(s, 16).ok()?,
-        u64::from_str_radix(e, 16).ok()?,
-    );
-    let perms = rest.split_whitespace().next()?.to_string();
-    // The name may contain spaces.
-    let name = rest
-        .split_whitespace()
-        .skip(4)
-        .collect::<Vec<_>>()
-        .join(" ");
-    Some(Mapping {
-        start,
-        end,
-        perms,
-        name: if name.is_empty() {
-            "[anon]".into()
-        } else {
-            name
-        },
-        rss: 0,
-        referenced: 0,
-    })
-}
-
 /// Clears `pid`'s accessed bits, waits `len`, and reads which bytes were referenced meanwhile.
 /// Only for our own test processes: it resets what the kernel's reclaim knows about them.
 pub fn take_interval(pid: u32, len: Duration) -> io::Result<TruthInterval> {
     std::fs::write(format!("/proc/{pid}/clear_refs"), "1")?;
     let start_ns = realtime_ns();
     std::thread::sleep(len);
-    let text = std::fs::read_to_string(format!("/proc/{pid}/smaps"))?;
+    let text = std::fs::read(format!("/proc/{pid}/smaps"))?;
     let end_ns = realtime_ns();
     Ok(TruthInterval {
         start_ns,
@@ -194,19 +126,6 @@ fn argmax(v: impl Iterator<Item = f64>) -> Option<usize> {
         .map(|(i, _)| i)
 }
 
-/// Sorted, disjoint ranges covering the same bytes as `ranges`.
-fn union(mut ranges: Vec<(u64, u64)>) -> Vec<(u64, u64)> {
-    ranges.sort_unstable();
-    let mut out: Vec<(u64, u64)> = Vec::with_capacity(ranges.len());
-    for (s, e) in ranges {
-        match out.last_mut() {
-            Some(last) if s <= last.1 => last.1 = last.1.max(e),
-            _ => out.push((s, e)),
-        }
-    }
-    out
-}
-
 /// Judges udamon's record (first target) over `t`, from the snapshots whose windows lie at least
 /// half inside it; None when there is none.
 pub fn judge(t: &TruthInterval, rec: &Record) -> Option<Judged> {
@@ -230,14 +149,13 @@ pub fn judge(t: &TruthInterval, rec: &Record) -> Option<Judged> {
     let accessed = union(
         regions()
             .filter(|r| r.nr_accesses >= 1)
-            .map(|r| (r.start, r.end))
-            .collect(),
+            .map(|r| (r.start, r.end)),
     );
     let in_range = |range| accessed.iter().map(|&a| overlap(a, range)).sum::<u64>();
     let per_mapping: Vec<(u64, u64)> = t
         .mappings
         .iter()
-        .map(|m| (m.referenced, in_range((m.start, m.end))))
+        .map(|m| (m.referenced_bytes, in_range((m.start, m.end))))
         .collect();
     let udamon: u64 = accessed.iter().map(|a| a.1 - a.0).sum();
     let in_mappings: u64 = per_mapping.iter().map(|p| p.1).sum();
@@ -245,7 +163,7 @@ pub fn judge(t: &TruthInterval, rec: &Record) -> Option<Judged> {
         .mappings
         .iter()
         .zip(&per_mapping)
-        .map(|(m, p)| p.1.saturating_sub(m.rss))
+        .map(|(m, p)| p.1.saturating_sub(m.rss_bytes))
         .sum();
     // How much of a region's weight or samples falls in a mapping: its share of the region.
     let share = |m: &Mapping, value: &dyn Fn(&RegionStat) -> f64| {
@@ -270,32 +188,4 @@ pub fn judge(t: &TruthInterval, rec: &Record) -> Option<Judged> {
         per_mapping,
         nr_snapshots: inside.len(),
     })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn smaps_and_union() {
-        let text = "\
-7f0000000000-7f0000400000 rw-p 00000000 00:00 0 
-Rss:                1024 kB
-Referenced:          512 kB
-55d000000000-55d000001000 r-xp 00000000 08:01 1234   /usr/bin/my prog
-Rss:                   4 kB
-Referenced:            4 kB
-";
-        let m = parse_smaps(text);
-        assert_eq!(m.len(), 2);
-        assert_eq!(
-            (m[0].name.as_str(), m[0].rss, m[0].referenced),
-            ("[anon]", 1 << 20, 1 << 19)
-        );
-        assert_eq!(m[1].name, "/usr/bin/my prog");
-        assert_eq!(
-            union(vec![(5, 9), (0, 2), (1, 3), (9, 10)]),
-            vec![(0, 3), (5, 10)]
-        );
-    }
 }

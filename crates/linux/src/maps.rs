@@ -36,6 +36,21 @@ pub struct Perms {
     pub shared: bool,
 }
 
+impl std::fmt::Display for Perms {
+    /// As maps prints them: `rw-p`, `r-xs`, ...
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let flag = |on: bool, c: char| if on { c } else { '-' };
+        write!(
+            f,
+            "{}{}{}{}",
+            flag(self.read, 'r'),
+            flag(self.write, 'w'),
+            flag(self.exec, 'x'),
+            if self.shared { 's' } else { 'p' }
+        )
+    }
+}
+
 /// What backs a mapping, from the last column.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum MapPath {

@@ -20,6 +20,8 @@ use std::io;
 pub struct MappingReferenced {
     pub start: u64,
     pub end: u64,
+    /// `rw-p` and the like.
+    pub perms: String,
     /// The backing file or the kernel's name (`[heap]`, `[stack]`, `[anon]`, ...).
     pub name: String,
     pub rss_bytes: u64,
@@ -52,6 +54,7 @@ pub fn parse_smaps(text: &[u8]) -> Vec<MappingReferenced> {
             out.push(MappingReferenced {
                 start: m.start,
                 end: m.end,
+                perms: m.perms.to_string(),
                 name: m.path.to_string(),
                 rss_bytes: 0,
                 referenced_bytes: 0,

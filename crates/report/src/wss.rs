@@ -98,8 +98,8 @@ impl Horizon {
     }
 }
 
-/// The union of address ranges, as sorted, disjoint ranges.
-pub(crate) fn union(ranges: impl Iterator<Item = (u64, u64)>) -> Vec<(u64, u64)> {
+/// The union of address ranges `[start, end)`, as sorted, disjoint ranges.
+pub fn union(ranges: impl Iterator<Item = (u64, u64)>) -> Vec<(u64, u64)> {
     let mut all: Vec<(u64, u64)> = ranges.filter(|(s, e)| s < e).collect();
     all.sort_unstable();
     let mut out: Vec<(u64, u64)> = Vec::with_capacity(all.len());
