@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{build_workload, info, is_root, udamon};
+use common::{build_workload, info, is_root, report_json, udamon};
 use predicates::str::contains;
 use serde_json::Value;
 use std::os::unix::fs::PermissionsExt;
@@ -249,17 +249,7 @@ fn referenced_intervals_hold_the_kernels_accessed_bytes_beside_udamons() {
         .args(["static", "-t", "9", "-o", "/dev/null"])
         .assert()
         .success();
-    let report = udamon()
-        .args(["report", "referenced", "--json"])
-        .arg(&out)
-        .output()
-        .unwrap();
-    assert!(
-        report.status.success(),
-        "{}",
-        String::from_utf8_lossy(&report.stderr)
-    );
-    let report: Value = serde_json::from_slice(&report.stdout).unwrap();
+    let report = report_json(&["referenced"], &out);
     let intervals = report["intervals"].as_array().unwrap();
     assert!(intervals.len() >= 3, "{report}");
     const MIB: f64 = (1 << 20) as f64;

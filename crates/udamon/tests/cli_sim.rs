@@ -1,7 +1,10 @@
 //! The `udamon` command end to end on simulated workloads: the demo, recording, every report,
 //! conversion, and the errors a user meets (bad workload files, damaged or foreign records).
 
+mod common;
+
 use assert_cmd::Command;
+use common::report_json;
 use predicates::str::contains;
 use serde_json::Value;
 use std::fs;
@@ -24,22 +27,6 @@ fn record(dir: &Path, sim: &str) -> std::path::PathBuf {
         .success()
         .stderr(contains("snapshots"));
     out
-}
-
-fn report_json(args: &[&str], file: &Path) -> Value {
-    let out = udamon()
-        .arg("report")
-        .args(args)
-        .arg(file)
-        .arg("--json")
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).unwrap()
 }
 
 /// Byte-weighted mean access frequency (Hz) of a snapshot's regions within `range`.

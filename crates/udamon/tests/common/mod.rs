@@ -1,5 +1,5 @@
-//! Shared by the live CLI tests: the udamon binary, building udamon-linux's C test workloads,
-//! and reading a record's `report info`.
+//! Shared by the CLI tests: the udamon binary, building udamon-linux's C test workloads, and
+//! reading a record's reports as JSON.
 #![allow(dead_code)] // each test binary uses a different subset
 
 use assert_cmd::Command;
@@ -36,11 +36,13 @@ pub fn build_workload(name: &str) -> PathBuf {
     out
 }
 
-/// `udamon report info --json FILE`.
-pub fn info(file: &Path) -> Value {
+/// `udamon report ARGS FILE --json`, parsed.
+pub fn report_json(args: &[&str], file: &Path) -> Value {
     let out = udamon()
-        .args(["report", "info", "--json"])
+        .arg("report")
+        .args(args)
         .arg(file)
+        .arg("--json")
         .output()
         .unwrap();
     assert!(
@@ -49,4 +51,9 @@ pub fn info(file: &Path) -> Value {
         String::from_utf8_lossy(&out.stderr)
     );
     serde_json::from_slice(&out.stdout).unwrap()
+}
+
+/// `udamon report info --json FILE`.
+pub fn info(file: &Path) -> Value {
+    report_json(&["info"], file)
 }
