@@ -17,6 +17,12 @@
 //! and schemes see it idle, and after the report wherever the part is large, so that the next
 //! window measures it apart. Accessed-bit sources record no span, so their behaviour is
 //! upstream's.
+//!
+//! Also for sampled sources only, merging is by sample density ([`MergeRule::density_alpha`],
+//! the test of [`crate::density`]) rather than by DAMON's threshold over counts that sampling
+//! keeps small, and a merged region keeps the intervals in which either part got a sample
+//! ([`merge_two`]): a region that got samples in a window reports accessed in it, through every
+//! merge and split.
 
 use crate::density;
 use crate::rand::Prng;
@@ -99,8 +105,8 @@ pub struct MergeRule {
     /// The most intervals a region can count in a window (`aggr / sample`).
     pub max_nr: u32,
     /// Sampled sources: regions are alike unless the [`density`] test at this level tells
-    /// their window's sample densities apart (the threshold still restarts ages). `None`:
-    /// DAMON's rule, for accessed-bit sources.
+    /// their sample densities apart (the window's samples and the recent windows'; the
+    /// threshold still restarts ages). `None`: DAMON's rule, for accessed-bit sources.
     pub density_alpha: Option<f64>,
 }
 

@@ -246,6 +246,8 @@ impl Context {
     /// once. Sorts `addrs` in place. The cost follows the number of samples: O(k log k) for k
     /// samples, plus a lookup that stays in cache whatever the number of regions
     /// (a two-level index over the region ends). Returns the samples that fell in a region.
+    /// A context that records sampled accesses merges its regions by sample density
+    /// ([`DENSITY_ALPHA`]) from then on.
     pub fn record_sampled_accesses(&mut self, target: usize, addrs: &mut [u64]) -> usize {
         self.sampled = true;
         addrs.sort_unstable();
