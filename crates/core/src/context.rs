@@ -7,8 +7,8 @@
 //! region count → DAMOS apply (every step, when a scheme is due) → `after_aggregation`
 //! callbacks → intervals tuning → reset → split. Sampled sources add the sample-informed split
 //! ([`adjust::split_at_sampled_extents`]) twice: before DAMOS apply for the cuts the window's
-//! report may show (followed by the operations' residency check, which cuts out memory that
-//! holds no pages), and before the reset for those that only refine the next window. While
+//! report may show (after the operations' residency check, which cuts out memory that holds no
+//! pages), and before the reset for those that only refine the next window. While
 //! every scheme is deactivated by its watermarks, a step only waits and checks them again.
 
 use crate::absent;
@@ -386,11 +386,12 @@ impl Context {
         if aggregation {
             self.merge_regions();
             self.sz_limit = self.apply_min_nr_regions();
-            // Before schemes and the recorder see the window: a part of a region that surely
-            // got no sample, or that holds no memory, is reported, and acted on, as what it
-            // was: not accessed.
-            self.split_at_sampled_extents(IdleEvidence::Report);
+            // Before schemes and the recorder see the window: a part of a region that holds no
+            // memory, or that surely got no sample, is reported, and acted on, as what it was:
+            // not accessed. Residency goes first: it is certain, where the samples' evidence
+            // is a matter of chance, and both draw on what the region bound leaves.
             ops.check_residency(self);
+            self.split_at_sampled_extents(IdleEvidence::Report);
         }
         self.apply_schemes(ops);
         if aggregation {

@@ -30,10 +30,11 @@ pub(super) struct Residency {
     /// A window uses all of them: memory seldom fills in, and a part that did and was touched
     /// holds a sample, which keeps it from being cut.
     known: Vec<AddrRange>,
-    /// The first walk is done. It covers every accessed region, whatever it costs (once: about
-    /// 11 ms per GiB resident), so that the first windows report no memory whose residency is
-    /// unknown; later walks keep within their budget.
-    first_walk_done: bool,
+    /// Every address range walked at least once, sorted and joined. Parts outside it are walked
+    /// at once, whatever it costs, so that no window reports memory whose residency is unknown;
+    /// each address costs that once (about 11 ms per GiB resident), far less than the page
+    /// faults that populated it cost the process. Parts walked before share the budget.
+    walked: Vec<AddrRange>,
 }
 
 impl Residency {
@@ -45,13 +46,13 @@ impl Residency {
             runs: Vec::new(),
             cursor: 0,
             known: Vec::new(),
-            first_walk_done: false,
+            walked: Vec::new(),
         }
     }
 
-    /// Ranges without a present page, in address order, as far as known: the accessed
-    /// `regions` are walked within `budget` (all of them on the first call) from where the
-    /// last call stopped, and what earlier calls found elsewhere is kept.
+    /// Ranges without a present page, in address order, as far as known: the parts of the
+    /// accessed `regions` never walked are walked, then the others within `budget` from where
+    /// the last call stopped, and what earlier calls found elsewhere is kept.
     pub(super) fn absent(
         &mut self,
         regions: &[Region],
@@ -69,18 +70,16 @@ impl Residency {
                 at = to;
             }
         }
-        // From the cursor on, then around from the lowest address.
-        let first = parts.partition_point(|p| p.1 <= self.cursor);
-        parts.rotate_left(first);
-        let budget = if self.first_walk_done {
-            budget
-        } else {
-            Duration::MAX
-        };
-        self.first_walk_done = true;
+        // Parts never walked first, then the others from the cursor on and around from the
+        // lowest address.
+        let (fresh, mut seen): (Vec<_>, Vec<_>) = parts
+            .into_iter()
+            .partition(|&(start, end)| !covers(&self.walked, start, end));
+        let first = seen.partition_point(|p| p.1 <= self.cursor);
+        seen.rotate_left(first);
         let started = Instant::now();
-        for &(start, end) in &parts {
-            if started.elapsed() >= budget {
+        for (i, &(start, end)) in fresh.iter().chain(&seen).enumerate() {
+            if i >= fresh.len() && started.elapsed() >= budget {
                 break;
             }
             self.runs.clear();
@@ -100,10 +99,26 @@ impl Residency {
             push_joined(&mut known, at, end);
             known.sort_unstable();
             self.known = joined(known);
-            self.cursor = end;
+            if i >= fresh.len() {
+                self.cursor = end;
+            }
+        }
+        if !fresh.is_empty() {
+            let mut walked = std::mem::take(&mut self.walked);
+            walked.extend(fresh.iter().map(|&(s, e)| AddrRange::new(s, e)));
+            walked.sort_unstable();
+            self.walked = joined(walked);
         }
         Ok(self.known.clone())
     }
+}
+
+/// Whether `[start, end)` lies within one of the sorted, joined `ranges`.
+fn covers(ranges: &[AddrRange], start: u64, end: u64) -> bool {
+    let i = ranges.partition_point(|r| r.end <= start);
+    ranges
+        .get(i)
+        .is_some_and(|r| r.start <= start && end <= r.end)
 }
 
 /// Sorted ranges with the touching ones joined.
@@ -151,7 +166,7 @@ mod tests {
         };
         let mut residency = Residency::open(std::process::id());
         let pages = |a: &AddrRange| ((a.start - base) / 4096, (a.end - base) / 4096);
-        // The first walk covers every accessed region, even without a budget.
+        // Memory never walked is walked, even without a budget.
         let absent = residency
             .absent(&[region(0, 32, 1), region(32, 64, 0)], Duration::ZERO)
             .unwrap();
