@@ -12,9 +12,10 @@
 //! - `check_accesses`: the interval's samples, their data addresses recovered by the
 //!   [`AddressDecoder`] (implicit stack references are counted but kept out of the regions),
 //!   counted per target with [`Context::record_sampled_accesses`];
-//! - exec flushes the process's decode cache and the context's recent samples of it, and
-//!   re-reads its mappings; a new executable mapping flushes the cache entries near it; a
-//!   process whose threads have all exited is dropped (its regions removed) and noted;
+//! - exec flushes the process's decode cache and the context's recent samples of it, reopens
+//!   its pagemap for the residency check, and re-reads its mappings; a new executable mapping
+//!   flushes the cache entries near it; a process whose threads have all exited is dropped
+//!   (its regions removed) and noted;
 //! - process trees ([`SamplerConfig::follow_forks`]): every process the monitored ones fork
 //!   becomes a target of its own, added to the context when its fork record is handled (its
 //!   samples arrive in the same rings with its own pid); [`attach_tree`] also attaches to the
@@ -631,6 +632,8 @@ impl VaddrOps {
                 if let Some(t) = self.target_of(pid) {
                     let p = &mut self.procs[t];
                     p.decoder.invalidate_all();
+                    // The pagemap opened before names the address space that exec replaced.
+                    p.residency = Residency::open(pid);
                     // The full command line while the process still runs the new program.
                     p.cmdline = match proc_cmdline(pid) {
                         c if c.is_empty() => comm.clone(),

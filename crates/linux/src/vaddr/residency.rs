@@ -27,8 +27,8 @@ pub(super) struct Residency {
     /// Where the next window's walk starts: the end of the last part walked.
     cursor: u64,
     /// The absent ranges found by the walks so far, each as of its part's last walk, sorted.
-    /// A window uses all of them: memory seldom fills in, and a part that did and was touched
-    /// holds a sample, which keeps it from being cut.
+    /// A window uses all of them: memory seldom fills in, and where it did, the pages a sample
+    /// fell in are not cut; the rest is reported not accessed until its next walk.
     known: Vec<AddrRange>,
     /// Every address range walked at least once, sorted and joined. Parts outside it are walked
     /// at once, whatever it costs, so that no window reports memory whose residency is unknown;
