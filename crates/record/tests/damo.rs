@@ -9,16 +9,6 @@ use udamon_record::damo::{self, DamoFormat};
 use udamon_record::model::{Frame, Header, RegionStat, Snapshot, TargetSnapshot};
 use udamon_record::{DamageKind, Format, RecordError, detect_format, open_any};
 
-fn snapshots(frames: &[Frame]) -> Vec<&Snapshot> {
-    frames
-        .iter()
-        .filter_map(|f| match f {
-            Frame::Snapshot(s) => Some(s),
-            Frame::Event(_) => None,
-        })
-        .collect()
-}
-
 /// The record of `min.json`: target 42, 5 ms / 100 ms / 1 s, snapshots [1.0 s, 1.1 s),
 /// [1.1, 1.2), [1.2, 1.3), each with [4096, 1052672) accessed in all 20 samples and
 /// [1052672, 4198400) never, both of age 0, 1, 2.

@@ -4,15 +4,13 @@
 
 mod common;
 
-use common::{header, snapshot, write_record};
+use common::{header, snapshot, snapshots, write_record};
 use std::ops::ControlFlow;
 use udamon_core::{
     AddrRange, Attrs, Callbacks, Context, Operations, OpsError, Target, VirtualClock,
 };
 use udamon_record::damo::{self, DamoFormat};
-use udamon_record::model::{
-    Event, EventKind, Frame, Header, RegionStat, Snapshot, TargetSnapshot, Targets,
-};
+use udamon_record::model::{Event, EventKind, Frame, Header, RegionStat, TargetSnapshot, Targets};
 use udamon_record::{RecordReader, RecordWriter, Recorder, WriterOptions};
 
 const START_US: u64 = 1_000_000;
@@ -180,16 +178,6 @@ fn frames_with_an_added_target() -> Vec<Frame> {
         },
     ));
     frames
-}
-
-fn snapshots(frames: &[Frame]) -> Vec<&Snapshot> {
-    frames
-        .iter()
-        .filter_map(|f| match f {
-            Frame::Snapshot(s) => Some(s),
-            Frame::Event(_) => None,
-        })
-        .collect()
 }
 
 #[test]

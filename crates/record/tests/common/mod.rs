@@ -150,3 +150,14 @@ pub fn data_file(name: &str) -> std::path::PathBuf {
         .join("tests/data")
         .join(name)
 }
+
+/// The snapshots among `frames`, in order.
+pub fn snapshots(frames: &[Frame]) -> Vec<&Snapshot> {
+    frames
+        .iter()
+        .filter_map(|f| match f {
+            Frame::Snapshot(s) => Some(s),
+            Frame::Event(_) => None,
+        })
+        .collect()
+}
