@@ -6,7 +6,7 @@ mod common;
 use common::*;
 use std::path::Path;
 use udamon_record::damo::{self, DamoFormat};
-use udamon_record::model::{Frame, Header, RegionStat, Snapshot, TargetSnapshot};
+use udamon_record::model::{Frame, Header, RegionStat, TargetSnapshot};
 use udamon_record::{DamageKind, Format, RecordError, detect_format, open_any};
 
 /// The record of `min.json`: target 42, 5 ms / 100 ms / 1 s, snapshots [1.0 s, 1.1 s),
