@@ -10,7 +10,7 @@ use crate::{ReportError, Result, human};
 use serde::Serialize;
 use std::collections::{BTreeMap, VecDeque};
 use std::fmt::Write as _;
-use udamon_record::model::{EventKind, Frame, Header, ReferencedMapping};
+use udamon_record::model::{EventKind, Frame, ReferencedMapping};
 
 /// Mappings listed per interval, by the kernel's referenced bytes.
 pub const TOP_MAPPINGS: usize = 5;
@@ -54,10 +54,8 @@ type Windows = VecDeque<(u64, Vec<(u64, u64)>)>;
 /// Windows older than this before the newest are forgotten, unless an interval was longer.
 const KEEP_NS: u64 = 120_000_000_000;
 
-pub fn referenced(
-    _header: &Header,
-    frames: impl IntoIterator<Item = Frame>,
-) -> Result<ReferencedReport> {
+/// The report over `frames`; fails when they hold no `referenced` event.
+pub fn referenced(frames: impl IntoIterator<Item = Frame>) -> Result<ReferencedReport> {
     let mut windows: BTreeMap<u32, Windows> = BTreeMap::new();
     let mut keep_ns = KEEP_NS;
     let mut intervals = Vec::new();

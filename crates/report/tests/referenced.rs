@@ -52,7 +52,7 @@ fn record() -> Vec<Frame> {
 
 #[test]
 fn each_interval_is_set_against_the_union_of_its_windows() {
-    let report = referenced(&header(1), record()).unwrap();
+    let report = referenced(record()).unwrap();
     let got: Vec<_> = report
         .intervals
         .iter()
@@ -86,7 +86,7 @@ fn a_record_without_the_kernels_bits_says_how_to_get_them() {
         .into_iter()
         .filter(|f| matches!(f, Frame::Snapshot(_)))
         .collect();
-    let err = referenced(&header(1), frames).unwrap_err();
+    let err = referenced(frames).unwrap_err();
     assert!(matches!(err, ReportError::NoReferenced));
     assert!(err.to_string().contains("--referenced"), "{err}");
 }

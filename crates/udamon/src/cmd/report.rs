@@ -107,8 +107,8 @@ pub fn run(args: &ReportArgs) -> Result<()> {
             }
         }
         ReportKind::Referenced { input } => {
-            let (record, header, frames) = Input::open(input.path())?;
-            let report = referenced::referenced(&header, frames)?;
+            let (record, _, frames) = Input::open(input.path())?;
+            let report = referenced::referenced(frames)?;
             record.warn_damage();
             if input.json {
                 print_json(&report)
