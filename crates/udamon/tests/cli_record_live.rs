@@ -250,28 +250,28 @@ fn referenced_intervals_hold_the_kernels_accessed_bytes_beside_udamons() {
         .assert()
         .success();
     let report = report_json(&["referenced"], &out);
-    let intervals = report["intervals"].as_array().unwrap();
-    assert!(intervals.len() >= 3, "{report}");
+    // The first interval may still hold the workload's fill of all its memory (a busy machine
+    // slows it down): the pattern's own intervals follow.
+    let intervals = &report["intervals"].as_array().unwrap()[1..];
+    assert!(intervals.len() >= 2, "{report}");
     const MIB: f64 = (1 << 20) as f64;
+    let mut ratios = Vec::new();
     for i in intervals {
-        let kernel = i["kernel_bytes"].as_u64().unwrap() as f64 / MIB;
+        let kernel = i["kernel_bytes"].as_f64().unwrap();
         assert!(
-            (318.0..400.0).contains(&kernel),
-            "the kernel saw {kernel} MiB: {i}"
+            (318.0..400.0).contains(&(kernel / MIB)),
+            "the kernel saw {} MiB: {i}",
+            kernel / MIB
         );
+        ratios.push(i["udamon_bytes"].as_f64().unwrap() / kernel);
     }
     // udamon's working set over the same 2 s, within the accuracy goal of ±25 %.
-    let ratio = report["median_ratio"].as_f64().unwrap();
-    eprintln!(
-        "static, cpuclock: udamon/kernel over 2 s intervals {:?}, median {ratio:.2}",
-        intervals
-            .iter()
-            .map(|i| i["udamon_bytes"].as_f64().unwrap() / i["kernel_bytes"].as_f64().unwrap())
-            .collect::<Vec<_>>()
-    );
+    ratios.sort_by(f64::total_cmp);
+    let median = ratios[ratios.len() / 2];
+    eprintln!("static, cpuclock: udamon/kernel over 2 s intervals {ratios:?}");
     assert!(
-        (0.75..=1.25).contains(&ratio),
-        "udamon/kernel {ratio}: {report}"
+        (0.75..=1.25).contains(&median),
+        "udamon/kernel {median}: {report}"
     );
 }
 
