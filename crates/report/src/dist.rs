@@ -94,7 +94,90 @@ pub struct DistReport {
     /// Set when the skip could not be applied as asked.
     pub warning: Option<String>,
     pub sort_by: SortBy,
+    /// For records of sampled sources: the samples the values rest on.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub evidence: Option<Evidence>,
     pub distributions: Vec<Distribution>,
+}
+
+/// The samples a sampled source's working set rests on, and what they can tell: a part of the
+/// working set that draws a share `p` of its samples is missed by all `n` of them with
+/// probability `(1 - p)^n`.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Evidence {
+    /// Over how long the working set was counted (0: each snapshot's own window).
+    pub horizon_ns: u64,
+    /// Whether `--horizon auto` chose the horizon from the evidence.
+    pub chosen: bool,
+    /// The median, over the snapshots, of the samples that fell in the working set.
+    pub median_samples: u64,
+    /// The smallest share of those samples a part of the working set must draw to be seen with
+    /// probability [`Evidence::CONFIDENCE`].
+    pub share_seen: f64,
+}
+
+impl Evidence {
+    /// The probability with which [`Evidence::share_seen`] is stated.
+    pub const CONFIDENCE: f64 = 0.95;
+
+    /// A working set is trusted when a part of it drawing this share of its samples is seen
+    /// with probability [`Evidence::CONFIDENCE`]: `--horizon auto` takes the shortest horizon
+    /// that holds that many, and reports below it warn.
+    pub const ENOUGH_SHARE: f64 = 0.1;
+
+    /// The samples a working set must hold in the median snapshot to be trusted (29).
+    pub fn enough_samples() -> u64 {
+        Evidence::samples_to_see(Evidence::ENOUGH_SHARE)
+    }
+
+    pub fn is_enough(&self) -> bool {
+        self.median_samples >= Evidence::enough_samples()
+    }
+
+    pub fn new(horizon_ns: u64, chosen: bool, median_samples: u64) -> Evidence {
+        Evidence {
+            horizon_ns,
+            chosen,
+            median_samples,
+            share_seen: Evidence::share_seen_with(median_samples),
+        }
+    }
+
+    /// `1 - (1 - CONFIDENCE)^(1/n)`: with `n` samples, a part drawing at least this share of
+    /// them is hit at least once with probability `CONFIDENCE`.
+    pub fn share_seen_with(n: u64) -> f64 {
+        if n == 0 {
+            return 1.0;
+        }
+        1.0 - (1.0 - Evidence::CONFIDENCE).powf(1.0 / n as f64)
+    }
+
+    /// One line for text reports.
+    pub fn describe(&self) -> String {
+        let over = if self.horizon_ns == 0 {
+            "each window".to_string()
+        } else {
+            format!("the last {}", human::seconds(self.horizon_ns, 3))
+        };
+        let chosen = if self.chosen {
+            " (--horizon auto chose it from the samples)"
+        } else {
+            ""
+        };
+        format!(
+            "evidence: a median of {} samples fell in the working set over {over}{chosen}; a part \
+             of it drawing {:.0} % of them or more is seen with {:.0} % probability",
+            self.median_samples,
+            (self.share_seen * 100.0).ceil(),
+            Evidence::CONFIDENCE * 100.0
+        )
+    }
+
+    /// The fewest samples for which a part drawing `share` of them is seen with probability
+    /// `CONFIDENCE`.
+    pub fn samples_to_see(share: f64) -> u64 {
+        ((1.0 - Evidence::CONFIDENCE).ln() / (1.0 - share).ln()).ceil() as u64
+    }
 }
 
 /// Collects `value(end_ns, target's regions)` per snapshot and target, in record order, then
@@ -185,6 +268,7 @@ where
         skipped,
         warning,
         sort_by: opts.sort_by,
+        evidence: None,
         distributions,
     })
 }
@@ -264,6 +348,17 @@ pub fn render_text(report: &DistReport, opts: &RenderOptions) -> String {
         let _ = write!(out, "; {selection}");
     }
     out.push('\n');
+    if let Some(e) = &report.evidence {
+        let _ = writeln!(out, "# {}", e.describe());
+        if !e.is_enough() {
+            let _ = writeln!(
+                out,
+                "# warning: the working set rests on few samples: memory that the program \
+                 touches without stalling on it, such as streamed reads, may be missing; a \
+                 longer horizon (--horizon, or --horizon auto) or a longer record gathers more"
+            );
+        }
+    }
     if let Some(warning) = &report.warning {
         let _ = writeln!(out, "# warning: {warning}");
     }

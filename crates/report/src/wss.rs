@@ -9,7 +9,7 @@
 //! counts the samples that fell in the working set over the horizon, and warns when there were
 //! so few that the number says little.
 
-use crate::dist::{self, DistOptions, DistReport, Unit};
+use crate::dist::{self, DistOptions, DistReport, Evidence, Unit};
 use crate::{Result, human, reopen};
 use std::collections::{BTreeMap, VecDeque};
 use udamon_record::model::{Frame, Header, RegionStat};
@@ -36,11 +36,18 @@ impl Default for WssFilter {
     }
 }
 
-/// Below this many samples in the working set over the horizon (the median over snapshots), a
-/// report of a sampled source warns that the number rests on little evidence: with ten
-/// samples, a part of the working set holding a tenth of its stall time is missed about a
-/// third of the time.
-pub const FEW_SAMPLES: u64 = 20;
+/// The horizons `--horizon auto` tries, shortest first: one window, then the spans of the
+/// default curve.
+pub const AUTO_HORIZONS_NS: [u64; 8] = [
+    0,
+    1_000_000_000,
+    2_000_000_000,
+    5_000_000_000,
+    10_000_000_000,
+    20_000_000_000,
+    30_000_000_000,
+    60_000_000_000,
+];
 
 impl WssFilter {
     fn selects(&self, r: &RegionStat) -> bool {
@@ -88,7 +95,7 @@ impl Horizon {
         while self
             .windows
             .front()
-            .is_some_and(|w| w.end_ns + filter.horizon_ns <= end_ns && w.end_ns != end_ns)
+            .is_some_and(|w| !within(w.end_ns, end_ns, filter.horizon_ns))
         {
             self.windows.pop_front();
         }
@@ -96,6 +103,12 @@ impl Horizon {
         let bytes = union(all).iter().map(|(s, e)| e - s).sum();
         (bytes, self.windows.iter().map(|w| w.samples).sum())
     }
+}
+
+/// Whether a window that ended at `window_end_ns` counts at a snapshot ending at `end_ns` over
+/// a horizon of `horizon_ns` (its own window always does).
+fn within(window_end_ns: u64, end_ns: u64, horizon_ns: u64) -> bool {
+    window_end_ns + horizon_ns > end_ns || window_end_ns == end_ns
 }
 
 /// The union of address ranges `[start, end)`, as sorted, disjoint ranges.
@@ -147,24 +160,106 @@ pub fn wss(
             bytes
         },
     )?;
-    let mut supporting: Vec<u64> = evidence.into_values().skip(report.skipped).collect();
-    supporting.sort_unstable();
-    let median = supporting.get(supporting.len() / 2).copied().unwrap_or(0);
-    if supporting.iter().any(|&n| n > 0) && median < FEW_SAMPLES {
-        let over = if filter.horizon_ns > 0 {
-            human::seconds(filter.horizon_ns, 3)
-        } else {
-            "one window".to_string()
+    let supporting: Vec<u64> = evidence.into_values().skip(report.skipped).collect();
+    if supporting.iter().any(|&n| n > 0) {
+        let found = Evidence::new(filter.horizon_ns, false, median(supporting));
+        report.evidence = Some(found);
+    }
+    Ok(report)
+}
+
+/// The median of `values` (0 for none).
+fn median(mut values: Vec<u64>) -> u64 {
+    values.sort_unstable();
+    values.get(values.len() / 2).copied().unwrap_or(0)
+}
+
+/// The horizon `--horizon auto` chooses: for records of sampled sources, the shortest of
+/// [`AUTO_HORIZONS_NS`] (up to half the record's span) whose working set holds at least
+/// [`Evidence::enough_samples`] in the median snapshot, else the longest tried; for other
+/// sources each snapshot's own window, whose counts come from a check every sampling interval
+/// as DAMON's do. `skip` snapshots at the start are left out as warm-up, as in the reports.
+pub fn choose_horizon(
+    frames: impl IntoIterator<Item = Frame>,
+    filter: &WssFilter,
+    skip: usize,
+) -> u64 {
+    // (end, samples in the window's working set) per snapshot, all targets summed.
+    let mut windows: Vec<(u64, u64)> = Vec::new();
+    let mut first_start_ns = None;
+    for frame in frames {
+        let Frame::Snapshot(snapshot) = frame else {
+            continue;
         };
-        let few = format!(
-            "the working set over {over} rests on a median of {median} samples: memory that the \
-             program touches without stalling on it, such as streamed reads, may be missing; a \
-             longer horizon (--horizon) gathers more evidence"
-        );
-        report.warning = Some(match report.warning.take() {
-            Some(w) => format!("{w}; {few}"),
-            None => few,
-        });
+        first_start_ns.get_or_insert(snapshot.start_ns);
+        let samples = snapshot
+            .targets
+            .iter()
+            .flat_map(|t| &t.regions)
+            .filter(|r| filter.selects(r))
+            .map(|r| u64::from(r.raw_samples))
+            .sum();
+        windows.push((snapshot.end_ns, samples));
+    }
+    let (Some(first_start_ns), Some(&(last_end_ns, _))) = (first_start_ns, windows.last()) else {
+        return 0;
+    };
+    if windows.iter().all(|&(_, samples)| samples == 0) {
+        return 0;
+    }
+    let span_ns = last_end_ns.saturating_sub(first_start_ns);
+    let skip = if windows.len() > skip { skip } else { 0 };
+    let mut chosen = 0;
+    for horizon_ns in AUTO_HORIZONS_NS
+        .into_iter()
+        .filter(|&h| h == 0 || h <= span_ns / 2)
+    {
+        chosen = horizon_ns;
+        if median_evidence(&windows, horizon_ns, skip) >= Evidence::enough_samples() {
+            break;
+        }
+    }
+    chosen
+}
+
+/// The median over the snapshots from `skip` on of the samples in the windows within
+/// `horizon_ns` of each (`windows` in time order).
+fn median_evidence(windows: &[(u64, u64)], horizon_ns: u64, skip: usize) -> u64 {
+    let mut oldest = 0;
+    let mut sum = 0;
+    let mut per_snapshot = Vec::with_capacity(windows.len());
+    for (i, &(end_ns, samples)) in windows.iter().enumerate() {
+        sum += samples;
+        while oldest < i && !within(windows[oldest].0, end_ns, horizon_ns) {
+            sum -= windows[oldest].1;
+            oldest += 1;
+        }
+        if i >= skip {
+            per_snapshot.push(sum);
+        }
+    }
+    median(per_snapshot)
+}
+
+/// [`wss`] over the horizon [`choose_horizon`] picks; `open` yields the record's frames afresh.
+pub fn wss_auto<I, E, F>(
+    header: &Header,
+    mut open: F,
+    filter: &WssFilter,
+    opts: &DistOptions,
+) -> Result<DistReport>
+where
+    F: FnMut() -> std::result::Result<I, E>,
+    I: IntoIterator<Item = Frame>,
+    E: std::error::Error + Send + Sync + 'static,
+{
+    let chosen = WssFilter {
+        horizon_ns: choose_horizon(reopen(&mut open)?, filter, opts.skip),
+        ..*filter
+    };
+    let mut report = wss(header, reopen(&mut open)?, &chosen, opts)?;
+    if let Some(evidence) = &mut report.evidence {
+        evidence.chosen = true;
     }
     Ok(report)
 }
@@ -198,14 +293,26 @@ where
 /// Text for [`curve`]: one row per horizon with the median and the 10th and 90th percentiles
 /// of the summed targets (`opts.percentiles` must hold 10, 50 and 90).
 pub fn render_curve(curve: &[(u64, DistReport)]) -> String {
+    let sampled = curve.iter().any(|(_, r)| r.evidence.is_some());
     let mut out = String::from(
         "# working set by horizon: bytes accessed at least once in the last T \
          (over the snapshots: median, 10th and 90th percentiles)\n",
     );
+    if sampled {
+        out.push_str(&format!(
+            "# samples: the median number in the working set; seen: the smallest part of the \
+             working set, by share of those samples, seen with {:.0} % probability\n",
+            Evidence::CONFIDENCE * 100.0
+        ));
+    }
     out.push_str(&format!(
-        "# {:>9} {:>12} {:>12} {:>12}\n",
+        "# {:>9} {:>12} {:>12} {:>12}",
         "horizon", "median", "p10", "p90"
     ));
+    if sampled {
+        out.push_str(&format!(" {:>8} {:>6}", "samples", "seen"));
+    }
+    out.push('\n');
     for (horizon_ns, report) in curve {
         let Some(d) = report.distributions.first() else {
             continue;
@@ -217,12 +324,21 @@ pub fn render_curve(curve: &[(u64, DistReport)]) -> String {
                 .map_or("-".to_string(), |v| human::size(v.value))
         };
         out.push_str(&format!(
-            "  {:>9} {:>12} {:>12} {:>12}\n",
+            "  {:>9} {:>12} {:>12} {:>12}",
             human::seconds(*horizon_ns, 3),
             at(50.0),
             at(10.0),
             at(90.0)
         ));
+        if let Some(e) = &report.evidence {
+            let mark = if e.is_enough() { "" } else { "  (few samples)" };
+            out.push_str(&format!(
+                " {:>8} {:>5.0}%{mark}",
+                e.median_samples,
+                (e.share_seen * 100.0).ceil()
+            ));
+        }
+        out.push('\n');
         if let Some(w) = &report.warning {
             out.push_str(&format!(
                 "# warning at {}: {w}\n",

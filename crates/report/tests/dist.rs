@@ -7,7 +7,7 @@ use common::*;
 use udamon_record::model::{Frame, RegionStat};
 use udamon_report::dist::{self, DistOptions, RenderOptions, SortBy};
 use udamon_report::nr_regions::nr_regions;
-use udamon_report::wss::{WssFilter, wss};
+use udamon_report::wss::{WssFilter, choose_horizon, wss, wss_auto};
 use udamon_report::{ReportError, percentile};
 
 /// Accessed pages of target 0 in snapshot `i`: a scrambled sequence so sorting matters.
@@ -304,6 +304,7 @@ fn a_working_set_resting_on_few_samples_is_said_to() {
         skip: 0,
         ..DistOptions::default()
     };
+    let text = |report: &dist::DistReport| dist::render_text(report, &RenderOptions::default());
     // The hot page's 50 samples a window are evidence enough.
     let report = wss(
         &header(1),
@@ -312,8 +313,12 @@ fn a_working_set_resting_on_few_samples_is_said_to() {
         &opts,
     )
     .unwrap();
-    assert_eq!(report.warning, None);
-    // The same windows with a single sample each: the working set rests on one sample.
+    let evidence = report.evidence.expect("evidence of a sampled record");
+    assert_eq!(evidence.median_samples, 51);
+    assert!(evidence.is_enough());
+    assert!(!text(&report).contains("warning"), "{}", text(&report));
+    // The same windows with a single sample each: the working set rests on one sample, and a
+    // part of it must draw all of them to be seen.
     let thin: Vec<Frame> = roaming(6, |i| i + 1)
         .into_iter()
         .map(|f| match f {
@@ -325,9 +330,76 @@ fn a_working_set_resting_on_few_samples_is_said_to() {
         })
         .collect();
     let report = wss(&header(1), thin, &WssFilter::default(), &opts).unwrap();
-    let warning = report.warning.expect("a warning");
-    assert!(warning.contains("median of 1 samples"), "{warning}");
-    // Accessed-bit records have no samples: nothing to warn about.
+    let evidence = report.evidence.expect("evidence of a sampled record");
+    assert_eq!(evidence.median_samples, 1);
+    assert!(!evidence.is_enough());
+    assert!((evidence.share_seen - 0.95).abs() < 1e-9);
+    let shown = text(&report);
+    assert!(shown.contains("a median of 1 samples"), "{shown}");
+    assert!(
+        shown.contains("warning: the working set rests on few samples"),
+        "{shown}"
+    );
+    // Accessed-bit records have no samples: no evidence to state, nothing to warn about.
     let report = wss(&header(2), record(6), &WssFilter::default(), &opts).unwrap();
-    assert_eq!(report.warning, None);
+    assert_eq!(report.evidence, None);
+    assert!(!text(&report).contains("warning"));
+}
+
+/// `nr` windows of a sampled source in which `samples(i)` samples fall in one page.
+fn sampled(nr: u64, samples: impl Fn(u64) -> u32) -> Vec<Frame> {
+    (0..nr)
+        .map(|i| {
+            let regions = vec![RegionStat {
+                raw_samples: samples(i),
+                ..region(0x10_0000, 0x10_1000, u32::from(samples(i) > 0))
+            }];
+            Frame::Snapshot(snapshot(i, vec![(0, regions)]))
+        })
+        .collect()
+}
+
+#[test]
+fn the_auto_horizon_is_the_shortest_that_holds_enough_samples() {
+    let enough = dist::Evidence::enough_samples();
+    assert_eq!(
+        enough, 29,
+        "a tenth of the samples seen with 95 % probability"
+    );
+    let chosen = |frames: Vec<Frame>| choose_horizon(frames, &WssFilter::default(), 0);
+    const S: u64 = 1_000_000_000;
+    // Windows of 100 ms over 20 s: enough in one window, in a second (10 x 3), in 5 s (50 x 1).
+    assert_eq!(chosen(sampled(200, |_| 30)), 0);
+    assert_eq!(chosen(sampled(200, |_| 3)), S);
+    assert_eq!(chosen(sampled(200, |_| 1)), 5 * S);
+    // One window in ten has a sample: 10 s holds 10, 20 s (the longest up to half the
+    // record) 20: not enough, so the longest is taken.
+    assert_eq!(chosen(sampled(400, |i| u32::from(i % 10 == 0))), 20 * S);
+    // A record of 3 s: horizons up to 1.5 s.
+    assert_eq!(chosen(sampled(30, |_| 1)), S);
+    // No samples at all: an accessed-bit record, whose windows count checks as DAMON's do.
+    assert_eq!(chosen(record(50)), 0);
+}
+
+#[test]
+fn wss_auto_reports_over_the_chosen_horizon_and_says_so() {
+    let frames = sampled(200, |_| 1);
+    let opts = DistOptions {
+        skip: 0,
+        ..DistOptions::default()
+    };
+    let report = wss_auto(
+        &header(1),
+        || Ok::<_, std::io::Error>(frames.clone()),
+        &WssFilter::default(),
+        &opts,
+    )
+    .unwrap();
+    let evidence = report.evidence.expect("evidence");
+    assert!(evidence.chosen);
+    assert_eq!(evidence.horizon_ns, 5_000_000_000);
+    assert_eq!(evidence.median_samples, 50);
+    let shown = dist::render_text(&report, &RenderOptions::default());
+    assert!(shown.contains("in any window of the last 5"), "{shown}");
+    assert!(shown.contains("--horizon auto chose it"), "{shown}");
 }

@@ -284,10 +284,11 @@ pub enum ReportKind {
         /// ... and at least this large.
         #[arg(long = "sz_thres", alias = "sz-thres", value_name = "SIZE", value_parser = parse_size, default_value = "1")]
         sz_thres: u64,
-        /// The working set over a horizon: bytes accessed in any window of the last T (default:
-        /// each snapshot's own window, as damo).
-        #[arg(long, value_name = "T", value_parser = parse_duration_us)]
-        horizon: Option<u64>,
+        /// The working set over a horizon: bytes accessed in any window of the last T. `auto`
+        /// takes the shortest that holds enough samples for a sampled source, and each
+        /// snapshot's own window (damo's) for others; 0 is always the own window.
+        #[arg(long, value_name = "T|auto", value_parser = parse_horizon, default_value = "auto")]
+        horizon: Horizon,
         /// The working set at several horizons (default 0 1s 2s 5s 10s 30s 60s; 0 is one
         /// window): how much memory a program touches within each time span.
         #[arg(long, value_name = "T", value_parser = parse_duration_us, num_args = 0.., conflicts_with = "horizon")]
@@ -405,4 +406,22 @@ pub enum ConvertFormat {
     JsonCompressed,
     /// udamon's own record format.
     Udamon,
+}
+
+/// `report wss --horizon`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Horizon {
+    /// Chosen from the record's evidence.
+    Auto,
+    /// This long, in microseconds.
+    Span(u64),
+}
+
+fn parse_horizon(s: &str) -> Result<Horizon, String> {
+    if s == "auto" {
+        return Ok(Horizon::Auto);
+    }
+    parse_duration_us(s)
+        .map(Horizon::Span)
+        .map_err(|e| format!("{e}, or auto"))
 }

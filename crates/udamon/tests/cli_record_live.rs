@@ -76,6 +76,16 @@ fn spawned_command_is_recorded_to_its_exit() {
     assert!(samples > 50, "{samples} samples");
     assert!(recovered * 10 > samples * 9, "{recovered} of {samples}");
     assert_eq!(stat(&i, "outside_mapped"), 0);
+    // The working set of a sampled record states its evidence, over a horizon chosen from it.
+    let wss = report_json(&["wss"], &out);
+    let evidence = &wss["evidence"];
+    assert_eq!(evidence["chosen"], true, "{wss}");
+    assert!(evidence["median_samples"].as_u64().unwrap() > 0, "{wss}");
+    let horizon_ns = evidence["horizon_ns"].as_u64().unwrap();
+    assert!(
+        udamon_report::wss::AUTO_HORIZONS_NS.contains(&horizon_ns),
+        "{horizon_ns}"
+    );
 }
 
 #[test]

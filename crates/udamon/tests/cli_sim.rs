@@ -360,3 +360,23 @@ fn recording_over_an_existing_record_keeps_it_as_old() {
         "zigzag.cfg"
     );
 }
+
+#[test]
+fn wss_horizon_auto_keeps_damos_window_for_a_simulation_and_refuses_nonsense() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = record(dir.path(), "builtin:stairs");
+    // The sim source counts accesses by checks, as DAMON: auto is each snapshot's own window,
+    // and there are no samples to state.
+    let auto = report_json(&["wss", "--sortby", "time"], &file);
+    let own = report_json(&["wss", "--sortby", "time", "--horizon", "0"], &file);
+    assert_eq!(auto, own);
+    assert!(auto.get("evidence").is_none(), "{auto}");
+    let longer = report_json(&["wss", "--sortby", "time", "--horizon", "2s"], &file);
+    assert_ne!(longer, own, "a 2 s horizon unites windows");
+    udamon()
+        .args(["report", "wss", "--horizon", "soon"])
+        .arg(&file)
+        .assert()
+        .failure()
+        .stderr(contains("or auto"));
+}

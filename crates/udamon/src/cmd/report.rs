@@ -1,6 +1,6 @@
 //! `udamon report TYPE [FILE]`: every report reads any supported record format, streaming.
 
-use crate::cli::{DistArgs, HeatmapArgs, ReportArgs, ReportKind, SortBy};
+use crate::cli::{DistArgs, HeatmapArgs, Horizon, ReportArgs, ReportKind, SortBy};
 use crate::input::Input;
 use crate::output::{print, print_json};
 use anyhow::{Context as _, Result, bail};
@@ -41,7 +41,10 @@ pub fn run(args: &ReportArgs) -> Result<()> {
             let filter = wss::WssFilter {
                 acc_thres: *acc_thres,
                 sz_thres: *sz_thres,
-                horizon_ns: horizon.unwrap_or(0) * 1000,
+                horizon_ns: match horizon {
+                    Horizon::Span(us) => us * 1000,
+                    Horizon::Auto => 0,
+                },
             };
             if let Some(horizons) = horizons {
                 let horizons_ns: Vec<u64> = match horizons.as_slice() {
@@ -64,7 +67,12 @@ pub fn run(args: &ReportArgs) -> Result<()> {
                     Ok(print(&wss::render_curve(&curve))?)
                 };
             }
-            let report = wss::wss(&header, frames, &filter, &dist.options()?)?;
+            let report = match horizon {
+                Horizon::Auto => {
+                    wss::wss_auto(&header, || record.frames(), &filter, &dist.options()?)?
+                }
+                Horizon::Span(_) => wss::wss(&header, frames, &filter, &dist.options()?)?,
+            };
             record.warn_damage();
             print_dist(&report, dist, input.json)
         }
