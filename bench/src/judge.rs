@@ -3,8 +3,10 @@
 //!
 //! For each program: start it, wait for its warm-up, run the release `udamon record --pid` on
 //! it for the horizon, and meanwhile take consecutive truth intervals (clear_refs, sleep,
-//! smaps). Then judge each interval against the record, and print per program the medians of
-//! truth, udamon and their ratio, the top mappings, whether udamon's hottest mapping is the
+//! smaps), then as many intervals again without them (the control: clearing the accessed bits
+//! makes the next touch of every page slower, which moves where samples land). Then judge each
+//! interval against the record, and print per program the medians of truth, udamon, their
+//! ratio and udamon's in the control intervals, the top mappings, whether udamon's hottest mapping is the
 //! truth's, the bytes udamon calls accessed that are not even resident, and the regions with
 //! samples but no accesses; a markdown summary table at the end.
 //!
@@ -30,7 +32,9 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::mpsc;
 use std::thread::{JoinHandle, sleep};
 use std::time::{Duration, Instant};
-use truth::{Judged, TruthInterval, judge, label, read_record, take_interval};
+use truth::{
+    Judged, TruthInterval, judge, label, read_record, realtime_ns, take_interval, udamon_bytes,
+};
 
 const MIB: f64 = (1u64 << 20) as f64;
 const PROGRAMS: [&str; 9] = [
@@ -533,14 +537,21 @@ fn mc_gets(
 
 /// Runs `udamon record --pid` on `target` for all its phases while taking truth intervals;
 /// returns the judged intervals with their phase (those without a snapshot inside are left out).
+/// A program's judged intervals, and udamon's working set in the control intervals, by phase.
+struct Measured {
+    judged: Vec<(&'static str, TruthInterval, Judged)>,
+    control: Vec<(&'static str, u64)>,
+}
+
 fn measure(
     args: &Args,
     udamon: &Path,
     dir: &Path,
     program: &str,
     target: &Target,
-) -> Result<Vec<(&'static str, TruthInterval, Judged)>, String> {
-    let per_phase = SETTLE + args.horizon;
+) -> Result<Measured, String> {
+    // Judged intervals, one to recover, control intervals.
+    let per_phase = SETTLE + args.horizon * 2 + args.interval;
     let duration = per_phase * target.phases.len() as u32 + SETTLE;
     let rec_path = dir.join(format!("{program}-{}.data", args.source));
     let log = dir.join(format!("{program}-{}.log", args.source));
@@ -554,7 +565,9 @@ fn measure(
         .stderr(std::fs::File::create(&log).map_err(|e| e.to_string())?)
         .spawn()
         .map_err(|e| format!("cannot run udamon: {e}"))?;
-    let truth = || -> Result<Vec<(&'static str, TruthInterval)>, String> {
+    // Wall-clock bounds of the control intervals.
+    let mut control = Vec::new();
+    let mut truth = || -> Result<Vec<(&'static str, TruthInterval)>, String> {
         let mut intervals = Vec::new();
         sleep(SETTLE);
         for (i, &phase) in target.phases.iter().enumerate() {
@@ -563,10 +576,20 @@ fn measure(
                 sleep(SETTLE);
             }
             let end = Instant::now() + args.horizon;
+            let mut n = 0;
             while Instant::now() + args.interval <= end {
                 let t = take_interval(target.pid, args.interval)
                     .map_err(|e| format!("truth for pid {}: {e}", target.pid))?;
                 intervals.push((phase, t));
+                n += 1;
+            }
+            // The accessed bits were cleared last at the start of the last interval: one
+            // interval for the target to touch its pages again before the control begins.
+            sleep(args.interval);
+            for _ in 1..n {
+                let start_ns = realtime_ns();
+                sleep(args.interval);
+                control.push((phase, start_ns, realtime_ns()));
             }
         }
         Ok(intervals)
@@ -592,13 +615,19 @@ fn measure(
         ));
     }
     let rec = read_record(&rec_path).map_err(|e| format!("reading the record: {e}"))?;
-    Ok(intervals?
-        .into_iter()
-        .filter_map(|(phase, t)| {
-            let j = judge(&t, &rec)?;
-            Some((phase, t, j))
-        })
-        .collect())
+    Ok(Measured {
+        judged: intervals?
+            .into_iter()
+            .filter_map(|(phase, t)| {
+                let j = judge(&t, &rec)?;
+                Some((phase, t, j))
+            })
+            .collect(),
+        control: control
+            .into_iter()
+            .filter_map(|(phase, start, end)| Some((phase, udamon_bytes(&rec, start, end)?)))
+            .collect(),
+    })
 }
 
 fn median(mut v: Vec<f64>) -> f64 {
@@ -624,6 +653,8 @@ struct Summary {
     truth_mib: f64,
     udamon_mib: f64,
     ratio: f64,
+    /// udamon's median in the control intervals, without clear_refs.
+    control_mib: f64,
     top_truth: String,
     hottest: String,
     not_resident_mib: f64,
@@ -631,7 +662,7 @@ struct Summary {
 }
 
 /// Prints one program's (or phase's) judged intervals and returns its summary line.
-fn report(name: &str, judged: &[(&TruthInterval, &Judged)]) -> Summary {
+fn report(name: &str, judged: &[(&TruthInterval, &Judged)], control: &[u64]) -> Summary {
     let n = judged.len();
     let truth = median(judged.iter().map(|(_, j)| j.truth as f64 / MIB).collect());
     let udamon = median(judged.iter().map(|(_, j)| j.udamon as f64 / MIB).collect());
@@ -641,9 +672,12 @@ fn report(name: &str, judged: &[(&TruthInterval, &Judged)]) -> Summary {
             .map(|(_, j)| j.udamon as f64 / j.truth.max(1) as f64)
             .collect(),
     );
+    let control_mib = median(control.iter().map(|&b| b as f64 / MIB).collect());
     println!("### {name}\n");
     println!(
-        "{n} intervals; median truth {truth:.1} MiB, udamon {udamon:.1} MiB, udamon/truth {ratio:.2}\n"
+        "{n} intervals; median truth {truth:.1} MiB, udamon {udamon:.1} MiB, udamon/truth {ratio:.2}; \
+         without clear_refs ({} intervals) udamon {control_mib:.1} MiB\n",
+        control.len()
     );
     // Mappings by label, summed over the intervals (the layout may change between them).
     let mut by_mapping: BTreeMap<String, (u64, u64)> = BTreeMap::new();
@@ -716,6 +750,7 @@ fn report(name: &str, judged: &[(&TruthInterval, &Judged)]) -> Summary {
         truth_mib: truth,
         udamon_mib: udamon,
         ratio,
+        control_mib,
         top_truth: top
             .first()
             .map(|(l, (tr, ud))| {
@@ -753,7 +788,7 @@ fn main() {
         dir: dir.clone(),
         workloads: Path::new(env!("CARGO_MANIFEST_DIR")).join("workloads"),
         // Warm-up after start is not counted: the programs' own clocks start before it.
-        run_secs: 2 * (args.horizon + SETTLE * 2).as_secs() + 60,
+        run_secs: 2 * (args.horizon * 2 + args.interval + SETTLE * 2).as_secs() + 60,
     };
     println!(
         "# Kernel as judge: udamon (--access-source {}) against clear_refs + smaps Referenced, {:.0} s intervals, {:.0} s per program\n",
@@ -771,8 +806,8 @@ fn main() {
                 continue;
             }
         };
-        let judged = match measure(&args, &udamon, &dir, program, &target) {
-            Ok(j) => j,
+        let Measured { judged, control } = match measure(&args, &udamon, &dir, program, &target) {
+            Ok(m) => m,
             Err(why) => {
                 println!("{program}: failed: {why}\n");
                 continue;
@@ -797,7 +832,12 @@ fn main() {
             } else {
                 format!("{program} {phase}")
             };
-            let s = report(&name, &of_phase);
+            let of_control: Vec<u64> = control
+                .iter()
+                .filter(|c| c.0 == phase)
+                .map(|c| c.1)
+                .collect();
+            let s = report(&name, &of_phase, &of_control);
             medians.insert(phase, (s.truth_mib, s.udamon_mib));
             summaries.push(s);
         }
@@ -813,17 +853,19 @@ fn main() {
     }
     println!("## Summary (--access-source {})\n", args.source);
     println!(
-        "| program | intervals | truth MiB (median) | udamon MiB (median) | udamon/truth (median) | truth's top mapping: truth/udamon | udamon's hottest = truth's (by weight, by samples) | accessed, not resident (max MiB) | sampled, nr_accesses 0 |"
+        "| program | intervals | truth MiB (median) | udamon MiB (median) | udamon/truth (median) | udamon without clear_refs: MiB, /truth | truth's top mapping: truth/udamon | udamon's hottest = truth's (by weight, by samples) | accessed, not resident (max MiB) | sampled, nr_accesses 0 |"
     );
-    println!("|---|---:|---:|---:|---:|---|---|---:|---:|");
+    println!("|---|---:|---:|---:|---:|---:|---|---|---:|---:|");
     for s in &summaries {
         println!(
-            "| {} | {} | {:.1} | {:.1} | {:.2} | {} | {} | {:.1} | {} |",
+            "| {} | {} | {:.1} | {:.1} | {:.2} | {:.1}, {:.2} | {} | {} | {:.1} | {} |",
             s.name,
             s.n,
             s.truth_mib,
             s.udamon_mib,
             s.ratio,
+            s.control_mib,
+            s.control_mib / s.truth_mib,
             s.top_truth,
             s.hottest,
             s.not_resident_mib,

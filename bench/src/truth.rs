@@ -126,31 +126,52 @@ fn argmax(v: impl Iterator<Item = f64>) -> Option<usize> {
         .map(|(i, _)| i)
 }
 
-/// Judges udamon's record (first target) over `t`, from the snapshots whose windows lie at least
-/// half inside it; None when there is none.
-pub fn judge(t: &TruthInterval, rec: &Record) -> Option<Judged> {
-    let inside: Vec<&Snapshot> = rec
-        .snaps
+/// The snapshots of `rec` whose windows lie at least half inside `[start_ns, end_ns)`
+/// (wall-clock).
+fn inside(rec: &Record, start_ns: u64, end_ns: u64) -> Vec<&Snapshot> {
+    rec.snaps
         .iter()
         .filter(|s| {
             let w = (rec.start_unix_ns + s.start_ns, rec.start_unix_ns + s.end_ns);
-            overlap(w, (t.start_ns, t.end_ns)) * 2 >= w.1 - w.0
+            overlap(w, (start_ns, end_ns)) * 2 >= w.1 - w.0
         })
-        .collect();
+        .collect()
+}
+
+/// udamon's accessed ranges (first target) over `[start_ns, end_ns)`: the union of the
+/// accessed regions of the snapshots inside it; None when there is none.
+fn accessed(inside: &[&Snapshot]) -> Option<Vec<(u64, u64)>> {
     if inside.is_empty() {
         return None;
     }
+    Some(union(
+        inside
+            .iter()
+            .filter_map(|s| s.targets.first())
+            .flat_map(|t| t.regions.iter())
+            .filter(|r| r.nr_accesses >= 1)
+            .map(|r| (r.start, r.end)),
+    ))
+}
+
+/// udamon's working set over `[start_ns, end_ns)` (wall-clock), judged by nothing: for
+/// intervals in which no truth was taken, to see what taking it changes.
+pub fn udamon_bytes(rec: &Record, start_ns: u64, end_ns: u64) -> Option<u64> {
+    let accessed = accessed(&inside(rec, start_ns, end_ns))?;
+    Some(accessed.iter().map(|a| a.1 - a.0).sum())
+}
+
+/// Judges udamon's record (first target) over `t`, from the snapshots whose windows lie at least
+/// half inside it; None when there is none.
+pub fn judge(t: &TruthInterval, rec: &Record) -> Option<Judged> {
+    let inside = inside(rec, t.start_ns, t.end_ns);
+    let accessed = accessed(&inside)?;
     let regions = || {
         inside
             .iter()
             .filter_map(|s| s.targets.first())
             .flat_map(|t| t.regions.iter())
     };
-    let accessed = union(
-        regions()
-            .filter(|r| r.nr_accesses >= 1)
-            .map(|r| (r.start, r.end)),
-    );
     let in_range = |range| accessed.iter().map(|&a| overlap(a, range)).sum::<u64>();
     let per_mapping: Vec<(u64, u64)> = t
         .mappings
