@@ -174,71 +174,71 @@ fn median(mut values: Vec<u64>) -> u64 {
     values.get(values.len() / 2).copied().unwrap_or(0)
 }
 
-/// The horizon `--horizon auto` chooses: for records of sampled sources, the shortest of
-/// [`AUTO_HORIZONS_NS`] (up to half the record's span) whose working set holds at least
-/// [`Evidence::enough_samples`] in the median snapshot, else the longest tried; for other
-/// sources each snapshot's own window, whose counts come from a check every sampling interval
-/// as DAMON's do. `skip` snapshots at the start are left out as warm-up, as in the reports.
-pub fn choose_horizon(
-    frames: impl IntoIterator<Item = Frame>,
+/// `--horizon auto` takes a horizon once the next one on [`AUTO_HORIZONS_NS`] adds at most
+/// this share to the median working set: the set has stopped growing with the horizon.
+pub const AUTO_GROWTH: f64 = 0.1;
+
+/// The horizon `--horizon auto` chooses for a record of a sampled source: the shortest of
+/// [`AUTO_HORIZONS_NS`] (up to half the record's span) whose working set holds
+/// [`Evidence::enough_samples`] in the median snapshot and grows by at most [`AUTO_GROWTH`]
+/// over the next horizon; if none does, the shortest with enough samples (or the longest, when
+/// none has). For other sources each snapshot's own window, whose counts come from a check
+/// every sampling interval as DAMON's do. Reads the record once per horizon tried.
+pub fn choose_horizon<I, E, F>(
+    header: &Header,
+    mut open: F,
     filter: &WssFilter,
     skip: usize,
-) -> u64 {
-    // (end, samples in the window's working set) per snapshot, all targets summed.
-    let mut windows: Vec<(u64, u64)> = Vec::new();
-    let mut first_start_ns = None;
-    for frame in frames {
-        let Frame::Snapshot(snapshot) = frame else {
-            continue;
-        };
-        first_start_ns.get_or_insert(snapshot.start_ns);
-        let samples = snapshot
-            .targets
-            .iter()
-            .flat_map(|t| &t.regions)
-            .filter(|r| filter.selects(r))
-            .map(|r| u64::from(r.raw_samples))
-            .sum();
-        windows.push((snapshot.end_ns, samples));
-    }
-    let (Some(first_start_ns), Some(&(last_end_ns, _))) = (first_start_ns, windows.last()) else {
-        return 0;
+) -> Result<u64>
+where
+    F: FnMut() -> std::result::Result<I, E>,
+    I: IntoIterator<Item = Frame>,
+    E: std::error::Error + Send + Sync + 'static,
+{
+    let opts = DistOptions {
+        skip,
+        percentiles: vec![50.0],
+        ..DistOptions::default()
     };
-    if windows.iter().all(|&(_, samples)| samples == 0) {
-        return 0;
-    }
-    let span_ns = last_end_ns.saturating_sub(first_start_ns);
-    let skip = if windows.len() > skip { skip } else { 0 };
-    let mut chosen = 0;
-    for horizon_ns in AUTO_HORIZONS_NS
-        .into_iter()
-        .filter(|&h| h == 0 || h <= span_ns / 2)
-    {
-        chosen = horizon_ns;
-        if median_evidence(&windows, horizon_ns, skip) >= Evidence::enough_samples() {
+    // (horizon, median working set, enough samples) of the horizons tried so far.
+    let mut tried: Vec<(u64, u64, bool)> = Vec::new();
+    let mut span_ns = u64::MAX;
+    for horizon_ns in AUTO_HORIZONS_NS {
+        if horizon_ns > 0 && horizon_ns > span_ns / 2 {
             break;
         }
-    }
-    chosen
-}
-
-/// The median over the snapshots from `skip` on of the samples in the windows within
-/// `horizon_ns` of each (`windows` in time order).
-fn median_evidence(windows: &[(u64, u64)], horizon_ns: u64, skip: usize) -> u64 {
-    let mut oldest = 0;
-    let mut sum = 0;
-    let mut per_snapshot = Vec::with_capacity(windows.len());
-    for (i, &(end_ns, samples)) in windows.iter().enumerate() {
-        sum += samples;
-        while oldest < i && !within(windows[oldest].0, end_ns, horizon_ns) {
-            sum -= windows[oldest].1;
-            oldest += 1;
+        let f = WssFilter {
+            horizon_ns,
+            ..*filter
+        };
+        let report = wss(header, reopen(&mut open)?, &f, &opts)?;
+        let Some(evidence) = report.evidence else {
+            return Ok(0);
+        };
+        let times = report
+            .distributions
+            .iter()
+            .flat_map(|d| d.values.iter().map(|p| p.time_ns));
+        if let (Some(first), Some(last)) = (times.clone().min(), times.max()) {
+            span_ns = last - first;
         }
-        if i >= skip {
-            per_snapshot.push(sum);
+        let median = report
+            .distributions
+            .first()
+            .and_then(|d| d.percentiles.first());
+        let median = median.map_or(0, |p| p.value);
+        if let Some(&(previous, previous_median, true)) = tried.last() {
+            if median as f64 <= previous_median as f64 * (1.0 + AUTO_GROWTH) {
+                return Ok(previous);
+            }
         }
+        tried.push((horizon_ns, median, evidence.is_enough()));
     }
-    median(per_snapshot)
+    Ok(tried
+        .iter()
+        .find(|t| t.2)
+        .or(tried.last())
+        .map_or(0, |t| t.0))
 }
 
 /// [`wss`] over the horizon [`choose_horizon`] picks; `open` yields the record's frames afresh.
@@ -254,7 +254,7 @@ where
     E: std::error::Error + Send + Sync + 'static,
 {
     let chosen = WssFilter {
-        horizon_ns: choose_horizon(reopen(&mut open)?, filter, opts.skip),
+        horizon_ns: choose_horizon(header, &mut open, filter, opts.skip)?,
         ..*filter
     };
     let mut report = wss(header, reopen(&mut open)?, &chosen, opts)?;

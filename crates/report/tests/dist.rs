@@ -360,23 +360,35 @@ fn sampled(nr: u64, samples: impl Fn(u64) -> u32) -> Vec<Frame> {
 }
 
 #[test]
-fn the_auto_horizon_is_the_shortest_that_holds_enough_samples() {
+fn the_auto_horizon_is_the_shortest_that_holds_enough_samples_and_stops_growing() {
     let enough = dist::Evidence::enough_samples();
     assert_eq!(
         enough, 29,
         "a tenth of the samples seen with 95 % probability"
     );
-    let chosen = |frames: Vec<Frame>| choose_horizon(frames, &WssFilter::default(), 0);
+    let chosen = |frames: Vec<Frame>| {
+        choose_horizon(
+            &header(1),
+            || Ok::<_, std::io::Error>(frames.clone()),
+            &WssFilter::default(),
+            0,
+        )
+        .unwrap()
+    };
     const S: u64 = 1_000_000_000;
-    // Windows of 100 ms over 20 s: enough in one window, in a second (10 x 3), in 5 s (50 x 1).
+    // One page, 100 ms windows over 20 s: the working set never grows, so the first horizon
+    // with enough samples: one window (30), a second (10 x 3), 5 s (50 x 1).
     assert_eq!(chosen(sampled(200, |_| 30)), 0);
     assert_eq!(chosen(sampled(200, |_| 3)), S);
     assert_eq!(chosen(sampled(200, |_| 1)), 5 * S);
-    // One window in ten has a sample: 10 s holds 10, 20 s (the longest up to half the
-    // record) 20: not enough, so the longest is taken.
-    assert_eq!(chosen(sampled(400, |i| u32::from(i % 10 == 0))), 20 * S);
+    // One window in ten has a sample, over 41 s: 10 s holds 10, 20 s (the longest up to half the
+    // record) 20: not enough anywhere, so the longest is taken.
+    assert_eq!(chosen(sampled(410, |i| u32::from(i % 10 == 0))), 20 * S);
     // A record of 3 s: horizons up to 1.5 s.
     assert_eq!(chosen(sampled(30, |_| 1)), S);
+    // A hot page with plenty of samples, and one more page of 15 in turn per window: 2 pages
+    // in a window, 11 in a second, all 16 in 2 s, and no more in 5 s: 2 s.
+    assert_eq!(chosen(roaming(200, |i| 1 + i % 15)), 2 * S);
     // No samples at all: an accessed-bit record, whose windows count checks as DAMON's do.
     assert_eq!(chosen(record(50)), 0);
 }
