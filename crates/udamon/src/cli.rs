@@ -375,7 +375,7 @@ pub struct HeatmapArgs {
     #[arg(long, num_args = 2, value_names = ["START", "END"], value_parser = parse_duration_us)]
     pub time_range: Option<Vec<u64>>,
     /// Resolution: TIME_ROWS ADDRESS_COLUMNS (default fits the terminal, 500 500 for images;
-    /// at most what the output shows: 800 1200 for images, 1000 rows and the terminal's width).
+    /// at most what the output shows: 800 1200 for images, 1000 160 on a terminal).
     #[arg(long, num_args = 2, value_names = ["ROWS", "COLS"])]
     pub resol: Option<Vec<usize>>,
     /// Which target to draw (its index in the record).

@@ -99,7 +99,7 @@ impl HeatmapOptions {
         HeatmapOptions {
             rows: TERMINAL_ROWS,
             cols,
-            limit: (TERMINAL_MAX_ROWS, cols.max(2 * TERMINAL_COLS)),
+            limit: (TERMINAL_MAX_ROWS, 2 * TERMINAL_COLS),
             ..HeatmapOptions::image()
         }
     }
