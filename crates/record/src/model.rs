@@ -95,6 +95,26 @@ impl RegionStat {
     }
 }
 
+/// Every reader's check of a region read from a file: it must start below its end (reports
+/// would otherwise take `end - start` for a region of exabytes). `Err` says what is wrong.
+pub fn check_range(start: u64, end: u64) -> Result<(), String> {
+    if start < end {
+        Ok(())
+    } else {
+        Err(format!(
+            "region start {start:#x} is not below its end {end:#x}"
+        ))
+    }
+}
+
+/// [`check_range`] over regions, naming the first bad one by its index.
+pub fn check_regions(regions: &[RegionStat]) -> Result<(), String> {
+    for (i, r) in regions.iter().enumerate() {
+        check_range(r.start, r.end).map_err(|e| format!("region {i}: {e}"))?;
+    }
+    Ok(())
+}
+
 /// One target's regions in a snapshot.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TargetSnapshot {
@@ -116,6 +136,14 @@ pub struct Snapshot {
 }
 
 impl Snapshot {
+    /// [`check_regions`] for every target.
+    pub fn check(&self) -> Result<(), String> {
+        for t in &self.targets {
+            check_regions(&t.regions).map_err(|e| format!("target {}: {e}", t.target))?;
+        }
+        Ok(())
+    }
+
     pub fn max_nr_accesses(&self) -> u32 {
         (self.aggr_us / self.sample_us.max(1)).min(u32::MAX as u64) as u32
     }
@@ -222,6 +250,25 @@ pub struct Event {
     pub time_ns: u64,
     #[serde(flatten)]
     pub kind: EventKind,
+}
+
+impl EventKind {
+    /// [`check_range`] for the regions and mappings an event holds.
+    pub fn check(&self) -> Result<(), String> {
+        let ranges: Vec<(u64, u64)> = match self {
+            EventKind::SchemeTriedRegions { regions, .. } => {
+                regions.iter().map(|r| (r.start, r.end)).collect()
+            }
+            EventKind::Referenced { mappings, .. } => {
+                mappings.iter().map(|m| (m.start, m.end)).collect()
+            }
+            _ => return Ok(()),
+        };
+        for (i, (start, end)) in ranges.into_iter().enumerate() {
+            check_range(start, end).map_err(|e| format!("entry {i}: {e}"))?;
+        }
+        Ok(())
+    }
 }
 
 /// One unit of a record after the header.

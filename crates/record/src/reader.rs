@@ -11,7 +11,7 @@ use crate::error::{Damage, DamageKind, RecordError, describe_start};
 use crate::frame::{
     self, COMPRESSED, FRAME_HEAD_LEN, FRAME_OVERHEAD, FrameType, MAGIC, MAX_PAYLOAD, SYNC,
 };
-use crate::model::{Frame, Header};
+use crate::model::{Event, Frame, Header};
 use crate::writer::FORMAT_VERSION;
 use std::fs::File;
 use std::io::{self, BufReader, Read, Seek, SeekFrom};
@@ -143,12 +143,23 @@ impl<R: Read + Seek> RecordReader<R> {
         };
         let payload = self.frames.payload(type_byte).map_err(undecodable)?;
         match kind {
-            FrameType::Snapshot => codec::decode_snapshot(payload)
-                .map(Frame::Snapshot)
-                .map_err(|e| undecodable(format!("snapshot: {e}"))),
-            FrameType::Event => serde_json::from_slice(payload)
-                .map(Frame::Event)
-                .map_err(|e| undecodable(format!("event: {e}"))),
+            FrameType::Snapshot => {
+                let snapshot = codec::decode_snapshot(payload)
+                    .map_err(|e| undecodable(format!("snapshot: {e}")))?;
+                snapshot
+                    .check()
+                    .map_err(|e| undecodable(format!("snapshot: {e}")))?;
+                Ok(Frame::Snapshot(snapshot))
+            }
+            FrameType::Event => {
+                let event: Event = serde_json::from_slice(payload)
+                    .map_err(|e| undecodable(format!("event: {e}")))?;
+                event
+                    .kind
+                    .check()
+                    .map_err(|e| undecodable(format!("event: {e}")))?;
+                Ok(Frame::Event(event))
+            }
             FrameType::Header => Err(undecodable(
                 "a second record header (were two records concatenated?)".into(),
             )),

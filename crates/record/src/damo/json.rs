@@ -9,7 +9,7 @@
 use super::number::{Num, Unit};
 use super::{TargetRecord, TargetSnap, target_label};
 use crate::error::RecordError;
-use crate::model::{Frame, Header, Intervals, RegionStat, Snapshot, Targets};
+use crate::model::{Frame, Header, Intervals, RegionStat, Snapshot, Targets, check_range};
 use flate2::Compression;
 use flate2::write::ZlibEncoder;
 use serde::ser::{SerializeSeq, Serializer};
@@ -197,9 +197,11 @@ fn convert_region(
         }
         _ => 0,
     };
+    let (start, end) = (r.start.u64(Unit::Bytes)?, r.end.u64(Unit::Bytes)?);
+    check_range(start, end)?;
     Ok(RegionStat {
-        start: r.start.u64(Unit::Bytes)?,
-        end: r.end.u64(Unit::Bytes)?,
+        start,
+        end,
         nr_accesses,
         age,
         raw_samples: r

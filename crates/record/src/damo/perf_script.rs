@@ -14,7 +14,7 @@
 
 use super::{TargetRecord, TargetSnap, is_fake_region, target_label};
 use crate::error::{Damage, DamageKind, RecordError};
-use crate::model::RegionStat;
+use crate::model::{RegionStat, check_range};
 use std::collections::HashMap;
 use std::collections::hash_map::Entry;
 use std::io::BufRead;
@@ -204,6 +204,9 @@ fn parse_line(line: &str) -> Result<Line<'_>, String> {
         None => 0,
     };
     let fake = is_fake_region(start, end, nr_accesses);
+    if !fake {
+        check_range(start, end)?;
+    }
     let nr_accesses = if fake {
         0
     } else {
