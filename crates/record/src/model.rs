@@ -76,6 +76,32 @@ pub struct Header {
     pub start_time_unix_ns: u64,
 }
 
+impl Header {
+    /// What is known of a record whose header frame is damaged: nothing but the format. Empty
+    /// names and zero numbers are unknowns (as in records read from damo), which reports say.
+    pub fn salvaged() -> Header {
+        Header {
+            format_version: crate::FORMAT_VERSION,
+            udamon_version: String::new(),
+            access_source: AccessSource {
+                name: "unknown".into(),
+                reason: "the record's header is damaged".into(),
+            },
+            intervals: Intervals {
+                sample_us: 0,
+                aggr_us: 0,
+                update_us: 0,
+            },
+            min_nr_regions: 0,
+            max_nr_regions: 0,
+            seed: 0,
+            targets: Vec::new(),
+            host: HostInfo::default(),
+            start_time_unix_ns: 0,
+        }
+    }
+}
+
 /// One region of an aggregation snapshot.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RegionStat {
@@ -168,8 +194,14 @@ pub enum EventKind {
     },
     /// The target's mappings changed; `nr_mappings` after the change.
     MappingsChanged { target: u32, nr_mappings: u32 },
-    /// The target called exec; per-process caches were flushed.
-    Exec { target: u32, cmdline: String },
+    /// The target called exec; per-process caches were flushed. `comm` is the kernel's name of
+    /// the new program (perf's `comm`: the file name, at most 15 bytes), not its command line;
+    /// records written before this name call it `cmdline`.
+    Exec {
+        target: u32,
+        #[serde(alias = "cmdline")]
+        comm: String,
+    },
     /// The target exited (its exit status when known).
     Exit { target: u32, status: Option<i32> },
     /// The target was dropped from monitoring for another reason.

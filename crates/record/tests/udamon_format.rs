@@ -447,11 +447,46 @@ fn empty_foreign_and_damaged_files_give_clear_errors() {
     assert!(e.to_string().contains("inside the signature"), "{e}");
     let e = open_err("cut-header", &good[..40]);
     assert!(e.to_string().contains("ends inside the header"), "{e}");
-    let mut bad = good.clone();
+    // A flipped header with no frame after it leaves nothing to salvage.
+    let path = temp_path(&dir, "header-only");
+    write_record(&path, &header(1), &[], false);
+    let mut bad = std::fs::read(&path).unwrap();
     bad[30] ^= 0x20;
     let e = open_err("flipped-header", &bad);
     assert!(matches!(e, RecordError::CorruptHeader { .. }), "{e}");
     assert!(e.to_string().contains("checksum"), "{e}");
+}
+
+#[test]
+fn the_frames_after_a_damaged_header_are_salvaged() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = temp_path(&dir, "r.data");
+    let frames = sample_frames(4);
+    write_record(&path, &header(2), &frames, false);
+    let mut bytes = std::fs::read(&path).unwrap();
+    bytes[30] ^= 0x20;
+    std::fs::write(&path, &bytes).unwrap();
+    let mut r = RecordReader::open(&path).expect("salvaged");
+    assert!(
+        r.header().targets.is_empty(),
+        "the header's facts are unknown"
+    );
+    let first = snapshots(&frames)[0];
+    assert_eq!(
+        (r.header().intervals.sample_us, r.header().intervals.aggr_us),
+        (first.sample_us, first.aggr_us),
+        "intervals from the first snapshot"
+    );
+    let read: Vec<Frame> = r.by_ref().collect();
+    assert_eq!(read, frames, "every frame after the header");
+    let damage: Vec<String> = r.damage().iter().map(ToString::to_string).collect();
+    assert_eq!(damage.len(), 1, "{damage:?}");
+    assert!(
+        damage[0]
+            .starts_with("byte 8: damaged record header (the header frame fails its checksum)"),
+        "{}",
+        damage[0]
+    );
 }
 
 #[test]

@@ -11,7 +11,7 @@ pub mod guide;
 pub mod image;
 pub mod term;
 
-use crate::{ReportError, Result, reopen};
+use crate::{ReportError, Result, human, reopen};
 use axis::AddressAxis;
 use guide::{Area, Coverage};
 use serde::Serialize;
@@ -344,7 +344,12 @@ fn target_list(known: &Targets, targets: &BTreeSet<u32>) -> String {
     let list: Vec<String> = targets
         .iter()
         .map(|&t| match known.get(t) {
-            Some(info) if !info.cmdline.is_empty() => format!("{t} ({})", info.cmdline),
+            Some(info) if !info.cmdline.is_empty() => {
+                format!(
+                    "{t} ({})",
+                    human::one_line(&info.cmdline, human::TEXT_CHARS)
+                )
+            }
             _ => t.to_string(),
         })
         .collect();
