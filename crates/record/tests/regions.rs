@@ -6,7 +6,7 @@ mod common;
 
 use common::*;
 use std::fs;
-use udamon_record::model::{Frame, RegionStat, TargetSnapshot};
+use udamon_record::model::{Frame, RegionStat};
 use udamon_record::{RecordError, open_any};
 
 fn read_all(path: &std::path::Path) -> (Vec<Frame>, Vec<String>) {
@@ -23,16 +23,16 @@ fn udamon_records_skip_the_snapshot_with_an_inverted_region() {
     let mut frames = sample_frames(3);
     let inverted = Frame::Snapshot(snapshot(
         3,
-        vec![TargetSnapshot {
-            target: 0,
-            regions: vec![RegionStat {
+        vec![(
+            0,
+            vec![RegionStat {
                 start: 0x2000,
                 end: 0x1000,
                 nr_accesses: 1,
                 age: 0,
                 raw_samples: 0,
             }],
-        }],
+        )],
     ));
     frames.push(inverted);
     frames.extend(sample_frames(1));

@@ -515,13 +515,7 @@ fn a_newer_format_version_is_refused() {
 #[test]
 fn a_realistic_snapshot_takes_at_most_7_bytes_per_region() {
     let mut rng = Lcg(1);
-    let snapshot = snapshot(
-        0,
-        vec![TargetSnapshot {
-            target: 0,
-            regions: realistic_regions(&mut rng, 1000),
-        }],
-    );
+    let snapshot = snapshot(0, vec![(0, realistic_regions(&mut rng, 1000))]);
     let mut sizes = Vec::new();
     for compress in [false, true] {
         let mut w =
