@@ -133,10 +133,20 @@ pub fn check_range(start: u64, end: u64) -> Result<(), String> {
     }
 }
 
-/// [`check_range`] over regions, naming the first bad one by its index.
-pub fn check_regions(regions: &[RegionStat]) -> Result<(), String> {
-    for (i, r) in regions.iter().enumerate() {
-        check_range(r.start, r.end).map_err(|e| format!("region {i}: {e}"))?;
+/// [`check_range`] over one target's regions, `(start, end)`, which DAMON keeps in address
+/// order without overlap (so that their sizes add up to at most the address space); names the
+/// first bad one by its index.
+pub fn check_regions(regions: impl IntoIterator<Item = (u64, u64)>) -> Result<(), String> {
+    let mut previous_end = 0;
+    for (i, (start, end)) in regions.into_iter().enumerate() {
+        check_range(start, end).map_err(|e| format!("region {i}: {e}"))?;
+        if start < previous_end {
+            return Err(format!(
+                "region {i}: starts at {start:#x}, below the previous region's end \
+                 {previous_end:#x} (regions out of order or overlapping)"
+            ));
+        }
+        previous_end = end;
     }
     Ok(())
 }
@@ -165,7 +175,8 @@ impl Snapshot {
     /// [`check_regions`] for every target.
     pub fn check(&self) -> Result<(), String> {
         for t in &self.targets {
-            check_regions(&t.regions).map_err(|e| format!("target {}: {e}", t.target))?;
+            check_regions(t.regions.iter().map(|r| (r.start, r.end)))
+                .map_err(|e| format!("target {}: {e}", t.target))?;
         }
         Ok(())
     }

@@ -55,6 +55,35 @@ fn udamon_records_skip_the_snapshot_with_an_inverted_region() {
 }
 
 #[test]
+fn udamon_records_skip_the_snapshot_whose_regions_overlap() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("r.data");
+    let region = |start, end| RegionStat {
+        start,
+        end,
+        nr_accesses: 0,
+        age: 0,
+        raw_samples: 0,
+    };
+    let frames = vec![
+        Frame::Snapshot(snapshot(0, vec![(0, vec![region(0x1000, 0x3000)])])),
+        Frame::Snapshot(snapshot(
+            1,
+            vec![(0, vec![region(0x1000, 0x3000), region(0x2000, 0x4000)])],
+        )),
+    ];
+    write_record(&path, &header(1), &frames, true);
+    let (read, damage) = read_all(&path);
+    assert_eq!(read, frames[..1]);
+    assert!(
+        damage[0].contains(
+            "target 0: region 1: starts at 0x2000, below the previous region's end 0x3000"
+        ),
+        "{damage:?}"
+    );
+}
+
+#[test]
 fn damo_json_names_the_snapshot_and_region() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("bad.json");

@@ -14,7 +14,7 @@
 
 use super::{TargetRecord, TargetSnap, target_label};
 use crate::error::{Damage, DamageKind, RecordError};
-use crate::model::{RegionStat, check_range};
+use crate::model::{RegionStat, check_regions};
 use std::collections::HashMap;
 use std::path::Path;
 
@@ -159,12 +159,11 @@ fn is_fake(regions: &Regions) -> bool {
     matches!(regions[..], [(0, 0, u32::MAX)])
 }
 
-/// [`check_range`] for every region of a block but damo's fake snapshot.
+/// [`check_regions`] for every target of a block but damo's fake snapshot.
 fn check_block(block: &Block) -> Result<(), String> {
     for (id, regions) in block.targets.iter().filter(|(_, r)| !is_fake(r)) {
-        for (i, &(start, end, _)) in regions.iter().enumerate() {
-            check_range(start, end).map_err(|e| format!("target {id}, region {i}: {e}"))?;
-        }
+        check_regions(regions.iter().map(|&(start, end, _)| (start, end)))
+            .map_err(|e| format!("target {id}: {e}"))?;
     }
     Ok(())
 }
