@@ -6,7 +6,8 @@
 //!
 //! Records and workloads go through the library (fast: thousands of cases), each record then
 //! through the reports; a handful of each kind, and the scheme files (parsed only by the
-//! binary), go through the `udamon` command.
+//! binary), go through the `udamon` command. `UDAMON_FUZZ_SEED=N cargo test -p udamon --test
+//! fuzz` explores other cases; a failure names the kind and case to repeat with that seed.
 
 mod common;
 
