@@ -163,11 +163,6 @@ impl Output {
         self.temp.as_deref().unwrap_or(&self.dest)
     }
 
-    /// The destination, for messages.
-    pub fn dest(&self) -> &Path {
-        &self.dest
-    }
-
     /// Puts the finished output in place, keeping what was there by the rule.
     pub fn commit(self) -> Result<()> {
         let Some(temp) = self.temp else {

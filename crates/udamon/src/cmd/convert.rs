@@ -11,16 +11,16 @@ use udamon_record::{RecordWriter, WriterOptions, damo};
 pub fn run(args: &ConvertArgs) -> Result<()> {
     let output = Output::create(&args.out, &[&args.input])?;
     let (input, header, frames) = Input::open(&args.input)?;
-    let out = output.dest().to_path_buf();
+    let out = &args.out;
     let file = File::create(output.path())
         .with_context(|| format!("cannot write {}", output.path().display()))?;
     let file = match args.format {
         ConvertFormat::JsonCompressed => {
             drop(frames);
-            damo::write_json_compressed(file, &out, &header, || input.frames())?
+            damo::write_json_compressed(file, out, &header, || input.frames())?
         }
         ConvertFormat::Udamon => {
-            let mut writer = RecordWriter::new(file, &out, &header, WriterOptions::default())?;
+            let mut writer = RecordWriter::new(file, out, &header, WriterOptions::default())?;
             for frame in frames {
                 match &frame {
                     Frame::Snapshot(s) => writer.write_snapshot(s)?,
