@@ -155,6 +155,8 @@ pub enum DamageKind {
     Undecodable { reason: String, skipped: u64 },
     /// Reading the file failed; nothing after `offset` was read.
     ReadError { message: String },
+    /// The header frame is damaged (`reason`); the frames after it were read without it.
+    HeaderLost { reason: String, skipped: u64 },
 }
 
 impl fmt::Display for Damage {
@@ -188,6 +190,11 @@ impl fmt::Display for Damage {
             DamageKind::Undecodable { reason, skipped } => {
                 write!(f, "cannot decode ({reason}): skipped {skipped} bytes")
             }
+            DamageKind::HeaderLost { reason, skipped } => write!(
+                f,
+                "damaged record header ({reason}): skipped {skipped} bytes and salvaged the \
+                 frames after it; the targets, host and start time are unknown"
+            ),
             DamageKind::ReadError { message } => {
                 write!(
                     f,
@@ -229,6 +236,10 @@ mod tests {
             },
             DamageKind::ReadError {
                 message: "I/O error".into(),
+            },
+            DamageKind::HeaderLost {
+                reason: "the header frame fails its checksum".into(),
+                skipped: 300,
             },
         ];
         for kind in kinds {

@@ -76,6 +76,32 @@ pub struct Header {
     pub start_time_unix_ns: u64,
 }
 
+impl Header {
+    /// What is known of a record whose header frame is damaged: nothing but the format. Empty
+    /// names and zero numbers are unknowns (as in records read from damo), which reports say.
+    pub fn salvaged() -> Header {
+        Header {
+            format_version: crate::FORMAT_VERSION,
+            udamon_version: String::new(),
+            access_source: AccessSource {
+                name: "unknown".into(),
+                reason: "the record's header is damaged".into(),
+            },
+            intervals: Intervals {
+                sample_us: 0,
+                aggr_us: 0,
+                update_us: 0,
+            },
+            min_nr_regions: 0,
+            max_nr_regions: 0,
+            seed: 0,
+            targets: Vec::new(),
+            host: HostInfo::default(),
+            start_time_unix_ns: 0,
+        }
+    }
+}
+
 /// One region of an aggregation snapshot.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RegionStat {
@@ -93,6 +119,36 @@ impl RegionStat {
     pub fn size(&self) -> u64 {
         self.end - self.start
     }
+}
+
+/// Every reader's check of a region read from a file: it must start below its end (reports
+/// would otherwise take `end - start` for a region of exabytes). `Err` says what is wrong.
+pub fn check_range(start: u64, end: u64) -> Result<(), String> {
+    if start < end {
+        Ok(())
+    } else {
+        Err(format!(
+            "region start {start:#x} is not below its end {end:#x}"
+        ))
+    }
+}
+
+/// [`check_range`] over one target's regions, `(start, end)`, which DAMON keeps in address
+/// order without overlap (so that their sizes add up to at most the address space); names the
+/// first bad one by its index.
+pub fn check_regions(regions: impl IntoIterator<Item = (u64, u64)>) -> Result<(), String> {
+    let mut previous_end = 0;
+    for (i, (start, end)) in regions.into_iter().enumerate() {
+        check_range(start, end).map_err(|e| format!("region {i}: {e}"))?;
+        if start < previous_end {
+            return Err(format!(
+                "region {i}: starts at {start:#x}, below the previous region's end \
+                 {previous_end:#x} (regions out of order or overlapping)"
+            ));
+        }
+        previous_end = end;
+    }
+    Ok(())
 }
 
 /// One target's regions in a snapshot.
@@ -116,6 +172,15 @@ pub struct Snapshot {
 }
 
 impl Snapshot {
+    /// [`check_regions`] for every target.
+    pub fn check(&self) -> Result<(), String> {
+        for t in &self.targets {
+            check_regions(t.regions.iter().map(|r| (r.start, r.end)))
+                .map_err(|e| format!("target {}: {e}", t.target))?;
+        }
+        Ok(())
+    }
+
     pub fn max_nr_accesses(&self) -> u32 {
         (self.aggr_us / self.sample_us.max(1)).min(u32::MAX as u64) as u32
     }
@@ -140,8 +205,14 @@ pub enum EventKind {
     },
     /// The target's mappings changed; `nr_mappings` after the change.
     MappingsChanged { target: u32, nr_mappings: u32 },
-    /// The target called exec; per-process caches were flushed.
-    Exec { target: u32, cmdline: String },
+    /// The target called exec; per-process caches were flushed. `comm` is the kernel's name of
+    /// the new program (perf's `comm`: the file name, at most 15 bytes), not its command line;
+    /// records written before this name call it `cmdline`.
+    Exec {
+        target: u32,
+        #[serde(alias = "cmdline")]
+        comm: String,
+    },
     /// The target exited (its exit status when known).
     Exit { target: u32, status: Option<i32> },
     /// The target was dropped from monitoring for another reason.
@@ -222,6 +293,25 @@ pub struct Event {
     pub time_ns: u64,
     #[serde(flatten)]
     pub kind: EventKind,
+}
+
+impl EventKind {
+    /// [`check_range`] for the regions and mappings an event holds.
+    pub fn check(&self) -> Result<(), String> {
+        let ranges: Vec<(u64, u64)> = match self {
+            EventKind::SchemeTriedRegions { regions, .. } => {
+                regions.iter().map(|r| (r.start, r.end)).collect()
+            }
+            EventKind::Referenced { mappings, .. } => {
+                mappings.iter().map(|m| (m.start, m.end)).collect()
+            }
+            _ => return Ok(()),
+        };
+        for (i, (start, end)) in ranges.into_iter().enumerate() {
+            check_range(start, end).map_err(|e| format!("entry {i}: {e}"))?;
+        }
+        Ok(())
+    }
 }
 
 /// One unit of a record after the header.

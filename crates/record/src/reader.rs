@@ -2,8 +2,9 @@
 //!
 //! Damage does not stop reading: a frame that fails its checks is recorded as [`Damage`] and the
 //! reader scans forward for the next sync marker that starts a frame which checks, then goes on
-//! from there. Only a missing or damaged header is fatal, since without it the frames cannot be
-//! interpreted.
+//! from there. A damaged header frame is salvaged the same way: the frames after it read under
+//! [`Header::salvaged`] (its intervals taken from the first snapshot), and the damage says what
+//! was lost. Only a record with no frame that checks is refused.
 
 use crate::codec;
 use crate::detect;
@@ -11,7 +12,7 @@ use crate::error::{Damage, DamageKind, RecordError, describe_start};
 use crate::frame::{
     self, COMPRESSED, FRAME_HEAD_LEN, FRAME_OVERHEAD, FrameType, MAGIC, MAX_PAYLOAD, SYNC,
 };
-use crate::model::{Frame, Header};
+use crate::model::{Event, Frame, Header};
 use crate::writer::FORMAT_VERSION;
 use std::fs::File;
 use std::io::{self, BufReader, Read, Seek, SeekFrom};
@@ -28,6 +29,8 @@ pub struct RecordReader<R = BufReader<File>> {
     pos: u64,
     damage: Vec<Damage>,
     done: bool,
+    /// Frames read ahead while salvaging a record whose header is damaged.
+    peeked: Option<std::vec::IntoIter<Frame>>,
 }
 
 /// Frame-level access to the bytes: probing an offset, scanning for the next frame, payloads.
@@ -105,15 +108,56 @@ impl<R: Read + Seek> RecordReader<R> {
             raw: Vec::new(),
             decompressor: None,
         };
-        let (header, pos) = read_header(&mut frames, &path, MAGIC.len() as u64)?;
-        Ok(RecordReader {
+        let (header, pos, lost) = match read_header(&mut frames, &path, MAGIC.len() as u64) {
+            Ok((header, pos)) => (header, pos, None),
+            Err(RecordError::CorruptHeader { path, reason }) => {
+                let at = MAGIC.len() as u64;
+                match frames
+                    .resync(at + 1)
+                    .map_err(|e| RecordError::io(&path, e))?
+                {
+                    Ok(next) => (Header::salvaged(), next, Some((reason, next - at))),
+                    Err(_) => return Err(RecordError::CorruptHeader { path, reason }),
+                }
+            }
+            Err(e) => return Err(e),
+        };
+        let mut reader = RecordReader {
             frames,
             path,
             header,
             pos,
             damage: Vec::new(),
             done: false,
-        })
+            peeked: None,
+        };
+        if let Some((reason, skipped)) = lost {
+            reader.damage.push(Damage {
+                offset: MAGIC.len() as u64,
+                kind: DamageKind::HeaderLost { reason, skipped },
+            });
+            reader.salvage_intervals();
+        }
+        Ok(reader)
+    }
+
+    /// Without its header, a record's intervals are those of its first snapshot (the frames
+    /// read to find it are kept for the iterator).
+    fn salvage_intervals(&mut self) {
+        let mut read = Vec::new();
+        while let Some(frame) = self.next() {
+            let snapshot = match &frame {
+                Frame::Snapshot(s) => Some((s.sample_us, s.aggr_us)),
+                Frame::Event(_) => None,
+            };
+            read.push(frame);
+            if let Some((sample_us, aggr_us)) = snapshot {
+                self.header.intervals.sample_us = sample_us;
+                self.header.intervals.aggr_us = aggr_us;
+                break;
+            }
+        }
+        self.peeked = Some(read.into_iter());
     }
 
     pub fn header(&self) -> &Header {
@@ -143,12 +187,23 @@ impl<R: Read + Seek> RecordReader<R> {
         };
         let payload = self.frames.payload(type_byte).map_err(undecodable)?;
         match kind {
-            FrameType::Snapshot => codec::decode_snapshot(payload)
-                .map(Frame::Snapshot)
-                .map_err(|e| undecodable(format!("snapshot: {e}"))),
-            FrameType::Event => serde_json::from_slice(payload)
-                .map(Frame::Event)
-                .map_err(|e| undecodable(format!("event: {e}"))),
+            FrameType::Snapshot => {
+                let snapshot = codec::decode_snapshot(payload)
+                    .map_err(|e| undecodable(format!("snapshot: {e}")))?;
+                snapshot
+                    .check()
+                    .map_err(|e| undecodable(format!("snapshot: {e}")))?;
+                Ok(Frame::Snapshot(snapshot))
+            }
+            FrameType::Event => {
+                let event: Event = serde_json::from_slice(payload)
+                    .map_err(|e| undecodable(format!("event: {e}")))?;
+                event
+                    .kind
+                    .check()
+                    .map_err(|e| undecodable(format!("event: {e}")))?;
+                Ok(Frame::Event(event))
+            }
             FrameType::Header => Err(undecodable(
                 "a second record header (were two records concatenated?)".into(),
             )),
@@ -353,6 +408,9 @@ impl<R: Read + Seek> Iterator for RecordReader<R> {
     type Item = Frame;
 
     fn next(&mut self) -> Option<Frame> {
+        if let Some(frame) = self.peeked.as_mut().and_then(Iterator::next) {
+            return Some(frame);
+        }
         match self.next_frame() {
             Ok(frame) => frame,
             Err(e) => {

@@ -12,7 +12,7 @@ use common::*;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use udamon_record::damo;
-use udamon_record::model::{Frame, RegionStat, TargetSnapshot};
+use udamon_record::model::{Frame, RegionStat};
 
 fn on_path(name: &str) -> Option<PathBuf> {
     std::env::split_paths(&std::env::var_os("PATH")?)
@@ -71,13 +71,13 @@ fn damo_reports_on_our_json_compressed() {
             };
             Frame::Snapshot(snapshot(
                 i,
-                vec![TargetSnapshot {
-                    target: 0,
-                    regions: vec![
+                vec![(
+                    0,
+                    vec![
                         region(0x1000_0000, 0x1010_0000, 20),
                         region(0x1010_0000, 0x1040_0000, 0),
                     ],
-                }],
+                )],
             ))
         })
         .collect();

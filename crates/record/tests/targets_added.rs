@@ -10,7 +10,7 @@ use udamon_core::{
     AddrRange, Attrs, Callbacks, Context, Operations, OpsError, Target, VirtualClock,
 };
 use udamon_record::damo::{self, DamoFormat};
-use udamon_record::model::{Event, EventKind, Frame, Header, RegionStat, TargetSnapshot, Targets};
+use udamon_record::model::{Event, EventKind, Frame, Header, RegionStat, Targets};
 use udamon_record::{RecordReader, RecordWriter, Recorder, WriterOptions};
 
 const START_US: u64 = 1_000_000;
@@ -60,7 +60,7 @@ impl Forking {
                 target: 1,
                 pid: Some(1001),
                 parent: Some(0),
-                cmdline: "workload 0".into(),
+                cmdline: "workload-0".into(),
             }
         })
     }
@@ -117,7 +117,7 @@ fn a_target_added_mid_run_is_announced_before_any_snapshot_names_it() {
     assert_eq!(per_snapshot, [1, 1, 2, 2, 2]);
     let added = targets.get(1).unwrap();
     assert_eq!((added.pid, added.parent), (Some(1001), Some(0)));
-    assert_eq!(added.cmdline, "workload 0");
+    assert_eq!(added.cmdline, "workload-0");
 }
 
 /// A record whose header lists target 0; target 1 joins after two snapshots and exits.
@@ -140,10 +140,7 @@ fn frames_with_an_added_target() -> Vec<Frame> {
             },
         ]
     };
-    let target = |target: u32, base: u64, hot: u32| TargetSnapshot {
-        target,
-        regions: regions(base, hot),
-    };
+    let target = |target: u32, base: u64, hot: u32| (target, regions(base, hot));
     let event = |time_ns: u64, kind: EventKind| Frame::Event(Event { time_ns, kind });
     let mut frames = Vec::new();
     for i in 0..2 {
@@ -158,7 +155,7 @@ fn frames_with_an_added_target() -> Vec<Frame> {
             target: 1,
             pid: Some(2001),
             parent: Some(0),
-            cmdline: "workload 0".into(),
+            cmdline: "workload-0".into(),
         },
     ));
     for i in 2..5 {

@@ -54,20 +54,27 @@ fn compression_makes_realistic_records_smaller() {
     assert!(sizes[1] < sizes[0], "{sizes:?}");
 }
 
-fn arb_region() -> impl Strategy<Value = RegionStat> {
+/// Regions anywhere in the address space, in address order without overlap (readers refuse
+/// others).
+fn arb_scattered_regions() -> impl Strategy<Value = Vec<RegionStat>> {
     (
-        any::<u64>(),
-        any::<u64>(),
-        any::<u32>(),
-        any::<u32>(),
-        any::<u32>(),
+        prop::collection::vec(any::<u64>(), 0..40),
+        prop::collection::vec((any::<u32>(), any::<u32>(), any::<u32>()), 20),
     )
-        .prop_map(|(start, end, nr_accesses, age, raw_samples)| RegionStat {
-            start,
-            end,
-            nr_accesses,
-            age,
-            raw_samples,
+        .prop_map(|(mut bounds, counters)| {
+            bounds.sort_unstable();
+            bounds.dedup();
+            bounds
+                .chunks_exact(2)
+                .zip(counters)
+                .map(|(b, (nr_accesses, age, raw_samples))| RegionStat {
+                    start: b[0],
+                    end: b[1],
+                    nr_accesses,
+                    age,
+                    raw_samples,
+                })
+                .collect()
         })
 }
 
@@ -96,10 +103,7 @@ fn arb_sorted_regions() -> impl Strategy<Value = Vec<RegionStat>> {
 }
 
 fn arb_snapshot() -> impl Strategy<Value = Snapshot> {
-    let regions = prop_oneof![
-        prop::collection::vec(arb_region(), 0..20),
-        arb_sorted_regions()
-    ];
+    let regions = prop_oneof![arb_scattered_regions(), arb_sorted_regions()];
     (
         any::<u64>(),
         any::<u64>(),
@@ -439,11 +443,46 @@ fn empty_foreign_and_damaged_files_give_clear_errors() {
     assert!(e.to_string().contains("inside the signature"), "{e}");
     let e = open_err("cut-header", &good[..40]);
     assert!(e.to_string().contains("ends inside the header"), "{e}");
-    let mut bad = good.clone();
+    // A flipped header with no frame after it leaves nothing to salvage.
+    let path = temp_path(&dir, "header-only");
+    write_record(&path, &header(1), &[], false);
+    let mut bad = std::fs::read(&path).unwrap();
     bad[30] ^= 0x20;
     let e = open_err("flipped-header", &bad);
     assert!(matches!(e, RecordError::CorruptHeader { .. }), "{e}");
     assert!(e.to_string().contains("checksum"), "{e}");
+}
+
+#[test]
+fn the_frames_after_a_damaged_header_are_salvaged() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = temp_path(&dir, "r.data");
+    let frames = sample_frames(4);
+    write_record(&path, &header(2), &frames, false);
+    let mut bytes = std::fs::read(&path).unwrap();
+    bytes[30] ^= 0x20;
+    std::fs::write(&path, &bytes).unwrap();
+    let mut r = RecordReader::open(&path).expect("salvaged");
+    assert!(
+        r.header().targets.is_empty(),
+        "the header's facts are unknown"
+    );
+    let first = snapshots(&frames)[0];
+    assert_eq!(
+        (r.header().intervals.sample_us, r.header().intervals.aggr_us),
+        (first.sample_us, first.aggr_us),
+        "intervals from the first snapshot"
+    );
+    let read: Vec<Frame> = r.by_ref().collect();
+    assert_eq!(read, frames, "every frame after the header");
+    let damage: Vec<String> = r.damage().iter().map(ToString::to_string).collect();
+    assert_eq!(damage.len(), 1, "{damage:?}");
+    assert!(
+        damage[0]
+            .starts_with("byte 8: damaged record header (the header frame fails its checksum)"),
+        "{}",
+        damage[0]
+    );
 }
 
 #[test]
@@ -472,13 +511,7 @@ fn a_newer_format_version_is_refused() {
 #[test]
 fn a_realistic_snapshot_takes_at_most_7_bytes_per_region() {
     let mut rng = Lcg(1);
-    let snapshot = snapshot(
-        0,
-        vec![TargetSnapshot {
-            target: 0,
-            regions: realistic_regions(&mut rng, 1000),
-        }],
-    );
+    let snapshot = snapshot(0, vec![(0, realistic_regions(&mut rng, 1000))]);
     let mut sizes = Vec::new();
     for compress in [false, true] {
         let mut w =

@@ -99,7 +99,7 @@ pub fn access(
                     access_percent: f64::from(r.nr_accesses) * 100.0 / f64::from(max),
                     access_hz: f64::from(r.nr_accesses) / aggr_s,
                     age: r.age,
-                    age_ns: u64::from(r.age).saturating_mul(snapshot.aggr_us * 1000),
+                    age_ns: u64::from(r.age).saturating_mul(snapshot.aggr_us.saturating_mul(1000)),
                     raw_samples: r.raw_samples,
                 })
                 .collect();
@@ -143,8 +143,14 @@ pub fn access(
         aggr_us: snapshot.aggr_us,
         max_nr_accesses: snapshot.max_nr_accesses(),
         nr_regions: targets.iter().map(|t| t.regions.len()).sum(),
-        total_bytes: targets.iter().map(|t| t.total_bytes).sum(),
-        accessed_bytes: targets.iter().map(|t| t.accessed_bytes).sum(),
+        // Each target's regions fit in the address space (the reader checks), but targets
+        // together may exceed it in a made-up record.
+        total_bytes: targets
+            .iter()
+            .fold(0, |sum, t| sum.saturating_add(t.total_bytes)),
+        accessed_bytes: targets
+            .iter()
+            .fold(0, |sum, t| sum.saturating_add(t.accessed_bytes)),
         est_mem_bw_bytes_per_sec: bw,
         targets,
     })

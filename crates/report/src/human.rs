@@ -1,5 +1,6 @@
-//! Numbers for people: sizes in binary units, durations, frequencies, addresses and dates, in
-//! damo's style where damo has one (`4.000 KiB`, `1 h 10 m 33.2 s`).
+//! Numbers and names for people: sizes in binary units, durations, frequencies, addresses and
+//! dates, in damo's style where damo has one (`4.000 KiB`, `1 h 10 m 33.2 s`), and text from a
+//! record (command lines) made to fit on one line.
 
 const UNITS: [&str; 6] = ["KiB", "MiB", "GiB", "TiB", "PiB", "EiB"];
 
@@ -97,6 +98,32 @@ pub fn seconds_decimals(step_ns: f64) -> usize {
         .unwrap_or(6)
 }
 
+/// Characters of a command line in text reports: a screenful, after which one is cut.
+pub const TEXT_CHARS: usize = 160;
+
+/// Text from a record (a command line, a reason) on one line of at most `max_chars`
+/// characters: control characters are escaped (a newline shows as `\n`), and a longer text
+/// is cut with `…`, so that it neither breaks a report's lines nor overflows an image title.
+pub fn one_line(text: &str, max_chars: usize) -> String {
+    let escaped: String = text
+        .chars()
+        .flat_map(|c| {
+            let shown: Vec<char> = if c.is_control() {
+                c.escape_default().collect()
+            } else {
+                vec![c]
+            };
+            shown
+        })
+        .collect();
+    if escaped.chars().count() <= max_chars {
+        return escaped;
+    }
+    let mut cut: String = escaped.chars().take(max_chars.saturating_sub(1)).collect();
+    cut.push('…');
+    cut
+}
+
 /// An address in hex, as damo and /proc/pid/maps show them.
 pub fn hex(addr: u64) -> String {
     format!("{addr:#x}")
@@ -169,6 +196,17 @@ mod tests {
         assert_eq!(seconds_decimals(0.1e9), 1);
         assert_eq!(seconds_decimals(0.125e9), 3);
         assert_eq!(seconds(1_500_000_000, 1), "1.5 s");
+    }
+
+    #[test]
+    fn text_from_a_record_stays_on_one_bounded_line() {
+        assert_eq!(one_line("sh -c 'a\nb'\t", 40), "sh -c 'a\\nb'\\t");
+        assert_eq!(one_line("abcdef", 6), "abcdef");
+        assert_eq!(one_line("abcdefg", 6), "abcde…");
+        assert_eq!(one_line("ab\ncd", 4), "ab\\…");
+        let long = "x".repeat(10_000);
+        assert_eq!(one_line(&long, TEXT_CHARS).chars().count(), TEXT_CHARS);
+        assert_eq!(one_line("é€", 2), "é€");
     }
 
     #[test]

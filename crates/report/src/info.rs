@@ -7,7 +7,7 @@ use crate::human;
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
-use udamon_record::model::{EventKind, Frame, Header, TargetInfo, Targets};
+use udamon_record::model::{EventKind, Frame, Header, HostInfo, TargetInfo, Targets};
 
 /// Notes listed in full; further ones are only counted.
 const MAX_NOTES: usize = 10;
@@ -36,7 +36,7 @@ pub struct TargetSummary {
     pub parent: Option<u32>,
     /// The command line it started with (`None` for a target no frame announced).
     pub cmdline: Option<String>,
-    /// What it exec'd last, if it did.
+    /// The program it exec'd last, if it did (the kernel's 15-byte name of it).
     pub exec: Option<String>,
     /// When it joined monitoring (`None` for targets monitored from the start).
     pub added_ns: Option<u64>,
@@ -67,6 +67,8 @@ pub struct EventSummary {
     pub last_source_stats: Option<BTreeMap<String, u64>>,
     pub notes: Vec<Happening>,
     pub notes_left_out: usize,
+    /// Whether a `stopped` event ended the record.
+    pub stopped: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -85,6 +87,10 @@ pub struct InfoReport {
     pub events: EventSummary,
     /// What the reader found wrong with the file, as it said it.
     pub damage: Vec<String>,
+    /// Whether monitoring finished (the record ends with a `stopped` event): false when the
+    /// monitor was killed (SIGKILL) or crashed. `None` for records not written by udamon
+    /// (damo's), which have no such event.
+    pub finished: Option<bool>,
 }
 
 /// Summarises the record; `damage` is whatever the reader reported about the file.
@@ -105,6 +111,7 @@ pub fn info(
         targets: Vec::new(),
         events: EventSummary::default(),
         damage,
+        finished: None,
     };
     let mut known = Targets::new(header);
     let mut targets: BTreeMap<u32, TargetSummary> = (0..header.targets.len() as u32)
@@ -150,7 +157,24 @@ pub fn info(
         _ => 0,
     };
     report.targets = targets.into_values().collect();
+    report.finished = written_by_udamon(header).then_some(report.events.stopped);
     report
+}
+
+/// Whether udamon wrote the header: records read from damo (and headers salvaged from damaged
+/// records) leave its version empty, and their seed, region bounds, host and start time are
+/// unknown rather than the zeros and defaults they hold.
+fn written_by_udamon(header: &Header) -> bool {
+    !header.udamon_version.is_empty()
+}
+
+/// A fact of the header, or `unknown` where the record did not say (an empty string, a 0).
+fn known<T: PartialEq + Default + ToString>(value: T) -> String {
+    if value == T::default() {
+        "unknown".to_string()
+    } else {
+        value.to_string()
+    }
 }
 
 impl TargetSummary {
@@ -192,7 +216,7 @@ fn life(
         EventKind::TargetAdded { .. } => {
             *sum = TargetSummary::new(target, known.get(target), Some(time_ns));
         }
-        EventKind::Exec { cmdline, .. } => sum.exec = Some(cmdline.clone()),
+        EventKind::Exec { comm, .. } => sum.exec = Some(comm.clone()),
         EventKind::Exit { status, .. } => {
             sum.ended_ns = Some(time_ns);
             sum.exit_status = *status;
@@ -234,26 +258,37 @@ fn add_event(sum: &mut EventSummary, time_ns: u64, kind: EventKind) {
         } => {
             let pid = pid.map_or_else(String::new, |p| format!(" pid {p}"));
             let by = parent.map_or_else(String::new, |p| format!(", forked by target {p}"));
+            let cmdline = human::one_line(&cmdline, human::TEXT_CHARS);
             Some(format!("target {target} added:{pid} {cmdline}{by}"))
         }
-        EventKind::Exec { target, cmdline } => Some(format!("target {target} exec'd {cmdline}")),
+        EventKind::Exec { target, comm } => Some(format!(
+            "target {target} exec'd {}",
+            human::one_line(&comm, human::TEXT_CHARS)
+        )),
         EventKind::Exit { target, status } => Some(match status {
             Some(s) => format!("target {target} exited with status {s}"),
             None => format!("target {target} exited"),
         }),
-        EventKind::TargetDropped { target, reason } => {
-            Some(format!("target {target} dropped: {reason}"))
-        }
+        EventKind::TargetDropped { target, reason } => Some(format!(
+            "target {target} dropped: {}",
+            human::one_line(&reason, human::TEXT_CHARS)
+        )),
         EventKind::SourceStats { counters } => {
             sum.last_source_stats = Some(counters);
             None
         }
-        EventKind::Stopped { reason } => Some(format!("monitoring stopped: {reason}")),
+        EventKind::Stopped { reason } => {
+            sum.stopped = true;
+            Some(format!(
+                "monitoring stopped: {}",
+                human::one_line(&reason, human::TEXT_CHARS)
+            ))
+        }
         EventKind::Note { text } => {
             if sum.notes.len() < MAX_NOTES {
                 sum.notes.push(Happening {
                     time_ns,
-                    what: text,
+                    what: human::one_line(&text, human::TEXT_CHARS),
                 });
             } else {
                 sum.notes_left_out += 1;
@@ -285,10 +320,13 @@ fn render_target(out: &mut String, s: &TargetSummary) {
     let _ = write!(
         out,
         ", {}",
-        s.cmdline.as_deref().unwrap_or("(never announced)")
+        s.cmdline.as_deref().map_or_else(
+            || "(never announced)".to_string(),
+            |c| human::one_line(c, human::TEXT_CHARS)
+        )
     );
     if let Some(exec) = &s.exec {
-        let _ = write!(out, ", exec'd {exec}");
+        let _ = write!(out, ", exec'd {}", human::one_line(exec, human::TEXT_CHARS));
     }
     if s.added_ns.is_some() || s.ended_ns.is_some() {
         let at = |t: Option<u64>, none: &str| t.map_or(none.to_string(), human::duration);
@@ -333,49 +371,60 @@ pub fn render_text(report: &InfoReport) -> String {
     let h = &report.header;
     let mut out = String::new();
     let us = |v: u64| human::duration(v.saturating_mul(1000));
-    let _ = writeln!(
-        out,
-        "record format {} written by udamon {}",
-        h.format_version, h.udamon_version
-    );
+    let udamon = written_by_udamon(h);
+    if udamon {
+        let _ = writeln!(
+            out,
+            "record format {} written by udamon {}",
+            h.format_version, h.udamon_version
+        );
+    }
     let _ = writeln!(
         out,
         "access source: {} ({})",
-        h.access_source.name, h.access_source.reason
+        h.access_source.name,
+        human::one_line(&h.access_source.reason, human::TEXT_CHARS)
     );
-    let _ = writeln!(
+    let known_us = |v: u64| if v == 0 { known(v) } else { us(v) };
+    let _ = write!(
         out,
-        "intervals: sample {}, aggr {}, update {}; regions {} to {}; seed {}",
-        us(h.intervals.sample_us),
-        us(h.intervals.aggr_us),
-        us(h.intervals.update_us),
-        h.min_nr_regions,
-        h.max_nr_regions,
-        h.seed
+        "intervals: sample {}, aggr {}, update {}",
+        known_us(h.intervals.sample_us),
+        known_us(h.intervals.aggr_us),
+        known_us(h.intervals.update_us),
     );
+    if udamon {
+        let _ = write!(
+            out,
+            "; regions {} to {}; seed {}",
+            h.min_nr_regions, h.max_nr_regions, h.seed
+        );
+    }
+    out.push('\n');
     let _ = writeln!(
         out,
         "started: {}",
-        human::utc_datetime(h.start_time_unix_ns)
+        if h.start_time_unix_ns == 0 {
+            known(0)
+        } else {
+            human::utc_datetime(h.start_time_unix_ns)
+        }
     );
     let host = &h.host;
-    let _ = writeln!(
-        out,
-        "host: {} (kernel {}, {} cpus, page size {}, memory {})",
-        if host.hostname.is_empty() {
-            "?"
-        } else {
-            &host.hostname
-        },
-        if host.kernel.is_empty() {
-            "?"
-        } else {
-            &host.kernel
-        },
-        host.nr_cpus,
-        human::size(host.page_size),
-        human::size(host.mem_total_bytes)
-    );
+    if host == &HostInfo::default() {
+        let _ = writeln!(out, "host: unknown");
+    } else {
+        let size = |v: u64| if v == 0 { known(v) } else { human::size(v) };
+        let _ = writeln!(
+            out,
+            "host: {} (kernel {}, {} cpus, page size {}, memory {})",
+            known(host.hostname.as_str()),
+            known(host.kernel.as_str()),
+            known(host.nr_cpus),
+            size(host.page_size),
+            size(host.mem_total_bytes)
+        );
+    }
     let _ = writeln!(out, "targets:");
     for s in &report.targets {
         render_target(&mut out, s);
@@ -420,6 +469,13 @@ pub fn render_text(report: &InfoReport) -> String {
     if let Some(counters) = &ev.last_source_stats {
         let list: Vec<String> = counters.iter().map(|(k, v)| format!("{k} {v}")).collect();
         let _ = writeln!(out, "access source counters: {}", list.join(", "));
+    }
+    if report.finished == Some(false) {
+        let _ = writeln!(
+            out,
+            "unfinished: no stop event; the monitor was killed (e.g. by SIGKILL) or crashed, and \
+             the record holds what it wrote until then"
+        );
     }
     if report.damage.is_empty() {
         let _ = writeln!(out, "damage: none found");

@@ -88,7 +88,7 @@ pub(crate) fn target_name(target: u32, pid: Option<u32>, cmdline: Option<&str>) 
         who.push_str(&format!(", pid {pid}"));
     }
     if let Some(cmd) = cmdline.filter(|c| !c.is_empty()) {
-        who.push_str(&format!(": {cmd}"));
+        who.push_str(&format!(": {}", human::one_line(cmd, human::TEXT_CHARS)));
     }
     who
 }

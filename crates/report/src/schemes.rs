@@ -121,19 +121,20 @@ pub struct AddressSpan {
     pub end: u64,
 }
 
-/// One target's memory as the operations observed it. "Saved" is what schemes paged out.
+/// One target's memory as the operations observed it. Paged out: bytes out of memory because
+/// schemes paged them out, the memory they saved.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct TargetMemoryReport {
     pub target: u32,
     pub pid: Option<u32>,
     pub cmdline: Option<String>,
     pub final_resident_bytes: u64,
-    pub final_saved_bytes: u64,
-    pub peak_saved_bytes: u64,
-    pub peak_saved_at_ns: u64,
+    pub final_paged_out_bytes: u64,
+    pub peak_paged_out_bytes: u64,
+    pub peak_paged_out_at_ns: u64,
     /// Time-weighted over the whole record; nothing is saved before the first observation
     /// (records write the memory as soon as it is known, and paging out changes it).
-    pub average_saved_bytes: f64,
+    pub average_paged_out_bytes: f64,
     pub refaults: RefaultSummary,
     pub series: Vec<MemoryRow>,
 }
@@ -160,7 +161,7 @@ pub struct MemoryRow {
     pub end_ns: u64,
     /// The state at the end of the row; `None` before the first observation.
     pub resident_bytes: Option<u64>,
-    pub saved_bytes: Option<u64>,
+    pub paged_out_bytes: Option<u64>,
     /// Refaulted within the row.
     pub refaulted_bytes: u64,
     /// The mean working-set size of the row's snapshots; `None` when it has none.
@@ -305,7 +306,7 @@ pub fn schemes(
                     start_ns: row.start_ns,
                     end_ns: row.end_ns,
                     resident_bytes: last.map(|(r, _)| r),
-                    saved_bytes: last.map(|(_, s)| s),
+                    paged_out_bytes: last.map(|(_, s)| s),
                     refaulted_bytes: cell.refaulted,
                     mean_wss_bytes: mean_wss,
                     refault_pct_of_wss_per_min: share(
@@ -321,13 +322,14 @@ pub fn schemes(
             pid: known.get(id).and_then(|t| t.pid),
             cmdline: known.get(id).map(|t| t.cmdline.clone()),
             final_resident_bytes: m.resident,
-            final_saved_bytes: m.saved,
-            peak_saved_bytes: m.peak_saved,
-            peak_saved_at_ns: m.peak_saved_at_ns.unwrap_or(start_ns),
-            average_saved_bytes: if duration_ns == 0 {
-                m.saved as f64
+            final_paged_out_bytes: m.paged_out,
+            peak_paged_out_bytes: m.peak_paged_out,
+            peak_paged_out_at_ns: m.peak_paged_out_at_ns.unwrap_or(start_ns),
+            average_paged_out_bytes: if duration_ns == 0 {
+                m.paged_out as f64
             } else {
-                (m.saved_integral + u128::from(m.saved) * u128::from(end_ns - m.since_ns)) as f64
+                (m.paged_out_integral + u128::from(m.paged_out) * u128::from(end_ns - m.since_ns))
+                    as f64
                     / duration_ns as f64
             },
             refaults: refault_summary(m.refaulted, duration_ns, mean_wss),
@@ -465,34 +467,40 @@ impl TargetState {
 #[derive(Debug, Default)]
 struct MemoryState {
     resident: u64,
-    saved: u64,
+    paged_out: u64,
     /// The record's cumulative counter as last written.
     refaulted_counter: u64,
     /// What that counter gained over the record.
     refaulted: u64,
-    peak_saved: u64,
+    peak_paged_out: u64,
     /// When the peak was first reached; `None` before the first observation.
-    peak_saved_at_ns: Option<u64>,
-    /// Since when `saved` holds, and ∫ saved dt (bytes × ns) before that.
+    peak_paged_out_at_ns: Option<u64>,
+    /// Since when `paged_out` holds, and ∫ paged_out dt (bytes × ns) before that.
     since_ns: u64,
-    saved_integral: u128,
+    paged_out_integral: u128,
 }
 
 impl MemoryState {
     /// Takes in one observation; returns the bytes refaulted since the previous one.
-    fn observe(&mut self, time_ns: u64, resident: u64, saved: u64, refaulted_counter: u64) -> u64 {
+    fn observe(
+        &mut self,
+        time_ns: u64,
+        resident: u64,
+        paged_out: u64,
+        refaulted_counter: u64,
+    ) -> u64 {
         let held = time_ns.saturating_sub(self.since_ns);
-        self.saved_integral += u128::from(self.saved) * u128::from(held);
+        self.paged_out_integral += u128::from(self.paged_out) * u128::from(held);
         self.since_ns = self.since_ns.max(time_ns);
-        if self.peak_saved_at_ns.is_none() || saved > self.peak_saved {
-            self.peak_saved = saved;
-            self.peak_saved_at_ns = Some(time_ns);
+        if self.peak_paged_out_at_ns.is_none() || paged_out > self.peak_paged_out {
+            self.peak_paged_out = paged_out;
+            self.peak_paged_out_at_ns = Some(time_ns);
         }
         let refaulted = increase(self.refaulted_counter, refaulted_counter);
         self.refaulted += refaulted;
         self.refaulted_counter = refaulted_counter;
         self.resident = resident;
-        self.saved = saved;
+        self.paged_out = paged_out;
         refaulted
     }
 }
@@ -850,18 +858,18 @@ pub fn render_text(report: &SchemesReport) -> String {
         let who = target_name(t.target, t.pid, t.cmdline.as_deref());
         let _ = writeln!(
             out,
-            "# {who}; memory saved (paged out by schemes) {} at the end, peak {} at {}, average {}; resident {} at the end",
-            human::size(t.final_saved_bytes),
-            human::size(t.peak_saved_bytes),
-            human::duration(t.peak_saved_at_ns),
-            human::size(t.average_saved_bytes.round() as u64),
+            "# {who}; paged out by schemes (memory saved) {} at the end, peak {} at {}, average {}; resident {} at the end",
+            human::size(t.final_paged_out_bytes),
+            human::size(t.peak_paged_out_bytes),
+            human::duration(t.peak_paged_out_at_ns),
+            human::size(t.average_paged_out_bytes.round() as u64),
             human::size(t.final_resident_bytes)
         );
         let _ = writeln!(out, "# {}", refault_text(&t.refaults));
         let head = [
             "time",
             "resident",
-            "saved",
+            "paged out",
             "refaulted",
             "wss",
             "refaults of wss",
@@ -874,7 +882,7 @@ pub fn render_text(report: &SchemesReport) -> String {
                 vec![
                     time(r.end_ns),
                     opt_size(r.resident_bytes),
-                    opt_size(r.saved_bytes),
+                    opt_size(r.paged_out_bytes),
                     human::size(r.refaulted_bytes),
                     opt_size(r.mean_wss_bytes.map(|w| w.round() as u64)),
                     opt_pct_per_min(r.refault_pct_of_wss_per_min),

@@ -307,3 +307,43 @@ fn svg_has_labels_cells_and_a_scale() {
     let rects = svg.matches("<rect").count();
     assert!(rects > 255 && rects < 2 * 3 * 500 + 300, "{rects} rects");
 }
+
+#[test]
+fn a_huge_resolution_is_bounded_by_what_the_output_shows() {
+    let huge = (100_000, 100_000);
+    let image = build(&HeatmapOptions {
+        rows: huge.0,
+        cols: huge.1,
+        ..HeatmapOptions::image()
+    })
+    .unwrap();
+    let pixels = ImageOptions::default();
+    assert_eq!(
+        (image.rows, image.cols),
+        (pixels.height as usize, pixels.width as usize)
+    );
+    assert_eq!(image.cells.len(), image.rows * image.cols);
+    let term = build(&HeatmapOptions {
+        rows: huge.0,
+        cols: huge.1,
+        ..HeatmapOptions::terminal(Some(100))
+    })
+    .unwrap();
+    assert!(
+        term.rows <= 1000 && term.cols <= 160,
+        "{}x{}",
+        term.rows,
+        term.cols
+    );
+    let small = build(&HeatmapOptions {
+        rows: 7,
+        cols: 9,
+        ..HeatmapOptions::image()
+    })
+    .unwrap();
+    assert_eq!(
+        (small.rows, small.cols),
+        (7, 9),
+        "within the limit as asked"
+    );
+}

@@ -77,3 +77,74 @@ fn info_of_an_empty_record_says_so() {
     assert!(text.contains("snapshots: 0"), "{text}");
     assert!(text.contains("damage: none found"), "{text}");
 }
+
+#[test]
+fn info_says_when_the_monitor_never_stopped() {
+    let mut frames = banded_frames();
+    let stopped = frames
+        .iter()
+        .position(|f| matches!(f, Frame::Event(e) if matches!(e.kind, EventKind::Stopped { .. })))
+        .expect("the banded record ends with a stop");
+    let finished = info(&header(1), frames.clone(), Vec::new());
+    assert_eq!(finished.finished, Some(true));
+    assert!(!render_text(&finished).contains("unfinished"));
+
+    frames.remove(stopped);
+    let killed = info(&header(1), frames, Vec::new());
+    assert_eq!(killed.finished, Some(false));
+    let text = render_text(&killed);
+    assert!(
+        text.contains("unfinished: no stop event; the monitor was killed (e.g. by SIGKILL)"),
+        "{text}"
+    );
+}
+
+#[test]
+fn info_on_a_damo_record_makes_nothing_up() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("d.json");
+    std::fs::write(
+        &path,
+        r#"[{"target_id": 0, "snapshots": [{"start_time": 0, "end_time": 100000000,
+            "regions": [{"start": 4096, "end": 8192, "nr_accesses": {"samples": 1}}]}]}]"#,
+    )
+    .unwrap();
+    let mut record = udamon_record::open_any(&path).unwrap();
+    let header = record.header().clone();
+    let report = info(&header, record.by_ref(), Vec::new());
+    assert_eq!(report.finished, None, "damo records have no stop event");
+    let text = render_text(&report);
+    for made_up in [
+        "1970",
+        "seed",
+        "host: ?",
+        "udamon ",
+        "unfinished",
+        "regions 10 to",
+    ] {
+        assert!(!text.contains(made_up), "{made_up:?} in:\n{text}");
+    }
+    assert!(text.contains("started: unknown"), "{text}");
+    assert!(text.contains("host: unknown"), "{text}");
+}
+
+#[test]
+fn command_lines_stay_on_one_line() {
+    let mut h = header(1);
+    h.targets[0].cmdline = format!("sh -c 'echo a\necho b' {}", "x".repeat(1000));
+    let frames = vec![event(
+        1,
+        EventKind::Exec {
+            target: 0,
+            comm: "a\nb".into(),
+        },
+    )];
+    let text = render_text(&info(&h, frames, Vec::new()));
+    let line = text
+        .lines()
+        .find(|l| l.contains("sh -c"))
+        .unwrap_or_else(|| panic!("{text}"));
+    assert!(line.contains(r"'echo a\necho b'"), "{line}");
+    assert!(line.contains('…') && line.len() < 400, "{line}");
+    assert!(text.contains(r"exec'd a\nb"), "{text}");
+}

@@ -24,13 +24,13 @@ fn stats(t: u64, scheme: u32, action: &str, stats: SchemeStatsRecord) -> Frame {
     )
 }
 
-fn memory(t: u64, target: u32, resident: u64, saved: u64, refaulted: u64) -> Frame {
+fn memory(t: u64, target: u32, resident: u64, paged_out: u64, refaulted: u64) -> Frame {
     event(
         t,
         EventKind::TargetMemory {
             target,
             resident_bytes: resident,
-            paged_out_bytes: saved,
+            paged_out_bytes: paged_out,
             refaulted_bytes: refaulted,
         },
     )
@@ -251,10 +251,10 @@ fn memory_saved_over_time_peak_and_average() {
     let t0 = &report.targets[0];
     assert_eq!(t0.target, 0);
     assert_eq!(t0.cmdline.as_deref(), Some("workload-0"));
-    assert_eq!(t0.final_saved_bytes, 15 * MIB);
+    assert_eq!(t0.final_paged_out_bytes, 15 * MIB);
     assert_eq!(t0.final_resident_bytes, 85 * MIB);
-    assert_eq!(t0.peak_saved_bytes, 40 * MIB);
-    assert_eq!(t0.peak_saved_at_ns, 25 * S);
+    assert_eq!(t0.peak_paged_out_bytes, 40 * MIB);
+    assert_eq!(t0.peak_paged_out_at_ns, 25 * S);
 
     // Each value holds until the next observation, the last until the end (60 s); nothing is
     // saved before the first.
@@ -265,9 +265,9 @@ fn memory_saved_over_time_peak_and_average() {
     }
     let expected = integral / 60.0;
     assert!(
-        (t0.average_saved_bytes - expected).abs() < 1.0,
+        (t0.average_paged_out_bytes - expected).abs() < 1.0,
         "{} vs {expected}",
-        t0.average_saved_bytes
+        t0.average_paged_out_bytes
     );
 
     // Each row shows the last observation at or before its end.
@@ -275,12 +275,15 @@ fn memory_saved_over_time_peak_and_average() {
     for row in &t0.series {
         let state = OBSERVED.iter().rev().find(|o| o.0 * S <= row.end_ns);
         assert_eq!(row.resident_bytes, state.map(|o| o.1 * MIB), "{row:?}");
-        assert_eq!(row.saved_bytes, state.map(|o| o.2 * MIB), "{row:?}");
+        assert_eq!(row.paged_out_bytes, state.map(|o| o.2 * MIB), "{row:?}");
     }
-    assert_eq!(t0.series[0].saved_bytes, None, "nothing observed by 10 s");
+    assert_eq!(
+        t0.series[0].paged_out_bytes, None,
+        "nothing observed by 10 s"
+    );
 
     let t1 = &report.targets[1];
-    assert_eq!(t1.final_saved_bytes, 5 * MIB);
+    assert_eq!(t1.final_paged_out_bytes, 5 * MIB);
     assert_eq!(t1.refaults.refaulted_bytes, MIB);
     assert_eq!(
         t1.refaults.mean_wss_bytes, None,
@@ -455,5 +458,5 @@ fn the_report_serialises_to_json() {
         .unwrap();
     assert!((pct - 0.5).abs() < 1e-9);
     assert_eq!(json["refault_reference_pct_per_min"], 0.2);
-    assert_eq!(json["targets"][0]["series"][0]["saved_bytes"], 10 * MIB);
+    assert_eq!(json["targets"][0]["series"][0]["paged_out_bytes"], 10 * MIB);
 }

@@ -34,7 +34,7 @@ fn tree_frames() -> Vec<Frame> {
         2 * AGGR_NS + 2,
         EventKind::Exec {
             target: 1,
-            cmdline: "helper --fast".into(),
+            comm: "helper".into(),
         },
     ));
     for i in 2..5 {
@@ -66,12 +66,12 @@ fn info_lists_every_target_with_its_parent_and_life() {
             Some(5 * AGGR_NS)
         )
     );
-    assert_eq!(child.exec.as_deref(), Some("helper --fast"));
+    assert_eq!(child.exec.as_deref(), Some("helper"));
     assert_eq!(child.snapshots, 3);
     let text = info_text(&report);
     for want in [
         "0: pid 1000, workload-0; in 6 snapshots",
-        "1: pid 2001 (forked by target 0), workload-0, exec'd helper --fast; from 200 ms to \
+        "1: pid 2001 (forked by target 0), workload-0, exec'd helper; from 200 ms to \
          500 ms, exit status unknown; in 3 snapshots",
         "target 1 added: pid 2001 workload-0, forked by target 0",
     ] {

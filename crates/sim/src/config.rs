@@ -531,7 +531,7 @@ fn numbered_family(names: &[&str]) -> Option<String> {
     let (prefix, first) = split_number(names[0])?;
     for (i, n) in names.iter().enumerate() {
         let (p, v) = split_number(n)?;
-        if p != prefix || v != first + i as u64 {
+        if p != prefix || first.checked_add(i as u64) != Some(v) {
             return None;
         }
     }

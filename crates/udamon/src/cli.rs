@@ -375,7 +375,8 @@ pub struct HeatmapArgs {
     /// Time range to draw, from the record's start: START END.
     #[arg(long, num_args = 2, value_names = ["START", "END"], value_parser = parse_duration_us)]
     pub time_range: Option<Vec<u64>>,
-    /// Resolution: TIME_ROWS ADDRESS_COLUMNS (default fits the terminal, 500 500 for images).
+    /// Resolution: TIME_ROWS ADDRESS_COLUMNS (default fits the terminal, 500 500 for images;
+    /// at most what the output shows: 800 1200 for images, 1000 160 on a terminal).
     #[arg(long, num_args = 2, value_names = ["ROWS", "COLS"])]
     pub resol: Option<Vec<usize>>,
     /// Which target to draw (its index in the record).

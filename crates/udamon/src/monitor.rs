@@ -17,7 +17,7 @@ use udamon_core::{
     Attrs, Callbacks, Clock, Context, IntervalsGoal, Operations, OpsError, StopReason, Target,
 };
 use udamon_record::model::{AccessSource, EventKind, Header, Intervals, TargetInfo};
-use udamon_record::{FORMAT_VERSION, Recorder, WriterOptions};
+use udamon_record::{FORMAT_VERSION, RecordWriter, Recorder, WriterOptions};
 
 impl MonitoringArgs {
     /// DAMON's attributes from the options, checked with DAMON's rules.
@@ -49,28 +49,6 @@ impl MonitoringArgs {
         attrs.validate().context("invalid monitoring attributes")?;
         Ok(attrs)
     }
-}
-
-/// A record already at `out` is data: keep it as `<out>.old` (as damo does) rather than
-/// overwrite it. An empty file holds nothing and is reused.
-fn keep_previous_record(out: &Path) -> Result<()> {
-    if std::fs::metadata(out).is_ok_and(|m| m.len() > 0) {
-        let mut old = out.as_os_str().to_owned();
-        old.push(".old");
-        std::fs::rename(out, &old).with_context(|| {
-            format!(
-                "cannot keep the existing {} as {}",
-                out.display(),
-                Path::new(&old).display()
-            )
-        })?;
-        eprintln!(
-            "udamon: kept the previous {} as {}",
-            out.display(),
-            Path::new(&old).display()
-        );
-    }
-    Ok(())
 }
 
 /// Operations whose events go into the record.
@@ -210,16 +188,17 @@ pub fn run(
     for (target, _) in session.targets {
         ctx.add_target(target);
     }
-    keep_previous_record(session.out)?;
-    let recorder = Recorder::create(
+    let file = crate::output::stream(session.out, session.schemes.as_slice())?;
+    let writer = RecordWriter::new(
+        file,
         session.out,
         &header,
         WriterOptions {
             compress: session.compress,
         },
-        start_us,
     )
     .with_context(|| format!("cannot record to {}", session.out.display()))?;
+    let recorder = Recorder::new(writer, start_us);
     let progress = Progress::new("recording", session.expected_us, start_us);
     let deadline = Deadline(session.duration_us.map(|d| start_us + d));
     let mut callbacks = (recorder, (progress, (deadline, StopFlag(session.stop))));

@@ -1,7 +1,22 @@
-//! Writing to stdout the way a command-line tool should: a closed pipe (`| head`) ends output
-//! quietly instead of panicking.
+//! Where udamon's output goes: stdout the way a command-line tool should (a closed pipe ends
+//! output quietly), and files by one rule for every command that writes them.
+//!
+//! The rule for files: an output never destroys a file. It is refused when it is a directory or
+//! one of the command's inputs (the same file by device and inode, however it is spelled); an
+//! existing non-empty file at the output path is kept under the first free name of
+//! `FILE.old`, `FILE.old.1`, `FILE.old.2`, ... and the user is told where. A finished output
+//! (a converted record, an image) is written to a temporary file beside the destination and
+//! renamed into place only once complete, so a failure leaves the destination as it was. A
+//! record is different: it is streamed under its own name from the start, so that a monitor
+//! killed at any moment leaves every frame written so far where the user looks for it.
+//! Devices and pipes (`/dev/null`, a FIFO) are written in place: they hold nothing to keep.
 
+use anyhow::{Context as _, Result, bail};
+use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use tempfile::TempPath;
 
 pub fn print(text: &str) -> io::Result<()> {
     let mut out = io::stdout().lock();
@@ -16,4 +31,270 @@ pub fn print_json(value: &impl serde::Serialize) -> anyhow::Result<()> {
     let mut text = serde_json::to_string_pretty(value)?;
     text.push('\n');
     Ok(print(&text)?)
+}
+
+/// What is at an output path now.
+enum Existing {
+    Nothing,
+    /// A regular file (possibly empty) at this path, symbolic links resolved.
+    File {
+        path: PathBuf,
+        len: u64,
+    },
+    /// A device, pipe or socket.
+    Special,
+}
+
+/// Checks `dest` against the rule: not a directory, none of `inputs`.
+fn check(dest: &Path, inputs: &[&Path]) -> Result<Existing> {
+    let meta = match fs::metadata(dest) {
+        Ok(meta) => meta,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Existing::Nothing),
+        Err(e) => return Err(e).with_context(|| format!("cannot write {}", dest.display())),
+    };
+    if meta.is_dir() {
+        bail!(
+            "{} is a directory: give the output a file name, e.g. {}",
+            dest.display(),
+            dest.join("udamon.data").display()
+        );
+    }
+    for input in inputs {
+        if fs::metadata(input).is_ok_and(|m| m.dev() == meta.dev() && m.ino() == meta.ino()) {
+            bail!(
+                "{} is the input {}: writing it would destroy what is being read; give another \
+                 output path",
+                dest.display(),
+                input.display()
+            );
+        }
+    }
+    if !meta.is_file() {
+        return Ok(Existing::Special);
+    }
+    // Write where a symbolic link points, not over the link.
+    let path = fs::canonicalize(dest).unwrap_or_else(|_| dest.to_path_buf());
+    Ok(Existing::File {
+        path,
+        len: meta.len(),
+    })
+}
+
+/// Keeps a non-empty file at `path` under the first free `.old` name; an empty one holds
+/// nothing and is left to be replaced.
+fn keep_existing(path: &Path, len: u64) -> Result<()> {
+    if len == 0 {
+        return Ok(());
+    }
+    for n in 0u32.. {
+        let mut name = path.as_os_str().to_owned();
+        name.push(".old");
+        if n > 0 {
+            name.push(format!(".{n}"));
+        }
+        let backup = PathBuf::from(name);
+        // A hard link never replaces an existing backup and leaves `path` in place until the
+        // new output is renamed over it; a file system without hard links gets a rename.
+        let kept = match fs::hard_link(path, &backup) {
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
+            Err(_) if backup.symlink_metadata().is_ok() => continue,
+            Err(_) => fs::rename(path, &backup),
+            ok => ok,
+        };
+        kept.with_context(|| {
+            format!(
+                "cannot keep the existing {} as {}",
+                path.display(),
+                backup.display()
+            )
+        })?;
+        eprintln!(
+            "udamon: kept the previous {} as {}",
+            path.display(),
+            backup.display()
+        );
+        return Ok(());
+    }
+    unreachable!("some backup name is free")
+}
+
+/// A finished output being written: [`Output::path`] is where to write it, and
+/// [`Output::commit`] puts it in place. Dropped without a commit, it leaves nothing behind.
+pub struct Output {
+    dest: PathBuf,
+    /// The temporary file, unless the destination is a device or pipe written in place.
+    temp: Option<TempPath>,
+}
+
+impl Output {
+    /// Prepares to write `dest`, the output of a command that reads `inputs`. The temporary
+    /// file keeps `dest`'s extension, for writers that choose a format by it.
+    pub fn create(dest: &Path, inputs: &[&Path]) -> Result<Output> {
+        let existing = check(dest, inputs)?;
+        let dest = match existing {
+            Existing::Special => {
+                return Ok(Output {
+                    dest: dest.to_path_buf(),
+                    temp: None,
+                });
+            }
+            Existing::File { path, .. } => path,
+            Existing::Nothing => dest.to_path_buf(),
+        };
+        let dir = match dest.parent() {
+            Some(p) if !p.as_os_str().is_empty() => p,
+            _ => Path::new("."),
+        };
+        let name = dest.file_name().unwrap_or_default().to_string_lossy();
+        let temp = tempfile::Builder::new()
+            .prefix(".udamon-")
+            .suffix(&format!("-{name}"))
+            .tempfile_in(dir)
+            .with_context(|| format!("cannot write in {}", dir.display()))?
+            .into_temp_path();
+        Ok(Output {
+            dest,
+            temp: Some(temp),
+        })
+    }
+
+    /// Where to write the output now.
+    pub fn path(&self) -> &Path {
+        self.temp.as_deref().unwrap_or(&self.dest)
+    }
+
+    /// Puts the finished output in place, keeping what was there by the rule.
+    pub fn commit(self) -> Result<()> {
+        let Some(temp) = self.temp else {
+            return Ok(());
+        };
+        // On disk before it replaces anything, so that a power loss leaves one or the other.
+        File::open(&temp)
+            .and_then(|f| f.sync_all())
+            .with_context(|| format!("cannot write {}", self.dest.display()))?;
+        // Checked again: the destination may have changed while the output was made.
+        if let Existing::File { path, len } = check(&self.dest, &[])? {
+            keep_existing(&path, len)?;
+        }
+        temp.persist(&self.dest)
+            .with_context(|| format!("cannot write {}", self.dest.display()))?;
+        Ok(())
+    }
+}
+
+/// Opens `dest` for a record streamed under its own name (see the module documentation),
+/// keeping what was there by the rule.
+pub fn stream(dest: &Path, inputs: &[&Path]) -> Result<File> {
+    let path = match check(dest, inputs)? {
+        Existing::Special => {
+            return OpenOptions::new()
+                .write(true)
+                .open(dest)
+                .with_context(|| format!("cannot write {}", dest.display()));
+        }
+        Existing::File { path, len } => {
+            keep_existing(&path, len)?;
+            // The backup is a hard link to the same data: unlink the name rather than truncate.
+            if len > 0 {
+                fs::remove_file(&path)
+                    .or_else(|e| match e.kind() {
+                        io::ErrorKind::NotFound => Ok(()),
+                        _ => Err(e),
+                    })
+                    .with_context(|| format!("cannot replace {}", path.display()))?;
+            }
+            path
+        }
+        Existing::Nothing => dest.to_path_buf(),
+    };
+    File::create(&path).with_context(|| format!("cannot write {}", path.display()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn write(path: &Path, text: &str) {
+        fs::write(path, text).unwrap();
+    }
+
+    #[test]
+    fn an_output_is_refused_when_it_is_an_input_however_spelled() {
+        let dir = tempfile::tempdir().unwrap();
+        let input = dir.path().join("v.data");
+        write(&input, "record");
+        let link = dir.path().join("link.data");
+        std::os::unix::fs::symlink(&input, &link).unwrap();
+        let dotted = dir.path().join(".").join("v.data");
+        for dest in [&input, &link, &dotted] {
+            let e = Output::create(dest, &[&input]).err().expect("refused");
+            assert!(e.to_string().contains("is the input"), "{e}");
+            assert!(!format!("{e:#}").contains('\n'), "one line: {e:#}");
+            let e = stream(dest, &[&input]).expect_err("refused");
+            assert!(e.to_string().contains("is the input"), "{e}");
+        }
+        assert_eq!(fs::read_to_string(&input).unwrap(), "record");
+    }
+
+    #[test]
+    fn a_directory_is_refused_and_left_alone() {
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("out");
+        fs::create_dir(&out).unwrap();
+        write(&out.join("inside"), "x");
+        for e in [
+            stream(&out, &[]).expect_err("refused"),
+            Output::create(&out, &[]).err().expect("refused"),
+        ] {
+            assert!(e.to_string().contains("is a directory"), "{e}");
+        }
+        assert!(out.join("inside").is_file());
+        assert!(!dir.path().join("out.old").exists());
+    }
+
+    #[test]
+    fn every_previous_output_is_kept() {
+        let dir = tempfile::tempdir().unwrap();
+        let dest = dir.path().join("r.data");
+        for run in ["first", "second", "third"] {
+            let mut f = stream(&dest, &[]).unwrap();
+            f.write_all(run.as_bytes()).unwrap();
+        }
+        let out = Output::create(&dest, &[]).unwrap();
+        write(out.path(), "fourth");
+        out.commit().unwrap();
+        let read = |name: &str| fs::read_to_string(dir.path().join(name)).unwrap();
+        assert_eq!(read("r.data"), "fourth");
+        assert_eq!(read("r.data.old"), "first");
+        assert_eq!(read("r.data.old.1"), "second");
+        assert_eq!(read("r.data.old.2"), "third");
+    }
+
+    #[test]
+    fn an_uncommitted_output_leaves_the_destination_as_it_was() {
+        let dir = tempfile::tempdir().unwrap();
+        let dest = dir.path().join("heat.png");
+        write(&dest, "old image");
+        let out = Output::create(&dest, &[]).unwrap();
+        assert_eq!(out.path().extension().unwrap(), "png");
+        write(out.path(), "half");
+        drop(out);
+        assert_eq!(fs::read_to_string(&dest).unwrap(), "old image");
+        let left: Vec<_> = fs::read_dir(dir.path()).unwrap().collect();
+        assert_eq!(left.len(), 1, "no temporary file left: {left:?}");
+    }
+
+    #[test]
+    fn an_empty_file_is_replaced_and_a_device_written_in_place() {
+        let dir = tempfile::tempdir().unwrap();
+        let dest = dir.path().join("empty");
+        write(&dest, "");
+        drop(stream(&dest, &[]).unwrap());
+        assert!(!dir.path().join("empty.old").exists());
+        let null = Path::new("/dev/null");
+        let out = Output::create(null, &[]).unwrap();
+        assert_eq!(out.path(), null);
+        out.commit().unwrap();
+        assert!(null.exists());
+    }
 }

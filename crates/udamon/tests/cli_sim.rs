@@ -310,7 +310,12 @@ fn schemes_apply_on_a_simulated_workload_and_are_reported() {
         stats["sz_applied"].as_u64().unwrap() >= 100 << 20,
         "{stats}"
     );
-    assert!(report["targets"][0]["peak_saved_bytes"].as_u64().unwrap() >= 90 << 20);
+    assert!(
+        report["targets"][0]["peak_paged_out_bytes"]
+            .as_u64()
+            .unwrap()
+            >= 90 << 20
+    );
     assert!(
         report["schemes"][0]["tried_regions"]["passes"]
             .as_u64()

@@ -14,7 +14,7 @@
 
 use super::{TargetRecord, TargetSnap, target_label};
 use crate::error::{Damage, DamageKind, RecordError};
-use crate::model::RegionStat;
+use crate::model::{RegionStat, check_regions};
 use std::collections::HashMap;
 use std::path::Path;
 
@@ -53,10 +53,20 @@ pub(super) fn read(
         let mut c = Cursor { bytes, pos };
         match read_block(&mut c, version) {
             Ok(block) => {
+                let at = pos;
                 pos = c.pos;
+                if let Err(reason) = check_block(&block) {
+                    damage.push(Damage {
+                        offset: at as u64,
+                        kind: DamageKind::Undecodable {
+                            reason,
+                            skipped: (pos - at) as u64,
+                        },
+                    });
+                    continue;
+                }
                 for (id, regions) in block.targets {
-                    // damo's fake snapshot (see `is_fake_region`), with -1 stored unsigned.
-                    if let [(0, 0, u32::MAX)] = regions[..] {
+                    if is_fake(&regions) {
                         continue;
                     }
                     let index = *index_of.entry(id.clone()).or_insert_with(|| {
@@ -142,6 +152,20 @@ impl Cursor<'_> {
     fn remaining(&self) -> usize {
         self.bytes.len() - self.pos
     }
+}
+
+/// damo's fake snapshot (see `is_fake_region`), with -1 stored unsigned.
+fn is_fake(regions: &Regions) -> bool {
+    matches!(regions[..], [(0, 0, u32::MAX)])
+}
+
+/// [`check_regions`] for every target of a block but damo's fake snapshot.
+fn check_block(block: &Block) -> Result<(), String> {
+    for (id, regions) in block.targets.iter().filter(|(_, r)| !is_fake(r)) {
+        check_regions(regions.iter().map(|&(start, end, _)| (start, end)))
+            .map_err(|e| format!("target {id}: {e}"))?;
+    }
+    Ok(())
 }
 
 fn read_block(c: &mut Cursor, version: i32) -> Result<Block, Problem> {

@@ -9,7 +9,7 @@
 use super::number::{Num, Unit};
 use super::{TargetRecord, TargetSnap, target_label};
 use crate::error::RecordError;
-use crate::model::{Frame, Header, Intervals, RegionStat, Snapshot, Targets};
+use crate::model::{Frame, Header, Intervals, RegionStat, Snapshot, Targets, check_regions};
 use flate2::Compression;
 use flate2::write::ZlibEncoder;
 use serde::ser::{SerializeSeq, Serializer};
@@ -151,6 +151,7 @@ fn convert_snapshot(s: JSnapshot, intervals: Option<Intervals>) -> Result<Target
         .enumerate()
         .map(|(ri, r)| convert_region(r, si, ai).map_err(|e| format!("region {ri}: {e}")))
         .collect::<Result<Vec<_>, _>>()?;
+    check_regions(regions.iter().map(|r| (r.start, r.end)))?;
     Ok(TargetSnap {
         start_ns: Some(s.start_time.u64(Unit::Nanoseconds)?),
         end_ns: s.end_time.u64(Unit::Nanoseconds)?,

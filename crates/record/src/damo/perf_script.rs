@@ -14,7 +14,7 @@
 
 use super::{TargetRecord, TargetSnap, is_fake_region, target_label};
 use crate::error::{Damage, DamageKind, RecordError};
-use crate::model::RegionStat;
+use crate::model::{RegionStat, check_regions};
 use std::collections::HashMap;
 use std::collections::hash_map::Entry;
 use std::io::BufRead;
@@ -103,6 +103,16 @@ pub(super) fn read(
         if p.regions.len() >= p.nr_regions {
             let done = pending.remove(a.target_id).expect("just used");
             if done.fake {
+                continue;
+            }
+            if let Err(reason) = check_regions(done.regions.iter().map(|r| (r.start, r.end))) {
+                damage.push(Damage {
+                    offset: done.offset,
+                    kind: DamageKind::Undecodable {
+                        reason: format!("snapshot of target {}: {reason}", a.target_id),
+                        skipped: offset - done.offset,
+                    },
+                });
                 continue;
             }
             let index = *index_of.entry(a.target_id.to_string()).or_insert_with(|| {

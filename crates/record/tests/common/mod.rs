@@ -1,46 +1,13 @@
-//! Shared test helpers: headers, realistic snapshots, and writing records to temporary files.
+//! Shared test helpers: the fixtures (header, snapshot), realistic regions, and writing records
+//! to temporary files.
 #![allow(dead_code)] // Each test binary uses a different subset.
 
-use std::path::Path;
-use udamon_record::model::{
-    AccessSource, Event, EventKind, Frame, Header, HostInfo, Intervals, RegionStat, Snapshot,
-    TargetInfo, TargetSnapshot,
-};
-use udamon_record::{RecordWriter, WriterOptions};
+mod fixtures;
 
-pub fn header(nr_targets: usize) -> Header {
-    Header {
-        format_version: 1,
-        udamon_version: "0.1.0-test".into(),
-        access_source: AccessSource {
-            name: "sim".into(),
-            reason: "test".into(),
-        },
-        intervals: Intervals {
-            sample_us: 5_000,
-            aggr_us: 100_000,
-            update_us: 1_000_000,
-        },
-        min_nr_regions: 10,
-        max_nr_regions: 1000,
-        seed: 42,
-        targets: (0..nr_targets)
-            .map(|i| TargetInfo {
-                pid: Some(1000 + i as u32),
-                cmdline: format!("workload {i}"),
-                parent: None,
-            })
-            .collect(),
-        host: HostInfo {
-            hostname: "test".into(),
-            kernel: "6.18".into(),
-            nr_cpus: 2,
-            page_size: 4096,
-            mem_total_bytes: 1 << 33,
-        },
-        start_time_unix_ns: 1_700_000_000_000_000_000,
-    }
-}
+pub use fixtures::*;
+use std::path::Path;
+use udamon_record::model::{Event, EventKind, Frame, Header, RegionStat, Snapshot};
+use udamon_record::{RecordWriter, WriterOptions};
 
 /// A small deterministic generator, so that snapshots look varied without a dependency.
 pub struct Lcg(pub u64);
@@ -84,26 +51,13 @@ pub fn realistic_regions(rng: &mut Lcg, n: usize) -> Vec<RegionStat> {
     regions
 }
 
-pub fn snapshot(index: u64, targets: Vec<TargetSnapshot>) -> Snapshot {
-    Snapshot {
-        start_ns: index * 100_000_000,
-        end_ns: (index + 1) * 100_000_000,
-        sample_us: 5_000,
-        aggr_us: 100_000,
-        targets,
-    }
-}
-
 /// Frames of a plausible record: `n` snapshots of two targets with a few events between.
 pub fn sample_frames(n: u64) -> Vec<Frame> {
     let mut rng = Lcg(7);
     let mut frames = Vec::new();
     for i in 0..n {
         let targets = (0..2)
-            .map(|t| TargetSnapshot {
-                target: t,
-                regions: realistic_regions(&mut rng, 5 + i as usize),
-            })
+            .map(|t| (t, realistic_regions(&mut rng, 5 + i as usize)))
             .collect();
         frames.push(Frame::Snapshot(snapshot(i, targets)));
         if i % 3 == 1 {

@@ -30,6 +30,9 @@ impl Default for ImageOptions {
 }
 
 const BAR_WIDTH: u32 = 140;
+/// Characters of the command line in the title: with the rest of the title (target, address
+/// range: about 60 characters) it stays within the default image's width at the title's size.
+const TITLE_COMMAND_CHARS: usize = 40;
 /// Colour steps in cells and in the colour bar; beyond this the eye sees no difference, and
 /// equal neighbours merge into one rectangle, which keeps SVGs small.
 const STEPS: f64 = 255.0;
@@ -85,7 +88,7 @@ fn draw<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, map: &Heatmap) -> Dra
     root.fill(&WHITE)?;
     let mut title = format!("Access heatmap of target {}", map.target);
     if let Some(cmd) = map.cmdline.as_deref().filter(|c| !c.is_empty()) {
-        title.push_str(&format!(" ({cmd})"));
+        title.push_str(&format!(" ({})", human::one_line(cmd, TITLE_COMMAND_CHARS)));
     }
     title.push_str(&format!(
         ": {}-{}",

@@ -11,7 +11,7 @@ pub mod guide;
 pub mod image;
 pub mod term;
 
-use crate::{ReportError, Result, reopen};
+use crate::{ReportError, Result, human, reopen};
 use axis::AddressAxis;
 use guide::{Area, Coverage};
 use serde::Serialize;
@@ -75,6 +75,9 @@ pub struct HeatmapOptions {
     pub unit: HeatUnit,
     /// Leave out address gaps that no region ever covered.
     pub collapse_gaps: bool,
+    /// The most rows and columns the output can show (an image's pixels, a terminal's
+    /// columns): a finer resolution only costs memory and time, so it is reduced to this.
+    pub limit: (usize, usize),
 }
 
 /// Columns of a terminal heatmap when the terminal's width is unknown (damo's 80).
@@ -83,6 +86,8 @@ pub const TERMINAL_COLS: usize = 80;
 pub const TERMINAL_ROWS: usize = 40;
 /// Cells per side of an image heatmap (damo's 500×500).
 pub const IMAGE_CELLS: usize = 500;
+/// Most rows of a terminal heatmap: more lines than a terminal's scrollback keeps in view.
+pub const TERMINAL_MAX_ROWS: usize = 1000;
 
 impl HeatmapOptions {
     /// For a terminal of `width` columns, if known: leaves room for the time labels.
@@ -94,12 +99,16 @@ impl HeatmapOptions {
         HeatmapOptions {
             rows: TERMINAL_ROWS,
             cols,
+            limit: (TERMINAL_MAX_ROWS, 2 * TERMINAL_COLS),
             ..HeatmapOptions::image()
         }
     }
 
+    /// For an image of [`image::ImageOptions::default`]'s size: at most a cell per pixel.
     pub fn image() -> HeatmapOptions {
+        let pixels = image::ImageOptions::default();
         HeatmapOptions {
+            limit: (pixels.height as usize, pixels.width as usize),
             target: None,
             address: AddressSelection::Hottest,
             time_range: None,
@@ -166,6 +175,8 @@ where
             cols: opts.cols,
         });
     }
+    let rows = opts.rows.min(opts.limit.0.max(1));
+    let cols = opts.cols.min(opts.limit.1.max(1));
     let window = opts.time_range.unwrap_or((0, u64::MAX));
     if window.0 >= window.1 {
         return Err(ReportError::EmptyTimeRange {
@@ -235,7 +246,7 @@ where
     let (ranges, area) = select(&areas, opts.address, target)?;
     let covered: u64 = ranges.iter().map(|(s, e)| e - s).sum();
     let axis = if opts.collapse_gaps {
-        AddressAxis::new(ranges, covered / opts.cols as u64)
+        AddressAxis::new(ranges, covered / cols as u64)
     } else {
         let whole = match opts.address {
             AddressSelection::Range { start, end } => (start, end),
@@ -245,7 +256,7 @@ where
     };
 
     // Pass 2: the binning.
-    let mut grid = grid::Grid::new(opts.rows, opts.cols, (t0, t1), axis.len());
+    let mut grid = grid::Grid::new(rows, cols, (t0, t1), axis.len());
     for frame in reopen(&mut open)? {
         let Frame::Snapshot(s) = frame else { continue };
         if !overlaps(&s) {
@@ -269,8 +280,8 @@ where
         unit: opts.unit,
         start_ns: t0,
         end_ns: t1,
-        rows: opts.rows,
-        cols: opts.cols,
+        rows,
+        cols,
         axis,
         areas,
         area,
@@ -333,7 +344,12 @@ fn target_list(known: &Targets, targets: &BTreeSet<u32>) -> String {
     let list: Vec<String> = targets
         .iter()
         .map(|&t| match known.get(t) {
-            Some(info) if !info.cmdline.is_empty() => format!("{t} ({})", info.cmdline),
+            Some(info) if !info.cmdline.is_empty() => {
+                format!(
+                    "{t} ({})",
+                    human::one_line(&info.cmdline, human::TEXT_CHARS)
+                )
+            }
             _ => t.to_string(),
         })
         .collect();

@@ -81,7 +81,7 @@ impl RecordedOps for VaddrOps {
                 let kind = match e.kind {
                     VaddrEventKind::Exec { target, comm } => EventKind::Exec {
                         target: target as u32,
-                        cmdline: comm,
+                        comm,
                     },
                     VaddrEventKind::TargetAdded {
                         target,

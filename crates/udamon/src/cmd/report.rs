@@ -2,7 +2,7 @@
 
 use crate::cli::{DistArgs, HeatmapArgs, Horizon, ReportArgs, ReportKind, SortBy};
 use crate::input::Input;
-use crate::output::{print, print_json};
+use crate::output::{Output, print, print_json};
 use anyhow::{Context as _, Result, bail};
 use std::io::IsTerminal;
 use std::path::Path;
@@ -91,7 +91,7 @@ pub fn run(args: &ReportArgs) -> Result<()> {
                 return print_json(&map);
             }
             match &heatmap.output {
-                Some(path) => write_image(&map, path),
+                Some(path) => write_image(&map, path, input.path()),
                 None => {
                     let color = !heatmap.no_color
                         && std::io::stdout().is_terminal()
@@ -218,21 +218,23 @@ fn terminal_width() -> Option<usize> {
     std::env::var("COLUMNS").ok().and_then(|c| c.parse().ok())
 }
 
-fn write_image(map: &heatmap::Heatmap, path: &Path) -> Result<()> {
+fn write_image(map: &heatmap::Heatmap, path: &Path, record: &Path) -> Result<()> {
     let ext = path
         .extension()
         .and_then(|e| e.to_str())
         .map(str::to_ascii_lowercase);
-    let opts = image::ImageOptions::default();
-    match ext.as_deref() {
-        Some("png") => image::write_png(map, path, &opts),
-        Some("svg") => image::write_svg(map, path, &opts),
+    let write = match ext.as_deref() {
+        Some("png") => image::write_png,
+        Some("svg") => image::write_svg,
         _ => bail!(
             "{}: the image format comes from the extension: use .png or .svg",
             path.display()
         ),
-    }
-    .with_context(|| format!("cannot write {}", path.display()))?;
+    };
+    let output = Output::create(path, &[record])?;
+    write(map, output.path(), &image::ImageOptions::default())
+        .with_context(|| format!("cannot write {}", path.display()))?;
+    output.commit()?;
     eprintln!("udamon: wrote {}", path.display());
     Ok(())
 }
