@@ -18,8 +18,10 @@ pub enum MapsError {
     NoSuchProcess(u32),
     #[error("no permission to read /proc/{0}/maps: run as the process's owner or as root")]
     PermissionDenied(u32),
-    #[error("cannot read /proc/{pid}/maps: {source}")]
-    Io { pid: u32, source: io::Error },
+    // The OS error is part of the message and not also a `source()`, so that a printed chain
+    // says it once.
+    #[error("cannot read /proc/{pid}/maps: {cause}")]
+    Io { pid: u32, cause: io::Error },
     #[error(
         "malformed maps line {line}: {text:?} (expected `start-end perms offset dev inode [path]`)"
     )]
@@ -146,7 +148,7 @@ pub fn read_maps(pid: u32) -> Result<Maps, MapsError> {
     let text = std::fs::read(format!("/proc/{pid}/maps")).map_err(|e| match e.raw_os_error() {
         Some(libc::ENOENT | libc::ESRCH) => MapsError::NoSuchProcess(pid),
         Some(libc::EACCES | libc::EPERM) => MapsError::PermissionDenied(pid),
-        _ => MapsError::Io { pid, source: e },
+        _ => MapsError::Io { pid, cause: e },
     })?;
     Maps::parse(&text)
 }

@@ -35,12 +35,10 @@ use udamon_core::AddrRange;
 /// A workload file that could not be used.
 #[derive(Debug, Error)]
 pub enum ConfigError {
-    #[error("cannot read workload file {path}: {source}")]
-    Read {
-        path: String,
-        #[source]
-        source: std::io::Error,
-    },
+    // The OS error is part of the message and not also a `source()`, so that a printed chain
+    // says it once.
+    #[error("cannot read workload file {path}: {cause}")]
+    Read { path: String, cause: std::io::Error },
     /// `{source}:{line}: {message}`, or `line {line}: {message}` for a nameless source.
     #[error("{}", Located { source: source_name, line: *line, message })]
     Invalid {
@@ -152,9 +150,9 @@ impl Workload {
     /// Read and parse a workload file; errors name the file.
     pub fn from_file(path: impl AsRef<Path>) -> Result<Workload, ConfigError> {
         let path = path.as_ref();
-        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+        let text = std::fs::read_to_string(path).map_err(|cause| ConfigError::Read {
             path: path.display().to_string(),
-            source,
+            cause,
         })?;
         let name = path.file_name().map_or_else(
             || path.display().to_string(),

@@ -11,10 +11,14 @@ mod schemes_file;
 mod units;
 
 use clap::Parser;
+use clap::error::ErrorKind;
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
-    let cli = cli::Cli::parse();
+    let cli = match cli::Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => return usage_error(&e),
+    };
     let result = match &cli.command {
         cli::Command::Demo(args) => cmd::demo::run(args),
         cli::Command::Record(args) => cmd::record::run(args),
@@ -29,4 +33,52 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// A command line that clap refused: help and version print as clap prints them; anything else
+/// is one `udamon: error:` line (clap's message, its tip, where to look) and status 2, the
+/// usual status for a usage error, which tells it from a failure of the work itself (1).
+fn usage_error(e: &clap::Error) -> ExitCode {
+    if matches!(
+        e.kind(),
+        ErrorKind::DisplayHelp
+            | ErrorKind::DisplayVersion
+            | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand
+    ) {
+        e.exit();
+    }
+    eprintln!("udamon: error: {}", one_line(&e.render().to_string()));
+    ExitCode::from(2)
+}
+
+/// clap's multi-line error text as one line: the message, its tips, and the `--help` of the
+/// command that was being parsed.
+fn one_line(rendered: &str) -> String {
+    let mut lines = rendered.lines().map(str::trim).filter(|l| !l.is_empty());
+    let mut out = lines
+        .next()
+        .unwrap_or_default()
+        .trim_start_matches("error: ")
+        .to_string();
+    for tip in lines.filter_map(|l| l.strip_prefix("tip: ")) {
+        out = format!("{out}; {tip}");
+    }
+    format!(
+        "{out}; see `{} --help`",
+        command_path(std::env::args().skip(1))
+    )
+}
+
+/// `udamon` and the subcommands `args` start with (`udamon report access`).
+fn command_path(args: impl Iterator<Item = String>) -> String {
+    let mut command = <cli::Cli as clap::CommandFactory>::command();
+    let mut path = vec![command.get_name().to_string()];
+    for arg in args {
+        let Some(sub) = command.find_subcommand(&arg).cloned() else {
+            break;
+        };
+        path.push(sub.get_name().to_string());
+        command = sub;
+    }
+    path.join(" ")
 }
