@@ -117,3 +117,73 @@ fn scheme_file_mistakes_name_the_file_scheme_and_field() {
         "{line}"
     );
 }
+
+/// The pids `/proc` shows, with their `/proc/PID/stat` text.
+fn processes() -> Vec<(u32, String)> {
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .filter_map(|pid| {
+            Some((
+                pid,
+                std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?,
+            ))
+        })
+        .collect()
+}
+
+#[test]
+fn a_kernel_thread_is_called_one() {
+    // A kernel thread has PF_KTHREAD (0x200000) in stat's flags, the 7th field after the name.
+    let kthread = processes().into_iter().find(|(_, stat)| {
+        stat.rsplit_once(')')
+            .and_then(|(_, rest)| rest.split_whitespace().nth(6)?.parse::<u64>().ok())
+            .is_some_and(|flags| flags & 0x0020_0000 != 0)
+    });
+    let Some((pid, _)) = kthread else {
+        eprintln!("skipped: no kernel thread is visible in this pid namespace");
+        return;
+    };
+    let (code, err) = run(&["record", "--pid", &pid.to_string(), "-o", "/dev/null"]);
+    assert_eq!(code, 1);
+    let line = one_error_line(&err);
+    assert!(
+        line.contains(&format!(
+            "process {pid} is a kernel thread: it has no user memory"
+        )),
+        "{line}"
+    );
+}
+
+/// A process whose memory map this user may not read: the advice fits who is asking (root is
+/// not told to run as root).
+#[test]
+fn a_refused_process_gets_advice_that_fits_the_user() {
+    let refused = processes().into_iter().map(|(pid, _)| pid).find(|pid| {
+        std::fs::read(format!("/proc/{pid}/maps"))
+            .is_err_and(|e| e.kind() == std::io::ErrorKind::PermissionDenied)
+    });
+    let Some(pid) = refused else {
+        eprintln!("skipped: this user may read every process's memory map here");
+        return;
+    };
+    let (code, err) = run(&["record", "--pid", &pid.to_string(), "-o", "/dev/null"]);
+    assert_eq!(code, 1);
+    let line = one_error_line(&err);
+    assert!(
+        line.contains(&format!("no permission to read /proc/{pid}/maps")),
+        "{line}"
+    );
+    if common::is_root() {
+        assert!(
+            !line.contains("run as"),
+            "root is not told to run as root: {line}"
+        );
+        assert!(line.contains("refuses even root"), "{line}");
+    } else {
+        assert!(
+            line.contains("run as the process's owner or as root"),
+            "{line}"
+        );
+    }
+}
