@@ -8,6 +8,7 @@ mod monitor;
 mod output;
 mod progress;
 mod schemes_file;
+mod select;
 mod units;
 
 use clap::Parser;
@@ -15,10 +16,13 @@ use clap::error::ErrorKind;
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
-    let cli = match cli::Cli::try_parse() {
+    let mut cli = match cli::Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => return usage_error(&e),
     };
+    if let cli::Command::Record(args) = &mut cli.command {
+        args.resolve_target();
+    }
     let result = match &cli.command {
         cli::Command::Demo(args) => cmd::demo::run(args),
         cli::Command::Record(args) => cmd::record::run(args),

@@ -66,17 +66,16 @@ fn words(line: &str) -> Option<Vec<String>> {
 
 /// Why an example cannot run here, if it cannot.
 fn skip_reason(words: &[String]) -> Option<&'static str> {
-    let has = |w: &str| words.iter().any(|x| x == w);
     if words[0] != "udamon" {
         return Some("not a udamon command (building and the test suite)");
     }
-    if has("--pid") {
-        return Some("--pid 1234 stands for a running process of the reader's");
+    if words
+        .iter()
+        .any(|w| w == "1234" || w.starts_with("./myservice"))
+    {
+        return Some("pid 1234 and ./myservice stand for the reader's own process and program");
     }
-    if has("--") {
-        return Some("./myservice stands for a program of the reader's");
-    }
-    if has("svc.data") {
+    if words.iter().any(|w| w == "svc.data") {
         return Some("svc.data is made by the live recording above it");
     }
     None
