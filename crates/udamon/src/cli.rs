@@ -126,13 +126,11 @@ pub struct RecordArgs {
     )]
     pub children: bool,
     /// Run this command and monitor it and every process it forks, each as a target of its
-    /// own, until they all exit (after `--`).
-    #[arg(last = true, value_name = "COMMAND")]
+    /// own, until they all exit (after `--` when it has options of its own). As damo's target,
+    /// a lone number is a pid (`udamon record 1234`) and a command line may come in one
+    /// argument (`udamon record "./cmd arg"`).
+    #[arg(value_name = "COMMAND")]
     pub command: Vec<OsString>,
-    /// damo's way to name what to monitor: a pid (`udamon record 1234`, as --pid 1234) or a
-    /// command line in one argument (`udamon record "./cmd arg"`, as `-- ./cmd arg`).
-    #[arg(value_name = "PID|CMD", conflicts_with_all = ["sim", "pid", "command"])]
-    pub target: Option<String>,
     /// How live processes' accesses are observed: `auto` picks a PMU with data addresses if
     /// there is one, else `tick` when root or CAP_PERFMON, else `cpuclock`.
     #[arg(long, value_enum, default_value_t = SourceArg::Auto)]
@@ -161,14 +159,20 @@ pub struct RecordArgs {
 }
 
 impl RecordArgs {
-    /// Moves damo's positional target into `--pid` or the command, where the rest of udamon
-    /// looks; a command line is split at white space, as damo splits it.
+    /// Reads a command of one argument as damo reads its target: a number is a pid (moved to
+    /// `--pid`), and a command line is split at white space.
     pub fn resolve_target(&mut self) {
-        if let Some(t) = self.target.take() {
-            match t.parse::<u32>() {
-                Ok(pid) => self.pid.push(pid),
-                Err(_) => self.command = t.split_whitespace().map(OsString::from).collect(),
-            }
+        let [target] = &self.command[..] else {
+            return;
+        };
+        let Some(target) = target.to_str() else {
+            return;
+        };
+        if let Ok(pid) = target.parse::<u32>() {
+            self.pid.push(pid);
+            self.command.clear();
+        } else if target.contains(char::is_whitespace) {
+            self.command = target.split_whitespace().map(OsString::from).collect();
         }
     }
 }

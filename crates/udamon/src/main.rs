@@ -55,16 +55,22 @@ fn usage_error(e: &clap::Error) -> ExitCode {
     ExitCode::from(2)
 }
 
-/// clap's multi-line error text as one line: the message, its tips, and the `--help` of the
-/// command that was being parsed.
+/// clap's multi-line error text as one line: the message (its first paragraph, which may list
+/// arguments on lines of their own), its tips, and the `--help` of the command that was being
+/// parsed.
 fn one_line(rendered: &str) -> String {
-    let mut lines = rendered.lines().map(str::trim).filter(|l| !l.is_empty());
-    let mut out = lines
+    let mut paragraphs = rendered.split("\n\n");
+    let message: Vec<&str> = paragraphs
         .next()
         .unwrap_or_default()
-        .trim_start_matches("error: ")
-        .to_string();
-    for tip in lines.filter_map(|l| l.strip_prefix("tip: ")) {
+        .lines()
+        .map(str::trim)
+        .collect();
+    let mut out = message.join(" ").trim_start_matches("error: ").to_string();
+    for tip in paragraphs
+        .flat_map(str::lines)
+        .filter_map(|l| l.trim().strip_prefix("tip: "))
+    {
         out = format!("{out}; {tip}");
     }
     format!(

@@ -43,6 +43,15 @@ fn usage_errors_are_one_line_with_status_2_and_clap_tips() {
     );
     assert!(line.ends_with("see `udamon report --help`"), "{line}");
 
+    // clap lists missing arguments on lines of their own: they join the one line.
+    let (code, err) = run(&["record", "--children"]);
+    assert_eq!(code, 2);
+    let line = one_error_line(&err);
+    assert!(
+        line.contains("the following required arguments were not provided: --pid <PID>"),
+        "{line}"
+    );
+
     let (code, err) = run(&["report", "nr_regions", "--no-such-flag"]);
     assert_eq!(code, 2);
     let line = one_error_line(&err);
