@@ -104,6 +104,38 @@ fn io_errors_say_the_os_message_once() {
     }
 }
 
+/// A report that cannot be written (a full disk) says why once.
+#[test]
+fn write_errors_say_the_os_message_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let rec = dir.path().join("r.data");
+    udamon()
+        .args(["record", "--sim", "builtin:stairs", "-o"])
+        .arg(&rec)
+        .assert()
+        .success();
+    let Ok(full) = std::fs::OpenOptions::new().write(true).open("/dev/full") else {
+        eprintln!("skipped: no /dev/full here");
+        return;
+    };
+    for report in ["raw", "wss", "info"] {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_udamon"))
+            .args(["report", report])
+            .arg(&rec)
+            .stdout(full.try_clone().unwrap())
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(1), "{report}");
+        let err = String::from_utf8(out.stderr).unwrap();
+        let line = one_error_line(&err);
+        assert_eq!(
+            line.matches("No space left on device").count(),
+            1,
+            "{report}: {line}"
+        );
+    }
+}
+
 #[test]
 fn scheme_file_mistakes_name_the_file_scheme_and_field() {
     let dir = tempfile::tempdir().unwrap();

@@ -180,9 +180,7 @@ fn sort_regions(report: &mut access::AccessReport, order: RegionOrder, descendin
 }
 
 fn is_broken_pipe(e: &udamon_report::ReportError) -> bool {
-    std::error::Error::source(e)
-        .and_then(|s| s.downcast_ref::<std::io::Error>())
-        .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+    matches!(e, udamon_report::ReportError::Write(io) if io.kind() == std::io::ErrorKind::BrokenPipe)
 }
 
 fn print_dist(report: &dist::DistReport, args: &DistArgs, json: bool) -> Result<()> {
