@@ -9,12 +9,23 @@ mod common;
 use std::fs;
 use std::path::{Path, PathBuf};
 
+fn repository() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// `file` as the docs name it, from the repository's root.
+fn page(file: &Path) -> String {
+    file.strip_prefix(repository())
+        .unwrap_or(file)
+        .display()
+        .to_string()
+}
+
 /// README.md and every page under docs/.
 fn doc_files() -> Vec<PathBuf> {
-    // Paths relative to the repository, so that failures name the page as the docs do.
-    std::env::set_current_dir(Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")).unwrap();
-    let mut files = vec![PathBuf::from("README.md")];
-    let mut dirs = vec![PathBuf::from("docs")];
+    let root = repository();
+    let mut files = vec![root.join("README.md")];
+    let mut dirs = vec![root.join("docs")];
     while let Some(dir) = dirs.pop() {
         for entry in fs::read_dir(&dir).unwrap() {
             let path = entry.unwrap().path();
@@ -113,7 +124,7 @@ fn every_command_example_runs() {
                 let Some(mut words) = words(line) else {
                     continue;
                 };
-                let at = format!("{}:{}", file.display(), first + i);
+                let at = format!("{}:{}", page(&file), first + i);
                 // `cargo run --release -- ARGS` is this binary with ARGS.
                 if words.starts_with(&["cargo".into(), "run".into()]) {
                     let args = words.iter().position(|w| w == "--").map_or(0, |i| i + 1);
@@ -174,7 +185,7 @@ fn every_scheme_file_example_records_on_a_simulation() {
             assert!(
                 snapshots >= 200,
                 "{}:{first}: {snapshots} snapshots of the demo's 240",
-                file.display()
+                page(&file)
             );
             let report = common::report_json(&["schemes"], &out);
             let tried = report["schemes"][0]["stats"]["nr_tried"].as_u64().unwrap();
