@@ -727,6 +727,13 @@ mod tests {
             outer.starts_with("kdamonds[0].contexts: invalid type: integer `3`"),
             "{outer}"
         );
+        let not_a_number = err(r#"[{"access_pattern": {"age": {"min": true, "max": "max"}}}]"#);
+        assert!(
+            not_a_number.starts_with(
+                "schemes[0]: access_pattern.age.min: expected a number, or a string such as \"30 s\""
+            ),
+            "{not_a_number}"
+        );
         let not_a_scheme = err(r#"["pageout"]"#);
         assert!(
             not_a_scheme
@@ -735,7 +742,14 @@ mod tests {
         );
         assert!(err(r#"{"schemes": []}"#).starts_with("not a damo scheme file: expected a list"));
         assert!(err("[{").starts_with("not JSON: "), "{}", err("[{"));
-        for e in [wrong_type, nested, unknown, outer, not_a_scheme] {
+        for e in [
+            wrong_type,
+            nested,
+            unknown,
+            outer,
+            not_a_number,
+            not_a_scheme,
+        ] {
             assert!(!e.contains('\n'), "one line: {e}");
         }
     }
