@@ -221,6 +221,35 @@ fn the_guide_names_every_record_option() {
     assert!(missing.is_empty(), "not in docs/user-guide.md: {missing:?}");
 }
 
+/// Every report `udamon report --help` lists has its row in the user guide's table of reports.
+#[test]
+fn the_guide_lists_every_report() {
+    let help = common::udamon()
+        .args(["report", "--help"])
+        .output()
+        .unwrap();
+    let help = String::from_utf8(help.stdout).unwrap();
+    let guide = fs::read_to_string(repository().join("docs/user-guide.md")).unwrap();
+    let reports: Vec<&str> = help
+        .split("Commands:")
+        .nth(1)
+        .unwrap()
+        .split("Options:")
+        .next()
+        .unwrap()
+        .lines()
+        .filter_map(|l| l.split_whitespace().next())
+        .filter(|name| *name != "help")
+        .collect();
+    assert!(reports.contains(&"schemes"), "{help}");
+    for report in reports {
+        assert!(
+            guide.contains(&format!("| `{report}` |")),
+            "report {report} has no row in docs/user-guide.md"
+        );
+    }
+}
+
 /// The image's footer says what a row and a column hold: time runs along x, so a column is a
 /// span of time and a row a range of addresses.
 #[test]
