@@ -75,7 +75,11 @@ fn one_line(rendered: &str) -> String {
     }
     format!(
         "{out}; see `{} --help`",
-        command_path(std::env::args().skip(1))
+        command_path(
+            std::env::args_os()
+                .skip(1)
+                .map_while(|a| a.into_string().ok())
+        )
     )
 }
 
