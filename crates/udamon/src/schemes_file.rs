@@ -37,8 +37,8 @@ pub fn parse(text: &str, attrs: &Attrs) -> Result<Vec<Scheme>> {
 
 /// The file's schemes, each with the path that names it in errors (`schemes[0]`, or
 /// `kdamonds[0].contexts[0].schemes[0]` in damo's parameters). The shape is told from the
-/// JSON's top-level value, and each shape is read on its own, so that a mistake is reported at its
-/// field rather than as "no shape matched".
+/// JSON's top-level value, and each shape is read on its own, so that a mistake is reported at
+/// its field rather than as "no shape matched".
 fn read_schemes(text: &str) -> Result<Vec<(String, SchemeJson)>> {
     let value: serde_json::Value =
         serde_json::from_str(text).map_err(|e| anyhow!("not JSON: {e}"))?;
