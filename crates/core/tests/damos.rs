@@ -858,8 +858,8 @@ fn inactive_schemes_and_invalid_targets_are_skipped() {
         mid: 400,
         low: 200,
     };
-    assert_eq!(inactive.wmarks_wait_us(900), 1000);
-    active.wmarks_wait_us(900);
+    assert_eq!(inactive.wmarks_wait_us(Some(900)), 1000);
+    active.wmarks_wait_us(Some(900));
     let mut schemes = [active, inactive];
     let mut ops = Ops::new();
     ops.invalid = vec![0];

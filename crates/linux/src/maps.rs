@@ -16,10 +16,16 @@ use udamon_core::AddrRange;
 pub enum MapsError {
     #[error("process {0} does not exist (it may have exited)")]
     NoSuchProcess(u32),
-    #[error("no permission to read /proc/{0}/maps: run as the process's owner or as root")]
-    PermissionDenied(u32),
-    #[error("cannot read /proc/{pid}/maps: {source}")]
-    Io { pid: u32, source: io::Error },
+    #[error("no permission to read /proc/{pid}/maps: {advice}")]
+    PermissionDenied { pid: u32, advice: String },
+    #[error(
+        "process {0} is a kernel thread: it has no user memory to monitor; give the pid of a user process"
+    )]
+    KernelThread(u32),
+    // The OS error is part of the message and not also a `source()`, so that a printed chain
+    // says it once.
+    #[error("cannot read /proc/{pid}/maps: {cause}")]
+    Io { pid: u32, cause: io::Error },
     #[error(
         "malformed maps line {line}: {text:?} (expected `start-end perms offset dev inode [path]`)"
     )]
@@ -145,10 +151,117 @@ impl Deref for Maps {
 pub fn read_maps(pid: u32) -> Result<Maps, MapsError> {
     let text = std::fs::read(format!("/proc/{pid}/maps")).map_err(|e| match e.raw_os_error() {
         Some(libc::ENOENT | libc::ESRCH) => MapsError::NoSuchProcess(pid),
-        Some(libc::EACCES | libc::EPERM) => MapsError::PermissionDenied(pid),
-        _ => MapsError::Io { pid, source: e },
+        Some(libc::EACCES | libc::EPERM) => MapsError::PermissionDenied {
+            pid,
+            advice: denial_advice(pid),
+        },
+        _ => MapsError::Io { pid, cause: e },
     })?;
     Maps::parse(&text)
+}
+
+/// What to do about a refused `/proc/PID/maps`. Reading it takes the kernel's ptrace access
+/// check: an ordinary user passes it for their own processes only, so running as the owner or
+/// root is the remedy; root itself fails it only for a process that holds capabilities root's
+/// process lacks (as in a container with a reduced set) or that a security policy protects,
+/// and no flag of udamon's changes that.
+fn denial_advice(pid: u32) -> String {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    if unsafe { libc::geteuid() } != 0 {
+        return "run as the process's owner or as root".to_string();
+    }
+    let caps = |status_of: &str, field: &str| {
+        std::fs::read_to_string(format!("/proc/{status_of}/status"))
+            .ok()?
+            .lines()
+            .find_map(|l| l.strip_prefix(field))
+            .and_then(|v| u64::from_str_radix(v.trim(), 16).ok())
+    };
+    let held = caps(&pid.to_string(), "CapPrm:");
+    let ours = caps("self", "CapEff:");
+    let lacking = match (held, ours) {
+        (Some(held), Some(ours)) => capability_names(held & !ours),
+        _ => Vec::new(),
+    };
+    let why = if lacking.is_empty() {
+        "a security policy protects it".to_string()
+    } else {
+        format!(
+            "it holds capabilities this process lacks ({})",
+            lacking.join(", ")
+        )
+    };
+    format!(
+        "the kernel refuses even root access to process {pid}'s memory: {why}; it cannot be monitored from here"
+    )
+}
+
+/// The names of the capabilities set in `mask` (capability(7) numbering).
+fn capability_names(mask: u64) -> Vec<String> {
+    const NAMES: [&str; 41] = [
+        "CHOWN",
+        "DAC_OVERRIDE",
+        "DAC_READ_SEARCH",
+        "FOWNER",
+        "FSETID",
+        "KILL",
+        "SETGID",
+        "SETUID",
+        "SETPCAP",
+        "LINUX_IMMUTABLE",
+        "NET_BIND_SERVICE",
+        "NET_BROADCAST",
+        "NET_ADMIN",
+        "NET_RAW",
+        "IPC_LOCK",
+        "IPC_OWNER",
+        "SYS_MODULE",
+        "SYS_RAWIO",
+        "SYS_CHROOT",
+        "SYS_PTRACE",
+        "SYS_PACCT",
+        "SYS_ADMIN",
+        "SYS_BOOT",
+        "SYS_NICE",
+        "SYS_RESOURCE",
+        "SYS_TIME",
+        "SYS_TTY_CONFIG",
+        "MKNOD",
+        "LEASE",
+        "AUDIT_WRITE",
+        "AUDIT_CONTROL",
+        "SETFCAP",
+        "MAC_OVERRIDE",
+        "MAC_ADMIN",
+        "SYSLOG",
+        "WAKE_ALARM",
+        "BLOCK_SUSPEND",
+        "AUDIT_READ",
+        "PERFMON",
+        "BPF",
+        "CHECKPOINT_RESTORE",
+    ];
+    (0..64)
+        .filter(|bit| mask & (1 << bit) != 0)
+        .map(|bit| match NAMES.get(bit) {
+            Some(name) => format!("CAP_{name}"),
+            None => format!("capability {bit}"),
+        })
+        .collect()
+}
+
+/// Whether `pid` is a kernel thread (`PF_KTHREAD` in `/proc/PID/stat`'s flags): its maps read
+/// empty like a zombie's, but it never had user memory.
+pub fn is_kernel_thread(pid: u32) -> bool {
+    const PF_KTHREAD: u64 = 0x0020_0000;
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+        return false;
+    };
+    // The command name may hold spaces and parentheses; the fields after it do not.
+    stat.rsplit_once(')')
+        .and_then(|(_, rest)| rest.split_whitespace().nth(6))
+        .and_then(|flags| flags.parse::<u64>().ok())
+        .is_some_and(|flags| flags & PF_KTHREAD != 0)
 }
 
 impl Maps {
@@ -387,5 +500,34 @@ ffffffffff600000-ffffffffff601000 --xp 00000000 00:00 0                  [vsysca
     #[test]
     fn empty_text_is_empty_snapshot() {
         assert!(Maps::parse(b"").unwrap().is_empty());
+    }
+
+    #[test]
+    fn capabilities_are_named() {
+        assert_eq!(
+            capability_names((1 << 19) | (1 << 24) | (1 << 50)),
+            ["CAP_SYS_PTRACE", "CAP_SYS_RESOURCE", "capability 50"]
+        );
+        assert!(capability_names(0).is_empty());
+    }
+
+    #[test]
+    fn kernel_threads_are_told_from_user_processes() {
+        assert!(!is_kernel_thread(std::process::id()));
+        assert!(!is_kernel_thread(u32::MAX), "no such process");
+        // kthreadd's children are the kernel threads, when this pid namespace shows them.
+        let kthread = std::fs::read_dir("/proc")
+            .unwrap()
+            .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+            .find(|pid| {
+                std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| {
+                    s.rsplit_once(')')
+                        .is_some_and(|(_, r)| r.split_whitespace().nth(1) == Some("2"))
+                })
+            });
+        match kthread {
+            Some(pid) => assert!(is_kernel_thread(pid), "pid {pid}, a child of kthreadd"),
+            None => eprintln!("skipped the kernel-thread half: no kernel thread is visible here"),
+        }
     }
 }

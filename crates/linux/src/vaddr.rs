@@ -43,7 +43,7 @@ use crate::actions::Actor;
 use crate::decode::{
     AccessKind, AddressDecoder, CodeReader, DropReason, SamplePoint, SegmentBases, UserRegs,
 };
-use crate::maps::{Maps, MapsError, read_maps};
+use crate::maps::{Maps, MapsError, is_kernel_thread, read_maps};
 use crate::perf::{
     AccessSource, CpuClock, PerfError, PerfRecord, PmuEvent, ProcessMemory, REGS_ABI_32,
     REGS_ABI_64, Rate, Sample, Sampler, SamplerConfig,
@@ -258,8 +258,11 @@ fn attach_procs(
         if procs[..i].iter().any(|&(p, _)| p == pid) {
             return Err(VaddrError::DuplicatePid(pid));
         }
-        // Maps first: the clearer error for a wrong pid or someone else's process.
-        read_maps(pid)?;
+        // Maps first: the clearer error for a wrong pid, someone else's process or a kernel
+        // thread (whose maps read empty, like an exited process's).
+        if read_maps(pid)?.is_empty() && is_kernel_thread(pid) {
+            return Err(MapsError::KernelThread(pid).into());
+        }
         let sampler = Sampler::attach(pid, config)?;
         let maps = match read_maps(pid) {
             Ok(m) if !m.is_empty() => m,

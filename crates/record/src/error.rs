@@ -12,12 +12,10 @@ use thiserror::Error;
 /// Reading or writing a record failed as a whole.
 #[derive(Debug, Error)]
 pub enum RecordError {
-    #[error("{}: {source}", path.display())]
-    Io {
-        path: PathBuf,
-        #[source]
-        source: io::Error,
-    },
+    // The OS error is part of the message and not also a `source()`, so that a printed chain
+    // says it once.
+    #[error("{}: {cause}", path.display())]
+    Io { path: PathBuf, cause: io::Error },
 
     #[error("{}: empty file, nothing was recorded", path.display())]
     Empty { path: PathBuf },
@@ -72,10 +70,10 @@ pub enum RecordError {
 }
 
 impl RecordError {
-    pub(crate) fn io(path: impl Into<PathBuf>, source: io::Error) -> Self {
+    pub(crate) fn io(path: impl Into<PathBuf>, cause: io::Error) -> Self {
         RecordError::Io {
             path: path.into(),
-            source,
+            cause,
         }
     }
 
@@ -84,9 +82,9 @@ impl RecordError {
     pub(crate) fn duplicate(&self) -> RecordError {
         use RecordError::*;
         match self {
-            Io { path, source } => Io {
+            Io { path, cause } => Io {
                 path: path.clone(),
-                source: io::Error::new(source.kind(), source.to_string()),
+                cause: io::Error::new(cause.kind(), cause.to_string()),
             },
             Empty { path } => Empty { path: path.clone() },
             NotARecord { path, start } => NotARecord {

@@ -71,10 +71,18 @@ pub enum ReportError {
     Buckets(String),
     #[error("could not read the record: {0}")]
     Source(Box<dyn Error + Send + Sync>),
+    // The OS error is part of the message and not also a `source()`, so that a printed chain
+    // says it once.
     #[error("could not write the report: {0}")]
-    Write(#[from] std::io::Error),
+    Write(std::io::Error),
     #[error("could not draw the heatmap image {path}: {message}")]
     Image { path: String, message: String },
+}
+
+impl From<std::io::Error> for ReportError {
+    fn from(e: std::io::Error) -> Self {
+        ReportError::Write(e)
+    }
 }
 
 pub type Result<T, E = ReportError> = std::result::Result<T, E>;

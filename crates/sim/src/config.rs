@@ -27,6 +27,7 @@
 //! accessed bit.
 
 use crate::layout;
+use std::collections::HashMap;
 use std::fmt;
 use std::path::Path;
 use thiserror::Error;
@@ -35,12 +36,10 @@ use udamon_core::AddrRange;
 /// A workload file that could not be used.
 #[derive(Debug, Error)]
 pub enum ConfigError {
-    #[error("cannot read workload file {path}: {source}")]
-    Read {
-        path: String,
-        #[source]
-        source: std::io::Error,
-    },
+    // The OS error is part of the message and not also a `source()`, so that a printed chain
+    // says it once.
+    #[error("cannot read workload file {path}: {cause}")]
+    Read { path: String, cause: std::io::Error },
     /// `{source}:{line}: {message}`, or `line {line}: {message}` for a nameless source.
     #[error("{}", Located { source: source_name, line: *line, message })]
     Invalid {
@@ -152,9 +151,9 @@ impl Workload {
     /// Read and parse a workload file; errors name the file.
     pub fn from_file(path: impl AsRef<Path>) -> Result<Workload, ConfigError> {
         let path = path.as_ref();
-        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+        let text = std::fs::read_to_string(path).map_err(|cause| ConfigError::Read {
             path: path.display().to_string(),
-            source,
+            cause,
         })?;
         let name = path.file_name().map_or_else(
             || path.display().to_string(),
@@ -208,6 +207,8 @@ impl Parser<'_> {
     }
 
     fn parse(&self, text: &str) -> Result<Workload, ConfigError> {
+        // Editors on Windows start UTF-8 files with a byte-order mark; it is not part of line 1.
+        let text = text.strip_prefix('\u{feff}').unwrap_or(text);
         let mut paragraphs: Vec<Paragraph> = Vec::new();
         let mut current: Paragraph = Vec::new();
         let mut last_line = 1;
@@ -236,12 +237,12 @@ impl Parser<'_> {
                  followed by phase paragraphs",
             ));
         };
-        let regions = self.regions(&region_lines)?;
+        let (regions, by_name) = self.regions(&region_lines)?;
         let regions_end = region_lines.last().map_or(1, |l| l.0);
         let mut phases = Vec::new();
         let mut total_ms: u64 = 0;
         for paragraph in paragraphs {
-            let (phase, duration_line) = self.phase(&paragraph, &regions)?;
+            let (phase, duration_line) = self.phase(&paragraph, &regions, &by_name)?;
             total_ms = total_ms.saturating_add(phase.duration_ms);
             if total_ms > MAX_TOTAL_MS {
                 return Err(self.err(
@@ -265,8 +266,14 @@ impl Parser<'_> {
         })
     }
 
-    fn regions(&self, lines: &Paragraph) -> Result<Vec<WorkloadRegion>, ConfigError> {
+    /// The regions, placed, and their indexes by name (looked up once per pattern line, so a
+    /// map keeps parsing linear in the number of regions).
+    fn regions<'t>(
+        &self,
+        lines: &Paragraph<'t>,
+    ) -> Result<(Vec<WorkloadRegion>, HashMap<&'t str, usize>), ConfigError> {
         let mut regions: Vec<WorkloadRegion> = Vec::with_capacity(lines.len());
+        let mut by_name: HashMap<&str, usize> = HashMap::with_capacity(lines.len());
         let mut defined_on: Vec<usize> = Vec::with_capacity(lines.len());
         for &(no, line) in lines {
             let fields: Vec<&str> = line.split(',').map(str::trim).collect();
@@ -283,7 +290,7 @@ impl Parser<'_> {
             if name.is_empty() {
                 return Err(self.err(no, "region name is empty"));
             }
-            if let Some(i) = regions.iter().position(|r| r.name == name) {
+            if let Some(&i) = by_name.get(name) {
                 return Err(self.err(
                     no,
                     format!(
@@ -292,6 +299,7 @@ impl Parser<'_> {
                     ),
                 ));
             }
+            by_name.insert(name, regions.len());
             let size = parse_bytes(fields[1])
                 .map_err(|why| self.err(no, format!("size \"{}\" {why}", fields[1])))?;
             if size == 0 {
@@ -332,7 +340,7 @@ impl Parser<'_> {
         for (r, range) in regions.iter_mut().zip(ranges) {
             r.range = range;
         }
-        Ok(regions)
+        Ok((regions, by_name))
     }
 
     /// The phase and the line of its duration.
@@ -340,6 +348,7 @@ impl Parser<'_> {
         &self,
         lines: &Paragraph,
         regions: &[WorkloadRegion],
+        by_name: &HashMap<&str, usize>,
     ) -> Result<(Phase, usize), ConfigError> {
         let (name_no, name) = lines[0];
         let name = name.trim().to_string();
@@ -376,7 +385,7 @@ impl Parser<'_> {
         }
         let patterns = lines[2..]
             .iter()
-            .map(|&(no, line)| self.pattern(no, line, regions))
+            .map(|&(no, line)| self.pattern(no, line, regions, by_name))
             .collect::<Result<Vec<_>, _>>()?;
         let phase = Phase {
             name,
@@ -401,6 +410,7 @@ impl Parser<'_> {
         no: usize,
         line: &str,
         regions: &[WorkloadRegion],
+        by_name: &HashMap<&str, usize>,
     ) -> Result<Pattern, ConfigError> {
         let fields: Vec<&str> = line.split(',').map(str::trim).collect();
         if fields.len() != 4 && fields.len() != 5 {
@@ -413,19 +423,16 @@ impl Parser<'_> {
                 ),
             ));
         }
-        let region = regions
-            .iter()
-            .position(|r| r.name == fields[0])
-            .ok_or_else(|| {
-                self.err(
-                    no,
-                    format!(
-                        "unknown region \"{}\" (regions are {})",
-                        fields[0],
-                        describe_names(regions)
-                    ),
-                )
-            })?;
+        let region = by_name.get(fields[0]).copied().ok_or_else(|| {
+            self.err(
+                no,
+                format!(
+                    "unknown region \"{}\" (regions are {})",
+                    fields[0],
+                    describe_names(regions)
+                ),
+            )
+        })?;
         let random = match fields[1] {
             "0" => false,
             "1" => true,
@@ -753,5 +760,47 @@ mod tests {
             "{missing}"
         );
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_byte_order_mark_is_not_part_of_line_one() {
+        let with_bom = format!("\u{feff}{MASIM_DEFAULT}");
+        let w = Workload::parse(&with_bom, "t.cfg").unwrap();
+        assert_eq!(w, Workload::parse(MASIM_DEFAULT, "t.cfg").unwrap());
+        assert_eq!(w.regions()[0].name, "a");
+        // Only at the very start: elsewhere it is a character of the name, as any other.
+        let (line, msg) = err("a, 4096\n\np\n10\n\u{feff}a, 1, 64, 1\n");
+        assert_eq!(line, 5);
+        assert!(msg.contains("unknown region \"\u{feff}a\""), "{msg}");
+    }
+
+    /// Each pattern line finds its region by name in a map: 80 000 regions and as many pattern
+    /// lines parse, each pattern pointing at its own region, and a duplicate is still found
+    /// (this took seconds when every lookup scanned the regions).
+    #[test]
+    fn many_regions_parse_and_resolve() {
+        const N: usize = 80_000;
+        let mut text = String::new();
+        for i in 0..N {
+            text.push_str(&format!("r{i}, 4096\n"));
+        }
+        text.push_str("\nall\n1000\n");
+        for i in (0..N).rev() {
+            text.push_str(&format!("r{i}, 1, 64, 1\n"));
+        }
+        let w = Workload::parse(&text, "t.cfg").unwrap();
+        assert_eq!(w.regions().len(), N);
+        let patterns = &w.phases()[0].patterns;
+        assert_eq!(patterns.len(), N);
+        for (j, p) in patterns.iter().enumerate() {
+            assert_eq!(w.regions()[p.region].name, format!("r{}", N - 1 - j));
+        }
+        let dup = text.replacen("r79999, 4096\n", "r5, 4096\n", 1);
+        let (line, msg) = err(&dup);
+        assert_eq!(line, N);
+        assert!(
+            msg.contains("region \"r5\" is defined twice (first on line 6)"),
+            "{msg}"
+        );
     }
 }

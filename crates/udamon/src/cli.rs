@@ -126,8 +126,10 @@ pub struct RecordArgs {
     )]
     pub children: bool,
     /// Run this command and monitor it and every process it forks, each as a target of its
-    /// own, until they all exit (after `--`).
-    #[arg(last = true, value_name = "COMMAND")]
+    /// own, until they all exit (after `--` when it has options of its own). As damo's target,
+    /// a lone number is a pid (`udamon record 1234`) and a command line may come in one
+    /// argument (`udamon record "./cmd arg"`).
+    #[arg(value_name = "COMMAND")]
     pub command: Vec<OsString>,
     /// How live processes' accesses are observed: `auto` picks a PMU with data addresses if
     /// there is one, else `tick` when root or CAP_PERFMON, else `cpuclock`.
@@ -154,6 +156,25 @@ pub struct RecordArgs {
     pub referenced: Option<u64>,
     #[command(flatten)]
     pub monitoring: RecordMonitoringArgs,
+}
+
+impl RecordArgs {
+    /// Reads a command of one argument as damo reads its target: a number is a pid (moved to
+    /// `--pid`), and a command line is split at white space.
+    pub fn resolve_target(&mut self) {
+        let [target] = &self.command[..] else {
+            return;
+        };
+        let Some(target) = target.to_str() else {
+            return;
+        };
+        if let Ok(pid) = target.parse::<u32>() {
+            self.pid.push(pid);
+            self.command.clear();
+        } else if target.contains(char::is_whitespace) {
+            self.command = target.split_whitespace().map(OsString::from).collect();
+        }
+    }
 }
 
 /// The access sources of live processes.
@@ -249,6 +270,20 @@ pub struct InputArgs {
     /// Print JSON instead of text.
     #[arg(long)]
     pub json: bool,
+    #[command(flatten)]
+    pub range: RangeArgs,
+}
+
+/// The part of the record a report reads (damo's spellings work too).
+#[derive(Debug, Args, Clone)]
+pub struct RangeArgs {
+    /// Only this address range: START END (hex with 0x, or sizes); regions are cut to it.
+    /// The heatmap draws it (default: the hottest range).
+    #[arg(long, alias = "address_range", num_args = 2, value_names = ["START", "END"], value_parser = parse_size)]
+    pub address_range: Option<Vec<u64>>,
+    /// Only the snapshots within this time range, from the record's start: START END.
+    #[arg(long, alias = "time_range", num_args = 2, value_names = ["START", "END"], value_parser = parse_duration_us)]
+    pub time_range: Option<Vec<u64>>,
 }
 
 impl InputArgs {
@@ -266,6 +301,12 @@ pub enum ReportKind {
         /// Which snapshot: 0 is the first, -1 the last.
         #[arg(long, value_name = "INDEX", default_value_t = -1, allow_negative_numbers = true)]
         snapshot: i64,
+        /// The order of each target's regions (damo's --sort_regions_by).
+        #[arg(long, alias = "sort_regions_by", value_enum, default_value_t = RegionOrder::Address)]
+        sort_regions_by: RegionOrder,
+        /// Sort in descending order (damo's --sort_regions_dsc).
+        #[arg(long, alias = "sort_regions_dsc")]
+        sort_regions_dsc: bool,
     },
     /// Working set size: distribution over the record, or over time.
     Wss {
@@ -328,6 +369,7 @@ pub enum ReportKind {
         input: InputArgs,
     },
     /// What the record says about itself, its size, and any damage found.
+    #[command(alias = "record_info")]
     Info {
         #[command(flatten)]
         input: InputArgs,
@@ -358,6 +400,16 @@ pub struct DistArgs {
     pub all: bool,
 }
 
+/// `report access --sort-regions-by`, damo's names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum RegionOrder {
+    Address,
+    #[value(name = "access_rate", alias = "access-rate")]
+    AccessRate,
+    Age,
+    Size,
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum SortBy {
     Size,
@@ -369,12 +421,6 @@ pub struct HeatmapArgs {
     /// Write an image instead of printing (the extension picks the format: .png or .svg).
     #[arg(short, long, value_name = "FILE")]
     pub output: Option<PathBuf>,
-    /// Address range to draw: START END (hex with 0x, or sizes); default: the hottest range.
-    #[arg(long, num_args = 2, value_names = ["START", "END"], value_parser = parse_size)]
-    pub address_range: Option<Vec<u64>>,
-    /// Time range to draw, from the record's start: START END.
-    #[arg(long, num_args = 2, value_names = ["START", "END"], value_parser = parse_duration_us)]
-    pub time_range: Option<Vec<u64>>,
     /// Resolution: TIME_ROWS ADDRESS_COLUMNS (default fits the terminal, 500 500 for images;
     /// at most what the output shows: 800 1200 for images, 1000 160 on a terminal).
     #[arg(long, num_args = 2, value_names = ["ROWS", "COLS"])]

@@ -1,6 +1,7 @@
 //! Opening a record for a report: any supported format, streamed, with damage found by the
 //! reader collected so that it can be told to the user once the frames are read.
 
+use crate::select::Selection;
 use anyhow::Result;
 use std::cell::RefCell;
 use std::path::{Path, PathBuf};
@@ -10,12 +11,15 @@ use udamon_record::{AnyRecord, RecordError, open_any};
 
 pub struct Input {
     path: PathBuf,
+    selection: Selection,
     damage: Rc<RefCell<Vec<String>>>,
 }
 
-/// A record's frames; on reaching the end it hands the reader's damage to its [`Input`].
+/// A record's frames, as far as the [`Selection`] lets a report see them; on reaching the end
+/// it hands the reader's damage to its [`Input`].
 pub struct Frames {
     record: AnyRecord,
+    selection: Selection,
     damage: Rc<RefCell<Vec<String>>>,
 }
 
@@ -23,7 +27,8 @@ impl Iterator for Frames {
     type Item = Frame;
 
     fn next(&mut self) -> Option<Frame> {
-        let frame = self.record.next();
+        let selection = self.selection;
+        let frame = self.record.by_ref().find_map(|f| selection.keep(f));
         if frame.is_none() {
             *self.damage.borrow_mut() = self
                 .record
@@ -38,8 +43,14 @@ impl Iterator for Frames {
 
 impl Input {
     pub fn open(path: &Path) -> Result<(Input, Header, Frames)> {
+        Input::open_selected(path, Selection::default())
+    }
+
+    /// [`Input::open`], for a report that reads only part of the record.
+    pub fn open_selected(path: &Path, selection: Selection) -> Result<(Input, Header, Frames)> {
         let input = Input {
             path: path.to_path_buf(),
+            selection,
             damage: Rc::default(),
         };
         let frames = input.frames()?;
@@ -52,8 +63,14 @@ impl Input {
         let record = open_any(&self.path)?;
         Ok(Frames {
             record,
+            selection: self.selection,
             damage: Rc::clone(&self.damage),
         })
+    }
+
+    /// The part of the record its frames show.
+    pub fn selection(&self) -> Selection {
+        self.selection
     }
 
     /// Damage the reader reported, as one-line messages (complete once the frames were read).

@@ -28,29 +28,81 @@ pub fn load(path: &Path, attrs: &Attrs) -> Result<Vec<Scheme>> {
 }
 
 pub fn parse(text: &str, attrs: &Attrs) -> Result<Vec<Scheme>> {
-    let file: File =
-        serde_json::from_str(text).map_err(|e| anyhow!("not a damo scheme file: {e}"))?;
-    let schemes = match file {
-        File::List(s) => s,
-        File::Params(p) => p
-            .kdamonds
-            .into_iter()
-            .flat_map(|k| k.contexts)
-            .flat_map(|c| c.schemes)
-            .collect(),
-    };
-    schemes
+    let labelled = read_schemes(text)?;
+    labelled
         .iter()
-        .enumerate()
-        .map(|(i, s)| s.to_scheme(attrs).with_context(|| format!("schemes[{i}]")))
+        .map(|(label, s)| s.to_scheme(attrs).with_context(|| label.clone()))
         .collect()
 }
 
-#[derive(Deserialize)]
-#[serde(untagged)]
-enum File {
-    List(Vec<SchemeJson>),
-    Params(Params),
+/// The file's schemes, each with the path that names it in errors (`schemes[0]`, or
+/// `kdamonds[0].contexts[0].schemes[0]` in damo's parameters). The shape is told from the
+/// JSON's top-level value, and each shape is read on its own, so that a mistake is reported at
+/// its field rather than as "no shape matched".
+fn read_schemes(text: &str) -> Result<Vec<(String, SchemeJson)>> {
+    let value: serde_json::Value =
+        serde_json::from_str(text).map_err(|e| anyhow!("not JSON: {e}"))?;
+    match value {
+        serde_json::Value::Array(_) => {
+            let list: Vec<SchemeJson> = typed(text, "schemes", 1)?;
+            Ok(list
+                .into_iter()
+                .enumerate()
+                .map(|(i, s)| (format!("schemes[{i}]"), s))
+                .collect())
+        }
+        serde_json::Value::Object(o) if o.contains_key("kdamonds") => {
+            let params: Params = typed(text, "", 6)?;
+            let mut schemes = Vec::new();
+            for (k, kdamond) in params.kdamonds.into_iter().enumerate() {
+                for (c, context) in kdamond.contexts.into_iter().enumerate() {
+                    for (s, scheme) in context.schemes.into_iter().enumerate() {
+                        schemes.push((format!("kdamonds[{k}].contexts[{c}].schemes[{s}]"), scheme));
+                    }
+                }
+            }
+            Ok(schemes)
+        }
+        _ => bail!(
+            "not a damo scheme file: expected a list of schemes or damo's parameters \
+             ({{\"kdamonds\": [...]}}); see docs/schemes.md"
+        ),
+    }
+}
+
+/// `text` read as `T`; an error names the scheme (the first `scheme_depth` steps of its path,
+/// after `prefix`) and then the field within it: `schemes[0]: action: invalid type: ...`.
+fn typed<T: serde::de::DeserializeOwned>(
+    text: &str,
+    prefix: &str,
+    scheme_depth: usize,
+) -> Result<T> {
+    let mut de = serde_json::Deserializer::from_str(text);
+    serde_path_to_error::deserialize(&mut de).map_err(|e| {
+        let segments: Vec<_> = e.path().iter().collect();
+        let (scheme, field) = segments.split_at(scheme_depth.min(segments.len()));
+        let mut at = format!("{prefix}{}", join(scheme));
+        if !field.is_empty() {
+            at = format!("{at}: {}", join(field));
+        }
+        if at.is_empty() {
+            anyhow!("{}", e.inner())
+        } else {
+            anyhow!("{at}: {}", e.inner())
+        }
+    })
+}
+
+/// Path steps written as serde_path_to_error writes them: `a.b[0].c`.
+fn join(segments: &[&serde_path_to_error::Segment]) -> String {
+    let mut out = String::new();
+    for s in segments {
+        if !out.is_empty() && !matches!(s, serde_path_to_error::Segment::Seq { .. }) {
+            out.push('.');
+        }
+        out.push_str(&s.to_string());
+    }
+    out
 }
 
 #[derive(Deserialize)]
@@ -71,7 +123,7 @@ struct ContextJson {
 }
 
 #[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(deny_unknown_fields, expecting = "a scheme (a JSON object)")]
 struct SchemeJson {
     #[serde(default = "default_action")]
     action: String,
@@ -628,7 +680,9 @@ mod tests {
         );
         let typo = r#"[{"action": "pageout", "acess_pattern": {}}]"#;
         assert!(
-            err(typo).contains("not a damo scheme file"),
+            err(typo).starts_with(
+                "schemes[0]: acess_pattern: unknown field `acess_pattern`, expected one of"
+            ),
             "{}",
             err(typo)
         );
@@ -636,5 +690,67 @@ mod tests {
         assert!(
             err(filter).contains("schemes[0]: filters[0]: filter type addr needs address_range")
         );
+    }
+
+    /// Serde's own mistakes (a wrong type, an unknown or missing field) name the scheme and
+    /// the field too, in both shapes of file, rather than "no variant matched".
+    #[test]
+    fn shape_mistakes_name_the_field() {
+        let wrong_type = err(r#"[{"action": 1}]"#);
+        assert!(
+            wrong_type
+                .starts_with("schemes[0]: action: invalid type: integer `1`, expected a string"),
+            "{wrong_type}"
+        );
+        let nested = err(r#"[{"action": "stat"}, {"watermarks": {"interval_us": "1 s"}}]"#);
+        assert!(
+            nested.starts_with("schemes[1]: watermarks: missing field `metric`"),
+            "{nested}"
+        );
+        let unknown =
+            err(r#"[{"access_pattern": {"age": {"min": "1 s", "max": "max", "mx": 1}}}]"#);
+        assert!(
+            unknown.starts_with("schemes[0]: access_pattern.age.mx: unknown field `mx`"),
+            "{unknown}"
+        );
+        let params =
+            r#"{"kdamonds": [{"contexts": [{"schemes": [{"action": "stat"}, {"action": []}]}]}]}"#;
+        assert!(
+            err(params).starts_with(
+                "kdamonds[0].contexts[0].schemes[1]: action: invalid type: sequence, expected a string"
+            ),
+            "{}",
+            err(params)
+        );
+        let outer = err(r#"{"kdamonds": [{"contexts": 3}]}"#);
+        assert!(
+            outer.starts_with("kdamonds[0].contexts: invalid type: integer `3`"),
+            "{outer}"
+        );
+        let not_a_number = err(r#"[{"access_pattern": {"age": {"min": true, "max": "max"}}}]"#);
+        assert!(
+            not_a_number.starts_with(
+                "schemes[0]: access_pattern.age.min: expected a number, or a string such as \"30 s\""
+            ),
+            "{not_a_number}"
+        );
+        let not_a_scheme = err(r#"["pageout"]"#);
+        assert!(
+            not_a_scheme
+                .starts_with("schemes[0]: invalid type: string \"pageout\", expected a scheme"),
+            "{not_a_scheme}"
+        );
+        assert!(err(r#"{"schemes": []}"#).starts_with("not a damo scheme file: expected a list"));
+        assert!(err("[{").starts_with("not JSON: "), "{}", err("[{"));
+        for e in [
+            wrong_type,
+            nested,
+            unknown,
+            outer,
+            not_a_number,
+            not_a_scheme,
+        ] {
+            assert!(!e.contains('\n'), "one line: {e}");
+        }
     }
 }

@@ -211,9 +211,11 @@ fn children_is_refused_without_pid_and_with_a_command() {
         let out = udamon().arg("record").args(args).output().unwrap();
         assert!(!out.status.success(), "{args:?}");
         let text = String::from_utf8_lossy(&out.stderr);
-        // clap's usage error: what is wrong first, then the usage.
+        // A usage error: one line, what is wrong first.
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
         assert!(
-            text.starts_with("error: ")
+            text.starts_with("udamon: error: ")
+                && text.lines().count() == 1
                 && (text.contains("--pid <PID>") || text.contains("COMMAND")),
             "{args:?}: {text}"
         );

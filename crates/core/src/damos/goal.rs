@@ -75,10 +75,10 @@ pub trait MetricSource {
     /// Resident set of monitoring target `target`, bytes; `None` once it is gone.
     fn target_rss(&mut self, target: usize) -> Option<u64>;
     /// System-wide free memory, per-mille of all memory (the watermarks' `free_mem_rate`). By
-    /// default node 0's; all free when there is no such node.
-    fn free_mem_rate(&mut self) -> u64 {
+    /// default node 0's; `None` when there is no such node, and then watermarks gate nothing.
+    fn free_mem_rate(&mut self) -> Option<u64> {
         self.node_mem(0)
-            .map_or(1000, |n| super::watermarks::free_mem_rate(n.free, n.total))
+            .map(|n| super::watermarks::free_mem_rate(n.free, n.total))
     }
 }
 

@@ -171,7 +171,7 @@ impl Scheme {
     /// `damos_wmark_wait_us` for this scheme: updates the activation and returns how long to
     /// wait before checking again (0 when active). `metric_value` is the watermark metric's
     /// current value (ignored for [`WmarkMetric::None`]).
-    pub fn wmarks_wait_us(&mut self, metric_value: u64) -> u64 {
+    pub fn wmarks_wait_us(&mut self, metric_value: Option<u64>) -> u64 {
         self.wmarks.wait_us(&mut self.state.activated, metric_value)
     }
 

@@ -46,16 +46,17 @@ pub struct Watermarks {
 
 impl Watermarks {
     /// `damos_wmark_wait_us`: update `activated` from the metric's value and return how long to
-    /// wait before the next check (0 while active).
+    /// wait before the next check (0 while active). A metric that cannot be read here (`None`,
+    /// as on a simulation, which has no system memory) gates nothing and leaves `activated`
+    /// alone, as upstream treats a metric it fails to read.
     ///
     /// Above `high` or below `low` deactivates. An inactive scheme activates only once the
     /// metric is below `mid` (and at least `low`); an active one stays active anywhere in
     /// `[low, high]`.
-    pub fn wait_us(&self, activated: &mut bool, metric_value: u64) -> u64 {
-        if self.metric == WmarkMetric::None {
+    pub fn wait_us(&self, activated: &mut bool, metric_value: Option<u64>) -> u64 {
+        let Some(m) = metric_value.filter(|_| self.metric != WmarkMetric::None) else {
             return 0;
-        }
-        let m = metric_value;
+        };
         if m > self.high || m < self.low {
             *activated = false;
             return self.interval_us;
@@ -79,7 +80,7 @@ pub fn free_mem_rate(free: u64, total: u64) -> u64 {
 
 /// `kdamond_wait_activation`'s wait: the shortest of the schemes' waits, after updating every
 /// scheme's activation. 0 (monitor now) when some scheme is active or there are no schemes.
-pub fn wait_activation_us(schemes: &mut [Scheme], metric_value: u64) -> u64 {
+pub fn wait_activation_us(schemes: &mut [Scheme], metric_value: Option<u64>) -> u64 {
     schemes
         .iter_mut()
         .map(|s| s.wmarks_wait_us(metric_value))
@@ -107,23 +108,27 @@ mod tests {
         let w = wmarks();
         let mut active = true;
         // Plenty of free memory: nothing to do.
-        assert_eq!(w.wait_us(&mut active, 600), 5_000_000);
+        assert_eq!(w.wait_us(&mut active, Some(600)), 5_000_000);
         assert!(!active);
         // Falling into [mid, high] is not enough to start...
-        assert_eq!(w.wait_us(&mut active, 450), 5_000_000);
+        assert_eq!(w.wait_us(&mut active, Some(450)), 5_000_000);
         assert!(!active);
         // ...below mid starts.
-        assert_eq!(w.wait_us(&mut active, 399), 0);
+        assert_eq!(w.wait_us(&mut active, Some(399)), 0);
         assert!(active);
         // Once active, the whole [low, high] band keeps it active.
-        assert_eq!(w.wait_us(&mut active, 480), 0);
-        assert_eq!(w.wait_us(&mut active, 500), 0);
-        assert_eq!(w.wait_us(&mut active, 200), 0);
+        assert_eq!(w.wait_us(&mut active, Some(480)), 0);
+        assert_eq!(w.wait_us(&mut active, Some(500)), 0);
+        assert_eq!(w.wait_us(&mut active, Some(200)), 0);
         assert!(active);
         // Too little free memory: stop (the system is beyond help of this scheme).
-        assert_eq!(w.wait_us(&mut active, 199), 5_000_000);
+        assert_eq!(w.wait_us(&mut active, Some(199)), 5_000_000);
         assert!(!active);
-        assert_eq!(w.wait_us(&mut active, 200), 0, "back at low: below mid");
+        assert_eq!(
+            w.wait_us(&mut active, Some(200)),
+            0,
+            "back at low: below mid"
+        );
         assert!(active);
     }
 
@@ -131,7 +136,7 @@ mod tests {
     fn no_metric_leaves_the_flag_alone() {
         let w = Watermarks::default();
         let mut active = false;
-        assert_eq!(w.wait_us(&mut active, 0), 0);
+        assert_eq!(w.wait_us(&mut active, Some(0)), 0);
         assert!(!active);
     }
 
@@ -142,11 +147,11 @@ mod tests {
         let mut b = a.clone();
         b.wmarks.interval_us = 1_000_000;
         let mut schemes = vec![a, b];
-        assert_eq!(wait_activation_us(&mut schemes, 900), 1_000_000);
+        assert_eq!(wait_activation_us(&mut schemes, Some(900)), 1_000_000);
         assert!(schemes.iter().all(|s| !s.is_active()));
         schemes[1].wmarks.metric = WmarkMetric::None;
-        assert_eq!(wait_activation_us(&mut schemes, 900), 0);
-        assert_eq!(wait_activation_us(&mut [], 900), 0);
+        assert_eq!(wait_activation_us(&mut schemes, Some(900)), 0);
+        assert_eq!(wait_activation_us(&mut [], Some(900)), 0);
     }
 
     #[test]
@@ -155,5 +160,16 @@ mod tests {
         assert_eq!(free_mem_rate(1, 0), 0);
         assert_eq!("free_mem_rate".parse(), Ok(WmarkMetric::FreeMemRate));
         assert!("free".parse::<WmarkMetric>().is_err());
+    }
+
+    #[test]
+    fn a_metric_that_cannot_be_read_gates_nothing() {
+        let w = wmarks();
+        let mut active = true;
+        assert_eq!(w.wait_us(&mut active, None), 0);
+        assert!(active);
+        let mut scheme = Scheme::new(AccessPattern::default(), Action::Pageout);
+        scheme.wmarks = wmarks();
+        assert_eq!(wait_activation_us(&mut [scheme], None), 0);
     }
 }

@@ -28,10 +28,10 @@ pub enum PerfError {
     )]
     ParanoidTooHigh { paranoid: i32 },
 
-    #[error("{event} is not supported by this kernel or machine ({source}): {advice}")]
+    #[error("{event} is not supported by this kernel or machine ({cause}): {advice}")]
     Unsupported {
         event: String,
-        source: io::Error,
+        cause: io::Error,
         advice: &'static str,
     },
 
@@ -59,18 +59,18 @@ pub enum PerfError {
     #[error("tracefs: {0}")]
     Tracefs(String),
 
-    #[error("cannot run {program}: {source}")]
-    Spawn { program: String, source: io::Error },
+    #[error("cannot run {program}: {cause}")]
+    Spawn { program: String, cause: io::Error },
 
-    #[error("{context}: {source}")]
-    Io { context: String, source: io::Error },
+    #[error("{context}: {cause}")]
+    Io { context: String, cause: io::Error },
 }
 
 impl PerfError {
-    pub(crate) fn io(context: impl Into<String>, source: io::Error) -> PerfError {
+    pub(crate) fn io(context: impl Into<String>, cause: io::Error) -> PerfError {
         PerfError::Io {
             context: context.into(),
-            source,
+            cause,
         }
     }
 }

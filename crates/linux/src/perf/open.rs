@@ -96,7 +96,7 @@ pub(crate) fn open_error(e: io::Error, spec: &EventSpec, pid: u32, nr_events: us
         Some(libc::ENOENT | libc::ENODEV | libc::EOPNOTSUPP | libc::EINVAL | libc::E2BIG) => {
             PerfError::Unsupported {
                 event: spec.name.clone(),
-                source: e,
+                cause: e,
                 advice: spec.advice,
             }
         }

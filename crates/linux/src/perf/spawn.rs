@@ -53,9 +53,9 @@ impl PausedChild {
     /// released.
     pub(crate) fn fork(program: &OsStr, args: &[OsString]) -> Result<PausedChild, PerfError> {
         let name = program.to_string_lossy().into_owned();
-        let spawn_err = |source| PerfError::Spawn {
+        let spawn_err = |cause| PerfError::Spawn {
             program: name.clone(),
-            source,
+            cause,
         };
         let path = resolve(program).ok_or_else(|| spawn_err(io::ErrorKind::NotFound.into()))?;
         let cstr =
@@ -108,7 +108,7 @@ impl PausedChild {
             self.reap();
             return Err(PerfError::Spawn {
                 program: self.program.clone(),
-                source: write_err,
+                cause: write_err,
             });
         }
         let mut errno = [0u8; 4];
@@ -133,7 +133,7 @@ impl PausedChild {
             self.reap();
             return Err(PerfError::Spawn {
                 program: self.program.clone(),
-                source: io::Error::from_raw_os_error(i32::from_ne_bytes(errno)),
+                cause: io::Error::from_raw_os_error(i32::from_ne_bytes(errno)),
             });
         }
         let pid = self.pid;

@@ -6,7 +6,10 @@ use serde::Deserialize;
 
 /// A number as found in a damo JSON file, not yet interpreted.
 #[derive(Debug, Clone, Deserialize)]
-#[serde(untagged)]
+#[serde(
+    untagged,
+    expecting = "expected a number, or a string such as \"30 s\", \"1 GiB\" or \"max\""
+)]
 pub enum Num {
     Unsigned(u64),
     Signed(i64),

@@ -236,7 +236,7 @@ fn draw<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, map: &Heatmap) -> Dra
 
     note.draw(&Text::new(
         format!(
-            "{} to {} s, {} per row; {} per column; white: not monitored{}",
+            "{} to {} s, {} per column; {} per row; white: not monitored{}",
             human::trimmed(t0, 3),
             human::trimmed(t1, 3),
             human::duration(map.row_ns().round() as u64),

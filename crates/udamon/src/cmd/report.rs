@@ -1,8 +1,11 @@
 //! `udamon report TYPE [FILE]`: every report reads any supported record format, streaming.
 
-use crate::cli::{DistArgs, HeatmapArgs, Horizon, ReportArgs, ReportKind, SortBy};
-use crate::input::Input;
+use crate::cli::{
+    DistArgs, HeatmapArgs, Horizon, InputArgs, RegionOrder, ReportArgs, ReportKind, SortBy,
+};
+use crate::input::{Frames, Input};
 use crate::output::{Output, print, print_json};
+use crate::select::Selection;
 use anyhow::{Context as _, Result, bail};
 use std::io::IsTerminal;
 use std::path::Path;
@@ -15,13 +18,19 @@ const DEFAULT_HORIZONS_S: [u64; 7] = [0, 1, 2, 5, 10, 30, 60];
 
 pub fn run(args: &ReportArgs) -> Result<()> {
     match &args.kind {
-        ReportKind::Access { input, snapshot } => {
-            let (record, header, frames) = Input::open(input.path())?;
+        ReportKind::Access {
+            input,
+            snapshot,
+            sort_regions_by,
+            sort_regions_dsc,
+        } => {
+            let (record, header, frames) = input.open()?;
             let opts = access::AccessOptions {
                 snapshot: *snapshot,
                 target: None,
             };
-            let report = access::access(&header, frames, &opts)?;
+            let mut report = access::access(&header, frames, &opts)?;
+            sort_regions(&mut report, *sort_regions_by, *sort_regions_dsc);
             record.warn_damage();
             if input.json {
                 print_json(&report)
@@ -37,7 +46,7 @@ pub fn run(args: &ReportArgs) -> Result<()> {
             horizon,
             horizons,
         } => {
-            let (record, header, frames) = Input::open(input.path())?;
+            let (record, header, frames) = input.open()?;
             let filter = wss::WssFilter {
                 acc_thres: *acc_thres,
                 sz_thres: *sz_thres,
@@ -77,14 +86,14 @@ pub fn run(args: &ReportArgs) -> Result<()> {
             print_dist(&report, dist, input.json)
         }
         ReportKind::NrRegions { input, dist } => {
-            let (record, header, frames) = Input::open(input.path())?;
+            let (record, header, frames) = input.open()?;
             let report = nr_regions::nr_regions(&header, frames, &dist.options()?)?;
             record.warn_damage();
             print_dist(&report, dist, input.json)
         }
         ReportKind::Heatmap { input, heatmap } => {
-            let (record, header, _) = Input::open(input.path())?;
-            let opts = heatmap.options()?;
+            let (record, header, _) = input.open()?;
+            let opts = heatmap.options(&record.selection())?;
             let map = heatmap::heatmap(&header, || record.frames(), &opts)?;
             record.warn_damage();
             if input.json {
@@ -101,7 +110,7 @@ pub fn run(args: &ReportArgs) -> Result<()> {
             }
         }
         ReportKind::Schemes { input, bucket } => {
-            let (record, header, frames) = Input::open(input.path())?;
+            let (record, header, frames) = input.open()?;
             let opts = schemes::SchemesOptions {
                 bucket_ns: bucket.map(|us| us * 1000),
                 ..schemes::SchemesOptions::default()
@@ -115,7 +124,7 @@ pub fn run(args: &ReportArgs) -> Result<()> {
             }
         }
         ReportKind::Referenced { input } => {
-            let (record, _, frames) = Input::open(input.path())?;
+            let (record, _, frames) = input.open()?;
             let report = referenced::referenced(frames)?;
             record.warn_damage();
             if input.json {
@@ -125,7 +134,7 @@ pub fn run(args: &ReportArgs) -> Result<()> {
             }
         }
         ReportKind::Raw { input } => {
-            let (record, header, frames) = Input::open(input.path())?;
+            let (record, header, frames) = input.open()?;
             let stdout = std::io::stdout().lock();
             match raw::write_raw(&header, frames, std::io::BufWriter::new(stdout)) {
                 Err(e) if is_broken_pipe(&e) => return Ok(()),
@@ -135,7 +144,7 @@ pub fn run(args: &ReportArgs) -> Result<()> {
             Ok(())
         }
         ReportKind::Info { input } => {
-            let (record, header, mut frames) = Input::open(input.path())?;
+            let (record, header, mut frames) = input.open()?;
             // Read every frame first so that the damage list is complete.
             let report = info::info(&header, frames.by_ref(), Vec::new());
             let report = info::InfoReport {
@@ -151,10 +160,37 @@ pub fn run(args: &ReportArgs) -> Result<()> {
     }
 }
 
+impl InputArgs {
+    /// The record, as much of it as the report is to read.
+    fn open(&self) -> Result<(Input, udamon_record::model::Header, Frames)> {
+        let selection = Selection::new(
+            self.range.address_range.as_deref(),
+            self.range.time_range.as_deref(),
+        )?;
+        Input::open_selected(self.path(), selection)
+    }
+}
+
+/// Each target's regions in `order` (damo's `--sort_regions_by`), ascending unless `descending`.
+fn sort_regions(report: &mut access::AccessReport, order: RegionOrder, descending: bool) {
+    for target in &mut report.targets {
+        let regions = &mut target.regions;
+        match order {
+            RegionOrder::Address => regions.sort_by_key(|r| r.start),
+            RegionOrder::AccessRate => {
+                regions.sort_by(|a, b| a.access_percent.total_cmp(&b.access_percent))
+            }
+            RegionOrder::Age => regions.sort_by_key(|r| r.age_ns),
+            RegionOrder::Size => regions.sort_by_key(|r| r.size),
+        }
+        if descending {
+            regions.reverse();
+        }
+    }
+}
+
 fn is_broken_pipe(e: &udamon_report::ReportError) -> bool {
-    std::error::Error::source(e)
-        .and_then(|s| s.downcast_ref::<std::io::Error>())
-        .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+    matches!(e, udamon_report::ReportError::Write(io) if io.kind() == std::io::ErrorKind::BrokenPipe)
 }
 
 fn print_dist(report: &dist::DistReport, args: &DistArgs, json: bool) -> Result<()> {
@@ -186,24 +222,17 @@ impl DistArgs {
 }
 
 impl HeatmapArgs {
-    fn options(&self) -> Result<HeatmapOptions> {
+    /// The heatmap's options; the selected part of the record is what it draws.
+    fn options(&self, selection: &Selection) -> Result<HeatmapOptions> {
         let mut opts = match &self.output {
             Some(_) => HeatmapOptions::image(),
             None => HeatmapOptions::terminal(terminal_width()),
         };
         opts.target = Some(self.target);
-        if let Some(&[start, end]) = self.address_range.as_deref() {
-            if start >= end {
-                bail!("--address-range: the start {start:#x} must be below the end {end:#x}");
-            }
+        if let Some((start, end)) = selection.address {
             opts.address = AddressSelection::Range { start, end };
         }
-        if let Some(&[start, end]) = self.time_range.as_deref() {
-            if start >= end {
-                bail!("--time-range: the start must be before the end");
-            }
-            opts.time_range = Some((start * 1000, end * 1000));
-        }
+        opts.time_range = selection.time_ns;
         if let Some(&[rows, cols]) = self.resol.as_deref() {
             if rows == 0 || cols == 0 {
                 bail!("--resol: rows and columns must be at least 1");
