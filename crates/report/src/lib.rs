@@ -19,11 +19,13 @@
 pub mod access;
 pub mod color;
 pub mod dist;
+pub mod dist_image;
 pub mod heatmap;
 pub mod human;
 pub mod info;
 pub mod nr_regions;
 pub mod percentile;
+pub mod plot;
 pub mod raw;
 pub mod referenced;
 pub mod schemes;

@@ -7,6 +7,7 @@ use common::*;
 use udamon_record::model::{Frame, RegionStat};
 use udamon_report::dist::{self, DistOptions, RenderOptions, SortBy};
 use udamon_report::nr_regions::nr_regions;
+use udamon_report::plot::{Format, ImageOptions, write};
 use udamon_report::wss::{WssFilter, choose_horizon, wss, wss_auto};
 use udamon_report::{ReportError, percentile};
 
@@ -414,4 +415,34 @@ fn wss_auto_reports_over_the_chosen_horizon_and_says_so() {
     let shown = dist::render_text(&report, &RenderOptions::default());
     assert!(shown.contains("in any window of the last 5"), "{shown}");
     assert!(shown.contains("--horizon auto chose it"), "{shown}");
+}
+
+#[test]
+fn a_distribution_draws_one_line_per_target_by_percentile_or_time() {
+    let dir = tempfile::tempdir().unwrap();
+    let svg = |opts: &DistOptions| {
+        let report = wss(&header(2), record(30), &WssFilter::default(), opts).unwrap();
+        let path = dir.path().join("wss.svg");
+        write(&report, &path, Format::Svg, &ImageOptions::default()).unwrap();
+        std::fs::read_to_string(&path).unwrap()
+    };
+    let summed = svg(&DistOptions {
+        skip: 0,
+        ..DistOptions::default()
+    });
+    assert!(summed.contains("wss by percentile"), "{}", &summed[..300]);
+    // The data lines are 2 px wide; the mesh's are 1.
+    let lines = |svg: &str| svg.matches(r#"stroke-width="2""#).count();
+    assert_eq!(lines(&summed), 1);
+    let per_target = svg(&DistOptions {
+        skip: 0,
+        sort_by: SortBy::Time,
+        per_target: true,
+        ..DistOptions::default()
+    });
+    assert!(per_target.contains("wss by time (s)"));
+    assert_eq!(lines(&per_target), 2, "one line per target");
+    for who in ["target 0", "target 1"] {
+        assert!(per_target.contains(who), "the legend names {who}");
+    }
 }

@@ -9,9 +9,9 @@ use std::cell::Cell;
 use std::convert::Infallible;
 use udamon_record::model::Frame;
 use udamon_report::ReportError;
-use udamon_report::heatmap::image::{ImageOptions, write_png, write_svg};
 use udamon_report::heatmap::term::{TermStyle, render};
 use udamon_report::heatmap::{AddressSelection, Heatmap, HeatmapOptions, heatmap};
+use udamon_report::plot::{Format, ImageOptions, write};
 
 type Frames<'a> = std::iter::Cloned<std::slice::Iter<'a, Frame>>;
 
@@ -272,7 +272,7 @@ fn png_has_the_requested_size_and_many_colours() {
         width: 900,
         height: 600,
     };
-    write_png(&map, &path, &opts).unwrap();
+    write(&map, &path, Format::Png, &opts).unwrap();
     let decoder = png::Decoder::new(std::fs::File::open(&path).unwrap());
     let mut reader = decoder.read_info().unwrap();
     let mut buf = vec![0; reader.output_buffer_size()];
@@ -292,7 +292,7 @@ fn svg_has_labels_cells_and_a_scale() {
     let map = build(&HeatmapOptions::image()).unwrap();
     let (_keep, dir) = image_dir();
     let path = dir.join("heatmap.svg");
-    write_svg(&map, &path, &ImageOptions::default()).unwrap();
+    write(&map, &path, Format::Svg, &ImageOptions::default()).unwrap();
     let svg = std::fs::read_to_string(&path).unwrap();
     assert!(svg.starts_with("<svg"), "{}", &svg[..100]);
     for want in [

@@ -398,6 +398,10 @@ pub struct DistArgs {
     /// Print every value, not only percentiles.
     #[arg(long = "all", alias = "all_wss")]
     pub all: bool,
+    /// Draw the distribution (or, with --sortby time, the time series) into an image instead
+    /// of printing it; .png or .svg.
+    #[arg(long, value_name = "FILE")]
+    pub plot: Option<PathBuf>,
 }
 
 /// `report access --sort-regions-by`, damo's names.

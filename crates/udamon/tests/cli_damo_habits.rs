@@ -1,5 +1,6 @@
 //! What a damo user types works: `--address_range`/`--time_range` on reports,
-//! `report record_info`, `access --sort_regions_by`, and a positional target for `record`.
+//! `report record_info`, `access --sort_regions_by`, `wss --plot`, and a positional target for
+//! `record`.
 
 mod common;
 
@@ -215,4 +216,46 @@ fn a_positional_target_is_a_pid_or_a_command() {
         Some(2),
         "a target given twice is a usage error"
     );
+}
+
+#[test]
+fn wss_and_nr_regions_plot_as_damo_does() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = demo(dir.path());
+    let png = dir.path().join("wss.png");
+    udamon()
+        .args(["report", "wss", "--plot"])
+        .arg(&png)
+        .arg(&file)
+        .assert()
+        .success();
+    assert!(std::fs::read(&png).unwrap().starts_with(b"\x89PNG"));
+    let svg = dir.path().join("nr.svg");
+    udamon()
+        .args(["report", "nr_regions", "--sortby", "time", "--plot"])
+        .arg(&svg)
+        .arg(&file)
+        .assert()
+        .success();
+    let text = std::fs::read_to_string(&svg).unwrap();
+    assert!(text.contains("nr_regions by time (s)"), "{}", &text[..200]);
+    // The output rule holds for plots: the record is not overwritten, an unknown format is
+    // refused before anything is written.
+    let out = udamon()
+        .args(["report", "wss", "--plot"])
+        .arg(&file)
+        .arg(&file)
+        .assert()
+        .failure();
+    let stderr = String::from_utf8_lossy(&out.get_output().stderr).to_string();
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    let jpg = dir.path().join("wss.jpg");
+    udamon()
+        .args(["report", "wss", "--plot"])
+        .arg(&jpg)
+        .arg(&file)
+        .assert()
+        .failure()
+        .stderr(predicates::str::contains("use .png or .svg"));
+    assert!(!jpg.exists());
 }

@@ -1,33 +1,14 @@
 //! The heatmap as a PNG or SVG image (plotters). As in damo's images, time runs along x (seconds)
 //! and addresses up y (hex, lowest at the bottom); cells are coloured on the continuous viridis
 //! ramp with a colour bar in the heatmap's unit. Collapsed gaps are white lines labelled with
-//! their size on the right; unmonitored cells stay white. Text uses DejaVu Sans, embedded (from
-//! the `dejavu` crate) so that no system font is needed.
+//! their size on the right; unmonitored cells stay white. Written by [`crate::plot::write`].
 
 use super::Heatmap;
-use crate::{ReportError, Result, color, human};
+use crate::plot::{DrawResult, Drawing};
+use crate::{color, human};
 use plotters::coord::Shift;
 use plotters::prelude::*;
-use plotters::style::FontStyle;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
-use std::path::Path;
-use std::sync::OnceLock;
-
-/// Image size in pixels.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ImageOptions {
-    pub width: u32,
-    pub height: u32,
-}
-
-impl Default for ImageOptions {
-    fn default() -> Self {
-        ImageOptions {
-            width: 1200,
-            height: 800,
-        }
-    }
-}
 
 const BAR_WIDTH: u32 = 140;
 /// Characters of the command line in the title: with the rest of the title (target, address
@@ -36,40 +17,6 @@ const TITLE_COMMAND_CHARS: usize = 40;
 /// Colour steps in cells and in the colour bar; beyond this the eye sees no difference, and
 /// equal neighbours merge into one rectangle, which keeps SVGs small.
 const STEPS: f64 = 255.0;
-
-/// Writes a PNG.
-pub fn write_png(map: &Heatmap, path: &Path, opts: &ImageOptions) -> Result<()> {
-    let failed = |message: String| ReportError::Image {
-        path: path.display().to_string(),
-        message,
-    };
-    let root = BitMapBackend::new(path, (opts.width, opts.height)).into_drawing_area();
-    draw(&root, map).map_err(|e| failed(e.to_string()))?;
-    root.present().map_err(|e| failed(e.to_string()))
-}
-
-/// Writes an SVG.
-pub fn write_svg(map: &Heatmap, path: &Path, opts: &ImageOptions) -> Result<()> {
-    let failed = |message: String| ReportError::Image {
-        path: path.display().to_string(),
-        message,
-    };
-    let root = SVGBackend::new(path, (opts.width, opts.height)).into_drawing_area();
-    draw(&root, map).map_err(|e| failed(e.to_string()))?;
-    root.present().map_err(|e| failed(e.to_string()))
-}
-
-/// Registers the embedded font as plotters' "sans-serif" once; false if it could not be loaded.
-fn font_ready() -> bool {
-    static READY: OnceLock<bool> = OnceLock::new();
-    *READY.get_or_init(|| {
-        plotters::style::register_font("sans-serif", FontStyle::Normal, dejavu::sans::regular())
-            .is_ok()
-    })
-}
-
-type DrawResult<DB> =
-    std::result::Result<(), DrawingAreaErrorKind<<DB as DrawingBackend>::ErrorType>>;
 
 fn rgb_of(value: f64, max: f64) -> RGBColor {
     let t = if max > 0.0 {
@@ -81,10 +28,13 @@ fn rgb_of(value: f64, max: f64) -> RGBColor {
     RGBColor(r, g, b)
 }
 
-fn draw<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, map: &Heatmap) -> DrawResult<DB> {
-    if !font_ready() {
-        return Err(DrawingAreaErrorKind::LayoutError);
+impl Drawing for Heatmap {
+    fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> DrawResult<DB> {
+        draw(root, self)
     }
+}
+
+fn draw<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, map: &Heatmap) -> DrawResult<DB> {
     root.fill(&WHITE)?;
     let mut title = format!("Access heatmap of target {}", map.target);
     if let Some(cmd) = map.cmdline.as_deref().filter(|c| !c.is_empty()) {

@@ -104,9 +104,9 @@ impl HeatmapOptions {
         }
     }
 
-    /// For an image of [`image::ImageOptions::default`]'s size: at most a cell per pixel.
+    /// For an image of [`crate::plot::ImageOptions::default`]'s size: at most a cell per pixel.
     pub fn image() -> HeatmapOptions {
-        let pixels = image::ImageOptions::default();
+        let pixels = crate::plot::ImageOptions::default();
         HeatmapOptions {
             limit: (pixels.height as usize, pixels.width as usize),
             target: None,

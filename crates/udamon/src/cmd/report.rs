@@ -10,8 +10,8 @@ use anyhow::{Context as _, Result, bail};
 use std::io::IsTerminal;
 use std::path::Path;
 use udamon_report::dist::{self, DistOptions, RenderOptions};
-use udamon_report::heatmap::{self, AddressSelection, HeatmapOptions, image, term};
-use udamon_report::{access, info, nr_regions, percentile, raw, referenced, schemes, wss};
+use udamon_report::heatmap::{self, AddressSelection, HeatmapOptions, term};
+use udamon_report::{access, info, nr_regions, percentile, plot, raw, referenced, schemes, wss};
 
 /// `report wss --horizons` without values: one window, then spans from a second to a minute.
 const DEFAULT_HORIZONS_S: [u64; 7] = [0, 1, 2, 5, 10, 30, 60];
@@ -56,6 +56,9 @@ pub fn run(args: &ReportArgs) -> Result<()> {
                 },
             };
             if let Some(horizons) = horizons {
+                if dist.plot.is_some() {
+                    bail!("--plot draws one horizon's working set: give --horizon, not --horizons");
+                }
                 let horizons_ns: Vec<u64> = match horizons.as_slice() {
                     [] => DEFAULT_HORIZONS_S
                         .iter()
@@ -83,13 +86,13 @@ pub fn run(args: &ReportArgs) -> Result<()> {
                 Horizon::Span(_) => wss::wss(&header, frames, &filter, &dist.options()?)?,
             };
             record.warn_damage();
-            print_dist(&report, dist, input.json)
+            print_dist(&report, dist, input)
         }
         ReportKind::NrRegions { input, dist } => {
             let (record, header, frames) = input.open()?;
             let report = nr_regions::nr_regions(&header, frames, &dist.options()?)?;
             record.warn_damage();
-            print_dist(&report, dist, input.json)
+            print_dist(&report, dist, input)
         }
         ReportKind::Heatmap { input, heatmap } => {
             let (record, header, _) = input.open()?;
@@ -193,8 +196,12 @@ fn is_broken_pipe(e: &udamon_report::ReportError) -> bool {
     matches!(e, udamon_report::ReportError::Write(io) if io.kind() == std::io::ErrorKind::BrokenPipe)
 }
 
-fn print_dist(report: &dist::DistReport, args: &DistArgs, json: bool) -> Result<()> {
-    if json {
+/// Prints a distribution report, or draws it when `--plot` names an image.
+fn print_dist(report: &dist::DistReport, args: &DistArgs, input: &InputArgs) -> Result<()> {
+    if let Some(path) = &args.plot {
+        return write_image(report, path, input.path());
+    }
+    if input.json {
         return print_json(report);
     }
     let opts = RenderOptions {
@@ -247,22 +254,22 @@ fn terminal_width() -> Option<usize> {
     std::env::var("COLUMNS").ok().and_then(|c| c.parse().ok())
 }
 
-fn write_image(map: &heatmap::Heatmap, path: &Path, record: &Path) -> Result<()> {
-    let ext = path
-        .extension()
-        .and_then(|e| e.to_str())
-        .map(str::to_ascii_lowercase);
-    let write = match ext.as_deref() {
-        Some("png") => image::write_png,
-        Some("svg") => image::write_svg,
-        _ => bail!(
+/// Draws a report into the image `path` names (PNG or SVG), by the output rule.
+fn write_image(drawing: &impl plot::Drawing, path: &Path, record: &Path) -> Result<()> {
+    let Some(format) = plot::Format::of(path) else {
+        bail!(
             "{}: the image format comes from the extension: use .png or .svg",
             path.display()
-        ),
+        );
     };
     let output = Output::create(path, &[record])?;
-    write(map, output.path(), &image::ImageOptions::default())
-        .with_context(|| format!("cannot write {}", path.display()))?;
+    plot::write(
+        drawing,
+        output.path(),
+        format,
+        &plot::ImageOptions::default(),
+    )
+    .with_context(|| format!("cannot write {}", path.display()))?;
     output.commit()?;
     eprintln!("udamon: wrote {}", path.display());
     Ok(())
