@@ -3,27 +3,14 @@
 
 mod common;
 
-use common::{report_json, udamon};
+use common::{report_json, sim_record, udamon};
 use predicates::prelude::*;
 use predicates::str::contains;
 use std::fs;
 use std::path::{Path, PathBuf};
 
 fn record(dir: &Path) -> PathBuf {
-    let out = dir.join("r.data");
-    udamon()
-        .args([
-            "record",
-            "--sim",
-            "builtin:stairs",
-            "--duration",
-            "3s",
-            "-o",
-        ])
-        .arg(&out)
-        .assert()
-        .success();
-    out
+    sim_record(dir, "r.data", "builtin:stairs", &["--duration", "3s"])
 }
 
 #[test]

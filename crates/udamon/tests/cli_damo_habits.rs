@@ -4,19 +4,13 @@
 
 mod common;
 
-use common::{report_json, udamon};
+use common::{report_json, sim_record, udamon};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 
 /// The demo workload's record (24 s of 100 ms windows) in `dir`.
 fn demo(dir: &Path) -> PathBuf {
-    let out = dir.join("demo.data");
-    udamon()
-        .args(["record", "--sim", "builtin:demo", "-o"])
-        .arg(&out)
-        .assert()
-        .success();
-    out
+    sim_record(dir, "demo.data", "builtin:demo", &[])
 }
 
 /// `report raw`'s snapshots.

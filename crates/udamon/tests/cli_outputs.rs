@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::udamon;
+use common::{sim_record, udamon};
 use predicates::prelude::*;
 use predicates::str::contains;
 use std::fs;
@@ -11,20 +11,7 @@ use std::path::{Path, PathBuf};
 
 /// A short simulated record at `dir/NAME`.
 fn record(dir: &Path, name: &str) -> PathBuf {
-    let out = dir.join(name);
-    udamon()
-        .args([
-            "record",
-            "--sim",
-            "builtin:stairs",
-            "--duration",
-            "2s",
-            "-o",
-        ])
-        .arg(&out)
-        .assert()
-        .success();
-    out
+    sim_record(dir, name, "builtin:stairs", &["--duration", "2s"])
 }
 
 fn one_line_error(out: &std::process::Output) -> String {

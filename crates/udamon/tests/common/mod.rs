@@ -1,5 +1,5 @@
-//! Shared by the CLI tests: the udamon binary, building udamon-linux's C test workloads, and
-//! reading a record's reports as JSON.
+//! Shared by the CLI tests: the udamon binary, building udamon-linux's C test workloads,
+//! simulated records, and reading a record's reports as JSON.
 #![allow(dead_code)] // each test binary uses a different subset
 
 use assert_cmd::Command;
@@ -33,6 +33,19 @@ pub fn build_workload(name: &str) -> PathBuf {
         .expect("a C compiler (cc) builds the test workload");
     assert!(status.success(), "building {} failed", src.display());
     std::fs::rename(&tmp, &out).unwrap();
+    out
+}
+
+/// `udamon record --sim SIM ARGS -o DIR/NAME`, which must succeed; the record's path.
+pub fn sim_record(dir: &Path, name: &str, sim: &str, args: &[&str]) -> PathBuf {
+    let out = dir.join(name);
+    udamon()
+        .args(["record", "--sim", sim])
+        .args(args)
+        .arg("-o")
+        .arg(&out)
+        .assert()
+        .success();
     out
 }
 
