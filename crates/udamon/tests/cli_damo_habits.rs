@@ -4,34 +4,13 @@
 
 mod common;
 
-use common::{report_json, sim_record, udamon};
+use common::{raw_snapshots, report_json, sim_record, udamon};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 
 /// The demo workload's record (24 s of 100 ms windows) in `dir`.
 fn demo(dir: &Path) -> PathBuf {
     sim_record(dir, "demo.data", "builtin:demo", &[])
-}
-
-/// `report raw`'s snapshots.
-fn raw_snapshots(args: &[&str], file: &Path) -> Vec<Value> {
-    let out = udamon()
-        .args(["report", "raw"])
-        .args(args)
-        .arg(file)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout)
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str::<Value>(l).unwrap())
-        .filter(|v| v["frame"] == "snapshot")
-        .collect()
 }
 
 fn u(v: &Value) -> u64 {

@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::{build_workload, info, is_root, udamon};
+use common::{build_workload, info, is_root, raw_snapshots, udamon};
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -35,18 +35,7 @@ fn areas(report: &Path) -> BTreeMap<u64, (u64, u64)> {
 
 /// The record's snapshots, from `udamon report raw`.
 fn snapshots(record: &Path) -> Vec<Value> {
-    let out = udamon()
-        .args(["report", "raw"])
-        .arg(record)
-        .output()
-        .unwrap();
-    assert!(out.status.success());
-    String::from_utf8(out.stdout)
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str::<Value>(l).unwrap())
-        .filter(|v| v["frame"] == "snapshot")
-        .collect()
+    raw_snapshots(&[], record)
 }
 
 /// Asserts that the record has three targets (the parent first) whose children each saw most

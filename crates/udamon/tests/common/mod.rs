@@ -49,13 +49,12 @@ pub fn sim_record(dir: &Path, name: &str, sim: &str, args: &[&str]) -> PathBuf {
     out
 }
 
-/// `udamon report ARGS FILE --json`, parsed.
-pub fn report_json(args: &[&str], file: &Path) -> Value {
+/// `udamon report ARGS FILE`'s output, which must succeed.
+pub fn report_text(args: &[&str], file: &Path) -> String {
     let out = udamon()
         .arg("report")
         .args(args)
         .arg(file)
-        .arg("--json")
         .output()
         .unwrap();
     assert!(
@@ -63,7 +62,25 @@ pub fn report_json(args: &[&str], file: &Path) -> Value {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    serde_json::from_slice(&out.stdout).unwrap()
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// `udamon report ARGS FILE --json`, parsed.
+pub fn report_json(args: &[&str], file: &Path) -> Value {
+    let mut all = args.to_vec();
+    all.push("--json");
+    serde_json::from_str(&report_text(&all, file)).unwrap()
+}
+
+/// The snapshots of `udamon report raw ARGS FILE`, parsed.
+pub fn raw_snapshots(args: &[&str], file: &Path) -> Vec<Value> {
+    let mut all = vec!["raw"];
+    all.extend_from_slice(args);
+    report_text(&all, file)
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .filter(|v| v["frame"] == "snapshot")
+        .collect()
 }
 
 /// `udamon report info --json FILE`.
