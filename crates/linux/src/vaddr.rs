@@ -35,7 +35,9 @@ mod stats;
 pub mod tree;
 
 pub use clock::{BATCH, SampleClock, monotonic_us};
-pub use source::{ChosenSource, DEFAULT_CPUCLOCK_HZ, SourceChoice, choose_source, source_name};
+pub use source::{
+    ChosenSource, DEFAULT_CPUCLOCK_HZ, SourceChoice, choose_source, cpuclock_source, source_name,
+};
 pub use stats::SourceStats;
 pub use tree::proc_cmdline;
 

@@ -3,53 +3,21 @@
 //! (simulated workloads, live processes) records through this one path; operations hand the
 //! events they see (exec, exit, source statistics) to the record through [`RecordedOps`].
 
-use crate::cli::MonitoringArgs;
+mod settings;
+
+pub use settings::Settings;
+
 use crate::host::{host_info, unix_now_ns};
 use crate::progress::Progress;
-use crate::schemes_file;
 use anyhow::{Context as _, Result, bail};
 use std::ops::ControlFlow;
 use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use udamon_core::damos::MetricSource;
-use udamon_core::{
-    Attrs, Callbacks, Clock, Context, IntervalsGoal, Operations, OpsError, StopReason, Target,
-};
+use udamon_core::{Callbacks, Clock, Context, Operations, OpsError, StopReason, Target};
 use udamon_record::model::{AccessSource, EventKind, Header, Intervals, TargetInfo};
 use udamon_record::{FORMAT_VERSION, Recorder, WriterOptions};
-
-impl MonitoringArgs {
-    /// DAMON's attributes from the options, checked with DAMON's rules.
-    pub fn attrs(&self) -> Result<Attrs> {
-        let (sample, aggr, update) = match self.monitoring_intervals.as_deref() {
-            Some(&[s, a, u]) => (s, a, u),
-            _ => (self.sample_us, self.aggr_us, self.update_us),
-        };
-        let (min, max) = match self.nr_regions_range.as_deref() {
-            Some(&[min, max]) => (min, max),
-            _ => (self.min_regions, self.max_regions),
-        };
-        let attrs = Attrs {
-            sample_interval_us: sample,
-            aggr_interval_us: aggr,
-            ops_update_interval_us: update,
-            min_nr_regions: min,
-            max_nr_regions: max,
-            intervals_goal: if self.autotune {
-                IntervalsGoal {
-                    min_sample_us: sample.min(5_000),
-                    ..IntervalsGoal::recommended()
-                }
-            } else {
-                IntervalsGoal::default()
-            },
-            ..Attrs::default()
-        };
-        attrs.validate().context("invalid monitoring attributes")?;
-        Ok(attrs)
-    }
-}
 
 /// A record already at `out` is data: keep it as `<out>.old` (as damo does) rather than
 /// overwrite it. An empty file holds nothing and is reused.
@@ -86,21 +54,15 @@ impl RecordedOps for udamon_sim::SimOps {}
 
 /// What to monitor, as the record's header will describe it.
 pub struct Session<'a> {
-    pub attrs: Attrs,
-    pub seed: u64,
+    pub settings: Settings,
     pub targets: Vec<(Target, TargetInfo)>,
     pub source: AccessSource,
     pub out: &'a Path,
     pub compress: bool,
-    /// Stop after this long (on the context's time line).
-    pub duration_us: Option<u64>,
     /// How long the run is expected to take, for the progress bar.
     pub expected_us: Option<u64>,
     /// Set (by a signal handler) to stop monitoring with a complete record.
     pub stop: Option<Arc<AtomicBool>>,
-    /// A scheme file to apply, and whether to record each apply pass's tried regions.
-    pub schemes: Option<&'a Path>,
-    pub tried_regions: bool,
     /// Where quota goals and watermarks read system metrics (none: upstream's fallbacks).
     pub metrics: Option<Box<dyn MetricSource>>,
 }
@@ -174,16 +136,14 @@ pub fn run(
     if session.targets.is_empty() {
         bail!("nothing to monitor");
     }
-    let mut ctx = Context::new(session.attrs, session.seed)?;
+    let settings = session.settings;
+    let attrs = settings.attrs;
+    let mut ctx = Context::new(attrs, settings.seed)?;
     ctx.set_start_time_us(start_us);
-    let attrs = session.attrs;
-    if let Some(path) = session.schemes {
-        // Rates and ages in the file become counts of these intervals.
-        for scheme in schemes_file::load(path, &attrs)? {
-            ctx.add_scheme(scheme)?;
-        }
-        ctx.capture_tried_regions(session.tried_regions);
+    for scheme in settings.schemes {
+        ctx.add_scheme(scheme)?;
     }
+    ctx.capture_tried_regions(settings.tried_regions);
     if let Some(metrics) = session.metrics {
         ctx.set_metric_source(metrics);
     }
@@ -198,7 +158,7 @@ pub fn run(
         },
         min_nr_regions: attrs.min_nr_regions,
         max_nr_regions: attrs.max_nr_regions,
-        seed: session.seed,
+        seed: settings.seed,
         targets: session
             .targets
             .iter()
@@ -221,7 +181,7 @@ pub fn run(
     )
     .with_context(|| format!("cannot record to {}", session.out.display()))?;
     let progress = Progress::new("recording", session.expected_us, start_us);
-    let deadline = Deadline(session.duration_us.map(|d| start_us + d));
+    let deadline = Deadline(settings.duration_us.map(|d| start_us + d));
     let mut callbacks = (recorder, (progress, (deadline, StopFlag(session.stop))));
 
     let result: Result<StopReason, OpsError> = (|| {

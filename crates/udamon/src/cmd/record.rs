@@ -1,14 +1,13 @@
 //! `udamon record`: monitor a workload and write a record file: a simulated workload in
 //! virtual time, or live processes (spawned or attached) with a sampled access source.
 
-use crate::cli::{RecordArgs, RecordMonitoringArgs, SourceArg};
-use crate::monitor::{self, RecordedOps, Session, Summary};
-use crate::schemes_file;
+use crate::cli::{MonitoringArgs, RecordArgs, SourceArg};
+use crate::monitor::{self, RecordedOps, Session, Settings, Summary};
 use anyhow::{Context as _, Result, bail};
 use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
-use udamon_core::{Attrs, IntervalsGoal, Target, VirtualClock};
+use udamon_core::{Target, VirtualClock};
 use udamon_linux::actions::check_action;
 use udamon_linux::metrics::ProcMetrics;
 use udamon_linux::perf::{AccessSource as Source, SamplerConfig};
@@ -38,7 +37,7 @@ pub fn run(args: &RecordArgs) -> Result<()> {
         let sim = args.sim.as_deref().unwrap_or(DEFAULT_SIM);
         record_sim(
             sim,
-            &args.monitoring.args,
+            &args.monitoring,
             &args.out,
             args.compress,
             args.duration,
@@ -50,27 +49,28 @@ pub fn run(args: &RecordArgs) -> Result<()> {
     Ok(())
 }
 
-/// The attributes of live monitoring: `source`'s defaults for whatever the user did not set.
-fn live_attrs(m: &RecordMonitoringArgs, source: &Source) -> Result<Attrs> {
-    let mut attrs = m.args.attrs()?;
-    let d = vaddr::sampled_attrs(source);
-    if !m.intervals_given {
-        attrs.sample_interval_us = d.sample_interval_us;
-        attrs.aggr_interval_us = d.aggr_interval_us;
-        attrs.ops_update_interval_us = d.ops_update_interval_us;
+/// The settings of live monitoring with `source`'s defaults, checked for live processes:
+/// every scheme's action can be done to one, and `--referenced` fits the update interval.
+fn live_settings(args: &RecordArgs, source: &Source) -> Result<Settings> {
+    let settings = args
+        .monitoring
+        .resolve(&vaddr::sampled_attrs(source), args.duration)?;
+    if let Some(path) = args.monitoring.schemes.as_deref() {
+        for (i, scheme) in settings.schemes.iter().enumerate() {
+            if let Err(why) = check_action(scheme.action) {
+                bail!("{}: schemes[{i}]: {why}", path.display());
+            }
+        }
     }
-    if !m.regions_given {
-        attrs.min_nr_regions = d.min_nr_regions;
-        attrs.max_nr_regions = d.max_nr_regions;
+    let update = settings.attrs.ops_update_interval_us;
+    if args.referenced.is_some_and(|period| period < update) {
+        bail!(
+            "--referenced: the kernel's accessed bits are read at most once per update \
+             interval ({} ms): give a period of at least that",
+            update / 1000
+        );
     }
-    if attrs.intervals_goal.enabled() {
-        attrs.intervals_goal = IntervalsGoal {
-            min_sample_us: attrs.sample_interval_us.min(5_000),
-            ..IntervalsGoal::recommended()
-        };
-    }
-    attrs.validate().context("invalid monitoring attributes")?;
-    Ok(attrs)
+    Ok(settings)
 }
 
 impl RecordedOps for VaddrOps {
@@ -149,15 +149,6 @@ fn start_live(args: &RecordArgs, source: Source) -> Result<(VaddrOps, SampleCloc
 
 /// Records live processes until they exit, `--duration` passes, or Ctrl-C/SIGTERM.
 fn record_live(args: &RecordArgs) -> Result<Summary> {
-    // Bad options and schemes fail before anything starts.
-    let user_attrs = args.monitoring.args.attrs()?;
-    if let Some(path) = args.monitoring.args.schemes.as_deref() {
-        for (i, scheme) in schemes_file::load(path, &user_attrs)?.iter().enumerate() {
-            if let Err(why) = check_action(scheme.action) {
-                bail!("{}: schemes[{i}]: {why}", path.display());
-            }
-        }
-    }
     let choice = match args.access_source {
         SourceArg::Auto => SourceChoice::Auto,
         SourceArg::Tick => SourceChoice::Tick,
@@ -166,16 +157,8 @@ fn record_live(args: &RecordArgs) -> Result<Summary> {
     };
     let chosen =
         vaddr::choose_source(choice, args.sample_rate).map_err(|e| anyhow::anyhow!("{e}"))?;
-    if let Some(period) = args.referenced {
-        let update = live_attrs(&args.monitoring, &chosen.source)?.ops_update_interval_us;
-        if period < update {
-            bail!(
-                "--referenced: the kernel's accessed bits are read at most once per update \
-                 interval ({} ms): give a period of at least that",
-                update / 1000
-            );
-        }
-    }
+    // Bad options and schemes fail before anything starts.
+    let settings = live_settings(args, &chosen.source)?;
     let stop = Arc::new(AtomicBool::new(false));
     for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
         signal_hook::flag::register(sig, Arc::clone(&stop))
@@ -183,12 +166,14 @@ fn record_live(args: &RecordArgs) -> Result<Summary> {
     }
     // The errors' messages already include their causes: keep them to one line.
     let one_line = |e: VaddrError| anyhow::anyhow!("{e}");
-    let (source, reason, (mut ops, mut clock)) = match start_live(args, chosen.source) {
-        Ok(live) => (chosen.source, chosen.reason, live),
+    let (source, reason, settings, (mut ops, mut clock)) = match start_live(args, chosen.source) {
+        Ok(live) => (chosen.source, chosen.reason, settings, live),
         Err(e @ VaddrError::Perf(_)) => match chosen.fallback {
             Some((fallback, why)) => {
+                // The fallback's own defaults, checked before it starts.
+                let settings = live_settings(args, &fallback)?;
                 let live = start_live(args, fallback).map_err(one_line)?;
-                (fallback, format!("{why} ({e})"), live)
+                (fallback, format!("{why} ({e})"), settings, live)
             }
             None => return Err(one_line(e)),
         },
@@ -196,7 +181,6 @@ fn record_live(args: &RecordArgs) -> Result<Summary> {
     };
     clock.set_stop_flag(Arc::clone(&stop));
     ops.set_dry_run(args.dry_run);
-    let attrs = live_attrs(&args.monitoring, &source)?;
     if let Some(period) = args.referenced {
         ops.set_referenced(period);
     }
@@ -215,8 +199,7 @@ fn record_live(args: &RecordArgs) -> Result<Summary> {
         })
         .collect();
     let session = Session {
-        attrs,
-        seed: args.monitoring.args.seed,
+        settings,
         targets,
         source: AccessSource {
             name: vaddr::source_name(&source).to_string(),
@@ -224,11 +207,8 @@ fn record_live(args: &RecordArgs) -> Result<Summary> {
         },
         out: &args.out,
         compress: args.compress,
-        duration_us: args.duration,
         expected_us: args.duration,
         stop: Some(stop),
-        schemes: args.monitoring.args.schemes.as_deref(),
-        tried_regions: args.monitoring.args.tried_regions,
         metrics: Some(Box::new(metrics)),
     };
     let start_us = monotonic_us();
@@ -255,17 +235,17 @@ pub fn load_workload(spec: &str) -> Result<Workload> {
 /// Records a simulated workload in virtual time.
 pub fn record_sim(
     spec: &str,
-    monitoring: &crate::cli::MonitoringArgs,
+    monitoring: &MonitoringArgs,
     out: &Path,
     compress: bool,
     duration_us: Option<u64>,
 ) -> Result<Summary> {
+    let settings = monitoring.resolve(&udamon_sim::default_attrs(), duration_us)?;
     let workload = load_workload(spec)?;
     let name = workload.name().to_string();
     let mut ops = SimOps::new(workload, SimOptions::default());
     let session = Session {
-        attrs: monitoring.attrs()?,
-        seed: monitoring.seed,
+        settings,
         targets: vec![(
             Target::new(None),
             TargetInfo {
@@ -280,11 +260,8 @@ pub fn record_sim(
         },
         out,
         compress,
-        duration_us,
         expected_us: Some(duration_us.map_or(ops.duration_us(), |d| d.min(ops.duration_us()))),
         stop: None,
-        schemes: monitoring.schemes.as_deref(),
-        tried_regions: monitoring.tried_regions,
         metrics: None,
     };
     monitor::run(session, &mut ops, &mut VirtualClock, 0)
