@@ -15,6 +15,7 @@ use crate::absent;
 use crate::adjust::{self, IdleEvidence, MergeRule, SplitState};
 use crate::attrs::{Attrs, AttrsError, convert_monitoring_result};
 use crate::callbacks::Callbacks;
+use crate::callbacks::{CallbackError, RunError};
 use crate::damos::SchemeTriedRegions;
 use crate::damos::{
     self, Applied, ApplyEnv, DamosWalk, MetricSource, NoMetrics, Scheme, SchemeApplier, SchemeError,
@@ -366,7 +367,7 @@ impl Context {
         ops: &mut dyn Operations,
         clock: &mut dyn Clock,
         callbacks: &mut dyn Callbacks,
-    ) -> Result<ControlFlow<StopReason>, OpsError> {
+    ) -> Result<ControlFlow<StopReason>, RunError> {
         debug_assert!(self.started, "start() the context before stepping it");
         if self.wait_activation(clock) {
             return Ok(self.stop_unless_valid(ops, ControlFlow::Continue(())));
@@ -380,7 +381,7 @@ impl Context {
         clock.wait_until(self.interval_us.1);
         self.passed_sample_intervals += 1;
         ops.check_accesses(self);
-        let mut flow = callbacks.after_sampling(self);
+        let mut flow = callbacks.after_sampling(self).map_err(RunError::Callback)?;
 
         let aggregation = self.passed_sample_intervals >= snap_aggr;
         if aggregation {
@@ -395,7 +396,11 @@ impl Context {
         }
         self.apply_schemes(ops);
         if aggregation {
-            if callbacks.after_aggregation(self).is_break() {
+            if callbacks
+                .after_aggregation(self)
+                .map_err(RunError::Callback)?
+                .is_break()
+            {
                 flow = ControlFlow::Break(());
             }
             self.maybe_tune_intervals(snap_aggr);
@@ -415,7 +420,7 @@ impl Context {
         if self.passed_sample_intervals >= snap_upd {
             let si = self.attrs.sample_divisor();
             self.next_ops_update_sis = snap_upd + self.attrs.ops_update_interval_us / si;
-            ops.update(self)?;
+            ops.update(self).map_err(RunError::Ops)?;
         }
 
         Ok(self.stop_unless_valid(ops, flow))
@@ -557,30 +562,40 @@ impl Context {
         self.window_start_us = self.now_us();
     }
 
-    /// Start, step until a stop, then terminate: the whole monitoring run.
+    /// Start, step until a stop, then terminate: the whole monitoring run. The first error,
+    /// of the operations or of a callback, ends it (after terminating) and is returned.
     pub fn run(
         &mut self,
         ops: &mut dyn Operations,
         clock: &mut dyn Clock,
         callbacks: &mut dyn Callbacks,
-    ) -> Result<StopReason, OpsError> {
-        self.start(ops)?;
-        let result = loop {
-            match self.step(ops, clock, callbacks) {
-                Ok(ControlFlow::Continue(())) => continue,
-                Ok(ControlFlow::Break(reason)) => break Ok(reason),
-                Err(e) => break Err(e),
+    ) -> Result<StopReason, RunError> {
+        let result = self.start(ops).map_err(RunError::Ops).and_then(|()| {
+            loop {
+                match self.step(ops, clock, callbacks) {
+                    Ok(ControlFlow::Continue(())) => continue,
+                    Ok(ControlFlow::Break(reason)) => break Ok(reason),
+                    Err(e) => break Err(e),
+                }
             }
-        };
-        self.terminate(ops, callbacks);
-        result
+        });
+        let terminated = self.terminate(ops, callbacks).map_err(RunError::Callback);
+        let reason = result?;
+        terminated?;
+        Ok(reason)
     }
 
-    /// `before_terminate` callbacks, then the operations' cleanup.
-    pub fn terminate(&mut self, ops: &mut dyn Operations, callbacks: &mut dyn Callbacks) {
+    /// `before_terminate` callbacks, then the operations' cleanup (which happens even when a
+    /// callback fails).
+    pub fn terminate(
+        &mut self,
+        ops: &mut dyn Operations,
+        callbacks: &mut dyn Callbacks,
+    ) -> Result<(), CallbackError> {
         self.walk.make_obsolete();
-        callbacks.before_terminate(self);
+        let result = callbacks.before_terminate(self);
         ops.cleanup(self);
+        result
     }
 }
 
@@ -634,6 +649,7 @@ pub fn mvsum(current: u32, last: u32, left_bp: u64) -> u32 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::callbacks::Flow;
     use crate::ops::VirtualClock;
     use crate::region::AddrRange;
 
@@ -788,7 +804,7 @@ mod tests {
     struct Windows(Vec<Vec<(u64, u64, u32)>>);
 
     impl Callbacks for Windows {
-        fn after_aggregation(&mut self, ctx: &Context) -> ControlFlow<()> {
+        fn after_aggregation(&mut self, ctx: &Context) -> Flow {
             let t = &ctx.targets()[0];
             let pages = |a: u64| a / 4096;
             self.0.push(
@@ -797,7 +813,7 @@ mod tests {
                     .map(|r| (pages(r.start), pages(r.end), r.nr_accesses))
                     .collect(),
             );
-            ControlFlow::Continue(())
+            Ok(ControlFlow::Continue(()))
         }
     }
 

@@ -11,7 +11,8 @@ use udamon_core::adjust::{
 use udamon_core::recent_samples::RecentSamples;
 use udamon_core::region::align_up;
 use udamon_core::{
-    AddrRange, Attrs, Callbacks, Context, Operations, OpsError, Prng, Region, Target, VirtualClock,
+    AddrRange, Attrs, Callbacks, Context, Flow, Operations, OpsError, Prng, Region, Target,
+    VirtualClock,
 };
 
 const PAGE: u64 = 4096;
@@ -340,16 +341,16 @@ impl Checker {
 }
 
 impl Callbacks for Checker {
-    fn after_aggregation(&mut self, ctx: &Context) -> ControlFlow<()> {
+    fn after_aggregation(&mut self, ctx: &Context) -> Flow {
         if let Err(e) = self.check(ctx) {
             self.failure = Some(e);
-            return ControlFlow::Break(());
+            return Ok(ControlFlow::Break(()));
         }
         self.left -= 1;
         if self.left == 0 {
-            ControlFlow::Break(())
+            Ok(ControlFlow::Break(()))
         } else {
-            ControlFlow::Continue(())
+            Ok(ControlFlow::Continue(()))
         }
     }
 }

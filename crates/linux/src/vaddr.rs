@@ -53,8 +53,10 @@ use crate::perf::{
 use crate::referenced::{Referenced, ReferencedProbe};
 use clock::FeedMsg;
 use residency::Residency;
+use std::cell::RefCell;
 use std::collections::VecDeque;
 use std::ffi::OsStr;
+use std::rc::Rc;
 use std::sync::mpsc::{Receiver, channel};
 use thiserror::Error;
 use udamon_core::damos::{Applied, ApplyEnv, Scheme};
@@ -178,6 +180,25 @@ pub struct VaddrEvent {
     /// On the context's time line (CLOCK_MONOTONIC µs).
     pub time_us: u64,
     pub kind: VaddrEventKind,
+}
+
+/// The events of a run, shared between the operations that note them and whoever records
+/// them while the monitoring loop runs (the loop holds the operations meanwhile).
+#[derive(Debug, Clone, Default)]
+pub struct EventLog(Rc<RefCell<Vec<VaddrEvent>>>);
+
+impl EventLog {
+    fn push(&self, time_us: u64, kind: VaddrEventKind) {
+        self.0.borrow_mut().push(VaddrEvent { time_us, kind });
+    }
+
+    /// Events since the last call, oldest first.
+    pub fn take(&self) -> Vec<VaddrEvent> {
+        let mut events = std::mem::take(&mut *self.0.borrow_mut());
+        // Events are noted as they are found, not always in time order.
+        events.sort_by_key(|e| e.time_us);
+        events
+    }
 }
 
 impl VaddrEvent {
@@ -359,7 +380,7 @@ pub struct VaddrOps {
     pending: VecDeque<PerfRecord>,
     addrs: Vec<Vec<u64>>,
     stats: SourceStats,
-    events: Vec<VaddrEvent>,
+    events: EventLog,
     /// How often the kernel's accessed bits are read (`set_referenced`), in µs.
     referenced_period_us: Option<u64>,
 }
@@ -368,15 +389,12 @@ impl VaddrOps {
     fn build(parts: Vec<(Sampler, Proc)>, config: &SamplerConfig) -> (VaddrOps, SampleClock) {
         let (tx, rx) = channel();
         let now = monotonic_us();
-        let mut events = Vec::new();
+        let events = EventLog::default();
         let mut samplers = Vec::with_capacity(parts.len());
         let mut procs = Vec::with_capacity(parts.len());
         for (sampler, proc) in parts {
             for note in sampler.notes() {
-                events.push(VaddrEvent {
-                    time_us: now,
-                    kind: VaddrEventKind::Note(note.clone()),
-                });
+                events.push(now, VaddrEventKind::Note(note.clone()));
             }
             procs.push(proc);
             samplers.push(sampler);
@@ -432,8 +450,13 @@ impl VaddrOps {
     /// Events since the last call, oldest first.
     pub fn take_events(&mut self) -> Vec<VaddrEvent> {
         self.take_action_notes();
-        self.events.sort_by_key(|e| e.time_us);
-        std::mem::take(&mut self.events)
+        self.events.take()
+    }
+
+    /// A handle on the events as they are noted, for reading them while the monitoring loop
+    /// holds the operations (each event is read once, through this or [`Self::take_events`]).
+    pub fn event_log(&self) -> EventLog {
+        self.events.clone()
     }
 
     /// Compute and report (as notes, one per apply pass and action) what schemes would do,
@@ -492,19 +515,18 @@ impl VaddrOps {
         crate::actions::check_action(scheme.action)
     }
 
+    /// The actors' notes join the events once an apply pass is over (a dry run's note sums up
+    /// a whole pass).
     fn take_action_notes(&mut self) {
         for p in &mut self.procs {
             for (time_us, text) in p.actor.take_notes() {
-                self.events.push(VaddrEvent {
-                    time_us,
-                    kind: VaddrEventKind::Note(text),
-                });
+                self.events.push(time_us, VaddrEventKind::Note(text));
             }
         }
     }
 
     fn event(&mut self, time_us: u64, kind: VaddrEventKind) {
-        self.events.push(VaddrEvent { time_us, kind });
+        self.events.push(time_us, kind);
     }
 
     /// Re-reads process `t`'s maps and makes its regions cover the new ranges.
@@ -804,7 +826,10 @@ impl Operations for VaddrOps {
         Ok(())
     }
 
-    fn prepare_access_checks(&mut self, _ctx: &mut Context) {}
+    fn prepare_access_checks(&mut self, _ctx: &mut Context) {
+        // The last step's apply pass is over.
+        self.take_action_notes();
+    }
 
     fn check_accesses(&mut self, ctx: &mut Context) {
         self.receive();
@@ -881,6 +906,7 @@ impl Operations for VaddrOps {
     }
 
     fn cleanup(&mut self, ctx: &mut Context) {
+        self.take_action_notes();
         self.event(ctx.now_us(), VaddrEventKind::Stats(self.stats));
     }
 }

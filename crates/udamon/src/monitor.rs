@@ -1,8 +1,9 @@
-//! A monitoring session: attributes from the command line, a context with its operations, a
-//! recorder and progress hanging off the loop, and a summary at the end. Every target kind
-//! (simulated workloads, live processes) records through this one path; operations hand the
-//! events they see (exec, exit, source statistics) to the record through [`RecordedOps`].
-
+//! A monitoring session: settings resolved once from the command line ([`Settings`]), a
+//! context run by the core's own loop with its operations, a recorder and progress hanging off
+//! that loop as callbacks, and a summary at the end. Every target kind (simulated workloads,
+//! live processes) records through this one path; operations hand the events they see (exec,
+//! exit, source statistics) to the record through [`RecordedOps`], read at every sampling
+//! interval. Why monitoring stopped is written here, once, after the loop.
 mod settings;
 
 pub use settings::Settings;
@@ -15,9 +16,9 @@ use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use udamon_core::damos::MetricSource;
-use udamon_core::{Callbacks, Clock, Context, Operations, OpsError, StopReason, Target};
+use udamon_core::{Callbacks, Clock, Context, Flow, Operations, RunError, StopReason, Target};
 use udamon_record::model::{AccessSource, EventKind, Header, Intervals, TargetInfo};
-use udamon_record::{FORMAT_VERSION, Recorder, WriterOptions};
+use udamon_record::{FORMAT_VERSION, RecordError, Recorder, WriterOptions};
 
 /// A record already at `out` is data: keep it as `<out>.old` (as damo does) rather than
 /// overwrite it. An empty file holds nothing and is reused.
@@ -41,12 +42,15 @@ fn keep_previous_record(out: &Path) -> Result<()> {
     Ok(())
 }
 
+/// The operations' events for the record, each with its time on the context's time line (µs),
+/// oldest first, since the last call.
+pub type EventSource = Box<dyn FnMut() -> Vec<(u64, EventKind)>>;
+
 /// Operations whose events go into the record.
 pub trait RecordedOps: Operations {
-    /// Events since the last call, oldest first, each with its time on the context's time line
-    /// (µs).
-    fn take_record_events(&mut self) -> Vec<(u64, EventKind)> {
-        Vec::new()
+    /// Where to read the events while the monitoring loop holds the operations.
+    fn record_events(&self) -> EventSource {
+        Box::new(Vec::new)
     }
 }
 
@@ -92,11 +96,11 @@ impl std::fmt::Display for Summary {
 struct Deadline(Option<u64>);
 
 impl Callbacks for Deadline {
-    fn after_sampling(&mut self, ctx: &Context) -> ControlFlow<()> {
-        match self.0 {
+    fn after_sampling(&mut self, ctx: &Context) -> Flow {
+        Ok(match self.0 {
             Some(limit) if ctx.now_us() >= limit => ControlFlow::Break(()),
             _ => ControlFlow::Continue(()),
-        }
+        })
     }
 }
 
@@ -110,20 +114,40 @@ impl StopFlag {
 }
 
 impl Callbacks for StopFlag {
-    fn after_sampling(&mut self, _ctx: &Context) -> ControlFlow<()> {
-        if self.raised() {
+    fn after_sampling(&mut self, _ctx: &Context) -> Flow {
+        Ok(if self.raised() {
             ControlFlow::Break(())
         } else {
             ControlFlow::Continue(())
-        }
+        })
     }
 }
 
-/// Writes the operations' pending events; a failure is kept in the recorder and ends the run at
-/// its next snapshot.
-fn write_events(ops: &mut dyn RecordedOps, recorder: &mut Recorder) {
-    for (t_us, kind) in ops.take_record_events() {
-        let _ = recorder.write_event(recorder.time_ns(t_us), kind);
+/// The recorder, fed the operations' events at every sampling interval: before the window's
+/// snapshot, which then holds the targets they announce.
+struct Recording {
+    recorder: Recorder,
+    events: EventSource,
+}
+
+impl Recording {
+    fn write_events(&mut self) -> Result<(), RecordError> {
+        for (t_us, kind) in (self.events)() {
+            let time_ns = self.recorder.time_ns(t_us);
+            self.recorder.write_event(time_ns, kind)?;
+        }
+        Ok(())
+    }
+}
+
+impl Callbacks for Recording {
+    fn after_sampling(&mut self, _ctx: &Context) -> Flow {
+        self.write_events()?;
+        Ok(ControlFlow::Continue(()))
+    }
+
+    fn after_aggregation(&mut self, ctx: &Context) -> Flow {
+        self.recorder.after_aggregation(ctx)
     }
 }
 
@@ -182,44 +206,37 @@ pub fn run(
     .with_context(|| format!("cannot record to {}", session.out.display()))?;
     let progress = Progress::new("recording", session.expected_us, start_us);
     let deadline = Deadline(settings.duration_us.map(|d| start_us + d));
-    let mut callbacks = (recorder, (progress, (deadline, StopFlag(session.stop))));
-
-    let result: Result<StopReason, OpsError> = (|| {
-        ctx.start(ops)?;
-        write_events(ops, &mut callbacks.0);
-        loop {
-            let flow = ctx.step(ops, clock, &mut callbacks);
-            write_events(ops, &mut callbacks.0);
-            match flow? {
-                ControlFlow::Continue(()) => continue,
-                ControlFlow::Break(reason) => return Ok(reason),
-            }
-        }
-    })();
-    ctx.terminate(ops, &mut callbacks);
-    write_events(ops, &mut callbacks.0);
-    let (mut recorder, (progress, (deadline, stop_flag))) = callbacks;
+    let recording = Recording {
+        recorder,
+        events: ops.record_events(),
+    };
+    let mut callbacks = (recording, (progress, (deadline, StopFlag(session.stop))));
+    let result = ctx.run(ops, clock, &mut callbacks);
+    let (mut recording, (progress, (deadline, stop_flag))) = callbacks;
     progress.finish();
 
     let stop = match &result {
-        Ok(_) if recorder.error().is_some() => {
-            "stopped: the record could not be written".to_string()
-        }
+        Err(RunError::Callback(_)) => "stopped: the record could not be written".to_string(),
         Ok(StopReason::Requested) if deadline.0.is_some_and(|d| ctx.now_us() >= d) => {
             "the requested duration elapsed".to_string()
         }
         Ok(StopReason::Requested) if stop_flag.raised() => "interrupted by a signal".to_string(),
         Ok(StopReason::Requested) => "stopped on request".to_string(),
         Ok(StopReason::NoValidTarget) => "every target ended".to_string(),
-        Err(e) => format!("monitoring failed: {e}"),
+        Err(RunError::Ops(e)) => format!("monitoring failed: {e}"),
     };
-    // Best effort: a record whose writes already fail keeps its first error, reported below.
-    let _ = recorder.write_event(
-        recorder.time_ns(ctx.now_us()),
-        EventKind::Stopped {
-            reason: stop.clone(),
-        },
-    );
+    // The operations' last events (from their cleanup), then why monitoring stopped. Best
+    // effort: a record whose writes already fail keeps its first error, reported below.
+    let _ = recording.write_events().and_then(|()| {
+        let time_ns = recording.recorder.time_ns(ctx.now_us());
+        recording.recorder.write_event(
+            time_ns,
+            EventKind::Stopped {
+                reason: stop.clone(),
+            },
+        )
+    });
+    let recorder = recording.recorder;
     let summary = Summary {
         snapshots: recorder.snapshots_written(),
         bytes: recorder.bytes_written(),

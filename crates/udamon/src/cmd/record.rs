@@ -12,7 +12,7 @@ use udamon_linux::actions::check_action;
 use udamon_linux::metrics::ProcMetrics;
 use udamon_linux::perf::{AccessSource as Source, SamplerConfig};
 use udamon_linux::vaddr::{
-    self, SampleClock, SourceChoice, VaddrError, VaddrEventKind, VaddrOps, monotonic_us,
+    self, SampleClock, SourceChoice, VaddrError, VaddrEvent, VaddrEventKind, VaddrOps, monotonic_us,
 };
 use udamon_record::model::{AccessSource, EventKind, ReferencedMapping, TargetInfo};
 use udamon_sim::{SimOps, SimOptions, Workload};
@@ -74,62 +74,63 @@ fn live_settings(args: &RecordArgs, source: &Source) -> Result<Settings> {
 }
 
 impl RecordedOps for VaddrOps {
-    fn take_record_events(&mut self) -> Vec<(u64, EventKind)> {
-        self.take_events()
-            .into_iter()
-            .map(|e| {
-                let kind = match e.kind {
-                    VaddrEventKind::Exec { target, comm } => EventKind::Exec {
-                        target: target as u32,
-                        cmdline: comm,
-                    },
-                    VaddrEventKind::TargetAdded {
-                        target,
-                        pid,
-                        parent,
-                        cmdline,
-                    } => EventKind::TargetAdded {
-                        target: target as u32,
-                        pid: Some(pid),
-                        parent: parent.map(|p| p as u32),
-                        cmdline,
-                    },
-                    VaddrEventKind::Exit { target, status } => EventKind::Exit {
-                        target: target as u32,
-                        status,
-                    },
-                    VaddrEventKind::MappingsChanged {
-                        target,
-                        nr_mappings,
-                    } => EventKind::MappingsChanged {
-                        target: target as u32,
-                        nr_mappings: nr_mappings as u32,
-                    },
-                    VaddrEventKind::Stats(s) => EventKind::SourceStats {
-                        counters: s.counters(),
-                    },
-                    VaddrEventKind::Referenced { target, found } => EventKind::Referenced {
-                        target: target as u32,
-                        interval_ns: e.time_us.saturating_sub(found.since_us) * 1000,
-                        resident_bytes: found.resident_bytes,
-                        mappings: found
-                            .mappings
-                            .into_iter()
-                            .map(|m| ReferencedMapping {
-                                start: m.start,
-                                end: m.end,
-                                name: m.name,
-                                rss_bytes: m.rss_bytes,
-                                referenced_bytes: m.referenced_bytes,
-                            })
-                            .collect(),
-                    },
-                    VaddrEventKind::Note(text) => EventKind::Note { text },
-                };
-                (e.time_us, kind)
-            })
-            .collect()
+    fn record_events(&self) -> monitor::EventSource {
+        let log = self.event_log();
+        Box::new(move || log.take().into_iter().map(record_event).collect())
     }
+}
+
+/// A live process's event as the record has it, with its time (µs).
+fn record_event(e: VaddrEvent) -> (u64, EventKind) {
+    let kind = match e.kind {
+        VaddrEventKind::Exec { target, comm } => EventKind::Exec {
+            target: target as u32,
+            cmdline: comm,
+        },
+        VaddrEventKind::TargetAdded {
+            target,
+            pid,
+            parent,
+            cmdline,
+        } => EventKind::TargetAdded {
+            target: target as u32,
+            pid: Some(pid),
+            parent: parent.map(|p| p as u32),
+            cmdline,
+        },
+        VaddrEventKind::Exit { target, status } => EventKind::Exit {
+            target: target as u32,
+            status,
+        },
+        VaddrEventKind::MappingsChanged {
+            target,
+            nr_mappings,
+        } => EventKind::MappingsChanged {
+            target: target as u32,
+            nr_mappings: nr_mappings as u32,
+        },
+        VaddrEventKind::Stats(s) => EventKind::SourceStats {
+            counters: s.counters(),
+        },
+        VaddrEventKind::Referenced { target, found } => EventKind::Referenced {
+            target: target as u32,
+            interval_ns: e.time_us.saturating_sub(found.since_us) * 1000,
+            resident_bytes: found.resident_bytes,
+            mappings: found
+                .mappings
+                .into_iter()
+                .map(|m| ReferencedMapping {
+                    start: m.start,
+                    end: m.end,
+                    name: m.name,
+                    rss_bytes: m.rss_bytes,
+                    referenced_bytes: m.referenced_bytes,
+                })
+                .collect(),
+        },
+        VaddrEventKind::Note(text) => EventKind::Note { text },
+    };
+    (e.time_us, kind)
 }
 
 /// Spawns (following the command's forks) or attaches (following forks with --children) with
