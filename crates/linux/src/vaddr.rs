@@ -509,12 +509,6 @@ impl VaddrOps {
         }
     }
 
-    /// Whether `scheme` can be applied to live processes; the error says why not, in one line.
-    /// Call before monitoring starts.
-    pub fn check_scheme(&self, scheme: &Scheme) -> Result<(), String> {
-        crate::actions::check_action(scheme.action)
-    }
-
     /// The actors' notes join the events once an apply pass is over (a dry run's note sums up
     /// a whole pass).
     fn take_action_notes(&mut self) {

@@ -11,6 +11,7 @@ use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 use std::sync::{Mutex, OnceLock};
 use udamon_core::damos::{AccessPattern, Action, Scheme, SchemeStats};
 use udamon_core::{Callbacks, Context, Flow};
+use udamon_linux::actions::check_action;
 use udamon_linux::metrics::ProcMetrics;
 use udamon_linux::perf::{AccessSource, CpuClock, SamplerConfig};
 use udamon_linux::vaddr::{self, VaddrEvent, monotonic_us, sampled_attrs};
@@ -229,7 +230,7 @@ pub fn monitor(w: &Workload, schemes: Vec<Scheme>, seconds: f64, dry_run: bool) 
         ctx.add_target(t);
     }
     for s in schemes {
-        ops.check_scheme(&s).unwrap();
+        check_action(s.action).unwrap();
         ctx.add_scheme(s).unwrap();
     }
     ctx.set_metric_source(Box::new(ProcMetrics::new(ops.pids())));
