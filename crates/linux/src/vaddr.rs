@@ -323,11 +323,13 @@ struct Proc {
     parent: Option<usize>,
     /// The command line it was started with, or of its last exec.
     cmdline: String,
+    /// Its mappings as last read ([`Proc::reread_maps`]).
     maps: Maps,
     /// When `maps` was read.
     maps_us: u64,
-    /// perf reported a mapping that `maps` may not have.
+    /// perf reported a mapping that the regions may not cover yet (`maps` may lack it too).
     maps_stale: bool,
+    /// The ranges its regions were last set to cover.
     ranges: Vec<AddrRange>,
     decoder: AddressDecoder,
     code: Code,
@@ -364,7 +366,19 @@ impl Proc {
             referenced: None,
         }
     }
+
+    /// Re-reads its mappings: the one place that does once it is monitored. Fails once the
+    /// process is gone (or no longer ours to read), leaving the last mappings.
+    fn reread_maps(&mut self, now_us: u64) -> Result<(), MapsError> {
+        self.maps = read_maps(self.pid)?;
+        self.maps_us = now_us;
+        Ok(())
+    }
 }
+
+/// A sample outside the known mappings re-reads them at most this often (µs) while a new
+/// mapping is pending: a burst of such samples costs one read.
+const LOOKUP_REREAD_US: u64 = 10_000;
 
 /// Operations on live processes with a sampled source; see the module documentation.
 pub struct VaddrOps {
@@ -530,15 +544,11 @@ impl VaddrOps {
         if p.dropped {
             return;
         }
-        match read_maps(p.pid) {
-            Ok(m) => p.maps = m,
-            Err(_) => {
-                // Gone (or no longer ours to read): it ends now.
-                p.end_us.get_or_insert(now_us);
-                return;
-            }
+        if p.reread_maps(now_us).is_err() {
+            // Gone (or no longer ours to read): it ends now.
+            p.end_us.get_or_insert(now_us);
+            return;
         }
-        p.maps_us = now_us;
         p.maps_stale = false;
         let ranges = ranges::monitoring_ranges(&p.maps, min_sz);
         if ranges == p.ranges {
@@ -765,13 +775,10 @@ impl VaddrOps {
         self.stats.recovered += 1;
         let now_us = s.time_ns / 1000;
         if p.maps.lookup(addr).is_none() {
-            // Maybe in a mapping created since the snapshot.
-            if p.maps_stale
-                && now_us >= p.maps_us + 10_000
-                && let Ok(m) = read_maps(p.pid)
-            {
-                p.maps = m;
-                p.maps_us = now_us;
+            // Maybe in a mapping created since the snapshot. The regions still wait for their
+            // refresh (`maps_stale` stays), and a process that is gone ends there, not here.
+            if p.maps_stale && now_us >= p.maps_us + LOOKUP_REREAD_US {
+                let _ = p.reread_maps(now_us);
             }
             if p.maps.lookup(addr).is_none() {
                 self.stats.outside_mapped += 1;
