@@ -47,11 +47,8 @@ use pagescan::{PAGE_IS_FILE, PAGE_IS_HUGE, PAGE_IS_PRESENT, PAGE_IS_SWAPPED, Pag
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::time::Instant;
-use udamon_core::damos::{Action, Applied, FilterKind, Scheme};
-use udamon_core::{PAGE_SIZE, Region, TargetMemory};
-
-/// The size of a PMD-mapped huge page on x86-64.
-pub const HUGE_PAGE: u64 = 2 << 20;
+use udamon_core::damos::{Action, Applied, FilterKind, HUGE_PAGE, Scheme, huge_page_blocks};
+use udamon_core::{AddrRange, PAGE_SIZE, Region, TargetMemory};
 
 /// The `madvise` advice for `action`; `Ok(None)` for `stat`, which changes nothing; `Err`
 /// with the reason for an action user space cannot do to another process.
@@ -274,16 +271,8 @@ impl Actor {
             return Applied::default();
         }
         let region = if scheme.action == Action::Collapse {
-            // A quota is a bound that acting must not cross: then only the blocks wholly inside
-            // the (quota-trimmed) region. Without one, each block goes to the region holding its
-            // middle, so that random region edges leave no hot block uncollapsed.
-            let blocks = if scheme.quota.is_set(&scheme.state().quota) {
-                inner_blocks(region)
-            } else {
-                claimed_blocks(region)
-            };
-            match blocks {
-                Some(r) => r,
+            match scheme.huge_page_blocks(AddrRange::new(region.start, region.end)) {
+                Some(r) => Region::new(r.start, r.end),
                 None => return Applied::default(),
             }
         } else {
@@ -528,30 +517,13 @@ fn merge(ranges: impl Iterator<Item = (u64, u64)>) -> Vec<(u64, u64)> {
     out
 }
 
-/// The 2 MiB-aligned blocks whose middle is in `region`, as one range; `None` if there is none.
-fn claimed_blocks(region: &Region) -> Option<Region> {
-    let half = HUGE_PAGE / 2;
-    let first = region.start.saturating_sub(half).div_ceil(HUGE_PAGE);
-    let end = region.end.saturating_sub(half).div_ceil(HUGE_PAGE);
-    (first < end).then(|| Region::new(first * HUGE_PAGE, end * HUGE_PAGE))
-}
-
-/// The 2 MiB-aligned blocks wholly inside `region`, as one range; `None` if there is none.
-fn inner_blocks(region: &Region) -> Option<Region> {
-    let first = region.start.div_ceil(HUGE_PAGE);
-    let end = region.end / HUGE_PAGE;
-    (first < end).then(|| Region::new(first * HUGE_PAGE, end * HUGE_PAGE))
-}
-
-/// The whole 2 MiB-aligned blocks inside `ranges`.
+/// The whole huge-page blocks inside `ranges`: a block is collapsed only if all of it is
+/// mapped and allowed by the filters.
 fn huge_blocks(ranges: &[(u64, u64)]) -> Vec<(u64, u64)> {
     ranges
         .iter()
-        .filter_map(|&(s, e)| {
-            let s = s.div_ceil(HUGE_PAGE) * HUGE_PAGE;
-            let e = e / HUGE_PAGE * HUGE_PAGE;
-            (s < e).then_some((s, e))
-        })
+        .filter_map(|&(s, e)| huge_page_blocks(AddrRange::new(s, e), true))
+        .map(|r| (r.start, r.end))
         .collect()
 }
 
@@ -608,33 +580,6 @@ mod tests {
                 (0x9000, 0x9800, true)
             ]
         );
-    }
-
-    #[test]
-    fn under_a_quota_only_blocks_wholly_inside_the_region() {
-        let h = HUGE_PAGE;
-        let r = Region::new(h / 2, 3 * h + h / 2);
-        assert_eq!(inner_blocks(&r), Some(Region::new(h, 3 * h)));
-        assert_eq!(
-            claimed_blocks(&r),
-            Some(Region::new(0, 3 * h)),
-            "the middle rule reaches before the start"
-        );
-        assert_eq!(inner_blocks(&Region::new(h / 2, h + h / 2)), None);
-    }
-
-    #[test]
-    fn every_huge_block_is_claimed_by_the_region_holding_its_middle() {
-        let m = HUGE_PAGE;
-        let claimed = |s, e| claimed_blocks(&Region::new(s, e)).map(|r| (r.start, r.end));
-        assert_eq!(claimed(0, m / 2), None);
-        assert_eq!(claimed(0, m / 2 + 4096), Some((0, m)));
-        assert_eq!(claimed(m / 2 + 4096, 3 * m), Some((m, 3 * m)));
-        assert_eq!(claimed(m / 2, m / 2 + 4096), Some((0, m)));
-        // Neighbours split the blocks between them without overlap or gap.
-        let cut = 5 * m + 12345 / 4096 * 4096;
-        let (a, b) = (claimed(m, cut).unwrap(), claimed(cut, 9 * m).unwrap());
-        assert_eq!((a.0, a.1, b.0, b.1), (m, 5 * m, 5 * m, 9 * m));
     }
 
     #[test]

@@ -32,7 +32,7 @@ pub mod model;
 pub mod ops;
 
 pub use config::{ConfigError, Pattern, Phase, RwMode, Workload, WorkloadRegion};
-pub use memory::{HUGE_PAGE, Residency};
+pub use memory::Residency;
 pub use model::Touched;
 pub use ops::{SimOps, SimOptions};
 

@@ -26,7 +26,7 @@ pub mod score;
 pub mod stats;
 pub mod watermarks;
 
-pub use action::Action;
+pub use action::{Action, HUGE_PAGE, huge_page_blocks};
 pub use apply::{Applied, ApplyEnv, SchemeApplier, apply_schemes};
 pub use filter::{Filter, FilterKind, Filters};
 pub use goal::{GoalMetric, LruMem, MetricSource, NoMetrics, NodeMem, QuotaGoal};
@@ -37,6 +37,7 @@ pub use stats::{DamosWalk, SchemeStats, SchemeTriedRegions, TriedRegion, WalkErr
 pub use watermarks::{Watermarks, WmarkMetric, free_mem_rate, wait_activation_us};
 
 use crate::attrs::Attrs;
+use crate::region::AddrRange;
 use thiserror::Error;
 
 /// A name that is not one of a closed set of keywords (actions, tuners, metrics).
@@ -150,6 +151,12 @@ impl Scheme {
 
     pub fn state(&self) -> &SchemeState {
         &self.state
+    }
+
+    /// The huge-page blocks a `collapse` by this scheme acts on in `range`
+    /// ([`huge_page_blocks`]), bounded by the region when a quota is set.
+    pub fn huge_page_blocks(&self, range: AddrRange) -> Option<AddrRange> {
+        huge_page_blocks(range, self.quota.is_set(&self.state.quota))
     }
 
     /// `damos_set_next_apply_sis`: call when monitoring starts, when the scheme is added to a
