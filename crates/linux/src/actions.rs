@@ -138,6 +138,23 @@ fn swap_total() -> u64 {
         .unwrap_or(0)
 }
 
+/// Where an apply acts: the advice (`None` for `stat`) and the mapped pieces of the region.
+struct Plan {
+    advice: Option<libc::c_int>,
+    pieces: Vec<Piece>,
+}
+
+/// The pages of a plan before acting, as the scheme's filters see them.
+struct Scan {
+    /// The runs of pages the filters allow.
+    before: Vec<PageRun>,
+    /// The ranges to act on: those runs merged (whole huge-page blocks for `collapse`).
+    targets: Vec<(u64, u64)>,
+    sz_passed: u64,
+    /// Present anonymous bytes, which pageout cannot take out without swap.
+    anon_present: u64,
+}
+
 /// Pages of one mapping inside the region, and what the mapping is.
 #[derive(Debug, Clone, Copy)]
 struct Piece {
@@ -256,106 +273,131 @@ impl Actor {
     }
 
     /// Apply `scheme.action` to `region` in apply pass `pass` (the context's sampling-interval
-    /// count) at `now_us`.
+    /// count) at `now_us`: plan where to act, scan the pages there, act (or, in a dry run,
+    /// work out what acting would change), and measure what changed.
     pub fn apply(&mut self, region: &Region, scheme: &Scheme, pass: u64, now_us: u64) -> Applied {
         let started = Instant::now();
+        let Some(plan) = self.plan(region, scheme, pass, now_us) else {
+            return Applied::default();
+        };
+        let Some(scan) = self.scan(&plan, scheme, now_us) else {
+            return Applied::default();
+        };
+        let sz_applied = match plan.advice {
+            Some(advice) if !self.dry_run => {
+                self.act(scheme.action, advice, &scan.targets, now_us);
+                self.measure(scheme.action, &scan, now_us)
+            }
+            _ => {
+                if self.dry_run {
+                    let would = self.would_change(scheme.action, &scan.before, &scan.targets);
+                    self.record_dry(pass, now_us, scheme.action, scan.sz_passed, would);
+                }
+                0
+            }
+        };
+        Applied {
+            sz_applied,
+            sz_ops_filter_passed: scan.sz_passed,
+            elapsed_ns: started.elapsed().as_nanos() as u64,
+        }
+    }
+
+    /// The advice and the mapped pieces of `region` to act on; `None` when there is nothing
+    /// this actor can do (an action user space cannot do, noted once; no pidfd; no huge-page
+    /// block for `collapse`; the process gone).
+    fn plan(&mut self, region: &Region, scheme: &Scheme, pass: u64, now_us: u64) -> Option<Plan> {
         let Ok(advice) = advice(scheme.action) else {
             self.note_once(
                 now_us,
                 scheme.action.name(),
                 check_action(scheme.action).unwrap_err(),
             );
-            return Applied::default();
+            return None;
         };
-        if self.pidfd.is_none() {
-            return Applied::default();
-        }
+        self.pidfd.as_ref()?;
         let region = if scheme.action == Action::Collapse {
-            match scheme.huge_page_blocks(AddrRange::new(region.start, region.end)) {
-                Some(r) => Region::new(r.start, r.end),
-                None => return Applied::default(),
-            }
+            let blocks = scheme.huge_page_blocks(AddrRange::new(region.start, region.end))?;
+            Region::new(blocks.start, blocks.end)
         } else {
             *region
         };
-        let pieces = match self.maps(pass) {
-            Some(maps) => pieces(maps, &region),
-            None => return Applied::default(),
-        };
-        let mut before = Vec::new();
+        let pieces = pieces(self.maps(pass)?, &region);
+        Some(Plan { advice, pieces })
+    }
+
+    /// The pages of the plan's pieces as they are before acting, what of them the scheme's
+    /// filters allow, and the ranges to act on; `None` if the pages cannot be read (noted
+    /// once).
+    fn scan(&mut self, plan: &Plan, scheme: &Scheme, now_us: u64) -> Option<Scan> {
+        let pm = self.pagemap.as_ref().expect("opened with the pidfd");
         let mut runs = Vec::new();
-        for p in &pieces {
+        let mut scanned = Vec::new();
+        for p in &plan.pieces {
             runs.clear();
-            let pm = self.pagemap.as_ref().expect("opened with the pidfd");
             if let Err(e) = pm.scan(p.start, p.end, &mut runs) {
-                self.note_once(
-                    now_us,
-                    "scan",
-                    format!("cannot scan the pages of process {}: {e}", self.pid),
-                );
-                return Applied::default();
+                let text = format!("cannot scan the pages of process {}: {e}", self.pid);
+                self.note_once(now_us, "scan", text);
+                return None;
             }
-            before.extend(runs.iter().map(|r| (*r, p.file)));
+            scanned.extend(runs.iter().map(|r| (*r, p.file)));
         }
         let check_filters =
             !scheme.filters.ops().is_empty() && !scheme.state().core_filters_allowed;
-        let passed: Vec<(PageRun, bool)> = before
+        let passed: Vec<(PageRun, bool)> = scanned
             .into_iter()
             .filter(|(r, file)| {
                 !check_filters || scheme.filters.ops_allow(|k| is_of_kind(k, r, *file))
             })
             .collect();
-        let sz_passed: u64 = passed.iter().map(|(r, _)| r.size()).sum();
         let mut targets = merge(passed.iter().map(|(r, _)| (r.start, r.end)));
         if scheme.action == Action::Collapse {
             targets = huge_blocks(&targets);
         }
         let before: Vec<PageRun> = passed.iter().map(|(r, _)| *r).collect();
-        let anon_present: u64 = passed
-            .iter()
-            .filter(|(r, _)| r.is(PAGE_IS_PRESENT) && !r.is(PAGE_IS_FILE))
-            .map(|(r, _)| r.size())
-            .sum();
+        Some(Scan {
+            sz_passed: before.iter().map(PageRun::size).sum(),
+            anon_present: before
+                .iter()
+                .filter(|r| r.is(PAGE_IS_PRESENT) && !r.is(PAGE_IS_FILE))
+                .map(PageRun::size)
+                .sum(),
+            before,
+            targets,
+        })
+    }
 
-        if self.dry_run || advice.is_none() {
-            if self.dry_run {
-                let would = self.would_change(scheme.action, &before, &targets);
-                self.record_dry(pass, now_us, scheme.action, sz_passed, would);
-            }
-            return Applied {
-                sz_applied: 0,
-                sz_ops_filter_passed: sz_passed,
-                elapsed_ns: started.elapsed().as_nanos() as u64,
-            };
-        }
-        let advice = advice.expect("checked");
-        let pidfd = self.pidfd.as_ref().expect("checked");
-        let mut errors = Vec::new();
-        for &(s, e) in &targets {
-            if let Err(err) = process_madvise(pidfd, s, e, advice) {
-                errors.push(err);
-            }
-        }
+    /// `process_madvise` on every target range; each kind of failure is noted once.
+    fn act(&mut self, action: Action, advice: libc::c_int, targets: &[(u64, u64)], now_us: u64) {
+        let pidfd = self.pidfd.as_ref().expect("planned with the pidfd");
+        let errors: Vec<io::Error> = targets
+            .iter()
+            .filter_map(|&(s, e)| process_madvise(pidfd, s, e, advice).err())
+            .collect();
         for err in errors {
-            let key = format!("{}:{:?}", scheme.action, err.raw_os_error());
+            let key = format!("{action}:{:?}", err.raw_os_error());
             let text = format!(
-                "process_madvise({}) on process {} failed: {err}",
-                scheme.action, self.pid
+                "process_madvise({action}) on process {} failed: {err}",
+                self.pid
             );
             self.note_once(now_us, &key, text);
         }
+    }
+
+    /// The bytes whose state the action changed, from a scan after acting; a pageout's are
+    /// kept as paged out.
+    fn measure(&mut self, action: Action, scan: &Scan, now_us: u64) -> u64 {
         let mut after = Vec::new();
         let pm = self.pagemap.as_ref().expect("opened with the pidfd");
-        for &(s, e) in &targets {
+        for &(s, e) in &scan.targets {
             if pm.scan(s, e, &mut after).is_err() {
                 break;
             }
         }
-        let changed = applied_ranges(scheme.action, &before, &after);
-        let applied = changed.iter().map(|(s, e)| e - s).sum();
-        if scheme.action == Action::Pageout {
+        let changed = applied_ranges(action, &scan.before, &after);
+        if action == Action::Pageout {
             self.paged_out.add(&changed);
-            if self.swap == 0 && anon_present > 0 {
+            if self.swap == 0 && scan.anon_present > 0 {
                 self.note_once(
                     now_us,
                     "noswap",
@@ -368,11 +410,7 @@ impl Actor {
                 );
             }
         }
-        Applied {
-            sz_applied: applied,
-            sz_ops_filter_passed: sz_passed,
-            elapsed_ns: started.elapsed().as_nanos() as u64,
-        }
+        changed.iter().map(|(s, e)| e - s).sum()
     }
 
     /// What acting would change, from the state before.
