@@ -2,9 +2,9 @@
 //! access source (the tick tracepoint, cpu-clock sampling or a PMU).
 //!
 //! [`spawn`] or [`attach`] start sampling and return a [`VaddrOps`] (the [`Operations`] the
-//! core drives) and a [`SampleClock`] (its [`Clock`](udamon_core::Clock)); the clock drains
-//! the ring buffers in batches and the operations replay each sampling interval from the
-//! sample timestamps:
+//! core drives) and a [`SampleClock`] (its [`Clock`](udamon_core::Clock)); the clock wakes in
+//! batches to drain the ring buffers (`vaddr::rings`) and the operations replay each sampling
+//! interval from the sample timestamps:
 //!
 //! - `init`/`update`: regions from `/proc/PID/maps` with the three-regions construction
 //!   ([`ranges`]), refreshed every update interval with `set_regions`, and sooner (at most every
@@ -30,6 +30,7 @@
 mod clock;
 pub mod ranges;
 mod residency;
+mod rings;
 mod source;
 mod stats;
 pub mod tree;
@@ -51,13 +52,12 @@ use crate::perf::{
     REGS_ABI_64, Rate, Sample, Sampler, SamplerConfig,
 };
 use crate::referenced::{Referenced, ReferencedProbe};
-use clock::FeedMsg;
 use residency::Residency;
+use rings::{Feed, FeedMsg, Rings};
 use std::cell::RefCell;
 use std::collections::VecDeque;
 use std::ffi::OsStr;
 use std::rc::Rc;
-use std::sync::mpsc::{Receiver, channel};
 use thiserror::Error;
 use udamon_core::damos::{Applied, ApplyEnv, Scheme};
 use udamon_core::layout::set_regions;
@@ -390,7 +390,7 @@ pub struct VaddrOps {
     /// inherit the setting.
     dry_run: bool,
     procs: Vec<Proc>,
-    rx: Receiver<FeedMsg>,
+    feed: Feed,
     pending: VecDeque<PerfRecord>,
     addrs: Vec<Vec<u64>>,
     stats: SourceStats,
@@ -401,7 +401,7 @@ pub struct VaddrOps {
 
 impl VaddrOps {
     fn build(parts: Vec<(Sampler, Proc)>, config: &SamplerConfig) -> (VaddrOps, SampleClock) {
-        let (tx, rx) = channel();
+        let feed = Feed::default();
         let now = monotonic_us();
         let events = EventLog::default();
         let mut samplers = Vec::with_capacity(parts.len());
@@ -425,13 +425,13 @@ impl VaddrOps {
             },
             addrs: vec![Vec::new(); procs.len()],
             procs,
-            rx,
+            feed: feed.clone(),
             pending: VecDeque::new(),
             stats: SourceStats::default(),
             events,
             referenced_period_us: None,
         };
-        (ops, SampleClock::new(samplers, tx))
+        (ops, SampleClock::new(Rings::new(samplers, feed)))
     }
 
     /// One empty target per process, in the order given: add them to the context before
@@ -628,7 +628,7 @@ impl VaddrOps {
     }
 
     fn receive(&mut self) {
-        while let Ok(msg) = self.rx.try_recv() {
+        while let Some(msg) = self.feed.next() {
             match msg {
                 FeedMsg::Records(recs) => self.pending.extend(recs),
                 FeedMsg::Gone { pid, status, at_us } => {
