@@ -1,6 +1,7 @@
 //! The monitoring context and its loop, as a step machine counted in sampling intervals
-//! (spec §2). One [`Context::step`] is one sampling interval; a [`Clock`] decides whether it takes
-//! real time (live monitoring) or none (simulation, replay of timestamped samples).
+//! (docs/algorithms.md#loop). One [`Context::step`] is one sampling interval; a [`Clock`] decides
+//! whether it takes real time (live monitoring) or none (simulation, replay of timestamped
+//! samples).
 //!
 //! Order of work at an aggregation boundary, as upstream (NEW) with the recording hook placed
 //! where the `damon_aggregated` tracepoint fires: merge (updates ages) → enforce the minimum
@@ -662,7 +663,7 @@ mod tests {
         Context::new(attrs, 1).unwrap()
     }
 
-    /// Spec §10.1 `damon_test_target`.
+    /// Upstream's kunit test `damon_test_target`.
     #[test]
     fn damon_test_target() {
         let mut ctx = ctx_with(5000, 100_000);
@@ -673,7 +674,7 @@ mod tests {
         assert_eq!(ctx.targets().len(), 0);
     }
 
-    /// Spec §10.1 `damon_test_regions`.
+    /// Upstream's kunit test `damon_test_regions`.
     #[test]
     fn damon_test_regions() {
         let r = Region::new(1, 2);
@@ -686,7 +687,7 @@ mod tests {
         assert_eq!(t.nr_regions(), 0);
     }
 
-    /// Spec §10.1 `damon_test_aggregate`.
+    /// Upstream's kunit test `damon_test_aggregate`.
     #[test]
     fn damon_test_aggregate() {
         let mut ctx = ctx_with(5000, 100_000);
@@ -715,7 +716,7 @@ mod tests {
         }
     }
 
-    /// Spec §10.1 NEW `damon_test_mvsum`.
+    /// Upstream's kunit test NEW `damon_test_mvsum`.
     #[test]
     fn damon_test_mvsum() {
         for (current, last, left_bp, want) in [
@@ -733,7 +734,7 @@ mod tests {
         }
     }
 
-    /// Spec §10.1 NEW `damon_test_nr_accesses_mvsum`.
+    /// Upstream's kunit test NEW `damon_test_nr_accesses_mvsum`.
     #[test]
     fn damon_test_nr_accesses_mvsum() {
         let mut ctx = ctx_with(1, 10);
@@ -759,8 +760,9 @@ mod tests {
         }
     }
 
-    /// Spec §10.1 NEW `damon_test_commit_ctx`: the minimum region size must be a power of two.
-    /// (udamon has no separate commit step; the same check guards every context's attributes.)
+    /// Upstream's kunit test NEW `damon_test_commit_ctx`: the minimum region size must be a power
+    /// of two. (udamon has no separate commit step; the same check guards every context's
+    /// attributes.)
     #[test]
     fn damon_test_commit_ctx() {
         let attrs = |min_region_sz| Attrs {

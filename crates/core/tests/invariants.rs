@@ -1,6 +1,7 @@
-//! Property tests for the invariants the adaptive regions adjustment promises (spec §11.3):
-//! regions stay sorted, non-overlapping, aligned, and cover the same ranges through merge and
-//! split; `nr_accesses` never exceeds the samples per window; the region count stays in bounds.
+//! Property tests for the invariants the adaptive regions adjustment promises
+//! (docs/algorithms.md#guarantees): regions stay sorted, non-overlapping, aligned, and cover the
+//! same ranges through merge and split; `nr_accesses` never exceeds the samples per window; the
+//! region count stays in bounds.
 
 use proptest::prelude::*;
 use std::ops::ControlFlow;

@@ -1,5 +1,6 @@
-//! DAMOS actions (spec §8.2) and their stable lower-case names (upstream's sysfs keywords),
-//! and the huge-page blocks that `collapse` acts on, for every operations set alike.
+//! DAMOS actions (docs/algorithms.md#damos-actions) and their stable lower-case names (upstream's
+//! sysfs keywords), and the huge-page blocks that `collapse` acts on, for every operations set
+//! alike.
 
 use super::UnknownName;
 use crate::region::AddrRange;
@@ -7,8 +8,8 @@ use std::fmt;
 use std::str::FromStr;
 
 /// What a scheme does to the memory of matching regions. Which ones an operations set supports
-/// is its business (spec §6.4); the core only distinguishes `Stat`, which changes nothing and so
-/// leaves region ages alone.
+/// is its business (docs/algorithms.md#operations); the core only distinguishes `Stat`, which
+/// changes nothing and so leaves region ages alone.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Action {
     Willneed,

@@ -1,5 +1,6 @@
-//! DAMOS, DAMON-based Operation Schemes (spec §8): act on regions whose access pattern matches,
-//! within quotas, prioritised by access temperature, gated by watermarks and filters.
+//! DAMOS, DAMON-based Operation Schemes (docs/algorithms.md#damos): act on regions whose access
+//! pattern matches, within quotas, prioritised by access temperature, gated by watermarks and
+//! filters.
 //!
 //! Everything here is deterministic logic: time, system metrics and the effect of an action come
 //! in as values or through small traits ([`SchemeApplier`], [`MetricSource`]), so the same code
@@ -95,7 +96,7 @@ pub struct SchemeState {
     /// Watermarks' verdict; a new scheme starts active.
     pub activated: bool,
     /// Whether a core filter allowed the region being applied to, in which case the operations
-    /// layer skips its own filters for that region (spec §8.7).
+    /// layer skips its own filters for that region (docs/algorithms.md#damos-filters).
     pub core_filters_allowed: bool,
 }
 
@@ -116,7 +117,8 @@ impl Default for SchemeState {
 pub struct Scheme {
     pub pattern: AccessPattern,
     pub action: Action,
-    /// How often the scheme is applied; 0 means every aggregation interval (spec §8.10).
+    /// How often the scheme is applied; 0 means every aggregation interval
+    /// (docs/algorithms.md#damos-apply-interval).
     pub apply_interval_us: u64,
     pub quota: Quota,
     pub wmarks: Watermarks,

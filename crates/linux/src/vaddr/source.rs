@@ -15,7 +15,7 @@ pub enum SourceChoice {
 }
 
 /// The default `cpuclock` rate. Every sample costs the target one timer interrupt, about
-/// 15–20 µs in this kind of (nested) VM (research/address-sampling.md): 1 kHz measured 1–2 %
+/// 15–20 µs in this kind of (nested) VM (docs/sources/sampled.md): 1 kHz measured 1–2 %
 /// slowdown on CPU-bound and 2.4–5 % on memory-bound code, 250 Hz about 1 %. 500 Hz keeps a
 /// memory-bound target near the 2 % budget while giving twice the tick's samples.
 pub const DEFAULT_CPUCLOCK_HZ: u64 = 500;
