@@ -133,11 +133,12 @@ fn record_after_help() -> String {
         "Live processes: `udamon record -- CMD ARGS...` runs CMD and monitors it and the \
          processes it forks to their exit; `udamon record --pid PID [--children]` monitors a \
          running process (and its descendants). Unless intervals or region bounds are given, \
-         sampled sources use {} sampling, aggregation windows of about {} samples ({} for \
-         {cpuclock}, {} for {tick}), {} updates and {}..{} regions. Ctrl-C or SIGTERM stop \
-         monitoring with a complete record.",
+         sampled sources use {} sampling, aggregation windows of at least {} samples at the \
+         nominal rate and at least {} ({} for {cpuclock}, {} for {tick}), {} updates and {}..{} \
+         regions. Ctrl-C or SIGTERM stop monitoring with a complete record.",
         format_duration_us(c.sample_interval_us),
         vaddr::SAMPLES_PER_WINDOW,
+        format_duration_us(vaddr::MIN_SAMPLED_AGGR_US),
         format_duration_us(c.aggr_interval_us),
         format_duration_us(t.aggr_interval_us),
         format_duration_us(c.ops_update_interval_us),

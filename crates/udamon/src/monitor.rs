@@ -4,6 +4,7 @@
 //! live processes) records through this one path; operations hand the events they see (exec,
 //! exit, source statistics) to the record through [`RecordedOps`], read at every sampling
 //! interval. Why monitoring stopped is written here, once, after the loop.
+
 mod settings;
 
 pub use settings::Settings;
