@@ -588,7 +588,7 @@ impl Context {
 
     /// `before_terminate` callbacks, then the operations' cleanup (which happens even when a
     /// callback fails).
-    pub fn terminate(
+    fn terminate(
         &mut self,
         ops: &mut dyn Operations,
         callbacks: &mut dyn Callbacks,
