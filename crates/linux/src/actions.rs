@@ -92,6 +92,11 @@ pub fn pidfd_open(pid: u32) -> io::Result<OwnedFd> {
     Ok(unsafe { OwnedFd::from_raw_fd(fd as i32) })
 }
 
+/// Whether opening a process's pidfd or `/proc` file failed because the process is gone.
+fn is_gone(e: &io::Error) -> bool {
+    e.raw_os_error() == Some(libc::ESRCH) || e.kind() == io::ErrorKind::NotFound
+}
+
 /// Whether the process the pidfd names has not exited.
 fn is_alive(pidfd: &OwnedFd) -> bool {
     // SAFETY: signal 0 only checks; the pointer may be null.
@@ -212,6 +217,9 @@ impl Actor {
                 actor.pidfd = Some(fd);
                 actor.pagemap = Some(pm);
             }
+            // A process already gone (a child that exited before its fork was handled) has
+            // nothing to act on, and its exit is reported: no note.
+            (Err(e), _) | (_, Err(e)) if is_gone(&e) => {}
             (Err(e), _) | (_, Err(e)) => actor.note_once(
                 crate::vaddr::monotonic_us(),
                 "open",
@@ -568,6 +576,16 @@ fn huge_blocks(ranges: &[(u64, u64)]) -> Vec<(u64, u64)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_process_already_gone_gets_no_note() {
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let pid = child.id();
+        child.wait().unwrap();
+        let mut actor = Actor::new(pid);
+        assert!(actor.pidfd.is_none());
+        assert_eq!(actor.take_notes(), []);
+    }
 
     #[test]
     fn actions_user_space_cannot_do_are_refused_with_the_reason() {
