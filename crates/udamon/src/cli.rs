@@ -78,9 +78,7 @@ pub struct MonitoringArgs {
         conflicts_with_all = ["min_regions", "max_regions"]
     )]
     pub nr_regions_range: Option<Vec<u32>>,
-    /// Tune the intervals automatically towards DAMON's recommended goal (4 % of possible access
-    /// events observed, sampling between 5 ms and 10 s; damo's --monitoring_intervals_autotune).
-    #[arg(long, alias = "monitoring_intervals_autotune")]
+    #[arg(long, alias = "monitoring_intervals_autotune", help = autotune_help())]
     pub autotune: bool,
     /// Operation schemes to apply (damo's JSON schema: a list of schemes, or damo's full
     /// parameters); see docs/schemes.md.
@@ -125,6 +123,18 @@ fn default_help(what: &str, value: fn(&Attrs) -> String) -> String {
         each.join(", ")
     };
     format!("{what} [default: {sim} for simulations, {live} for live processes]")
+}
+
+fn autotune_help() -> String {
+    let goal = udamon_core::IntervalsGoal::recommended();
+    format!(
+        "Tune the intervals automatically towards DAMON's recommended goal ({} % of possible \
+         access events observed, sampling between {} and {}; damo's \
+         --monitoring_intervals_autotune)",
+        goal.access_bp as f64 / 100.0,
+        format_duration_us(goal.min_sample_us),
+        format_duration_us(goal.max_sample_us),
+    )
 }
 
 fn record_after_help() -> String {
