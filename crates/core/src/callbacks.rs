@@ -35,6 +35,13 @@ pub trait Callbacks {
         Ok(ControlFlow::Continue(()))
     }
 
+    /// After a step spent waiting, because every scheme's watermarks hold monitoring back
+    /// (upstream's `after_wmarks_check`): time moved on, but no sampling interval passed. A
+    /// break stops monitoring; an error stops it too.
+    fn after_wait(&mut self, _ctx: &Context) -> Flow {
+        Ok(ControlFlow::Continue(()))
+    }
+
     /// At every aggregation boundary, with the completed window's merged regions, before their
     /// `nr_accesses` are reset (what upstream's `damon_aggregated` tracepoint reports).
     fn after_aggregation(&mut self, _ctx: &Context) -> Flow {
@@ -59,6 +66,13 @@ impl<A: Callbacks, B: Callbacks> Callbacks for (A, B) {
     fn after_sampling(&mut self, ctx: &Context) -> Flow {
         match self.0.after_sampling(ctx)? {
             ControlFlow::Continue(()) => self.1.after_sampling(ctx),
+            stop => Ok(stop),
+        }
+    }
+
+    fn after_wait(&mut self, ctx: &Context) -> Flow {
+        match self.0.after_wait(ctx)? {
+            ControlFlow::Continue(()) => self.1.after_wait(ctx),
             stop => Ok(stop),
         }
     }

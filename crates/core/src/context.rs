@@ -371,7 +371,8 @@ impl Context {
     ) -> Result<ControlFlow<StopReason>, RunError> {
         debug_assert!(self.started, "start() the context before stepping it");
         if self.wait_activation(clock) {
-            return Ok(self.stop_unless_valid(ops, ControlFlow::Continue(())));
+            let flow = callbacks.after_wait(self).map_err(RunError::Callback)?;
+            return Ok(self.stop_unless_valid(ops, flow));
         }
         let snap_aggr = self.next_aggregation_sis;
         let snap_upd = self.next_ops_update_sis;

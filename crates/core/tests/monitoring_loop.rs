@@ -478,4 +478,53 @@ mod schemes {
             "time moved on in watermark-check intervals"
         );
     }
+
+    /// Stops the run once the context's time reaches a limit, whether it sampled or waited.
+    struct StopAt(u64);
+
+    impl Callbacks for StopAt {
+        fn after_sampling(&mut self, ctx: &Context) -> Flow {
+            Ok(self.check(ctx))
+        }
+
+        fn after_wait(&mut self, ctx: &Context) -> Flow {
+            Ok(self.check(ctx))
+        }
+    }
+
+    impl StopAt {
+        fn check(&self, ctx: &Context) -> ControlFlow<()> {
+            if ctx.now_us() >= self.0 {
+                ControlFlow::Break(())
+            } else {
+                ControlFlow::Continue(())
+            }
+        }
+    }
+
+    /// A run whose schemes never activate still ends when a callback says so (a requested
+    /// duration, Ctrl-C), not only when its targets end.
+    #[test]
+    fn callbacks_can_stop_a_run_waiting_for_the_watermarks() {
+        let mut scheme = cold_pageout(0);
+        scheme.wmarks = Watermarks {
+            metric: WmarkMetric::FreeMemRate,
+            interval_us: 1_000_000,
+            high: 800,
+            mid: 400,
+            low: 0,
+        };
+        let mut ctx = Context::new(Attrs::default(), 1).unwrap();
+        ctx.add_target(Target::new(Some(1)));
+        ctx.add_scheme(scheme).unwrap();
+        ctx.set_metric_source(Box::new(FixedFree(900)));
+        let mut ops = HotRangesOps::new(AddrRange::new(0, MIB), vec![]);
+        ops.valid_until_us = 10_000_000;
+        let reason = ctx
+            .run(&mut ops, &mut VirtualClock, &mut StopAt(3_000_000))
+            .unwrap();
+        assert_eq!(reason, StopReason::Requested);
+        assert_eq!(ctx.now_us(), 3_000_000);
+        assert_eq!(ctx.passed_sample_intervals(), 0, "it only waited");
+    }
 }

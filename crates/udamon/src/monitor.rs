@@ -93,34 +93,41 @@ impl std::fmt::Display for Summary {
     }
 }
 
-/// Breaks the loop once the context's time passes a limit.
-struct Deadline(Option<u64>);
-
-impl Callbacks for Deadline {
-    fn after_sampling(&mut self, ctx: &Context) -> Flow {
-        Ok(match self.0 {
-            Some(limit) if ctx.now_us() >= limit => ControlFlow::Break(()),
-            _ => ControlFlow::Continue(()),
-        })
-    }
+/// Breaks the loop once the requested duration has passed on the context's time line, or a
+/// stop was requested from outside (Ctrl-C, SIGTERM): after every step, also the ones spent
+/// waiting for the schemes' watermarks.
+struct Stop {
+    deadline_us: Option<u64>,
+    flag: Option<Arc<AtomicBool>>,
 }
 
-/// Breaks the loop once a stop was requested from outside (Ctrl-C, SIGTERM).
-struct StopFlag(Option<Arc<AtomicBool>>);
+impl Stop {
+    fn expired(&self, ctx: &Context) -> bool {
+        self.deadline_us.is_some_and(|d| ctx.now_us() >= d)
+    }
 
-impl StopFlag {
     fn raised(&self) -> bool {
-        self.0.as_ref().is_some_and(|f| f.load(Ordering::Relaxed))
+        self.flag
+            .as_ref()
+            .is_some_and(|f| f.load(Ordering::Relaxed))
     }
-}
 
-impl Callbacks for StopFlag {
-    fn after_sampling(&mut self, _ctx: &Context) -> Flow {
-        Ok(if self.raised() {
+    fn check(&self, ctx: &Context) -> Flow {
+        Ok(if self.expired(ctx) || self.raised() {
             ControlFlow::Break(())
         } else {
             ControlFlow::Continue(())
         })
+    }
+}
+
+impl Callbacks for Stop {
+    fn after_sampling(&mut self, ctx: &Context) -> Flow {
+        self.check(ctx)
+    }
+
+    fn after_wait(&mut self, ctx: &Context) -> Flow {
+        self.check(ctx)
     }
 }
 
@@ -206,22 +213,25 @@ pub fn run(
     )
     .with_context(|| format!("cannot record to {}", session.out.display()))?;
     let progress = Progress::new("recording", session.expected_us, start_us);
-    let deadline = Deadline(settings.duration_us.map(|d| start_us + d));
+    let stop = Stop {
+        deadline_us: settings.duration_us.map(|d| start_us + d),
+        flag: session.stop,
+    };
     let recording = Recording {
         recorder,
         events: ops.record_events(),
     };
-    let mut callbacks = (recording, (progress, (deadline, StopFlag(session.stop))));
+    let mut callbacks = (recording, (progress, stop));
     let result = ctx.run(ops, clock, &mut callbacks);
-    let (mut recording, (progress, (deadline, stop_flag))) = callbacks;
+    let (mut recording, (progress, stop)) = callbacks;
     progress.finish();
 
-    let stop = match &result {
+    let why = match &result {
         Err(RunError::Callback(_)) => "stopped: the record could not be written".to_string(),
-        Ok(StopReason::Requested) if deadline.0.is_some_and(|d| ctx.now_us() >= d) => {
+        Ok(StopReason::Requested) if stop.expired(&ctx) => {
             "the requested duration elapsed".to_string()
         }
-        Ok(StopReason::Requested) if stop_flag.raised() => "interrupted by a signal".to_string(),
+        Ok(StopReason::Requested) if stop.raised() => "interrupted by a signal".to_string(),
         Ok(StopReason::Requested) => "stopped on request".to_string(),
         Ok(StopReason::NoValidTarget) => "every target ended".to_string(),
         Err(RunError::Ops(e)) => format!("monitoring failed: {e}"),
@@ -233,7 +243,7 @@ pub fn run(
         recording.recorder.write_event(
             time_ns,
             EventKind::Stopped {
-                reason: stop.clone(),
+                reason: why.clone(),
             },
         )
     });
@@ -242,7 +252,7 @@ pub fn run(
         snapshots: recorder.snapshots_written(),
         bytes: recorder.bytes_written(),
         monitored_us: ctx.now_us() - start_us,
-        stop,
+        stop: why,
     };
     recorder
         .finish()

@@ -119,3 +119,38 @@ fn the_help_shows_the_defaults_a_simulation_gets() {
     );
     assert!(help.contains(&max), "{max} not in: {help}");
 }
+
+/// Schemes whose watermarks never let them act (free memory is always above 0 %) hold
+/// monitoring back for the whole run; `--duration` still ends it.
+#[test]
+fn the_duration_ends_a_run_waiting_for_the_watermarks() {
+    let dir = tempfile::tempdir().unwrap();
+    let schemes = dir.path().join("schemes.json");
+    std::fs::write(
+        &schemes,
+        r#"[{"action": "pageout",
+             "access_pattern": {"sz_bytes": {"min": "4 KiB", "max": "max"},
+                                "nr_accesses": {"min": "0 %", "max": "0 %"},
+                                "age": {"min": "5 s", "max": "max"}},
+             "watermarks": {"metric": "free_mem_rate", "interval_us": "1 s",
+                            "high_permil": "0 %", "mid_permil": "0 %", "low_permil": "0 %"}}]"#,
+    )
+    .unwrap();
+    let out = dir.path().join("r.data");
+    udamon()
+        .args([
+            "record",
+            "--sim",
+            "builtin:demo",
+            "--duration",
+            "2s",
+            "--schemes",
+        ])
+        .arg(&schemes)
+        .arg("-o")
+        .arg(&out)
+        .assert()
+        .success()
+        .stderr(contains("over 2.0 s"))
+        .stderr(contains("the requested duration elapsed"));
+}
