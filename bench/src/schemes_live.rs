@@ -24,6 +24,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 use udamon_core::damos::{AccessPattern, Action, Scheme};
 use udamon_core::{Attrs, Context, NoCallbacks};
+use udamon_linux::actions::check_action;
 use udamon_linux::metrics::ProcMetrics;
 use udamon_linux::perf::{AccessSource, CpuClock, SamplerConfig};
 use udamon_linux::vaddr::{self, VaddrEvent, monotonic_us, sampled_attrs};
@@ -185,7 +186,7 @@ fn run(args: &[String], mode: Mode, scheme: Option<Scheme>) -> Run {
         ctx.add_target(t);
     }
     if let (Mode::Scheme, Some(s)) = (mode, scheme) {
-        ops.check_scheme(&s).unwrap();
+        check_action(s.action).unwrap();
         ctx.add_scheme(s).unwrap();
     }
     ctx.set_metric_source(Box::new(ProcMetrics::new(ops.pids())));

@@ -28,7 +28,7 @@ use std::num::NonZeroU32;
 use std::ops::ControlFlow;
 use std::time::Instant;
 use udamon_core::damos::{AccessPattern, Action, Scheme};
-use udamon_core::{Attrs, Callbacks, Context, TargetMemory, VirtualClock};
+use udamon_core::{Attrs, Callbacks, Context, Flow, TargetMemory, VirtualClock};
 use udamon_sim::{SimOps, SimOptions, Workload};
 
 const MIB: f64 = (1u64 << 20) as f64;
@@ -50,14 +50,14 @@ struct Trace {
 }
 
 impl Callbacks for Trace {
-    fn after_aggregation(&mut self, ctx: &Context) -> ControlFlow<()> {
+    fn after_aggregation(&mut self, ctx: &Context) -> Flow {
         if let Some(memory) = ctx.target_memory(0) {
             self.points.push(Point {
                 window_us: ctx.window_us(),
                 memory,
             });
         }
-        ControlFlow::Continue(())
+        Ok(ControlFlow::Continue(()))
     }
 }
 

@@ -1,5 +1,6 @@
-//! Adaptive regions adjustment (spec §3 and §4): merge adjacent regions of similar access
-//! frequency, split regions at random points, and keep the region count within the bounds.
+//! Adaptive regions adjustment (docs/algorithms.md#merge, #split): merge adjacent regions of
+//! similar access frequency, split regions at random points, and keep the region count within the
+//! bounds.
 //!
 //! Every pass is linear over a target's region vector. Behaviour follows upstream's NEW era:
 //! ages are counted only on the first merge pass, splits above half the maximum are partial, and
@@ -42,7 +43,8 @@ pub fn region_sz_limit(targets: &[Target], min_nr_regions: u32, min_region_sz: u
 }
 
 /// `damon_merge_two_regions`: `l` absorbs its right neighbour `r`, with size-weighted averages of
-/// `nr_accesses` and `age`. `last_nr_accesses` keeps the left value, as upstream does (spec §12.9).
+/// `nr_accesses` and `age`. `last_nr_accesses` keeps the left value, as upstream does
+/// (docs/algorithms.md#merge).
 ///
 /// Regions holding samples (sampled sources) count the sampling intervals in which a sample fell
 /// in them, which grows with their size rather than being a rate: the merged region's count is
@@ -568,7 +570,7 @@ mod tests {
         }
     }
 
-    /// Spec §10.1 `damon_test_split_at`.
+    /// Upstream's kunit test `damon_test_split_at`.
     #[test]
     fn damon_test_split_at() {
         let mut r = Region {
@@ -586,7 +588,7 @@ mod tests {
         );
     }
 
-    /// Spec §10.1 `damon_test_merge_two`.
+    /// Upstream's kunit test `damon_test_merge_two`.
     #[test]
     fn damon_test_merge_two() {
         let mut l = Region {
@@ -601,7 +603,7 @@ mod tests {
         assert_eq!((l.start, l.end, l.nr_accesses, l.age), (0, 300, 16, 17));
     }
 
-    /// Spec §10.1 `damon_test_merge_regions_of`.
+    /// Upstream's kunit test `damon_test_merge_regions_of`.
     #[test]
     fn damon_test_merge_regions_of() {
         let input = [
@@ -631,8 +633,8 @@ mod tests {
         );
     }
 
-    /// Spec §10.1 `damon_test_split_regions_of`: only upper bounds are checked upstream; we also
-    /// check that coverage is unchanged.
+    /// Upstream's kunit test `damon_test_split_regions_of`: only upper bounds are checked upstream;
+    /// we also check that coverage is unchanged.
     #[test]
     fn damon_test_split_regions_of() {
         let mut rng = Prng::seeded(3);
@@ -656,7 +658,7 @@ mod tests {
         }
     }
 
-    /// Spec §10.1 `damon_test_split_above_half_progresses`.
+    /// Upstream's kunit test `damon_test_split_above_half_progresses`.
     #[test]
     fn damon_test_split_above_half_progresses() {
         let mut t = Target::new(None);
@@ -676,7 +678,7 @@ mod tests {
         assert_eq!(after, 760 + 380);
     }
 
-    /// Spec §10.1 `damon_test_apply_min_nr_regions`.
+    /// Upstream's kunit test `damon_test_apply_min_nr_regions`.
     #[test]
     fn damon_test_apply_min_nr_regions() {
         for (sz, min_sz, min_nr, want_limit, want_nr) in [

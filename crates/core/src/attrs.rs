@@ -1,9 +1,9 @@
-//! Monitoring attributes (spec §1.3): intervals, region-count bounds, the minimum region size and
-//! the intervals auto-tuning goal, with upstream's validation rules.
+//! Monitoring attributes (docs/algorithms.md#attributes): intervals, region-count bounds, the
+//! minimum region size and the intervals auto-tuning goal, with upstream's validation rules.
 
 use thiserror::Error;
 
-/// The intervals auto-tuning goal (spec §7). Tuning is off while `aggrs` is 0.
+/// The intervals auto-tuning goal (docs/algorithms.md#autotune). Tuning is off while `aggrs` is 0.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct IntervalsGoal {
     /// Target share of observed access events among all possible ones, in basis points.
@@ -130,7 +130,8 @@ impl Attrs {
     }
 }
 
-/// Converts `nr_accesses` and `age` to new intervals (spec §1.6, NEW behaviour).
+/// Converts `nr_accesses` and `age` to new intervals (docs/algorithms.md#interval-change, NEW
+/// behaviour).
 ///
 /// `aggregating` is true mid-window, when the current `nr_accesses` is partial and dropped.
 pub fn convert_monitoring_result(
@@ -174,7 +175,7 @@ mod tests {
         }
     }
 
-    /// Spec §10.1 `damon_test_set_attrs`.
+    /// Upstream's kunit test `damon_test_set_attrs`.
     #[test]
     fn damon_test_set_attrs() {
         let valid = Attrs {
@@ -218,7 +219,7 @@ mod tests {
         );
     }
 
-    /// Spec §10.1 `damon_test_update_monitoring_result`.
+    /// Upstream's kunit test `damon_test_update_monitoring_result`.
     #[test]
     fn damon_test_update_monitoring_result() {
         let old = attrs(10, 1000);
@@ -235,7 +236,7 @@ mod tests {
         }
     }
 
-    /// Spec §10.1 MID `damon_test_nr_accesses_to_accesses_bp`: the maximum is capped at
+    /// Upstream's kunit test MID `damon_test_nr_accesses_to_accesses_bp`: the maximum is capped at
     /// `u32::MAX`, so a small count converts to 0 basis points.
     #[test]
     fn damon_test_nr_accesses_to_accesses_bp() {

@@ -1,6 +1,7 @@
 //! The monitoring context and its loop, as a step machine counted in sampling intervals
-//! (spec §2). One [`Context::step`] is one sampling interval; a [`Clock`] decides whether it takes
-//! real time (live monitoring) or none (simulation, replay of timestamped samples).
+//! (docs/algorithms.md#loop). One [`Context::step`] is one sampling interval; a [`Clock`] decides
+//! whether it takes real time (live monitoring) or none (simulation, replay of timestamped
+//! samples).
 //!
 //! Order of work at an aggregation boundary, as upstream (NEW) with the recording hook placed
 //! where the `damon_aggregated` tracepoint fires: merge (updates ages) → enforce the minimum
@@ -15,6 +16,7 @@ use crate::absent;
 use crate::adjust::{self, IdleEvidence, MergeRule, SplitState};
 use crate::attrs::{Attrs, AttrsError, convert_monitoring_result};
 use crate::callbacks::Callbacks;
+use crate::callbacks::{CallbackError, RunError};
 use crate::damos::SchemeTriedRegions;
 use crate::damos::{
     self, Applied, ApplyEnv, DamosWalk, MetricSource, NoMetrics, Scheme, SchemeApplier, SchemeError,
@@ -366,10 +368,11 @@ impl Context {
         ops: &mut dyn Operations,
         clock: &mut dyn Clock,
         callbacks: &mut dyn Callbacks,
-    ) -> Result<ControlFlow<StopReason>, OpsError> {
+    ) -> Result<ControlFlow<StopReason>, RunError> {
         debug_assert!(self.started, "start() the context before stepping it");
         if self.wait_activation(clock) {
-            return Ok(self.stop_unless_valid(ops, ControlFlow::Continue(())));
+            let flow = callbacks.after_wait(self).map_err(RunError::Callback)?;
+            return Ok(self.stop_unless_valid(ops, flow));
         }
         let snap_aggr = self.next_aggregation_sis;
         let snap_upd = self.next_ops_update_sis;
@@ -380,7 +383,7 @@ impl Context {
         clock.wait_until(self.interval_us.1);
         self.passed_sample_intervals += 1;
         ops.check_accesses(self);
-        let mut flow = callbacks.after_sampling(self);
+        let mut flow = callbacks.after_sampling(self).map_err(RunError::Callback)?;
 
         let aggregation = self.passed_sample_intervals >= snap_aggr;
         if aggregation {
@@ -395,7 +398,11 @@ impl Context {
         }
         self.apply_schemes(ops);
         if aggregation {
-            if callbacks.after_aggregation(self).is_break() {
+            if callbacks
+                .after_aggregation(self)
+                .map_err(RunError::Callback)?
+                .is_break()
+            {
                 flow = ControlFlow::Break(());
             }
             self.maybe_tune_intervals(snap_aggr);
@@ -415,7 +422,7 @@ impl Context {
         if self.passed_sample_intervals >= snap_upd {
             let si = self.attrs.sample_divisor();
             self.next_ops_update_sis = snap_upd + self.attrs.ops_update_interval_us / si;
-            ops.update(self)?;
+            ops.update(self).map_err(RunError::Ops)?;
         }
 
         Ok(self.stop_unless_valid(ops, flow))
@@ -557,30 +564,40 @@ impl Context {
         self.window_start_us = self.now_us();
     }
 
-    /// Start, step until a stop, then terminate: the whole monitoring run.
+    /// Start, step until a stop, then terminate: the whole monitoring run. The first error,
+    /// of the operations or of a callback, ends it (after terminating) and is returned.
     pub fn run(
         &mut self,
         ops: &mut dyn Operations,
         clock: &mut dyn Clock,
         callbacks: &mut dyn Callbacks,
-    ) -> Result<StopReason, OpsError> {
-        self.start(ops)?;
-        let result = loop {
-            match self.step(ops, clock, callbacks) {
-                Ok(ControlFlow::Continue(())) => continue,
-                Ok(ControlFlow::Break(reason)) => break Ok(reason),
-                Err(e) => break Err(e),
+    ) -> Result<StopReason, RunError> {
+        let result = self.start(ops).map_err(RunError::Ops).and_then(|()| {
+            loop {
+                match self.step(ops, clock, callbacks) {
+                    Ok(ControlFlow::Continue(())) => continue,
+                    Ok(ControlFlow::Break(reason)) => break Ok(reason),
+                    Err(e) => break Err(e),
+                }
             }
-        };
-        self.terminate(ops, callbacks);
-        result
+        });
+        let terminated = self.terminate(ops, callbacks).map_err(RunError::Callback);
+        let reason = result?;
+        terminated?;
+        Ok(reason)
     }
 
-    /// `before_terminate` callbacks, then the operations' cleanup.
-    pub fn terminate(&mut self, ops: &mut dyn Operations, callbacks: &mut dyn Callbacks) {
+    /// `before_terminate` callbacks, then the operations' cleanup (which happens even when a
+    /// callback fails).
+    fn terminate(
+        &mut self,
+        ops: &mut dyn Operations,
+        callbacks: &mut dyn Callbacks,
+    ) -> Result<(), CallbackError> {
         self.walk.make_obsolete();
-        callbacks.before_terminate(self);
+        let result = callbacks.before_terminate(self);
         ops.cleanup(self);
+        result
     }
 }
 
@@ -634,6 +651,7 @@ pub fn mvsum(current: u32, last: u32, left_bp: u64) -> u32 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::callbacks::Flow;
     use crate::ops::VirtualClock;
     use crate::region::AddrRange;
 
@@ -646,7 +664,7 @@ mod tests {
         Context::new(attrs, 1).unwrap()
     }
 
-    /// Spec §10.1 `damon_test_target`.
+    /// Upstream's kunit test `damon_test_target`.
     #[test]
     fn damon_test_target() {
         let mut ctx = ctx_with(5000, 100_000);
@@ -657,7 +675,7 @@ mod tests {
         assert_eq!(ctx.targets().len(), 0);
     }
 
-    /// Spec §10.1 `damon_test_regions`.
+    /// Upstream's kunit test `damon_test_regions`.
     #[test]
     fn damon_test_regions() {
         let r = Region::new(1, 2);
@@ -670,7 +688,7 @@ mod tests {
         assert_eq!(t.nr_regions(), 0);
     }
 
-    /// Spec §10.1 `damon_test_aggregate`.
+    /// Upstream's kunit test `damon_test_aggregate`.
     #[test]
     fn damon_test_aggregate() {
         let mut ctx = ctx_with(5000, 100_000);
@@ -699,7 +717,7 @@ mod tests {
         }
     }
 
-    /// Spec §10.1 NEW `damon_test_mvsum`.
+    /// Upstream's kunit test NEW `damon_test_mvsum`.
     #[test]
     fn damon_test_mvsum() {
         for (current, last, left_bp, want) in [
@@ -717,7 +735,7 @@ mod tests {
         }
     }
 
-    /// Spec §10.1 NEW `damon_test_nr_accesses_mvsum`.
+    /// Upstream's kunit test NEW `damon_test_nr_accesses_mvsum`.
     #[test]
     fn damon_test_nr_accesses_mvsum() {
         let mut ctx = ctx_with(1, 10);
@@ -743,8 +761,9 @@ mod tests {
         }
     }
 
-    /// Spec §10.1 NEW `damon_test_commit_ctx`: the minimum region size must be a power of two.
-    /// (udamon has no separate commit step; the same check guards every context's attributes.)
+    /// Upstream's kunit test NEW `damon_test_commit_ctx`: the minimum region size must be a power
+    /// of two. (udamon has no separate commit step; the same check guards every context's
+    /// attributes.)
     #[test]
     fn damon_test_commit_ctx() {
         let attrs = |min_region_sz| Attrs {
@@ -788,7 +807,7 @@ mod tests {
     struct Windows(Vec<Vec<(u64, u64, u32)>>);
 
     impl Callbacks for Windows {
-        fn after_aggregation(&mut self, ctx: &Context) -> ControlFlow<()> {
+        fn after_aggregation(&mut self, ctx: &Context) -> Flow {
             let t = &ctx.targets()[0];
             let pages = |a: u64| a / 4096;
             self.0.push(
@@ -797,7 +816,7 @@ mod tests {
                     .map(|r| (pages(r.start), pages(r.end), r.nr_accesses))
                     .collect(),
             );
-            ControlFlow::Continue(())
+            Ok(ControlFlow::Continue(()))
         }
     }
 

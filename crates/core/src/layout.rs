@@ -1,5 +1,6 @@
-//! Building and updating a target's regions from address ranges (spec §5): the three-regions
-//! construction from a list of mappings, `set_regions`, and the even split.
+//! Building and updating a target's regions from address ranges
+//! (docs/algorithms.md#address-ranges): the three-regions construction from a list of mappings,
+//! `set_regions`, and the even split.
 
 use crate::region::{AddrRange, Region, align_down, align_up};
 use thiserror::Error;
@@ -165,7 +166,7 @@ mod tests {
         regions.iter().map(|r| (r.start, r.end)).collect()
     }
 
-    /// Spec §10.1 `damon_test_set_regions`, all five NEW cases.
+    /// Upstream's kunit test `damon_test_set_regions`, all five NEW cases.
     #[test]
     fn damon_test_set_regions() {
         let cases: [(Bounds, Bounds, Bounds); 5] = [
@@ -230,7 +231,7 @@ mod tests {
         assert_eq!(initial_ranges(&one_gap, 1), ranges(&[(0, 20), (100, 110)]));
     }
 
-    /// Spec §10.2 `damon_test_three_regions_in_vmas`.
+    /// Upstream's kunit test `damon_test_three_regions_in_vmas`.
     #[test]
     fn damon_test_three_regions_in_vmas() {
         let vmas = ranges(&[
@@ -256,7 +257,7 @@ mod tests {
         );
     }
 
-    /// Spec §10.2 `damon_test_apply_three_regions1..4`.
+    /// Upstream's kunit test `damon_test_apply_three_regions1..4`.
     #[test]
     fn damon_test_apply_three_regions() {
         let initial = [
@@ -292,7 +293,7 @@ mod tests {
         }
     }
 
-    /// Spec §10.2 `damon_test_split_evenly` (the NULL case has no Rust equivalent).
+    /// Upstream's kunit test `damon_test_split_evenly` (the NULL case has no Rust equivalent).
     #[test]
     fn damon_test_split_evenly() {
         assert!(evenly_split(Region::new(0, 100), 0, 1).is_err());

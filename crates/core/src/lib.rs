@@ -2,7 +2,7 @@
 //!
 //! The core never touches the operating system. Given attributes, a seed and an
 //! [`Operations`] implementation it produces the same regions every time, which is what lets
-//! the kernel's kunit vectors (`spec/damon-algorithms.md` §10) test it, and what lets the
+//! the kernel's kunit vectors (docs/algorithms.md#kunit) test it, and what lets the
 //! simulated address space run a terabyte-sized workload faster than real time.
 //!
 //! - [`region`]: regions and targets;
@@ -17,11 +17,12 @@
 //! - [`ops`]: the operations interface and clocks; [`callbacks`]: hooks into the loop;
 //! - [`damos`]: operation schemes (patterns, quotas, goals, watermarks, filters).
 //!
-//! Every kunit vector of the spec's §10 is a test named after it, except four with no
+//! Every upstream kunit vector is a test named after it, except four with no
 //! counterpart here: `damon_test_ops_registration` (operations are trait objects, not a global
-//! registry), `damon_test_is_last_region` (regions are a vector), `damon_test_commit_target_regions`
-//! (there is no commit of user-given regions into a running context yet), and the OLD-only
-//! `damon_test_moving_sum` (the NEW on-demand moving sum is tested instead).
+//! registry), `damon_test_is_last_region` (regions are a vector),
+//! `damon_test_commit_target_regions` (there is no commit of user-given regions into a running
+//! context yet), and the OLD-only `damon_test_moving_sum` (the NEW on-demand moving sum is tested
+//! instead).
 
 pub mod absent;
 pub mod adjust;
@@ -39,7 +40,7 @@ mod region_index;
 pub mod tuning;
 
 pub use attrs::{Attrs, AttrsError, IntervalsGoal, PAGE_SIZE};
-pub use callbacks::{Callbacks, NoCallbacks};
+pub use callbacks::{CallbackError, Callbacks, Flow, NoCallbacks, RunError};
 pub use context::{Context, StopReason};
 pub use ops::{Clock, Operations, OpsError, TargetMemory, VirtualClock};
 pub use rand::Prng;

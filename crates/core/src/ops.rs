@@ -24,7 +24,7 @@ pub trait Operations {
     }
 
     /// Before a sampling interval starts: choose sampling addresses and arm the probes.
-    /// The interval is `[ctx.interval_start_us(), ctx.interval_end_us())`.
+    /// The interval is [`Context::interval_us`].
     fn prepare_access_checks(&mut self, ctx: &mut Context);
 
     /// After the interval ends: count accessed regions (`nr_accesses += 1` at most once per

@@ -34,7 +34,7 @@ impl Prng {
 mod tests {
     use super::*;
 
-    /// Spec §10.1 `damon_test_rand`: 10,000 draws of rand(0, 10) all fall in [0, 9].
+    /// Upstream's kunit test `damon_test_rand`: 10,000 draws of rand(0, 10) all fall in [0, 9].
     #[test]
     fn damon_test_rand() {
         let mut rng = Prng::seeded(42);

@@ -1,9 +1,9 @@
 //! Regions and targets: the data model that every other layer reads and writes.
 //!
-//! A target's regions live in one contiguous, address-sorted vector (DESIGN.md: no linked lists),
-//! rebuilt by the linear merge and split passes at each aggregation.
+//! A target's regions live in one contiguous, address-sorted vector (docs/algorithms.md#regions: no
+//! linked lists), rebuilt by the linear merge and split passes at each aggregation.
 
-/// A monitoring region `[start, end)` and its access statistics (spec §1.1).
+/// A monitoring region `[start, end)` and its access statistics (docs/algorithms.md#regions).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Region {
     pub start: u64,

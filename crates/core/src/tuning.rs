@@ -1,5 +1,5 @@
-//! Monitoring intervals auto-tuning (spec §7) and the feedback loop it shares with DAMOS quota
-//! goals (spec §8.5).
+//! Monitoring intervals auto-tuning (docs/algorithms.md#autotune) and the feedback loop it shares
+//! with DAMOS quota goals (docs/algorithms.md#damos-goals).
 
 use crate::attrs::Attrs;
 use crate::region::{Target, mult_frac};
@@ -65,7 +65,7 @@ mod tests {
     use super::*;
     use crate::region::{AddrRange, Region};
 
-    /// Spec §10.1 `damon_test_feed_loop_next_input`, with the derived values.
+    /// Upstream's kunit test `damon_test_feed_loop_next_input`, with the derived values.
     #[test]
     fn damon_test_feed_loop_next_input() {
         let last = 900_000;
@@ -78,7 +78,7 @@ mod tests {
         assert_eq!(feed_loop_next_input(last, 10_000), last);
     }
 
-    /// The derived adaptation table of spec §7.
+    /// The adaptation table of docs/algorithms.md#autotune.
     #[test]
     fn adaptation_follows_the_score() {
         // One region of 10,000 bytes, 100 samples per window, goal 100 bp = 1 % of events,

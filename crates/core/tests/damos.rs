@@ -1,5 +1,5 @@
-//! DAMOS through the public API: the kernel's DAMOS kunit vectors (spec §10.1) and the apply
-//! pass's rules (spec §8) on small hand-built targets.
+//! DAMOS through the public API: the kernel's DAMOS kunit vectors (docs/algorithms.md#kunit) and
+//! the apply pass's rules (docs/algorithms.md#damos) on small hand-built targets.
 
 use udamon_core::damos::quota::set_effective_quota;
 use udamon_core::damos::{
@@ -12,7 +12,7 @@ use udamon_core::{AddrRange, Attrs, Region, Target};
 const PAGE: u64 = 4096;
 
 // ---------------------------------------------------------------------------------------------
-// Spec §10.1 kunit vectors.
+// The kernel's kunit vectors (docs/algorithms.md#kunit).
 
 /// `damos_test_new_filter`: upstream also checks the list node is empty; what carries over is
 /// the fields and that an `anon` filter belongs to the operations layer.
@@ -375,7 +375,7 @@ fn damon_test_walk_control_obsolete() {
 }
 
 // ---------------------------------------------------------------------------------------------
-// The apply pass (spec §8.3) on hand-built targets.
+// The apply pass (docs/algorithms.md#damos-apply) on hand-built targets.
 
 /// An operations set that records what it was asked to do.
 struct Ops {

@@ -1,6 +1,7 @@
-//! Property tests for the invariants the adaptive regions adjustment promises (spec §11.3):
-//! regions stay sorted, non-overlapping, aligned, and cover the same ranges through merge and
-//! split; `nr_accesses` never exceeds the samples per window; the region count stays in bounds.
+//! Property tests for the invariants the adaptive regions adjustment promises
+//! (docs/algorithms.md#guarantees): regions stay sorted, non-overlapping, aligned, and cover the
+//! same ranges through merge and split; `nr_accesses` never exceeds the samples per window; the
+//! region count stays in bounds.
 
 use proptest::prelude::*;
 use std::ops::ControlFlow;
@@ -11,7 +12,8 @@ use udamon_core::adjust::{
 use udamon_core::recent_samples::RecentSamples;
 use udamon_core::region::align_up;
 use udamon_core::{
-    AddrRange, Attrs, Callbacks, Context, Operations, OpsError, Prng, Region, Target, VirtualClock,
+    AddrRange, Attrs, Callbacks, Context, Flow, Operations, OpsError, Prng, Region, Target,
+    VirtualClock,
 };
 
 const PAGE: u64 = 4096;
@@ -340,16 +342,16 @@ impl Checker {
 }
 
 impl Callbacks for Checker {
-    fn after_aggregation(&mut self, ctx: &Context) -> ControlFlow<()> {
+    fn after_aggregation(&mut self, ctx: &Context) -> Flow {
         if let Err(e) = self.check(ctx) {
             self.failure = Some(e);
-            return ControlFlow::Break(());
+            return Ok(ControlFlow::Break(()));
         }
         self.left -= 1;
         if self.left == 0 {
-            ControlFlow::Break(())
+            Ok(ControlFlow::Break(()))
         } else {
-            ControlFlow::Continue(())
+            Ok(ControlFlow::Continue(()))
         }
     }
 }

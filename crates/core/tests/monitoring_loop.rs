@@ -3,8 +3,8 @@
 
 use std::ops::ControlFlow;
 use udamon_core::{
-    AddrRange, Attrs, Callbacks, Clock, Context, IntervalsGoal, Operations, OpsError, StopReason,
-    Target, VirtualClock,
+    AddrRange, Attrs, CallbackError, Callbacks, Clock, Context, Flow, IntervalsGoal, Operations,
+    OpsError, RunError, StopReason, Target, VirtualClock,
 };
 
 /// Accessed-bit style operations: a sampled page counts as accessed when it lies in `hot`.
@@ -81,12 +81,12 @@ struct Snapshots {
 }
 
 impl Callbacks for Snapshots {
-    fn after_sampling(&mut self, _ctx: &Context) -> ControlFlow<()> {
+    fn after_sampling(&mut self, _ctx: &Context) -> Flow {
         self.samples += 1;
-        ControlFlow::Continue(())
+        Ok(ControlFlow::Continue(()))
     }
 
-    fn after_aggregation(&mut self, ctx: &Context) -> ControlFlow<()> {
+    fn after_aggregation(&mut self, ctx: &Context) -> Flow {
         self.windows.push(ctx.window_us());
         self.regions.push(
             ctx.targets()[0]
@@ -96,13 +96,14 @@ impl Callbacks for Snapshots {
                 .collect(),
         );
         match self.stop_after {
-            Some(n) if self.regions.len() >= n => ControlFlow::Break(()),
-            _ => ControlFlow::Continue(()),
+            Some(n) if self.regions.len() >= n => Ok(ControlFlow::Break(())),
+            _ => Ok(ControlFlow::Continue(())),
         }
     }
 
-    fn before_terminate(&mut self, _ctx: &Context) {
+    fn before_terminate(&mut self, _ctx: &Context) -> Result<(), CallbackError> {
         self.terminated = true;
+        Ok(())
     }
 }
 
@@ -195,6 +196,56 @@ fn stops_when_no_target_is_valid() {
     assert_eq!(reason, StopReason::NoValidTarget);
     assert_eq!(ctx.now_us(), 1_000_000);
     assert!(cb.terminated);
+}
+
+/// Fails at its `fail_at`-th sampling interval, as a recorder whose disk filled up does.
+struct FailsAt {
+    fail_at: u64,
+    samples: u64,
+    terminated: bool,
+}
+
+impl Callbacks for FailsAt {
+    fn after_sampling(&mut self, _ctx: &Context) -> Flow {
+        self.samples += 1;
+        if self.samples == self.fail_at {
+            return Err("no space left".into());
+        }
+        Ok(ControlFlow::Continue(()))
+    }
+
+    fn before_terminate(&mut self, _ctx: &Context) -> Result<(), CallbackError> {
+        self.terminated = true;
+        Err("cannot finish either".into())
+    }
+}
+
+#[test]
+fn a_callbacks_error_ends_the_run_at_once_and_comes_back_first() {
+    let mut ctx = Context::new(Attrs::default(), 1).unwrap();
+    ctx.add_target(Target::new(Some(1)));
+    let mut ops = HotRangesOps::new(AddrRange::new(0, MIB), vec![]);
+    let failing = FailsAt {
+        fail_at: 7,
+        samples: 0,
+        terminated: false,
+    };
+    let mut cb = (failing, Snapshots::default());
+    let e = ctx.run(&mut ops, &mut VirtualClock, &mut cb).unwrap_err();
+    let (failing, after) = cb;
+    assert!(
+        matches!(&e, RunError::Callback(e) if e.to_string() == "no space left"),
+        "{e}"
+    );
+    assert_eq!(ctx.passed_sample_intervals(), 7, "no step after the error");
+    assert_eq!(
+        after.samples, 6,
+        "later callbacks do not see the failed interval"
+    );
+    assert!(
+        failing.terminated && after.terminated,
+        "every callback terminates"
+    );
 }
 
 /// Records the times a clock was asked to wait for.
@@ -426,5 +477,54 @@ mod schemes {
             10_000_000,
             "time moved on in watermark-check intervals"
         );
+    }
+
+    /// Stops the run once the context's time reaches a limit, whether it sampled or waited.
+    struct StopAt(u64);
+
+    impl Callbacks for StopAt {
+        fn after_sampling(&mut self, ctx: &Context) -> Flow {
+            Ok(self.check(ctx))
+        }
+
+        fn after_wait(&mut self, ctx: &Context) -> Flow {
+            Ok(self.check(ctx))
+        }
+    }
+
+    impl StopAt {
+        fn check(&self, ctx: &Context) -> ControlFlow<()> {
+            if ctx.now_us() >= self.0 {
+                ControlFlow::Break(())
+            } else {
+                ControlFlow::Continue(())
+            }
+        }
+    }
+
+    /// A run whose schemes never activate still ends when a callback says so (a requested
+    /// duration, Ctrl-C), not only when its targets end.
+    #[test]
+    fn callbacks_can_stop_a_run_waiting_for_the_watermarks() {
+        let mut scheme = cold_pageout(0);
+        scheme.wmarks = Watermarks {
+            metric: WmarkMetric::FreeMemRate,
+            interval_us: 1_000_000,
+            high: 800,
+            mid: 400,
+            low: 0,
+        };
+        let mut ctx = Context::new(Attrs::default(), 1).unwrap();
+        ctx.add_target(Target::new(Some(1)));
+        ctx.add_scheme(scheme).unwrap();
+        ctx.set_metric_source(Box::new(FixedFree(900)));
+        let mut ops = HotRangesOps::new(AddrRange::new(0, MIB), vec![]);
+        ops.valid_until_us = 10_000_000;
+        let reason = ctx
+            .run(&mut ops, &mut VirtualClock, &mut StopAt(3_000_000))
+            .unwrap();
+        assert_eq!(reason, StopReason::Requested);
+        assert_eq!(ctx.now_us(), 3_000_000);
+        assert_eq!(ctx.passed_sample_intervals(), 0, "it only waited");
     }
 }

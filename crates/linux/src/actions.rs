@@ -47,11 +47,8 @@ use pagescan::{PAGE_IS_FILE, PAGE_IS_HUGE, PAGE_IS_PRESENT, PAGE_IS_SWAPPED, Pag
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::time::Instant;
-use udamon_core::damos::{Action, Applied, FilterKind, Scheme};
-use udamon_core::{PAGE_SIZE, Region, TargetMemory};
-
-/// The size of a PMD-mapped huge page on x86-64.
-pub const HUGE_PAGE: u64 = 2 << 20;
+use udamon_core::damos::{Action, Applied, FilterKind, HUGE_PAGE, Scheme, huge_page_blocks};
+use udamon_core::{AddrRange, PAGE_SIZE, Region, TargetMemory};
 
 /// The `madvise` advice for `action`; `Ok(None)` for `stat`, which changes nothing; `Err`
 /// with the reason for an action user space cannot do to another process.
@@ -93,6 +90,11 @@ pub fn pidfd_open(pid: u32) -> io::Result<OwnedFd> {
     }
     // SAFETY: the kernel returned a new file descriptor that nothing else owns.
     Ok(unsafe { OwnedFd::from_raw_fd(fd as i32) })
+}
+
+/// Whether opening a process's pidfd or `/proc` file failed because the process is gone.
+fn is_gone(e: &io::Error) -> bool {
+    e.raw_os_error() == Some(libc::ESRCH) || e.kind() == io::ErrorKind::NotFound
 }
 
 /// Whether the process the pidfd names has not exited.
@@ -139,6 +141,23 @@ fn swap_total() -> u64 {
         .ok()
         .and_then(|t| crate::metrics::meminfo_bytes(&t, "SwapTotal"))
         .unwrap_or(0)
+}
+
+/// Where an apply acts: the advice (`None` for `stat`) and the mapped pieces of the region.
+struct Plan {
+    advice: Option<libc::c_int>,
+    pieces: Vec<Piece>,
+}
+
+/// The pages of a plan before acting, as the scheme's filters see them.
+struct Scan {
+    /// The runs of pages the filters allow.
+    before: Vec<PageRun>,
+    /// The ranges to act on: those runs merged (whole huge-page blocks for `collapse`).
+    targets: Vec<(u64, u64)>,
+    sz_passed: u64,
+    /// Present anonymous bytes, which pageout cannot take out without swap.
+    anon_present: u64,
 }
 
 /// Pages of one mapping inside the region, and what the mapping is.
@@ -198,6 +217,9 @@ impl Actor {
                 actor.pidfd = Some(fd);
                 actor.pagemap = Some(pm);
             }
+            // A process already gone (a child that exited before its fork was handled) has
+            // nothing to act on, and its exit is reported: no note.
+            (Err(e), _) | (_, Err(e)) if is_gone(&e) => {}
             (Err(e), _) | (_, Err(e)) => actor.note_once(
                 crate::vaddr::monotonic_us(),
                 "open",
@@ -259,114 +281,131 @@ impl Actor {
     }
 
     /// Apply `scheme.action` to `region` in apply pass `pass` (the context's sampling-interval
-    /// count) at `now_us`.
+    /// count) at `now_us`: plan where to act, scan the pages there, act (or, in a dry run,
+    /// work out what acting would change), and measure what changed.
     pub fn apply(&mut self, region: &Region, scheme: &Scheme, pass: u64, now_us: u64) -> Applied {
         let started = Instant::now();
+        let Some(plan) = self.plan(region, scheme, pass, now_us) else {
+            return Applied::default();
+        };
+        let Some(scan) = self.scan(&plan, scheme, now_us) else {
+            return Applied::default();
+        };
+        let sz_applied = match plan.advice {
+            Some(advice) if !self.dry_run => {
+                self.act(scheme.action, advice, &scan.targets, now_us);
+                self.measure(scheme.action, &scan, now_us)
+            }
+            _ => {
+                if self.dry_run {
+                    let would = self.would_change(scheme.action, &scan.before, &scan.targets);
+                    self.record_dry(pass, now_us, scheme.action, scan.sz_passed, would);
+                }
+                0
+            }
+        };
+        Applied {
+            sz_applied,
+            sz_ops_filter_passed: scan.sz_passed,
+            elapsed_ns: started.elapsed().as_nanos() as u64,
+        }
+    }
+
+    /// The advice and the mapped pieces of `region` to act on; `None` when there is nothing
+    /// this actor can do (an action user space cannot do, noted once; no pidfd; no huge-page
+    /// block for `collapse`; the process gone).
+    fn plan(&mut self, region: &Region, scheme: &Scheme, pass: u64, now_us: u64) -> Option<Plan> {
         let Ok(advice) = advice(scheme.action) else {
             self.note_once(
                 now_us,
                 scheme.action.name(),
                 check_action(scheme.action).unwrap_err(),
             );
-            return Applied::default();
+            return None;
         };
-        if self.pidfd.is_none() {
-            return Applied::default();
-        }
+        self.pidfd.as_ref()?;
         let region = if scheme.action == Action::Collapse {
-            // A quota is a bound that acting must not cross: then only the blocks wholly inside
-            // the (quota-trimmed) region. Without one, each block goes to the region holding its
-            // middle, so that random region edges leave no hot block uncollapsed.
-            let blocks = if scheme.quota.is_set(&scheme.state().quota) {
-                inner_blocks(region)
-            } else {
-                claimed_blocks(region)
-            };
-            match blocks {
-                Some(r) => r,
-                None => return Applied::default(),
-            }
+            let blocks = scheme.huge_page_blocks(AddrRange::new(region.start, region.end))?;
+            Region::new(blocks.start, blocks.end)
         } else {
             *region
         };
-        let pieces = match self.maps(pass) {
-            Some(maps) => pieces(maps, &region),
-            None => return Applied::default(),
-        };
-        let mut before = Vec::new();
+        let pieces = pieces(self.maps(pass)?, &region);
+        Some(Plan { advice, pieces })
+    }
+
+    /// The pages of the plan's pieces as they are before acting, what of them the scheme's
+    /// filters allow, and the ranges to act on; `None` if the pages cannot be read (noted
+    /// once).
+    fn scan(&mut self, plan: &Plan, scheme: &Scheme, now_us: u64) -> Option<Scan> {
+        let pm = self.pagemap.as_ref().expect("opened with the pidfd");
         let mut runs = Vec::new();
-        for p in &pieces {
+        let mut scanned = Vec::new();
+        for p in &plan.pieces {
             runs.clear();
-            let pm = self.pagemap.as_ref().expect("opened with the pidfd");
             if let Err(e) = pm.scan(p.start, p.end, &mut runs) {
-                self.note_once(
-                    now_us,
-                    "scan",
-                    format!("cannot scan the pages of process {}: {e}", self.pid),
-                );
-                return Applied::default();
+                let text = format!("cannot scan the pages of process {}: {e}", self.pid);
+                self.note_once(now_us, "scan", text);
+                return None;
             }
-            before.extend(runs.iter().map(|r| (*r, p.file)));
+            scanned.extend(runs.iter().map(|r| (*r, p.file)));
         }
         let check_filters =
             !scheme.filters.ops().is_empty() && !scheme.state().core_filters_allowed;
-        let passed: Vec<(PageRun, bool)> = before
+        let passed: Vec<(PageRun, bool)> = scanned
             .into_iter()
             .filter(|(r, file)| {
                 !check_filters || scheme.filters.ops_allow(|k| is_of_kind(k, r, *file))
             })
             .collect();
-        let sz_passed: u64 = passed.iter().map(|(r, _)| r.size()).sum();
         let mut targets = merge(passed.iter().map(|(r, _)| (r.start, r.end)));
         if scheme.action == Action::Collapse {
             targets = huge_blocks(&targets);
         }
         let before: Vec<PageRun> = passed.iter().map(|(r, _)| *r).collect();
-        let anon_present: u64 = passed
-            .iter()
-            .filter(|(r, _)| r.is(PAGE_IS_PRESENT) && !r.is(PAGE_IS_FILE))
-            .map(|(r, _)| r.size())
-            .sum();
+        Some(Scan {
+            sz_passed: before.iter().map(PageRun::size).sum(),
+            anon_present: before
+                .iter()
+                .filter(|r| r.is(PAGE_IS_PRESENT) && !r.is(PAGE_IS_FILE))
+                .map(PageRun::size)
+                .sum(),
+            before,
+            targets,
+        })
+    }
 
-        if self.dry_run || advice.is_none() {
-            if self.dry_run {
-                let would = self.would_change(scheme.action, &before, &targets);
-                self.record_dry(pass, now_us, scheme.action, sz_passed, would);
-            }
-            return Applied {
-                sz_applied: 0,
-                sz_ops_filter_passed: sz_passed,
-                elapsed_ns: started.elapsed().as_nanos() as u64,
-            };
-        }
-        let advice = advice.expect("checked");
-        let pidfd = self.pidfd.as_ref().expect("checked");
-        let mut errors = Vec::new();
-        for &(s, e) in &targets {
-            if let Err(err) = process_madvise(pidfd, s, e, advice) {
-                errors.push(err);
-            }
-        }
+    /// `process_madvise` on every target range; each kind of failure is noted once.
+    fn act(&mut self, action: Action, advice: libc::c_int, targets: &[(u64, u64)], now_us: u64) {
+        let pidfd = self.pidfd.as_ref().expect("planned with the pidfd");
+        let errors: Vec<io::Error> = targets
+            .iter()
+            .filter_map(|&(s, e)| process_madvise(pidfd, s, e, advice).err())
+            .collect();
         for err in errors {
-            let key = format!("{}:{:?}", scheme.action, err.raw_os_error());
+            let key = format!("{action}:{:?}", err.raw_os_error());
             let text = format!(
-                "process_madvise({}) on process {} failed: {err}",
-                scheme.action, self.pid
+                "process_madvise({action}) on process {} failed: {err}",
+                self.pid
             );
             self.note_once(now_us, &key, text);
         }
+    }
+
+    /// The bytes whose state the action changed, from a scan after acting; a pageout's are
+    /// kept as paged out.
+    fn measure(&mut self, action: Action, scan: &Scan, now_us: u64) -> u64 {
         let mut after = Vec::new();
         let pm = self.pagemap.as_ref().expect("opened with the pidfd");
-        for &(s, e) in &targets {
+        for &(s, e) in &scan.targets {
             if pm.scan(s, e, &mut after).is_err() {
                 break;
             }
         }
-        let changed = applied_ranges(scheme.action, &before, &after);
-        let applied = changed.iter().map(|(s, e)| e - s).sum();
-        if scheme.action == Action::Pageout {
+        let changed = applied_ranges(action, &scan.before, &after);
+        if action == Action::Pageout {
             self.paged_out.add(&changed);
-            if self.swap == 0 && anon_present > 0 {
+            if self.swap == 0 && scan.anon_present > 0 {
                 self.note_once(
                     now_us,
                     "noswap",
@@ -379,11 +418,7 @@ impl Actor {
                 );
             }
         }
-        Applied {
-            sz_applied: applied,
-            sz_ops_filter_passed: sz_passed,
-            elapsed_ns: started.elapsed().as_nanos() as u64,
-        }
+        changed.iter().map(|(s, e)| e - s).sum()
     }
 
     /// What acting would change, from the state before.
@@ -528,36 +563,29 @@ fn merge(ranges: impl Iterator<Item = (u64, u64)>) -> Vec<(u64, u64)> {
     out
 }
 
-/// The 2 MiB-aligned blocks whose middle is in `region`, as one range; `None` if there is none.
-fn claimed_blocks(region: &Region) -> Option<Region> {
-    let half = HUGE_PAGE / 2;
-    let first = region.start.saturating_sub(half).div_ceil(HUGE_PAGE);
-    let end = region.end.saturating_sub(half).div_ceil(HUGE_PAGE);
-    (first < end).then(|| Region::new(first * HUGE_PAGE, end * HUGE_PAGE))
-}
-
-/// The 2 MiB-aligned blocks wholly inside `region`, as one range; `None` if there is none.
-fn inner_blocks(region: &Region) -> Option<Region> {
-    let first = region.start.div_ceil(HUGE_PAGE);
-    let end = region.end / HUGE_PAGE;
-    (first < end).then(|| Region::new(first * HUGE_PAGE, end * HUGE_PAGE))
-}
-
-/// The whole 2 MiB-aligned blocks inside `ranges`.
+/// The whole huge-page blocks inside `ranges`: a block is collapsed only if all of it is
+/// mapped and allowed by the filters.
 fn huge_blocks(ranges: &[(u64, u64)]) -> Vec<(u64, u64)> {
     ranges
         .iter()
-        .filter_map(|&(s, e)| {
-            let s = s.div_ceil(HUGE_PAGE) * HUGE_PAGE;
-            let e = e / HUGE_PAGE * HUGE_PAGE;
-            (s < e).then_some((s, e))
-        })
+        .filter_map(|&(s, e)| huge_page_blocks(AddrRange::new(s, e), true))
+        .map(|r| (r.start, r.end))
         .collect()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_process_already_gone_gets_no_note() {
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let pid = child.id();
+        child.wait().unwrap();
+        let mut actor = Actor::new(pid);
+        assert!(actor.pidfd.is_none());
+        assert_eq!(actor.take_notes(), []);
+    }
 
     #[test]
     fn actions_user_space_cannot_do_are_refused_with_the_reason() {
@@ -608,33 +636,6 @@ mod tests {
                 (0x9000, 0x9800, true)
             ]
         );
-    }
-
-    #[test]
-    fn under_a_quota_only_blocks_wholly_inside_the_region() {
-        let h = HUGE_PAGE;
-        let r = Region::new(h / 2, 3 * h + h / 2);
-        assert_eq!(inner_blocks(&r), Some(Region::new(h, 3 * h)));
-        assert_eq!(
-            claimed_blocks(&r),
-            Some(Region::new(0, 3 * h)),
-            "the middle rule reaches before the start"
-        );
-        assert_eq!(inner_blocks(&Region::new(h / 2, h + h / 2)), None);
-    }
-
-    #[test]
-    fn every_huge_block_is_claimed_by_the_region_holding_its_middle() {
-        let m = HUGE_PAGE;
-        let claimed = |s, e| claimed_blocks(&Region::new(s, e)).map(|r| (r.start, r.end));
-        assert_eq!(claimed(0, m / 2), None);
-        assert_eq!(claimed(0, m / 2 + 4096), Some((0, m)));
-        assert_eq!(claimed(m / 2 + 4096, 3 * m), Some((m, 3 * m)));
-        assert_eq!(claimed(m / 2, m / 2 + 4096), Some((0, m)));
-        // Neighbours split the blocks between them without overlap or gap.
-        let cut = 5 * m + 12345 / 4096 * 4096;
-        let (a, b) = (claimed(m, cut).unwrap(), claimed(cut, 9 * m).unwrap());
-        assert_eq!((a.0, a.1, b.0, b.1), (m, 5 * m, 5 * m, 9 * m));
     }
 
     #[test]

@@ -301,7 +301,7 @@ impl Maps {
     /// (it is the fixed gate page at the top of the address space); counting it would make the
     /// top gap the whole kernel-sized hole. `[vvar]` and `[vdso]` are real VMAs (next to the
     /// stack), so they count, as in the kernel.
-    pub fn monitoring_ranges(&self) -> Vec<AddrRange> {
+    pub fn vma_ranges(&self) -> Vec<AddrRange> {
         self.mappings
             .iter()
             .filter(|m| m.path != MapPath::Vsyscall)
@@ -463,8 +463,8 @@ ffffffffff600000-ffffffffff601000 --xp 00000000 00:00 0                  [vsysca
     }
 
     #[test]
-    fn monitoring_ranges_exclude_vsyscall_only() {
-        let r = maps().monitoring_ranges();
+    fn vma_ranges_exclude_vsyscall_only() {
+        let r = maps().vma_ranges();
         assert_eq!(r.len(), 10);
         assert_eq!(r[0], AddrRange::new(0x55d0c2a00000, 0x55d0c2a28000));
         assert_eq!(

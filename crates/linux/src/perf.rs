@@ -1,6 +1,6 @@
 //! perf_event_open sampling sources for one target process, and their ring buffers.
 //!
-//! Three access sources (DESIGN.md "operations"):
+//! Three access sources (docs/sources/sampled.md):
 //! - [`AccessSource::CpuClock`]: a software hrtimer event (cpu-clock or task-clock) sampling the
 //!   target's user registers at a chosen rate; unprivileged for one's own processes
 //!   (`exclude_kernel=1` passes `kernel.perf_event_paranoid=2`);

@@ -2,9 +2,9 @@
 //! access source (the tick tracepoint, cpu-clock sampling or a PMU).
 //!
 //! [`spawn`] or [`attach`] start sampling and return a [`VaddrOps`] (the [`Operations`] the
-//! core drives) and a [`SampleClock`] (its [`Clock`](udamon_core::Clock)); the clock drains
-//! the ring buffers in batches and the operations replay each sampling interval from the
-//! sample timestamps:
+//! core drives) and a [`SampleClock`] (its [`Clock`](udamon_core::Clock)); the clock wakes in
+//! batches to drain the ring buffers (`vaddr::rings`) and the operations replay each sampling
+//! interval from the sample timestamps:
 //!
 //! - `init`/`update`: regions from `/proc/PID/maps` with the three-regions construction
 //!   ([`ranges`]), refreshed every update interval with `set_regions`, and sooner (at most every
@@ -30,12 +30,15 @@
 mod clock;
 pub mod ranges;
 mod residency;
+mod rings;
 mod source;
 mod stats;
 pub mod tree;
 
 pub use clock::{BATCH, SampleClock, monotonic_us};
-pub use source::{ChosenSource, DEFAULT_CPUCLOCK_HZ, SourceChoice, choose_source, source_name};
+pub use source::{
+    ChosenSource, DEFAULT_CPUCLOCK_HZ, SourceChoice, choose_source, cpuclock_source, source_name,
+};
 pub use stats::SourceStats;
 pub use tree::proc_cmdline;
 
@@ -49,11 +52,12 @@ use crate::perf::{
     REGS_ABI_64, Rate, Sample, Sampler, SamplerConfig,
 };
 use crate::referenced::{Referenced, ReferencedProbe};
-use clock::FeedMsg;
 use residency::Residency;
+use rings::{Feed, FeedMsg, Rings};
+use std::cell::RefCell;
 use std::collections::VecDeque;
 use std::ffi::OsStr;
-use std::sync::mpsc::{Receiver, channel};
+use std::rc::Rc;
 use thiserror::Error;
 use udamon_core::damos::{Applied, ApplyEnv, Scheme};
 use udamon_core::layout::set_regions;
@@ -176,6 +180,25 @@ pub struct VaddrEvent {
     /// On the context's time line (CLOCK_MONOTONIC µs).
     pub time_us: u64,
     pub kind: VaddrEventKind,
+}
+
+/// The events of a run, shared between the operations that note them and whoever records
+/// them while the monitoring loop runs (the loop holds the operations meanwhile).
+#[derive(Debug, Clone, Default)]
+pub struct EventLog(Rc<RefCell<Vec<VaddrEvent>>>);
+
+impl EventLog {
+    fn push(&self, time_us: u64, kind: VaddrEventKind) {
+        self.0.borrow_mut().push(VaddrEvent { time_us, kind });
+    }
+
+    /// Events since the last call, oldest first.
+    pub fn take(&self) -> Vec<VaddrEvent> {
+        let mut events = std::mem::take(&mut *self.0.borrow_mut());
+        // Events are noted as they are found, not always in time order.
+        events.sort_by_key(|e| e.time_us);
+        events
+    }
 }
 
 impl VaddrEvent {
@@ -303,11 +326,13 @@ struct Proc {
     parent: Option<usize>,
     /// The command line it was started with, or of its last exec.
     cmdline: String,
+    /// Its mappings as last read ([`Proc::reread_maps`]).
     maps: Maps,
     /// When `maps` was read.
     maps_us: u64,
-    /// perf reported a mapping that `maps` may not have.
+    /// perf reported a mapping that the regions may not cover yet (`maps` may lack it too).
     maps_stale: bool,
+    /// The ranges its regions were last set to cover.
     ranges: Vec<AddrRange>,
     decoder: AddressDecoder,
     code: Code,
@@ -344,7 +369,19 @@ impl Proc {
             referenced: None,
         }
     }
+
+    /// Re-reads its mappings: the one place that does once it is monitored. Fails once the
+    /// process is gone (or no longer ours to read), leaving the last mappings.
+    fn reread_maps(&mut self, now_us: u64) -> Result<(), MapsError> {
+        self.maps = read_maps(self.pid)?;
+        self.maps_us = now_us;
+        Ok(())
+    }
 }
+
+/// A sample outside the known mappings re-reads them at most this often (µs) while a new
+/// mapping is pending: a burst of such samples costs one read.
+const LOOKUP_REREAD_US: u64 = 10_000;
 
 /// Operations on live processes with a sampled source; see the module documentation.
 pub struct VaddrOps {
@@ -356,28 +393,25 @@ pub struct VaddrOps {
     /// inherit the setting.
     dry_run: bool,
     procs: Vec<Proc>,
-    rx: Receiver<FeedMsg>,
+    feed: Feed,
     pending: VecDeque<PerfRecord>,
     addrs: Vec<Vec<u64>>,
     stats: SourceStats,
-    events: Vec<VaddrEvent>,
+    events: EventLog,
     /// How often the kernel's accessed bits are read (`set_referenced`), in µs.
     referenced_period_us: Option<u64>,
 }
 
 impl VaddrOps {
     fn build(parts: Vec<(Sampler, Proc)>, config: &SamplerConfig) -> (VaddrOps, SampleClock) {
-        let (tx, rx) = channel();
+        let feed = Feed::default();
         let now = monotonic_us();
-        let mut events = Vec::new();
+        let events = EventLog::default();
         let mut samplers = Vec::with_capacity(parts.len());
         let mut procs = Vec::with_capacity(parts.len());
         for (sampler, proc) in parts {
             for note in sampler.notes() {
-                events.push(VaddrEvent {
-                    time_us: now,
-                    kind: VaddrEventKind::Note(note.clone()),
-                });
+                events.push(now, VaddrEventKind::Note(note.clone()));
             }
             procs.push(proc);
             samplers.push(sampler);
@@ -394,13 +428,13 @@ impl VaddrOps {
             },
             addrs: vec![Vec::new(); procs.len()],
             procs,
-            rx,
+            feed: feed.clone(),
             pending: VecDeque::new(),
             stats: SourceStats::default(),
             events,
             referenced_period_us: None,
         };
-        (ops, SampleClock::new(samplers, tx))
+        (ops, SampleClock::new(Rings::new(samplers, feed)))
     }
 
     /// One empty target per process, in the order given: add them to the context before
@@ -433,8 +467,13 @@ impl VaddrOps {
     /// Events since the last call, oldest first.
     pub fn take_events(&mut self) -> Vec<VaddrEvent> {
         self.take_action_notes();
-        self.events.sort_by_key(|e| e.time_us);
-        std::mem::take(&mut self.events)
+        self.events.take()
+    }
+
+    /// A handle on the events as they are noted, for reading them while the monitoring loop
+    /// holds the operations (each event is read once, through this or [`Self::take_events`]).
+    pub fn event_log(&self) -> EventLog {
+        self.events.clone()
     }
 
     /// Compute and report (as notes, one per apply pass and action) what schemes would do,
@@ -487,25 +526,18 @@ impl VaddrOps {
         }
     }
 
-    /// Whether `scheme` can be applied to live processes; the error says why not, in one line.
-    /// Call before monitoring starts.
-    pub fn check_scheme(&self, scheme: &Scheme) -> Result<(), String> {
-        crate::actions::check_action(scheme.action)
-    }
-
+    /// The actors' notes join the events once an apply pass is over (a dry run's note sums up
+    /// a whole pass).
     fn take_action_notes(&mut self) {
         for p in &mut self.procs {
             for (time_us, text) in p.actor.take_notes() {
-                self.events.push(VaddrEvent {
-                    time_us,
-                    kind: VaddrEventKind::Note(text),
-                });
+                self.events.push(time_us, VaddrEventKind::Note(text));
             }
         }
     }
 
     fn event(&mut self, time_us: u64, kind: VaddrEventKind) {
-        self.events.push(VaddrEvent { time_us, kind });
+        self.events.push(time_us, kind);
     }
 
     /// Re-reads process `t`'s maps and makes its regions cover the new ranges.
@@ -515,15 +547,11 @@ impl VaddrOps {
         if p.dropped {
             return;
         }
-        match read_maps(p.pid) {
-            Ok(m) => p.maps = m,
-            Err(_) => {
-                // Gone (or no longer ours to read): it ends now.
-                p.end_us.get_or_insert(now_us);
-                return;
-            }
+        if p.reread_maps(now_us).is_err() {
+            // Gone (or no longer ours to read): it ends now.
+            p.end_us.get_or_insert(now_us);
+            return;
         }
-        p.maps_us = now_us;
         p.maps_stale = false;
         let ranges = ranges::monitoring_ranges(&p.maps, min_sz);
         if ranges == p.ranges {
@@ -603,7 +631,7 @@ impl VaddrOps {
     }
 
     fn receive(&mut self) {
-        while let Ok(msg) = self.rx.try_recv() {
+        while let Some(msg) = self.feed.next() {
             match msg {
                 FeedMsg::Records(recs) => self.pending.extend(recs),
                 FeedMsg::Gone { pid, status, at_us } => {
@@ -750,13 +778,10 @@ impl VaddrOps {
         self.stats.recovered += 1;
         let now_us = s.time_ns / 1000;
         if p.maps.lookup(addr).is_none() {
-            // Maybe in a mapping created since the snapshot.
-            if p.maps_stale
-                && now_us >= p.maps_us + 10_000
-                && let Ok(m) = read_maps(p.pid)
-            {
-                p.maps = m;
-                p.maps_us = now_us;
+            // Maybe in a mapping created since the snapshot. The regions still wait for their
+            // refresh (`maps_stale` stays), and a process that is gone ends there, not here.
+            if p.maps_stale && now_us >= p.maps_us + LOOKUP_REREAD_US {
+                let _ = p.reread_maps(now_us);
             }
             if p.maps.lookup(addr).is_none() {
                 self.stats.outside_mapped += 1;
@@ -805,7 +830,10 @@ impl Operations for VaddrOps {
         Ok(())
     }
 
-    fn prepare_access_checks(&mut self, _ctx: &mut Context) {}
+    fn prepare_access_checks(&mut self, _ctx: &mut Context) {
+        // The last step's apply pass is over.
+        self.take_action_notes();
+    }
 
     fn check_accesses(&mut self, ctx: &mut Context) {
         self.receive();
@@ -882,6 +910,7 @@ impl Operations for VaddrOps {
     }
 
     fn cleanup(&mut self, ctx: &mut Context) {
+        self.take_action_notes();
         self.event(ctx.now_us(), VaddrEventKind::Stats(self.stats));
     }
 }

@@ -65,7 +65,7 @@ fn workload_maps_give_three_regions() {
         .count();
     assert!(big >= 1, "{maps:?}");
 
-    let ranges = maps.monitoring_ranges();
+    let ranges = maps.vma_ranges();
     assert!(
         !ranges.iter().any(|r| r.start == 0xffff_ffff_ff60_0000),
         "[vsyscall] is not counted"

@@ -10,7 +10,7 @@ use patterns::{MIB, Snap, median};
 use std::io::{BufRead, BufReader, Write};
 use std::ops::ControlFlow;
 use std::process::{Command, Stdio};
-use udamon_core::{Attrs, Callbacks, Context, StopReason};
+use udamon_core::{Attrs, Callbacks, Context, Flow, StopReason};
 use udamon_linux::perf::{AccessSource, CpuClock, SamplerConfig};
 use udamon_linux::vaddr::{
     self, SampleClock, VaddrError, VaddrEventKind, VaddrOps, monotonic_us, sampled_attrs,
@@ -27,7 +27,7 @@ fn config() -> SamplerConfig {
 struct Collect(Vec<Snap>);
 
 impl Callbacks for Collect {
-    fn after_aggregation(&mut self, ctx: &Context) -> ControlFlow<()> {
+    fn after_aggregation(&mut self, ctx: &Context) -> Flow {
         let (start_us, end_us) = ctx.window_us();
         self.0.push(Snap {
             start_us,
@@ -38,7 +38,7 @@ impl Callbacks for Collect {
                 .map(|r| (r.start, r.end, r.nr_accesses))
                 .collect(),
         });
-        ControlFlow::Continue(())
+        Ok(ControlFlow::Continue(()))
     }
 }
 

@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
-use udamon_core::{AddrRange, Callbacks, Context, StopReason};
+use udamon_core::{AddrRange, Callbacks, Context, Flow, StopReason};
 use udamon_linux::perf::{AccessSource, CpuClock, SamplerConfig};
 use udamon_linux::vaddr::{
     self, SampleClock, VaddrEvent, VaddrEventKind, VaddrOps, monotonic_us, sampled_attrs,
@@ -31,7 +31,7 @@ fn tree() -> &'static Path {
 struct CollectAll(Vec<BTreeMap<usize, Snap>>);
 
 impl Callbacks for CollectAll {
-    fn after_aggregation(&mut self, ctx: &Context) -> ControlFlow<()> {
+    fn after_aggregation(&mut self, ctx: &Context) -> Flow {
         let (start_us, end_us) = ctx.window_us();
         let window = ctx
             .targets()
@@ -52,7 +52,7 @@ impl Callbacks for CollectAll {
             })
             .collect();
         self.0.push(window);
-        ControlFlow::Continue(())
+        Ok(ControlFlow::Continue(()))
     }
 }
 

@@ -2,12 +2,13 @@
 //! one snapshot frame per aggregation interval, plus the events its owner reports.
 //!
 //! A failed write stops monitoring rather than carrying on unrecorded, and never panics: the
-//! loop is told to break and the error waits in [`Recorder::error`].
+//! callback returns the error, which ends the loop and comes back from `Context::run`; the
+//! recorder refuses every later write with it, and [`Recorder::finish`] returns it too.
 //!
 //! A snapshot holds only the targets the record has announced (the header's, and those of the
-//! `TargetAdded` events written so far): a target the operations add to the context during a
-//! sampling interval is announced by its owner after the step, so a snapshot taken at the end
-//! of that same interval leaves it out rather than name a target the reader does not know yet.
+//! `TargetAdded` events written so far): a target the operations add to the context is
+//! announced by the recorder's owner, and a snapshot taken before that leaves it out rather
+//! than name a target the reader does not know yet.
 
 use crate::error::RecordError;
 use crate::model::{
@@ -19,7 +20,7 @@ use std::fs::File;
 use std::io::Write;
 use std::ops::ControlFlow;
 use std::path::Path;
-use udamon_core::{Callbacks, Context};
+use udamon_core::{Callbacks, Context, Flow};
 
 pub struct Recorder<W: Write = File> {
     writer: RecordWriter<W>,
@@ -28,7 +29,6 @@ pub struct Recorder<W: Write = File> {
     /// Reused between aggregations.
     snapshot: Snapshot,
     error: Option<RecordError>,
-    stop_reason: Option<String>,
     snapshots_written: u64,
     /// What was last written of each scheme's statistics and each target's memory, and the
     /// last tried-regions capture written, so that only changes are written.
@@ -69,7 +69,6 @@ impl<W: Write> Recorder<W> {
                 targets: Vec::new(),
             },
             error: None,
-            stop_reason: None,
             snapshots_written: 0,
             last_scheme_stats: Vec::new(),
             last_memory: Vec::new(),
@@ -99,16 +98,6 @@ impl<W: Write> Recorder<W> {
         self.keep_error(result)
     }
 
-    /// Why monitoring stops; written as a `Stopped` event when the loop terminates.
-    pub fn set_stop_reason(&mut self, reason: impl Into<String>) {
-        self.stop_reason = Some(reason.into());
-    }
-
-    /// The first write error, if any; monitoring was stopped when it happened.
-    pub fn error(&self) -> Option<&RecordError> {
-        self.error.as_ref()
-    }
-
     pub fn snapshots_written(&self) -> u64 {
         self.snapshots_written
     }
@@ -136,30 +125,18 @@ impl<W: Write> Recorder<W> {
 }
 
 impl<W: Write> Callbacks for Recorder<W> {
-    fn after_aggregation(&mut self, ctx: &Context) -> ControlFlow<()> {
-        if self.error.is_some() {
-            return ControlFlow::Break(());
+    fn after_aggregation(&mut self, ctx: &Context) -> Flow {
+        if let Some(e) = &self.error {
+            return Err(e.duplicate().into());
         }
         fill_snapshot(&mut self.snapshot, ctx, self.start_us);
         self.snapshot.targets.truncate(self.announced);
         let result = self.writer.write_snapshot(&self.snapshot);
-        if self.keep_error(result).is_err() {
-            return ControlFlow::Break(());
-        }
+        self.keep_error(result)?;
         self.snapshots_written += 1;
         let time_ns = self.time_ns(ctx.now_us());
-        if self.write_changes(ctx, time_ns).is_err() {
-            return ControlFlow::Break(());
-        }
-        ControlFlow::Continue(())
-    }
-
-    fn before_terminate(&mut self, ctx: &Context) {
-        if let Some(reason) = self.stop_reason.take() {
-            let time_ns = self.time_ns(ctx.now_us());
-            // A failure is kept in `error` for the owner; there is nothing else to stop.
-            let _ = self.write_event(time_ns, EventKind::Stopped { reason });
-        }
+        self.write_changes(ctx, time_ns)?;
+        Ok(ControlFlow::Continue(()))
     }
 }
 

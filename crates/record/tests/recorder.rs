@@ -7,7 +7,8 @@ use common::header;
 use std::io::Write;
 use std::ops::ControlFlow;
 use udamon_core::{
-    AddrRange, Attrs, Callbacks, Context, Operations, OpsError, StopReason, Target, VirtualClock,
+    AddrRange, Attrs, Callbacks, Context, Flow, Operations, OpsError, RunError, StopReason, Target,
+    VirtualClock,
 };
 use udamon_record::model::{EventKind, Frame};
 use udamon_record::{RecordError, RecordReader, RecordWriter, Recorder, WriterOptions};
@@ -38,12 +39,12 @@ impl Operations for OneHotAddress {
 struct StopAfter(u32);
 
 impl Callbacks for StopAfter {
-    fn after_aggregation(&mut self, _ctx: &Context) -> ControlFlow<()> {
+    fn after_aggregation(&mut self, _ctx: &Context) -> Flow {
         self.0 -= 1;
         if self.0 == 0 {
-            ControlFlow::Break(())
+            Ok(ControlFlow::Break(()))
         } else {
-            ControlFlow::Continue(())
+            Ok(ControlFlow::Continue(()))
         }
     }
 }
@@ -76,15 +77,22 @@ fn records_one_snapshot_per_aggregation_and_the_stop_reason() {
             },
         )
         .unwrap();
-    recorder.set_stop_reason("enough");
     let mut callbacks = (recorder, StopAfter(5));
     let mut ctx = context();
     let stop = ctx
         .run(&mut OneHotAddress, &mut VirtualClock, &mut callbacks)
         .unwrap();
     assert_eq!(stop, StopReason::Requested);
-    let recorder = callbacks.0;
-    assert!(recorder.error().is_none());
+    let mut recorder = callbacks.0;
+    // The owner knows why monitoring stopped, and says so last.
+    recorder
+        .write_event(
+            recorder.time_ns(ctx.now_us()),
+            EventKind::Stopped {
+                reason: "enough".into(),
+            },
+        )
+        .unwrap();
     assert_eq!(recorder.snapshots_written(), 5);
     recorder.finish().unwrap();
 
@@ -163,20 +171,21 @@ fn a_write_error_stops_monitoring_and_is_kept() {
         WriterOptions::default(),
     )
     .unwrap();
-    let mut recorder = Recorder::new(writer, START_US);
-    recorder.set_stop_reason("never written");
+    let recorder = Recorder::new(writer, START_US);
     let mut callbacks = (recorder, StopAfter(1000));
     let mut ctx = context();
-    let stop = ctx
+    let stopped = ctx
         .run(&mut OneHotAddress, &mut VirtualClock, &mut callbacks)
-        .unwrap();
-    assert_eq!(stop, StopReason::Requested);
+        .unwrap_err();
+    let RunError::Callback(e) = stopped else {
+        panic!("the recorder's error ends the run: {stopped}")
+    };
     let mut recorder = callbacks.0;
     let written = recorder.snapshots_written();
     assert!(written > 0 && written < 1000, "{written}");
     // Monitoring stopped at the aggregation whose snapshot failed.
     assert_eq!(ctx.passed_sample_intervals(), (written + 1) * 20);
-    let e = recorder.error().expect("the error is kept");
+    let e = e.downcast_ref::<RecordError>().expect("a record error");
     assert!(matches!(e, RecordError::Io { .. }));
     assert_eq!(e.to_string(), "full.udamon: no space left");
     // Later events are refused with the same error; finishing reports it too.

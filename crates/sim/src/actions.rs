@@ -9,8 +9,10 @@
 //!   page splits the whole block.
 //! - `willneed`: paged-out bytes become resident again (not refaults); applied = those bytes.
 //!   Memory never touched stays untouched (anonymous memory has nothing to read in).
-//! - `collapse` and `hugepage`: every whole 2 MiB block of a workload region inside the region
-//!   acted on becomes huge-page backed, and so fully resident (pages never touched are filled,
+//! - `collapse` and `hugepage`: every whole 2 MiB block of a workload region among the blocks
+//!   the region claims ([`udamon_core::damos::huge_page_blocks`], the rule of live processes
+//!   too: under a quota those wholly inside it, else those whose middle it holds) becomes
+//!   huge-page backed, and so fully resident (pages never touched are filled,
 //!   paged-out ones read back, as `MADV_COLLAPSE` does; the simulated kernel's khugepaged acts on
 //!   `MADV_HUGEPAGE` at once); applied = 2 MiB per block newly backed. A block is left alone if
 //!   the filters reject any of its memory, since a huge page is all or nothing.
@@ -39,8 +41,8 @@
 //! excludes active, young or a cgroup's memory excludes nothing, and one that includes only
 //! such memory includes nothing.
 
-use crate::memory::{HUGE_PAGE, Memory, Segment};
-use udamon_core::damos::{Action, Applied, FilterKind, Scheme};
+use crate::memory::{Memory, Segment};
+use udamon_core::damos::{Action, Applied, FilterKind, HUGE_PAGE, Scheme};
 use udamon_core::{AddrRange, PAGE_SIZE, Region};
 
 /// Simulated memory as the filters tell it apart.
@@ -128,8 +130,16 @@ pub(crate) fn apply(memory: &mut Memory, region: &Region, scheme: &Scheme) -> Ap
     ) {
         return Applied::default();
     }
+    let mut range = AddrRange::new(region.start, region.end);
+    if matches!(scheme.action, Action::Collapse | Action::Hugepage) {
+        // The blocks the kernel's collapse would take for this region, as on live processes.
+        match scheme.huge_page_blocks(range) {
+            Some(blocks) => range = blocks,
+            None => return Applied::default(),
+        }
+    }
     let verdicts = Verdicts::new(scheme);
-    let overlaps = memory.overlaps(AddrRange::new(region.start, region.end));
+    let overlaps = memory.overlaps(range);
     let mut passed = 0.0;
     let mut workload_bytes = 0u64;
     for &(i, pages) in &overlaps {
@@ -140,7 +150,7 @@ pub(crate) fn apply(memory: &mut Memory, region: &Region, scheme: &Scheme) -> Ap
             .sum::<f64>();
     }
     if verdicts.gap {
-        passed += region.size().saturating_sub(workload_bytes) as f64;
+        passed += range.size().saturating_sub(workload_bytes) as f64;
     }
     let mut applied = 0.0;
     for &(i, pages) in &overlaps {

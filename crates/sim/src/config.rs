@@ -1,4 +1,4 @@
-//! The workload file: masim's configuration format (`research/damo-and-masim.md` §3.3), parsed
+//! The workload file: masim's configuration format (docs/sources/sim.md#workload-files), parsed
 //! into a [`Workload`] whose regions are already placed in the simulated address space.
 //!
 //! ```text

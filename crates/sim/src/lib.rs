@@ -32,9 +32,21 @@ pub mod model;
 pub mod ops;
 
 pub use config::{ConfigError, Pattern, Phase, RwMode, Workload, WorkloadRegion};
-pub use memory::{HUGE_PAGE, Residency};
+pub use memory::Residency;
 pub use model::Touched;
 pub use ops::{SimOps, SimOptions};
+
+use udamon_core::Attrs;
+
+/// The monitoring attributes of a simulation unless told otherwise: DAMON's defaults (5 ms
+/// sampling, 100 ms aggregation, 10..1000 regions), with the update interval of damo's
+/// `record` (1 s) rather than the kernel's 60 s.
+pub fn default_attrs() -> Attrs {
+    Attrs {
+        ops_update_interval_us: 1_000_000,
+        ..Attrs::default()
+    }
+}
 
 /// Names of the built-in workloads, for [`builtin`].
 pub const BUILTIN_NAMES: [&str; 3] = ["demo", "stairs", "zigzag"];

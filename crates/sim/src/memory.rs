@@ -22,16 +22,16 @@
 //! schemes and sweeps left, not the size of the memory.
 //!
 //! **Huge pages** are whole 2 MiB blocks, aligned in the address space, inside one region
-//! ([`HUGE_PAGE`]). A huge segment is always fully resident; paging out any part of a block
+//! ([`udamon_core::damos::HUGE_PAGE`]). A huge segment is always fully resident; paging out any part of a block
 //! splits it (the whole block loses its huge backing), as the kernel splits a THP to reclaim it.
 
 use crate::config::Workload;
 use crate::model::WindowAccesses;
+use udamon_core::damos::HUGE_PAGE;
 use udamon_core::{AddrRange, PAGE_SIZE, TargetMemory};
 
 const PAGE: u64 = PAGE_SIZE;
-/// The huge page size the model backs memory with (x86-64's PMD-sized THP).
-pub const HUGE_PAGE: u64 = 2 << 20;
+/// Base pages per huge page: the model backs memory with the same huge pages as the kernel.
 const PAGES_PER_HUGE: u64 = HUGE_PAGE / PAGE;
 /// Shares closer than this to 0 or 1 are snapped to it, and neighbours closer than this join.
 const EPS: f64 = 1e-9;

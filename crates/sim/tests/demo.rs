@@ -2,7 +2,7 @@
 //! hot area, the scan chunk being scanned, the warm area and the cold area are clearly apart.
 
 use std::ops::ControlFlow;
-use udamon_core::{AddrRange, Attrs, Callbacks, Context, StopReason, VirtualClock};
+use udamon_core::{AddrRange, Attrs, Callbacks, Context, Flow, StopReason, VirtualClock};
 use udamon_sim::{SimOps, SimOptions, Workload};
 
 /// Per aggregation window: the size-weighted mean `nr_accesses` over each workload region.
@@ -12,7 +12,7 @@ struct Heat {
 }
 
 impl Callbacks for Heat {
-    fn after_aggregation(&mut self, ctx: &Context) -> ControlFlow<()> {
+    fn after_aggregation(&mut self, ctx: &Context) -> Flow {
         let means = self
             .ranges
             .iter()
@@ -31,7 +31,7 @@ impl Callbacks for Heat {
             })
             .collect();
         self.windows.push((ctx.window_us(), means));
-        ControlFlow::Continue(())
+        Ok(ControlFlow::Continue(()))
     }
 }
 

@@ -5,7 +5,8 @@
 use std::num::NonZeroU32;
 use std::ops::ControlFlow;
 use udamon_core::{
-    AddrRange, Attrs, Callbacks, Context, NoCallbacks, Operations, StopReason, Target, VirtualClock,
+    AddrRange, Attrs, Callbacks, Context, Flow, NoCallbacks, Operations, StopReason, Target,
+    VirtualClock,
 };
 use udamon_sim::{SimOps, SimOptions, Workload, layout};
 
@@ -177,7 +178,7 @@ fn stride_larger_than_a_page_skips_pages() {
 struct PerSample(Vec<Vec<u32>>);
 
 impl Callbacks for PerSample {
-    fn after_sampling(&mut self, ctx: &Context) -> ControlFlow<()> {
+    fn after_sampling(&mut self, ctx: &Context) -> Flow {
         self.0.push(
             ctx.targets()[0]
                 .regions
@@ -185,7 +186,7 @@ impl Callbacks for PerSample {
                 .map(|r| r.nr_accesses)
                 .collect(),
         );
-        ControlFlow::Continue(())
+        Ok(ControlFlow::Continue(()))
     }
 }
 
@@ -251,13 +252,13 @@ struct Sizes {
 }
 
 impl Callbacks for Sizes {
-    fn after_aggregation(&mut self, ctx: &Context) -> ControlFlow<()> {
+    fn after_aggregation(&mut self, ctx: &Context) -> Flow {
         self.max_regions = self.max_regions.max(ctx.nr_regions());
         self.aggregations += 1;
         self.truth_max = self
             .truth_max
             .max(self.ops.ground_truth_wss(ctx.window_us()));
-        ControlFlow::Continue(())
+        Ok(ControlFlow::Continue(()))
     }
 }
 

@@ -2,13 +2,14 @@
 //! change and report as applied, how filters see simulated memory, refaults when the workload
 //! touches paged-out memory again, and a `prcl`-style scheme run by the core on zigzag.
 
+use udamon_core::damos::HUGE_PAGE;
 use udamon_core::damos::{
     AccessPattern, Action, Applied, ApplyEnv, Filter, FilterKind, Filters, Scheme,
 };
 use udamon_core::{
     AddrRange, Attrs, Context, NoCallbacks, Operations, Region, TargetMemory, VirtualClock,
 };
-use udamon_sim::{HUGE_PAGE, SimOps, SimOptions, Workload, layout};
+use udamon_sim::{SimOps, SimOptions, Workload, layout};
 
 const MIB: u64 = 1 << 20;
 const PAGE: u64 = 4096;
@@ -246,16 +247,19 @@ fn collapse_backs_whole_blocks_and_pageout_splits_them() {
     assert_eq!(ops.target_memory(), memory(4 * MIB, 0, 0));
 
     let collapse = scheme(Action::Collapse, &[]);
-    // Only the second block lies wholly in [a + 1 MiB, a end).
+    // Without a quota a region takes the blocks whose middle it holds (as on live processes):
+    // only the second block's middle is in [a + 1 MiB + 4 KiB, a end).
     let c = act(
         &ctx,
         &mut ops,
-        AddrRange::new(a.start + MIB, a.end),
+        AddrRange::new(a.start + MIB + PAGE, a.end),
         &collapse,
     );
     assert_eq!(c.sz_applied, 2 * MIB);
     assert_eq!(ops.residency(a).huge_bytes, (2 * MIB) as f64);
-    let c = act(&ctx, &mut ops, a, &collapse);
+    // [a + 1 MiB, a + 3 MiB) holds no whole block, but the first block's middle.
+    let middle = AddrRange::new(a.start + MIB, a.start + 3 * MIB);
+    let c = act(&ctx, &mut ops, middle, &collapse);
     assert_eq!(c.sz_applied, 2 * MIB, "only the first block is new");
     // Collapsing untouched memory fills it: the memory cost of huge pages.
     let c = act(&ctx, &mut ops, idle, &scheme(Action::Hugepage, &[]));

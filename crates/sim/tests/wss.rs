@@ -4,7 +4,7 @@
 //! upstream's default attributes (5 ms sampling, 100 ms aggregation, 10..1000 regions).
 
 use std::ops::ControlFlow;
-use udamon_core::{Attrs, Callbacks, Context, StopReason, VirtualClock};
+use udamon_core::{Attrs, Callbacks, Context, Flow, StopReason, VirtualClock};
 use udamon_sim::{SimOps, SimOptions, Workload};
 
 const MIB: f64 = (1 << 20) as f64;
@@ -39,7 +39,7 @@ struct Collect {
 }
 
 impl Callbacks for Collect {
-    fn after_aggregation(&mut self, ctx: &Context) -> ControlFlow<()> {
+    fn after_aggregation(&mut self, ctx: &Context) -> Flow {
         let monitored = ctx
             .targets()
             .iter()
@@ -52,7 +52,7 @@ impl Callbacks for Collect {
             monitored,
             truth: self.ops.ground_truth_wss(ctx.window_us()),
         });
-        ControlFlow::Continue(())
+        Ok(ControlFlow::Continue(()))
     }
 }
 

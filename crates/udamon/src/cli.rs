@@ -2,11 +2,15 @@
 //! would look for them (`record`, `report access|wss|heatmap|nr_regions`, `-o`,
 //! `--monitoring_intervals`), with Rust CLI conventions elsewhere.
 
-use crate::units::{parse_duration_us, parse_size};
-use clap::parser::ValueSource;
-use clap::{ArgMatches, Args, FromArgMatches, Parser, Subcommand, ValueEnum};
+use crate::units::{
+    format_duration_us, parse_duration_us, parse_interval_us, parse_rate_hz, parse_size,
+};
+use clap::{Args, Parser, Subcommand, ValueEnum};
 use std::ffi::OsString;
 use std::path::PathBuf;
+use udamon_core::Attrs;
+use udamon_linux::perf::AccessSource;
+use udamon_linux::vaddr;
 
 #[derive(Debug, Parser)]
 #[command(
@@ -36,34 +40,35 @@ pub enum Command {
     Convert(ConvertArgs),
 }
 
-/// Monitoring attributes, shared by every command that monitors.
+/// Monitoring attributes, shared by every command that monitors. Whatever is not given takes
+/// the defaults of what is monitored (see `monitor::settings`).
 #[derive(Debug, Args, Clone)]
 pub struct MonitoringArgs {
-    /// Sampling interval: time between access checks.
-    #[arg(long, value_name = "DURATION", value_parser = parse_duration_us, default_value = "5ms")]
-    pub sample_us: u64,
-    /// Aggregation interval: one snapshot of the regions per interval.
-    #[arg(long, value_name = "DURATION", value_parser = parse_duration_us, default_value = "100ms")]
-    pub aggr_us: u64,
-    /// Update interval: how often the monitored address ranges are refreshed.
-    #[arg(long, value_name = "DURATION", value_parser = parse_duration_us, default_value = "1s")]
-    pub update_us: u64,
+    #[arg(long, value_name = "DURATION", value_parser = parse_interval_us,
+        help = default_help("Sampling interval: time between access checks", |a| format_duration_us(a.sample_interval_us)))]
+    pub sample_us: Option<u64>,
+    #[arg(long, value_name = "DURATION", value_parser = parse_interval_us,
+        help = default_help("Aggregation interval: one snapshot of the regions per interval", |a| format_duration_us(a.aggr_interval_us)))]
+    pub aggr_us: Option<u64>,
+    #[arg(long, value_name = "DURATION", value_parser = parse_interval_us,
+        help = default_help("Update interval: how often the monitored address ranges are refreshed", |a| format_duration_us(a.ops_update_interval_us)))]
+    pub update_us: Option<u64>,
     /// damo's spelling of the three intervals: SAMPLE AGGR UPDATE.
     #[arg(
         long = "monitoring_intervals",
         alias = "monitoring-intervals",
         num_args = 3,
         value_names = ["SAMPLE", "AGGR", "UPDATE"],
-        value_parser = parse_duration_us,
+        value_parser = parse_interval_us,
         conflicts_with_all = ["sample_us", "aggr_us", "update_us"]
     )]
     pub monitoring_intervals: Option<Vec<u64>>,
-    /// Lower bound on the number of regions (at least 3).
-    #[arg(long, value_name = "N", default_value_t = 10)]
-    pub min_regions: u32,
-    /// Upper bound on the number of regions.
-    #[arg(long, value_name = "N", default_value_t = 1000)]
-    pub max_regions: u32,
+    #[arg(long, value_name = "N",
+        help = default_help("Lower bound on the number of regions (at least 3)", |a| a.min_nr_regions.to_string()))]
+    pub min_regions: Option<u32>,
+    #[arg(long, value_name = "N",
+        help = default_help("Upper bound on the number of regions", |a| a.max_nr_regions.to_string()))]
+    pub max_regions: Option<u32>,
     /// damo's spelling of the region bounds: MIN MAX.
     #[arg(
         long = "monitoring_nr_regions_range",
@@ -73,9 +78,7 @@ pub struct MonitoringArgs {
         conflicts_with_all = ["min_regions", "max_regions"]
     )]
     pub nr_regions_range: Option<Vec<u32>>,
-    /// Tune the intervals automatically towards DAMON's recommended goal (4 % of possible access
-    /// events observed, sampling between 5 ms and 10 s; damo's --monitoring_intervals_autotune).
-    #[arg(long, alias = "monitoring_intervals_autotune")]
+    #[arg(long, alias = "monitoring_intervals_autotune", help = autotune_help())]
     pub autotune: bool,
     /// Operation schemes to apply (damo's JSON schema: a list of schemes, or damo's full
     /// parameters); see docs/schemes.md.
@@ -90,15 +93,72 @@ pub struct MonitoringArgs {
     pub seed: u64,
 }
 
+/// The sources whose defaults live monitoring takes, as the help names them.
+fn live_sources() -> [(String, Attrs); 2] {
+    let hz = vaddr::DEFAULT_CPUCLOCK_HZ;
+    [
+        (
+            "tick".to_string(),
+            vaddr::sampled_attrs(&AccessSource::Tick),
+        ),
+        (
+            format!("cpuclock at {hz} Hz"),
+            vaddr::sampled_attrs(&vaddr::cpuclock_source(hz)),
+        ),
+    ]
+}
+
+/// A monitoring option's help with its defaults, from the attributes the code uses: for
+/// simulations, and for live processes (per source when they differ).
+fn default_help(what: &str, value: fn(&Attrs) -> String) -> String {
+    let sim = value(&udamon_sim::default_attrs());
+    let live = live_sources().map(|(name, attrs)| (name, value(&attrs)));
+    if live.iter().all(|(_, v)| *v == sim) {
+        return format!("{what} [default: {sim}]");
+    }
+    let live = if live.iter().all(|(_, v)| *v == live[0].1) {
+        live[0].1.clone()
+    } else {
+        let each: Vec<String> = live.iter().map(|(n, v)| format!("{v} for {n}")).collect();
+        each.join(", ")
+    };
+    format!("{what} [default: {sim} for simulations, {live} for live processes]")
+}
+
+fn autotune_help() -> String {
+    let goal = udamon_core::IntervalsGoal::recommended();
+    format!(
+        "Tune the intervals automatically towards DAMON's recommended goal ({} % of possible \
+         access events observed, sampling between {} and {}; damo's \
+         --monitoring_intervals_autotune)",
+        goal.access_bp as f64 / 100.0,
+        format_duration_us(goal.min_sample_us),
+        format_duration_us(goal.max_sample_us),
+    )
+}
+
+fn record_after_help() -> String {
+    let [(tick, t), (cpuclock, c)] = live_sources();
+    format!(
+        "Live processes: `udamon record -- CMD ARGS...` runs CMD and monitors it and the \
+         processes it forks to their exit; `udamon record --pid PID [--children]` monitors a \
+         running process (and its descendants). Unless intervals or region bounds are given, \
+         sampled sources use {} sampling, aggregation windows of at least {} samples at the \
+         nominal rate and at least {} ({} for {cpuclock}, {} for {tick}), {} updates and {}..{} \
+         regions. Ctrl-C or SIGTERM stop monitoring with a complete record.",
+        format_duration_us(c.sample_interval_us),
+        vaddr::SAMPLES_PER_WINDOW,
+        format_duration_us(vaddr::MIN_SAMPLED_AGGR_US),
+        format_duration_us(c.aggr_interval_us),
+        format_duration_us(t.aggr_interval_us),
+        format_duration_us(c.ops_update_interval_us),
+        c.min_nr_regions,
+        c.max_nr_regions,
+    )
+}
+
 #[derive(Debug, Args)]
-#[command(
-    after_help = "Live processes: `udamon record -- CMD ARGS...` runs CMD and monitors it and \
-    the processes it forks to their exit; `udamon record --pid PID [--children]` monitors a \
-    running process (and its descendants). Unless intervals or region \
-    bounds are given, sampled sources use 5ms sampling, aggregation windows of about 100 samples \
-    (200ms for cpuclock at 500 Hz, 400ms for tick), 1s updates and 20..60 regions. Ctrl-C or \
-    SIGTERM stop monitoring with a complete record."
-)]
+#[command(after_help = record_after_help())]
 pub struct RecordArgs {
     /// The record file to write.
     #[arg(
@@ -137,10 +197,11 @@ pub struct RecordArgs {
     pub access_source: SourceArg,
     /// Samples per second of CPU time for `cpuclock` and `pmu` (the tick source samples at the
     /// kernel's tick rate, usually 250 Hz).
-    #[arg(long, value_name = "HZ", default_value_t = udamon_linux::vaddr::DEFAULT_CPUCLOCK_HZ)]
+    #[arg(long, value_name = "HZ", value_parser = parse_rate_hz, default_value_t = vaddr::DEFAULT_CPUCLOCK_HZ)]
     pub sample_rate: u64,
-    /// Stop after this much (virtual, for simulations) time.
-    #[arg(long, value_name = "DURATION", value_parser = parse_duration_us)]
+    /// Stop after this much (virtual, for simulations) time, e.g. 10s or 500ms; at least one
+    /// aggregation interval.
+    #[arg(long, value_name = "DURATION", value_parser = parse_interval_us)]
     pub duration: Option<u64>,
     /// Compress frames with zstd (smaller files; still streamable and crash-safe).
     #[arg(long)]
@@ -155,7 +216,7 @@ pub struct RecordArgs {
     #[arg(long, value_name = "PERIOD", value_parser = parse_duration_us)]
     pub referenced: Option<u64>,
     #[command(flatten)]
-    pub monitoring: RecordMonitoringArgs,
+    pub monitoring: MonitoringArgs,
 }
 
 impl RecordArgs {
@@ -187,51 +248,6 @@ pub enum SourceArg {
     Cpuclock,
     /// Precise memory samples from Intel PEBS or AMD IBS.
     Pmu,
-}
-
-/// [`MonitoringArgs`] plus which of them the user gave, so that live monitoring can pick its
-/// own defaults for the rest.
-#[derive(Debug, Clone)]
-pub struct RecordMonitoringArgs {
-    pub args: MonitoringArgs,
-    /// Any interval was given on the command line.
-    pub intervals_given: bool,
-    /// The region bounds were given on the command line.
-    pub regions_given: bool,
-}
-
-impl FromArgMatches for RecordMonitoringArgs {
-    fn from_arg_matches(m: &ArgMatches) -> Result<Self, clap::Error> {
-        let given = |id: &str| {
-            m.try_contains_id(id).unwrap_or(false)
-                && m.value_source(id)
-                    .is_some_and(|s| s != ValueSource::DefaultValue)
-        };
-        Ok(RecordMonitoringArgs {
-            args: MonitoringArgs::from_arg_matches(m)?,
-            intervals_given: ["sample_us", "aggr_us", "update_us", "monitoring_intervals"]
-                .into_iter()
-                .any(given),
-            regions_given: ["min_regions", "max_regions", "nr_regions_range"]
-                .into_iter()
-                .any(given),
-        })
-    }
-
-    fn update_from_arg_matches(&mut self, m: &ArgMatches) -> Result<(), clap::Error> {
-        *self = Self::from_arg_matches(m)?;
-        Ok(())
-    }
-}
-
-impl Args for RecordMonitoringArgs {
-    fn augment_args(cmd: clap::Command) -> clap::Command {
-        MonitoringArgs::augment_args(cmd)
-    }
-
-    fn augment_args_for_update(cmd: clap::Command) -> clap::Command {
-        MonitoringArgs::augment_args_for_update(cmd)
-    }
 }
 
 #[derive(Debug, Args)]

@@ -1,62 +1,35 @@
-//! A monitoring session: attributes from the command line, a context with its operations, a
-//! recorder and progress hanging off the loop, and a summary at the end. Every target kind
-//! (simulated workloads, live processes) records through this one path; operations hand the
-//! events they see (exec, exit, source statistics) to the record through [`RecordedOps`].
+//! A monitoring session: settings resolved once from the command line ([`Settings`]), a
+//! context run by the core's own loop with its operations, a recorder and progress hanging off
+//! that loop as callbacks, and a summary at the end. Every target kind (simulated workloads,
+//! live processes) records through this one path; operations hand the events they see (exec,
+//! exit, source statistics) to the record through [`RecordedOps`], read at every sampling
+//! interval. Why monitoring stopped is written here, once, after the loop.
 
-use crate::cli::MonitoringArgs;
+mod settings;
+
+pub use settings::Settings;
+
 use crate::host::{host_info, unix_now_ns};
 use crate::progress::Progress;
-use crate::schemes_file;
 use anyhow::{Context as _, Result, bail};
 use std::ops::ControlFlow;
 use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use udamon_core::damos::MetricSource;
-use udamon_core::{
-    Attrs, Callbacks, Clock, Context, IntervalsGoal, Operations, OpsError, StopReason, Target,
-};
+use udamon_core::{Callbacks, Clock, Context, Flow, Operations, RunError, StopReason, Target};
 use udamon_record::model::{AccessSource, EventKind, Header, Intervals, TargetInfo};
-use udamon_record::{FORMAT_VERSION, RecordWriter, Recorder, WriterOptions};
+use udamon_record::{FORMAT_VERSION, RecordError, RecordWriter, Recorder, WriterOptions};
 
-impl MonitoringArgs {
-    /// DAMON's attributes from the options, checked with DAMON's rules.
-    pub fn attrs(&self) -> Result<Attrs> {
-        let (sample, aggr, update) = match self.monitoring_intervals.as_deref() {
-            Some(&[s, a, u]) => (s, a, u),
-            _ => (self.sample_us, self.aggr_us, self.update_us),
-        };
-        let (min, max) = match self.nr_regions_range.as_deref() {
-            Some(&[min, max]) => (min, max),
-            _ => (self.min_regions, self.max_regions),
-        };
-        let attrs = Attrs {
-            sample_interval_us: sample,
-            aggr_interval_us: aggr,
-            ops_update_interval_us: update,
-            min_nr_regions: min,
-            max_nr_regions: max,
-            intervals_goal: if self.autotune {
-                IntervalsGoal {
-                    min_sample_us: sample.min(5_000),
-                    ..IntervalsGoal::recommended()
-                }
-            } else {
-                IntervalsGoal::default()
-            },
-            ..Attrs::default()
-        };
-        attrs.validate().context("invalid monitoring attributes")?;
-        Ok(attrs)
-    }
-}
+/// The operations' events for the record, each with its time on the context's time line (µs),
+/// oldest first, since the last call.
+pub type EventSource = Box<dyn FnMut() -> Vec<(u64, EventKind)>>;
 
 /// Operations whose events go into the record.
 pub trait RecordedOps: Operations {
-    /// Events since the last call, oldest first, each with its time on the context's time line
-    /// (µs).
-    fn take_record_events(&mut self) -> Vec<(u64, EventKind)> {
-        Vec::new()
+    /// Where to read the events while the monitoring loop holds the operations.
+    fn record_events(&self) -> EventSource {
+        Box::new(Vec::new)
     }
 }
 
@@ -64,21 +37,18 @@ impl RecordedOps for udamon_sim::SimOps {}
 
 /// What to monitor, as the record's header will describe it.
 pub struct Session<'a> {
-    pub attrs: Attrs,
-    pub seed: u64,
+    pub settings: Settings,
     pub targets: Vec<(Target, TargetInfo)>,
     pub source: AccessSource,
     pub out: &'a Path,
+    /// The files the run reads (a schemes file, a workload file): the record never replaces
+    /// one of them.
+    pub inputs: Vec<&'a Path>,
     pub compress: bool,
-    /// Stop after this long (on the context's time line).
-    pub duration_us: Option<u64>,
     /// How long the run is expected to take, for the progress bar.
     pub expected_us: Option<u64>,
     /// Set (by a signal handler) to stop monitoring with a complete record.
     pub stop: Option<Arc<AtomicBool>>,
-    /// A scheme file to apply, and whether to record each apply pass's tried regions.
-    pub schemes: Option<&'a Path>,
-    pub tried_regions: bool,
     /// Where quota goals and watermarks read system metrics (none: upstream's fallbacks).
     pub metrics: Option<Box<dyn MetricSource>>,
 }
@@ -104,42 +74,69 @@ impl std::fmt::Display for Summary {
     }
 }
 
-/// Breaks the loop once the context's time passes a limit.
-struct Deadline(Option<u64>);
-
-impl Callbacks for Deadline {
-    fn after_sampling(&mut self, ctx: &Context) -> ControlFlow<()> {
-        match self.0 {
-            Some(limit) if ctx.now_us() >= limit => ControlFlow::Break(()),
-            _ => ControlFlow::Continue(()),
-        }
-    }
+/// Breaks the loop once the requested duration has passed on the context's time line, or a
+/// stop was requested from outside (Ctrl-C, SIGTERM): after every step, also the ones spent
+/// waiting for the schemes' watermarks.
+struct Stop {
+    deadline_us: Option<u64>,
+    flag: Option<Arc<AtomicBool>>,
 }
 
-/// Breaks the loop once a stop was requested from outside (Ctrl-C, SIGTERM).
-struct StopFlag(Option<Arc<AtomicBool>>);
+impl Stop {
+    fn expired(&self, ctx: &Context) -> bool {
+        self.deadline_us.is_some_and(|d| ctx.now_us() >= d)
+    }
 
-impl StopFlag {
     fn raised(&self) -> bool {
-        self.0.as_ref().is_some_and(|f| f.load(Ordering::Relaxed))
+        self.flag
+            .as_ref()
+            .is_some_and(|f| f.load(Ordering::Relaxed))
     }
-}
 
-impl Callbacks for StopFlag {
-    fn after_sampling(&mut self, _ctx: &Context) -> ControlFlow<()> {
-        if self.raised() {
+    fn check(&self, ctx: &Context) -> Flow {
+        Ok(if self.expired(ctx) || self.raised() {
             ControlFlow::Break(())
         } else {
             ControlFlow::Continue(())
-        }
+        })
     }
 }
 
-/// Writes the operations' pending events; a failure is kept in the recorder and ends the run at
-/// its next snapshot.
-fn write_events(ops: &mut dyn RecordedOps, recorder: &mut Recorder) {
-    for (t_us, kind) in ops.take_record_events() {
-        let _ = recorder.write_event(recorder.time_ns(t_us), kind);
+impl Callbacks for Stop {
+    fn after_sampling(&mut self, ctx: &Context) -> Flow {
+        self.check(ctx)
+    }
+
+    fn after_wait(&mut self, ctx: &Context) -> Flow {
+        self.check(ctx)
+    }
+}
+
+/// The recorder, fed the operations' events at every sampling interval: before the window's
+/// snapshot, which then holds the targets they announce.
+struct Recording {
+    recorder: Recorder,
+    events: EventSource,
+}
+
+impl Recording {
+    fn write_events(&mut self) -> Result<(), RecordError> {
+        for (t_us, kind) in (self.events)() {
+            let time_ns = self.recorder.time_ns(t_us);
+            self.recorder.write_event(time_ns, kind)?;
+        }
+        Ok(())
+    }
+}
+
+impl Callbacks for Recording {
+    fn after_sampling(&mut self, _ctx: &Context) -> Flow {
+        self.write_events()?;
+        Ok(ControlFlow::Continue(()))
+    }
+
+    fn after_aggregation(&mut self, ctx: &Context) -> Flow {
+        self.recorder.after_aggregation(ctx)
     }
 }
 
@@ -152,16 +149,14 @@ pub fn run(
     if session.targets.is_empty() {
         bail!("nothing to monitor");
     }
-    let mut ctx = Context::new(session.attrs, session.seed)?;
+    let settings = session.settings;
+    let attrs = settings.attrs;
+    let mut ctx = Context::new(attrs, settings.seed)?;
     ctx.set_start_time_us(start_us);
-    let attrs = session.attrs;
-    if let Some(path) = session.schemes {
-        // Rates and ages in the file become counts of these intervals.
-        for scheme in schemes_file::load(path, &attrs)? {
-            ctx.add_scheme(scheme)?;
-        }
-        ctx.capture_tried_regions(session.tried_regions);
+    for scheme in settings.schemes {
+        ctx.add_scheme(scheme)?;
     }
+    ctx.capture_tried_regions(settings.tried_regions);
     if let Some(metrics) = session.metrics {
         ctx.set_metric_source(metrics);
     }
@@ -176,7 +171,7 @@ pub fn run(
         },
         min_nr_regions: attrs.min_nr_regions,
         max_nr_regions: attrs.max_nr_regions,
-        seed: session.seed,
+        seed: settings.seed,
         targets: session
             .targets
             .iter()
@@ -188,7 +183,7 @@ pub fn run(
     for (target, _) in session.targets {
         ctx.add_target(target);
     }
-    let file = crate::output::stream(session.out, session.schemes.as_slice())?;
+    let file = crate::output::stream(session.out, &session.inputs)?;
     let writer = RecordWriter::new(
         file,
         session.out,
@@ -200,50 +195,46 @@ pub fn run(
     .with_context(|| format!("cannot record to {}", session.out.display()))?;
     let recorder = Recorder::new(writer, start_us);
     let progress = Progress::new("recording", session.expected_us, start_us);
-    let deadline = Deadline(session.duration_us.map(|d| start_us + d));
-    let mut callbacks = (recorder, (progress, (deadline, StopFlag(session.stop))));
-
-    let result: Result<StopReason, OpsError> = (|| {
-        ctx.start(ops)?;
-        write_events(ops, &mut callbacks.0);
-        loop {
-            let flow = ctx.step(ops, clock, &mut callbacks);
-            write_events(ops, &mut callbacks.0);
-            match flow? {
-                ControlFlow::Continue(()) => continue,
-                ControlFlow::Break(reason) => return Ok(reason),
-            }
-        }
-    })();
-    ctx.terminate(ops, &mut callbacks);
-    write_events(ops, &mut callbacks.0);
-    let (mut recorder, (progress, (deadline, stop_flag))) = callbacks;
+    let stop = Stop {
+        deadline_us: settings.duration_us.map(|d| start_us + d),
+        flag: session.stop,
+    };
+    let recording = Recording {
+        recorder,
+        events: ops.record_events(),
+    };
+    let mut callbacks = (recording, (progress, stop));
+    let result = ctx.run(ops, clock, &mut callbacks);
+    let (mut recording, (progress, stop)) = callbacks;
     progress.finish();
 
-    let stop = match &result {
-        Ok(_) if recorder.error().is_some() => {
-            "stopped: the record could not be written".to_string()
-        }
-        Ok(StopReason::Requested) if deadline.0.is_some_and(|d| ctx.now_us() >= d) => {
+    let why = match &result {
+        Err(RunError::Callback(_)) => "stopped: the record could not be written".to_string(),
+        Ok(StopReason::Requested) if stop.expired(&ctx) => {
             "the requested duration elapsed".to_string()
         }
-        Ok(StopReason::Requested) if stop_flag.raised() => "interrupted by a signal".to_string(),
+        Ok(StopReason::Requested) if stop.raised() => "interrupted by a signal".to_string(),
         Ok(StopReason::Requested) => "stopped on request".to_string(),
         Ok(StopReason::NoValidTarget) => "every target ended".to_string(),
-        Err(e) => format!("monitoring failed: {e}"),
+        Err(RunError::Ops(e)) => format!("monitoring failed: {e}"),
     };
-    // Best effort: a record whose writes already fail keeps its first error, reported below.
-    let _ = recorder.write_event(
-        recorder.time_ns(ctx.now_us()),
-        EventKind::Stopped {
-            reason: stop.clone(),
-        },
-    );
+    // The operations' last events (from their cleanup), then why monitoring stopped. Best
+    // effort: a record whose writes already fail keeps its first error, reported below.
+    let _ = recording.write_events().and_then(|()| {
+        let time_ns = recording.recorder.time_ns(ctx.now_us());
+        recording.recorder.write_event(
+            time_ns,
+            EventKind::Stopped {
+                reason: why.clone(),
+            },
+        )
+    });
+    let recorder = recording.recorder;
     let summary = Summary {
         snapshots: recorder.snapshots_written(),
         bytes: recorder.bytes_written(),
         monitored_us: ctx.now_us() - start_us,
-        stop,
+        stop: why,
     };
     recorder
         .finish()

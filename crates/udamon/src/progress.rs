@@ -3,7 +3,7 @@
 use indicatif::{ProgressBar, ProgressStyle};
 use std::io::IsTerminal;
 use std::ops::ControlFlow;
-use udamon_core::{Callbacks, Context};
+use udamon_core::{Callbacks, Context, Flow};
 
 /// Updates a progress bar at each aggregation: time monitored out of the expected total.
 pub struct Progress {
@@ -48,10 +48,10 @@ impl Progress {
 }
 
 impl Callbacks for Progress {
-    fn after_aggregation(&mut self, ctx: &Context) -> ControlFlow<()> {
+    fn after_aggregation(&mut self, ctx: &Context) -> Flow {
         if let Some(bar) = &self.bar {
             bar.set_position((ctx.now_us() - self.start_us) / 1000);
         }
-        ControlFlow::Continue(())
+        Ok(ControlFlow::Continue(()))
     }
 }

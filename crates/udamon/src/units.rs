@@ -11,6 +11,38 @@ pub fn parse_duration_us(s: &str) -> Result<u64, String> {
         .map_err(|_| format!("'{s}' is not a duration: use e.g. 5ms, 100ms, 1s, or microseconds"))
 }
 
+/// An interval or a run's length: a duration longer than 0 (a zero interval would never let
+/// time pass, and monitoring would never end).
+pub fn parse_interval_us(s: &str) -> Result<u64, String> {
+    match parse_duration_us(s)? {
+        0 => Err(format!(
+            "'{s}' is no time at all: give a duration longer than 0, e.g. 5ms, 100ms, 1s"
+        )),
+        us => Ok(us),
+    }
+}
+
+/// A sampling rate in Hz, more than 0.
+pub fn parse_rate_hz(s: &str) -> Result<u64, String> {
+    match s.trim().parse::<u64>() {
+        Ok(0) | Err(_) => Err(format!(
+            "'{s}' is not a sampling rate: give samples per second, more than 0, e.g. 500"
+        )),
+        Ok(hz) => Ok(hz),
+    }
+}
+
+/// A duration as the help and messages show it, in the largest unit that keeps it whole
+/// (`400ms`, `1s`, `250us`): what [`parse_duration_us`] reads back.
+pub fn format_duration_us(us: u64) -> String {
+    match us {
+        0 => "0".to_string(),
+        _ if us % 1_000_000 == 0 => format!("{}s", us / 1_000_000),
+        _ if us % 1000 == 0 => format!("{}ms", us / 1000),
+        _ => format!("{us}us"),
+    }
+}
+
 /// A size or address in bytes: a bare or `0x` hex number, or a number with a unit
 /// (K/KB/KiB = 1024, M, G, T).
 pub fn parse_size(s: &str) -> Result<u64, String> {
@@ -39,6 +71,38 @@ mod tests {
                 .contains("not a duration")
         );
         assert!(parse_duration_us("fast").is_err());
+    }
+
+    #[test]
+    fn intervals_and_rates_are_more_than_zero() {
+        assert_eq!(parse_interval_us("5ms"), Ok(5000));
+        assert!(
+            parse_interval_us("0")
+                .unwrap_err()
+                .contains("longer than 0")
+        );
+        assert!(
+            parse_interval_us("0s")
+                .unwrap_err()
+                .contains("longer than 0")
+        );
+        assert_eq!(parse_rate_hz("250"), Ok(250));
+        assert!(parse_rate_hz("0").unwrap_err().contains("more than 0"));
+        assert!(parse_rate_hz("fast").is_err());
+    }
+
+    #[test]
+    fn formatted_durations_read_back() {
+        for (us, text) in [
+            (400_000, "400ms"),
+            (1_000_000, "1s"),
+            (250, "250us"),
+            (0, "0"),
+        ] {
+            assert_eq!(format_duration_us(us), text);
+            assert_eq!(parse_duration_us(text), Ok(us));
+        }
+        assert_eq!(format_duration_us(1_500_000), "1500ms");
     }
 
     #[test]

@@ -112,3 +112,36 @@ fn every_command_keeps_every_previous_output() {
         .success()
         .stderr(contains("kept the previous").and(contains(".old.1")));
 }
+
+#[test]
+fn record_never_writes_over_the_files_it_reads() {
+    let dir = tempfile::tempdir().unwrap();
+    let workload = dir.path().join("stairs.cfg");
+    fs::copy(
+        concat!(env!("CARGO_MANIFEST_DIR"), "/../sim/workloads/stairs.cfg"),
+        &workload,
+    )
+    .unwrap();
+    let schemes = dir.path().join("schemes.json");
+    fs::write(&schemes, r#"[{"action": "stat"}]"#).unwrap();
+    for (sim, out) in [
+        (workload.to_str().unwrap(), &workload),
+        ("builtin:stairs", &schemes),
+    ] {
+        let before = fs::read(out).unwrap();
+        udamon()
+            .args(["record", "--sim", sim, "--duration", "1s", "--schemes"])
+            .arg(&schemes)
+            .arg("-o")
+            .arg(out)
+            .assert()
+            .failure()
+            .stderr(contains("is the input"));
+        assert_eq!(
+            fs::read(out).unwrap(),
+            before,
+            "{} is untouched",
+            out.display()
+        );
+    }
+}

@@ -1,12 +1,15 @@
-//! DAMOS actions (spec §8.2) and their stable lower-case names (upstream's sysfs keywords).
+//! DAMOS actions (docs/algorithms.md#damos-actions) and their stable lower-case names (upstream's
+//! sysfs keywords), and the huge-page blocks that `collapse` acts on, for every operations set
+//! alike.
 
 use super::UnknownName;
+use crate::region::AddrRange;
 use std::fmt;
 use std::str::FromStr;
 
 /// What a scheme does to the memory of matching regions. Which ones an operations set supports
-/// is its business (spec §6.4); the core only distinguishes `Stat`, which changes nothing and so
-/// leaves region ages alone.
+/// is its business (docs/algorithms.md#operations); the core only distinguishes `Stat`, which
+/// changes nothing and so leaves region ages alone.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Action {
     Willneed,
@@ -21,6 +24,28 @@ pub enum Action {
     MigrateHot,
     MigrateCold,
     Stat,
+}
+
+/// A PMD-mapped huge page with 4 KiB base pages (x86-64, arm64): what `collapse` makes of
+/// memory, one aligned block at a time.
+pub const HUGE_PAGE: u64 = 2 << 20;
+
+/// The aligned huge-page blocks a `collapse` of `range` acts on, as one range (`None` if
+/// none). A block is all or nothing, and region edges fall anywhere: when acting is `bounded`
+/// (a quota, which acting must not cross) only the blocks wholly inside `range`; otherwise each
+/// block goes to the range holding its middle, so that random region edges leave no hot block
+/// uncollapsed and no block is claimed twice.
+pub fn huge_page_blocks(range: AddrRange, bounded: bool) -> Option<AddrRange> {
+    let (first, end) = if bounded {
+        (range.start.div_ceil(HUGE_PAGE), range.end / HUGE_PAGE)
+    } else {
+        let half = HUGE_PAGE / 2;
+        (
+            range.start.saturating_sub(half).div_ceil(HUGE_PAGE),
+            range.end.saturating_sub(half).div_ceil(HUGE_PAGE),
+        )
+    };
+    (first < end).then(|| AddrRange::new(first * HUGE_PAGE, end * HUGE_PAGE))
 }
 
 impl Action {
@@ -80,6 +105,37 @@ impl FromStr for Action {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn under_a_quota_only_blocks_wholly_inside_the_region() {
+        let h = HUGE_PAGE;
+        let r = AddrRange::new(h / 2, 3 * h + h / 2);
+        assert_eq!(huge_page_blocks(r, true), Some(AddrRange::new(h, 3 * h)));
+        assert_eq!(
+            huge_page_blocks(r, false),
+            Some(AddrRange::new(0, 3 * h)),
+            "the middle rule reaches before the start"
+        );
+        assert_eq!(
+            huge_page_blocks(AddrRange::new(h / 2, h + h / 2), true),
+            None
+        );
+    }
+
+    #[test]
+    fn every_huge_block_is_claimed_by_the_region_holding_its_middle() {
+        let m = HUGE_PAGE;
+        let claimed =
+            |s, e| huge_page_blocks(AddrRange::new(s, e), false).map(|r| (r.start, r.end));
+        assert_eq!(claimed(0, m / 2), None);
+        assert_eq!(claimed(0, m / 2 + 4096), Some((0, m)));
+        assert_eq!(claimed(m / 2 + 4096, 3 * m), Some((m, 3 * m)));
+        assert_eq!(claimed(m / 2, m / 2 + 4096), Some((0, m)));
+        // Neighbours split the blocks between them without overlap or gap.
+        let cut = 5 * m + 12345 / 4096 * 4096;
+        let (a, b) = (claimed(m, cut).unwrap(), claimed(cut, 9 * m).unwrap());
+        assert_eq!((a.0, a.1, b.0, b.1), (m, 5 * m, 5 * m, 9 * m));
+    }
 
     #[test]
     fn names_round_trip() {

@@ -1,4 +1,5 @@
-//! One DAMOS apply pass over the targets (spec §8.3, NEW `kdamond_apply_schemes`).
+//! One DAMOS apply pass over the targets (docs/algorithms.md#damos-apply, NEW
+//! `kdamond_apply_schemes`).
 //!
 //! It runs once per sampling interval, after the merge and before the reset at an aggregation
 //! boundary, so it sees the complete window's `nr_accesses`; mid-window it sees the moving sum.
@@ -312,7 +313,7 @@ fn apply_scheme(
     let (rejected, allowed) = s.filters.core_filter_out(regions, i, ti, min_sz);
     s.state.core_filters_allowed = allowed;
     if rejected {
-        // Not counted anywhere (spec §12.6).
+        // Not counted anywhere (docs/algorithms.md#upstream-behaviours).
         return;
     }
     // Measured after the filters, which may have split the region further: upstream measures
@@ -355,7 +356,7 @@ mod tests {
 
     #[test]
     fn mvsum_matches_the_context_formula() {
-        // Spec §10.1 damon_test_nr_accesses_mvsum, through the pass's environment.
+        // Upstream's kunit test damon_test_nr_accesses_mvsum, through the pass's environment.
         let attrs = Attrs {
             sample_interval_us: 1,
             aggr_interval_us: 10,

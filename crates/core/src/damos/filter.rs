@@ -1,4 +1,5 @@
-//! DAMOS filters (spec §8.7): include or exclude memory inside matching regions by what it is.
+//! DAMOS filters (docs/algorithms.md#damos-filters): include or exclude memory inside matching
+//! regions by what it is.
 //!
 //! `addr` and `target` filters are about regions and are evaluated here, in the core; the others
 //! are about pages (anonymous, active, young, ...) and only the operations set can evaluate

@@ -1,5 +1,5 @@
-//! Quota goals (spec §8.5): a target value for a system (or target) metric, turned into a score
-//! that drives the effective quota's feedback loop.
+//! Quota goals (docs/algorithms.md#damos-goals): a target value for a system (or target) metric,
+//! turned into a score that drives the effective quota's feedback loop.
 //!
 //! The core reads no metric itself: a [`MetricSource`] supplies raw readings, and the
 //! conversions (basis points, invalid-node fallbacks, the PSI delta) happen here.

@@ -1,5 +1,6 @@
-//! DAMOS, DAMON-based Operation Schemes (spec §8): act on regions whose access pattern matches,
-//! within quotas, prioritised by access temperature, gated by watermarks and filters.
+//! DAMOS, DAMON-based Operation Schemes (docs/algorithms.md#damos): act on regions whose access
+//! pattern matches, within quotas, prioritised by access temperature, gated by watermarks and
+//! filters.
 //!
 //! Everything here is deterministic logic: time, system metrics and the effect of an action come
 //! in as values or through small traits ([`SchemeApplier`], [`MetricSource`]), so the same code
@@ -26,7 +27,7 @@ pub mod score;
 pub mod stats;
 pub mod watermarks;
 
-pub use action::Action;
+pub use action::{Action, HUGE_PAGE, huge_page_blocks};
 pub use apply::{Applied, ApplyEnv, SchemeApplier, apply_schemes};
 pub use filter::{Filter, FilterKind, Filters};
 pub use goal::{GoalMetric, LruMem, MetricSource, NoMetrics, NodeMem, QuotaGoal};
@@ -37,6 +38,7 @@ pub use stats::{DamosWalk, SchemeStats, SchemeTriedRegions, TriedRegion, WalkErr
 pub use watermarks::{Watermarks, WmarkMetric, free_mem_rate, wait_activation_us};
 
 use crate::attrs::Attrs;
+use crate::region::AddrRange;
 use thiserror::Error;
 
 /// A name that is not one of a closed set of keywords (actions, tuners, metrics).
@@ -94,7 +96,7 @@ pub struct SchemeState {
     /// Watermarks' verdict; a new scheme starts active.
     pub activated: bool,
     /// Whether a core filter allowed the region being applied to, in which case the operations
-    /// layer skips its own filters for that region (spec §8.7).
+    /// layer skips its own filters for that region (docs/algorithms.md#damos-filters).
     pub core_filters_allowed: bool,
 }
 
@@ -115,7 +117,8 @@ impl Default for SchemeState {
 pub struct Scheme {
     pub pattern: AccessPattern,
     pub action: Action,
-    /// How often the scheme is applied; 0 means every aggregation interval (spec §8.10).
+    /// How often the scheme is applied; 0 means every aggregation interval
+    /// (docs/algorithms.md#damos-apply-interval).
     pub apply_interval_us: u64,
     pub quota: Quota,
     pub wmarks: Watermarks,
@@ -150,6 +153,12 @@ impl Scheme {
 
     pub fn state(&self) -> &SchemeState {
         &self.state
+    }
+
+    /// The huge-page blocks a `collapse` by this scheme acts on in `range`
+    /// ([`huge_page_blocks`]), bounded by the region when a quota is set.
+    pub fn huge_page_blocks(&self, range: AddrRange) -> Option<AddrRange> {
+        huge_page_blocks(range, self.quota.is_set(&self.state.quota))
     }
 
     /// `damos_set_next_apply_sis`: call when monitoring starts, when the scheme is added to a

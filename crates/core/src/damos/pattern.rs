@@ -1,4 +1,5 @@
-//! Access patterns (spec §8.1): the regions a scheme is for, by size, access frequency and age.
+//! Access patterns (docs/algorithms.md#damos-pattern): the regions a scheme is for, by size, access
+//! frequency and age.
 
 use crate::attrs::Attrs;
 use crate::region::Region;

@@ -1,5 +1,6 @@
-//! Quotas (spec §8.4): how much a scheme may do per charge window, and the effective size quota
-//! (`esz`) that combines the time quota, the size quota and the goals' feedback.
+//! Quotas (docs/algorithms.md#damos-quotas): how much a scheme may do per charge window, and the
+//! effective size quota (`esz`) that combines the time quota, the size quota and the goals'
+//! feedback.
 
 use super::goal::{MetricSource, QuotaGoal, quota_score};
 use super::stats::SchemeStats;

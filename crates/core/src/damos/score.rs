@@ -1,6 +1,7 @@
-//! Prioritisation (spec §8.4): when a quota cannot cover every matching region, the regions
-//! with the highest scores go first. Scores come from the operations set; these are upstream's
-//! `ops-common` hot and cold scores and the size histogram that turns scores into a threshold.
+//! Prioritisation (docs/algorithms.md#damos-quotas): when a quota cannot cover every matching
+//! region, the regions with the highest scores go first. Scores come from the operations set; these
+//! are upstream's `ops-common` hot and cold scores and the size histogram that turns scores into a
+//! threshold.
 
 use super::Scheme;
 use super::action::Action;
@@ -11,7 +12,8 @@ use crate::attrs::Attrs;
 pub const MAX_SCORE: u8 = 99;
 
 /// `damon_hot_score`: access frequency and age, weighted by the quota's per-mille weights.
-/// `nr_accesses` is the moving sum (NEW; OLD used the raw partial count here, spec §12.3).
+/// `nr_accesses` is the moving sum (NEW; OLD used the raw partial count here,
+/// docs/algorithms.md#upstream-behaviours).
 ///
 /// Age counts in seconds on a log scale, and counts as coldness for a region never accessed:
 /// an old idle region is colder than a young idle one.
@@ -107,8 +109,8 @@ mod tests {
         }
     }
 
-    /// Spec §8.4's derived examples (5 ms sampling, 100 ms aggregation, so 20 samples/window),
-    /// which `derived_examples.py` reproduces independently.
+    /// The examples of docs/algorithms.md#damos-quotas (5 ms sampling, 100 ms aggregation, so 20
+    /// samples/window), which `derived_examples.py` reproduces independently.
     #[test]
     fn derived_examples_table() {
         let attrs = Attrs::default();

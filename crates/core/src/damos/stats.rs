@@ -1,5 +1,5 @@
-//! What schemes did (spec §8.8) and which regions they were applied to (spec §8.9, upstream's
-//! `damos_walk`, behind sysfs "tried regions").
+//! What schemes did (docs/algorithms.md#damos-stats) and which regions they were applied to
+//! (docs/algorithms.md#damos-tried-regions, upstream's `damos_walk`, behind sysfs "tried regions").
 
 use thiserror::Error;
 

@@ -1,5 +1,5 @@
-//! Watermarks (spec §8.6): activate a scheme only while a system metric is in a band, with
-//! hysteresis, and let monitoring idle while every scheme is inactive.
+//! Watermarks (docs/algorithms.md#damos-watermarks): activate a scheme only while a system metric
+//! is in a band, with hysteresis, and let monitoring idle while every scheme is inactive.
 
 use super::{Scheme, UnknownName};
 use std::str::FromStr;

@@ -38,7 +38,7 @@ pub struct CpuClock {
 
 impl Default for CpuClock {
     /// 1 kHz cpu-clock, user mode only: about 1–2 % target overhead in a VM
-    /// (research/address-sampling.md).
+    /// (docs/sources/sampled.md).
     fn default() -> Self {
         CpuClock {
             event: ClockEvent::CpuClock,

@@ -10,12 +10,11 @@
 //! interval or the number of regions.
 //!
 //! Samples are stamped with CLOCK_MONOTONIC (perf's `use_clockid`), which is also the context's
-//! time line. Drained records go to the operations through a channel.
+//! time line. Draining itself is [`Rings`]' work.
 
-use crate::perf::{PerfRecord, PollOutcome, Sampler};
+use super::rings::Rings;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc::Sender;
 use std::time::Duration;
 use udamon_core::Clock;
 
@@ -25,19 +24,6 @@ pub const BATCH: Duration = Duration::from_millis(50);
 /// A record stamped this long before a drain started is sure to be in the ring by then (the
 /// kernel writes a sample within microseconds of taking it).
 const PUBLISH_SLACK_US: u64 = 1_000;
-
-/// What the clock hands to the operations.
-pub(crate) enum FeedMsg {
-    /// Records drained in one batch, sorted by time.
-    Records(Vec<PerfRecord>),
-    /// Every thread of process `pid` has exited (noticed at `at_us`); `status` is the exit code
-    /// of a spawned child that exited normally, sent once when it is reaped.
-    Gone {
-        pid: u32,
-        status: Option<i32>,
-        at_us: u64,
-    },
-}
 
 /// CLOCK_MONOTONIC now, in microseconds: the live context's time line.
 pub fn monotonic_us() -> u64 {
@@ -50,24 +36,20 @@ pub fn monotonic_us() -> u64 {
     ts.tv_sec as u64 * 1_000_000 + ts.tv_nsec as u64 / 1_000
 }
 
-/// The [`Clock`] of live monitoring: owns the samplers, sleeps in batches and drains them.
+/// The [`Clock`] of live monitoring: sleeps in batches, draining the rings at each wake-up.
 pub struct SampleClock {
-    samplers: Vec<Sampler>,
-    gone: Vec<bool>,
-    tx: Sender<FeedMsg>,
+    rings: Rings,
     stop: Arc<AtomicBool>,
-    /// Every record stamped before this time has been drained and sent.
+    /// Every record stamped before this time has been drained.
     drained_to_us: u64,
     last_wake_us: u64,
     wakeups: u64,
 }
 
 impl SampleClock {
-    pub(crate) fn new(samplers: Vec<Sampler>, tx: Sender<FeedMsg>) -> Self {
+    pub(crate) fn new(rings: Rings) -> Self {
         SampleClock {
-            gone: vec![false; samplers.len()],
-            samplers,
-            tx,
+            rings,
             stop: Arc::new(AtomicBool::new(false)),
             drained_to_us: 0,
             last_wake_us: 0,
@@ -84,7 +66,7 @@ impl SampleClock {
     /// The spawned child that is still running (not reaped), if any: monitoring stopped before
     /// it exited.
     pub fn running_child(&self) -> Option<u32> {
-        self.samplers.iter().find_map(Sampler::child)
+        self.rings.running_child()
     }
 
     /// Times the clock woke up to drain the rings.
@@ -92,64 +74,11 @@ impl SampleClock {
         self.wakeups
     }
 
-    fn all_gone(&self) -> bool {
-        self.gone.iter().all(|&g| g)
-    }
-
-    /// Polls (the first live sampler with `timeout`, the others without waiting), drains every
-    /// ring and reports the processes that ended.
-    fn poll_and_drain(&mut self, timeout: Duration) {
-        let mut outcomes = Vec::with_capacity(self.samplers.len());
-        let mut t = timeout;
-        for (i, s) in self.samplers.iter_mut().enumerate() {
-            outcomes.push(if self.gone[i] {
-                PollOutcome::TargetGone
-            } else {
-                // A failing poll is treated like a target that ended: nothing more to read.
-                let o = s.poll(t).unwrap_or(PollOutcome::TargetGone);
-                t = Duration::ZERO;
-                o
-            });
-        }
-        // Everything stamped before now (less the slack) is in the rings from here on.
-        let now = monotonic_us();
-        let mut records = Vec::new();
-        for (i, s) in self.samplers.iter_mut().enumerate() {
-            if self.gone[i] {
-                continue;
-            }
-            // A spawned child is reaped as soon as it exits, for its exit status: following
-            // forks, its events hang up only once every descendant has exited too.
-            if let Ok(Some(exit)) = s.try_wait_child() {
-                let _ = self.tx.send(FeedMsg::Gone {
-                    pid: s.pid(),
-                    status: exit.status.code(),
-                    at_us: now,
-                });
-            }
-            s.drain_sorted(&mut records);
-            if outcomes[i] == PollOutcome::TargetGone {
-                self.gone[i] = true;
-                let status = match s.wait_child() {
-                    Ok(Some(exit)) => exit.status.code(),
-                    _ => None,
-                };
-                records.sort_by_key(PerfRecord::time_ns);
-                // A closed receiver means monitoring is over: nothing to tell.
-                let _ = self.tx.send(FeedMsg::Records(std::mem::take(&mut records)));
-                let _ = self.tx.send(FeedMsg::Gone {
-                    pid: s.pid(),
-                    status,
-                    at_us: now,
-                });
-            }
-        }
-        if !records.is_empty() {
-            records.sort_by_key(PerfRecord::time_ns);
-            let _ = self.tx.send(FeedMsg::Records(records));
-        }
+    fn drain(&mut self, timeout: Duration) {
+        let now = self.rings.poll_and_drain(timeout);
         self.wakeups += 1;
         self.last_wake_us = now;
+        // Everything stamped before now (less the slack) was in the rings by then.
         self.drained_to_us = now.saturating_sub(PUBLISH_SLACK_US);
     }
 }
@@ -160,17 +89,17 @@ impl Clock for SampleClock {
             if self.drained_to_us >= t_us {
                 return;
             }
-            if self.stop.load(Ordering::Relaxed) || self.all_gone() {
+            if self.stop.load(Ordering::Relaxed) || self.rings.all_gone() {
                 // Hand over what is left without waiting; the loop is about to stop.
-                if !self.all_gone() {
-                    self.poll_and_drain(Duration::ZERO);
+                if !self.rings.all_gone() {
+                    self.drain(Duration::ZERO);
                 }
                 return;
             }
             let now = monotonic_us();
             let wake = (t_us + PUBLISH_SLACK_US).max(self.last_wake_us + BATCH.as_micros() as u64);
             let timeout = Duration::from_micros(wake.saturating_sub(now)).min(BATCH);
-            self.poll_and_drain(timeout);
+            self.drain(timeout);
         }
     }
 }

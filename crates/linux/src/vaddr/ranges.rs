@@ -8,7 +8,7 @@ use udamon_core::layout::initial_ranges;
 /// The ranges to monitor for `maps`, aligned to `min_sz`; empty for a process without mappings
 /// (a zombie).
 pub fn monitoring_ranges(maps: &Maps, min_sz: u64) -> Vec<AddrRange> {
-    initial_ranges(&maps.monitoring_ranges(), min_sz)
+    initial_ranges(&maps.vma_ranges(), min_sz)
 }
 
 #[cfg(test)]

@@ -15,7 +15,7 @@ pub enum SourceChoice {
 }
 
 /// The default `cpuclock` rate. Every sample costs the target one timer interrupt, about
-/// 15–20 µs in this kind of (nested) VM (research/address-sampling.md): 1 kHz measured 1–2 %
+/// 15–20 µs in this kind of (nested) VM (docs/sources/sampled.md): 1 kHz measured 1–2 %
 /// slowdown on CPU-bound and 2.4–5 % on memory-bound code, 250 Hz about 1 %. 500 Hz keeps a
 /// memory-bound target near the 2 % budget while giving twice the tick's samples.
 pub const DEFAULT_CPUCLOCK_HZ: u64 = 500;
@@ -51,7 +51,8 @@ fn privileged() -> bool {
         .is_some_and(|caps| caps & (1 << CAP_PERFMON | 1 << CAP_SYS_ADMIN) != 0)
 }
 
-fn cpuclock(hz: u64) -> AccessSource {
+/// The `cpuclock` source sampling user mode at `hz`.
+pub fn cpuclock_source(hz: u64) -> AccessSource {
     AccessSource::CpuClock(CpuClock {
         rate: Rate::Frequency(hz),
         ..CpuClock::default()
@@ -76,7 +77,7 @@ pub fn choose_source(choice: SourceChoice, rate_hz: u64) -> Result<ChosenSource,
             fallback: None,
         },
         SourceChoice::CpuClock => ChosenSource {
-            source: cpuclock(rate_hz),
+            source: cpuclock_source(rate_hz),
             reason: cpuclock_reason("requested: "),
             fallback: None,
         },
@@ -99,7 +100,7 @@ pub fn choose_source(choice: SourceChoice, rate_hz: u64) -> Result<ChosenSource,
                     p.kind
                 ),
                 fallback: Some((
-                    cpuclock(rate_hz),
+                    cpuclock_source(rate_hz),
                     cpuclock_reason("auto: the PMU event could not be opened; "),
                 )),
             },
@@ -109,12 +110,12 @@ pub fn choose_source(choice: SourceChoice, rate_hz: u64) -> Result<ChosenSource,
                          tick tracepoint costs no extra interrupts (about 0.4 % overhead)"
                     .into(),
                 fallback: Some((
-                    cpuclock(rate_hz),
+                    cpuclock_source(rate_hz),
                     cpuclock_reason("auto: no PMU memory sampling, the tick tracepoint failed; "),
                 )),
             },
             Err(_) => ChosenSource {
-                source: cpuclock(rate_hz),
+                source: cpuclock_source(rate_hz),
                 reason: cpuclock_reason(
                     "auto: no PMU memory sampling, and the tick source needs root or \
                      CAP_PERFMON; ",
@@ -132,7 +133,7 @@ mod tests {
     #[test]
     fn explicit_choices_resolve_to_their_source() {
         let c = choose_source(SourceChoice::CpuClock, 321).unwrap();
-        assert_eq!(c.source, cpuclock(321));
+        assert_eq!(c.source, cpuclock_source(321));
         assert!(c.reason.contains("321 Hz"), "{}", c.reason);
         assert_eq!(
             source_name(&choose_source(SourceChoice::Tick, 1).unwrap().source),

@@ -10,7 +10,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 use std::sync::{Mutex, OnceLock};
 use udamon_core::damos::{AccessPattern, Action, Scheme, SchemeStats};
-use udamon_core::{Callbacks, Context};
+use udamon_core::{Callbacks, Context, Flow};
+use udamon_linux::actions::check_action;
 use udamon_linux::metrics::ProcMetrics;
 use udamon_linux::perf::{AccessSource, CpuClock, SamplerConfig};
 use udamon_linux::vaddr::{self, VaddrEvent, monotonic_us, sampled_attrs};
@@ -189,14 +190,14 @@ struct Run {
 }
 
 impl Callbacks for Run {
-    fn after_aggregation(&mut self, ctx: &Context) -> ControlFlow<()> {
+    fn after_aggregation(&mut self, ctx: &Context) -> Flow {
         if let Some(s) = ctx.schemes().first() {
             self.stats.push((ctx.now_us(), s.stats));
         }
         if ctx.now_us() >= self.until_us {
-            ControlFlow::Break(())
+            Ok(ControlFlow::Break(()))
         } else {
-            ControlFlow::Continue(())
+            Ok(ControlFlow::Continue(()))
         }
     }
 }
@@ -229,7 +230,7 @@ pub fn monitor(w: &Workload, schemes: Vec<Scheme>, seconds: f64, dry_run: bool) 
         ctx.add_target(t);
     }
     for s in schemes {
-        ops.check_scheme(&s).unwrap();
+        check_action(s.action).unwrap();
         ctx.add_scheme(s).unwrap();
     }
     ctx.set_metric_source(Box::new(ProcMetrics::new(ops.pids())));

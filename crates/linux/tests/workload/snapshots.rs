@@ -3,7 +3,7 @@
 #![allow(dead_code)] // each test binary uses a different subset
 
 use std::ops::ControlFlow;
-use udamon_core::{AddrRange, Callbacks, Context};
+use udamon_core::{AddrRange, Callbacks, Context, Flow};
 
 pub const MIB: u64 = 1 << 20;
 
@@ -50,7 +50,7 @@ impl Snap {
 pub struct Collect(pub Vec<Snap>);
 
 impl Callbacks for Collect {
-    fn after_aggregation(&mut self, ctx: &Context) -> ControlFlow<()> {
+    fn after_aggregation(&mut self, ctx: &Context) -> Flow {
         let (start_us, end_us) = ctx.window_us();
         let regions = ctx.targets()[0]
             .regions
@@ -62,7 +62,7 @@ impl Callbacks for Collect {
             end_us,
             regions,
         });
-        ControlFlow::Continue(())
+        Ok(ControlFlow::Continue(()))
     }
 }
 

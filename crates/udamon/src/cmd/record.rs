@@ -1,19 +1,18 @@
 //! `udamon record`: monitor a workload and write a record file: a simulated workload in
 //! virtual time, or live processes (spawned or attached) with a sampled access source.
 
-use crate::cli::{RecordArgs, RecordMonitoringArgs, SourceArg};
-use crate::monitor::{self, RecordedOps, Session, Summary};
-use crate::schemes_file;
+use crate::cli::{MonitoringArgs, RecordArgs, SourceArg};
+use crate::monitor::{self, RecordedOps, Session, Settings, Summary};
 use anyhow::{Context as _, Result, bail};
 use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
-use udamon_core::{Attrs, IntervalsGoal, Target, VirtualClock};
+use udamon_core::{Target, VirtualClock};
 use udamon_linux::actions::check_action;
 use udamon_linux::metrics::ProcMetrics;
 use udamon_linux::perf::{AccessSource as Source, SamplerConfig};
 use udamon_linux::vaddr::{
-    self, SampleClock, SourceChoice, VaddrError, VaddrEventKind, VaddrOps, monotonic_us,
+    self, SampleClock, SourceChoice, VaddrError, VaddrEvent, VaddrEventKind, VaddrOps, monotonic_us,
 };
 use udamon_record::model::{AccessSource, EventKind, ReferencedMapping, TargetInfo};
 use udamon_sim::{SimOps, SimOptions, Workload};
@@ -38,7 +37,7 @@ pub fn run(args: &RecordArgs) -> Result<()> {
         let sim = args.sim.as_deref().unwrap_or(DEFAULT_SIM);
         record_sim(
             sim,
-            &args.monitoring.args,
+            &args.monitoring,
             &args.out,
             args.compress,
             args.duration,
@@ -50,86 +49,88 @@ pub fn run(args: &RecordArgs) -> Result<()> {
     Ok(())
 }
 
-/// The attributes of live monitoring: `source`'s defaults for whatever the user did not set.
-fn live_attrs(m: &RecordMonitoringArgs, source: &Source) -> Result<Attrs> {
-    let mut attrs = m.args.attrs()?;
-    let d = vaddr::sampled_attrs(source);
-    if !m.intervals_given {
-        attrs.sample_interval_us = d.sample_interval_us;
-        attrs.aggr_interval_us = d.aggr_interval_us;
-        attrs.ops_update_interval_us = d.ops_update_interval_us;
+/// The settings of live monitoring with `source`'s defaults, checked for live processes:
+/// every scheme's action can be done to one, and `--referenced` fits the update interval.
+fn live_settings(args: &RecordArgs, source: &Source) -> Result<Settings> {
+    let settings = args
+        .monitoring
+        .resolve(&vaddr::sampled_attrs(source), args.duration)?;
+    if let Some(path) = args.monitoring.schemes.as_deref() {
+        for (i, scheme) in settings.schemes.iter().enumerate() {
+            if let Err(why) = check_action(scheme.action) {
+                bail!("{}: schemes[{i}]: {why}", path.display());
+            }
+        }
     }
-    if !m.regions_given {
-        attrs.min_nr_regions = d.min_nr_regions;
-        attrs.max_nr_regions = d.max_nr_regions;
+    let update = settings.attrs.ops_update_interval_us;
+    if args.referenced.is_some_and(|period| period < update) {
+        bail!(
+            "--referenced: the kernel's accessed bits are read at most once per update \
+             interval ({} ms): give a period of at least that",
+            update / 1000
+        );
     }
-    if attrs.intervals_goal.enabled() {
-        attrs.intervals_goal = IntervalsGoal {
-            min_sample_us: attrs.sample_interval_us.min(5_000),
-            ..IntervalsGoal::recommended()
-        };
-    }
-    attrs.validate().context("invalid monitoring attributes")?;
-    Ok(attrs)
+    Ok(settings)
 }
 
 impl RecordedOps for VaddrOps {
-    fn take_record_events(&mut self) -> Vec<(u64, EventKind)> {
-        self.take_events()
-            .into_iter()
-            .map(|e| {
-                let kind = match e.kind {
-                    VaddrEventKind::Exec { target, comm } => EventKind::Exec {
-                        target: target as u32,
-                        comm,
-                    },
-                    VaddrEventKind::TargetAdded {
-                        target,
-                        pid,
-                        parent,
-                        cmdline,
-                    } => EventKind::TargetAdded {
-                        target: target as u32,
-                        pid: Some(pid),
-                        parent: parent.map(|p| p as u32),
-                        cmdline,
-                    },
-                    VaddrEventKind::Exit { target, status } => EventKind::Exit {
-                        target: target as u32,
-                        status,
-                    },
-                    VaddrEventKind::MappingsChanged {
-                        target,
-                        nr_mappings,
-                    } => EventKind::MappingsChanged {
-                        target: target as u32,
-                        nr_mappings: nr_mappings as u32,
-                    },
-                    VaddrEventKind::Stats(s) => EventKind::SourceStats {
-                        counters: s.counters(),
-                    },
-                    VaddrEventKind::Referenced { target, found } => EventKind::Referenced {
-                        target: target as u32,
-                        interval_ns: e.time_us.saturating_sub(found.since_us) * 1000,
-                        resident_bytes: found.resident_bytes,
-                        mappings: found
-                            .mappings
-                            .into_iter()
-                            .map(|m| ReferencedMapping {
-                                start: m.start,
-                                end: m.end,
-                                name: m.name,
-                                rss_bytes: m.rss_bytes,
-                                referenced_bytes: m.referenced_bytes,
-                            })
-                            .collect(),
-                    },
-                    VaddrEventKind::Note(text) => EventKind::Note { text },
-                };
-                (e.time_us, kind)
-            })
-            .collect()
+    fn record_events(&self) -> monitor::EventSource {
+        let log = self.event_log();
+        Box::new(move || log.take().into_iter().map(record_event).collect())
     }
+}
+
+/// A live process's event as the record has it, with its time (µs).
+fn record_event(e: VaddrEvent) -> (u64, EventKind) {
+    let kind = match e.kind {
+        VaddrEventKind::Exec { target, comm } => EventKind::Exec {
+            target: target as u32,
+            comm,
+        },
+        VaddrEventKind::TargetAdded {
+            target,
+            pid,
+            parent,
+            cmdline,
+        } => EventKind::TargetAdded {
+            target: target as u32,
+            pid: Some(pid),
+            parent: parent.map(|p| p as u32),
+            cmdline,
+        },
+        VaddrEventKind::Exit { target, status } => EventKind::Exit {
+            target: target as u32,
+            status,
+        },
+        VaddrEventKind::MappingsChanged {
+            target,
+            nr_mappings,
+        } => EventKind::MappingsChanged {
+            target: target as u32,
+            nr_mappings: nr_mappings as u32,
+        },
+        VaddrEventKind::Stats(s) => EventKind::SourceStats {
+            counters: s.counters(),
+        },
+        VaddrEventKind::Referenced { target, found } => EventKind::Referenced {
+            target: target as u32,
+            interval_ns: e.time_us.saturating_sub(found.since_us) * 1000,
+            resident_bytes: found.resident_bytes,
+            mappings: found
+                .mappings
+                .into_iter()
+                .map(|m| ReferencedMapping {
+                    start: m.start,
+                    end: m.end,
+                    name: m.name,
+                    rss_bytes: m.rss_bytes,
+                    referenced_bytes: m.referenced_bytes,
+                })
+                .collect(),
+        },
+        VaddrEventKind::Note(text) => EventKind::Note { text },
+    };
+    (e.time_us, kind)
 }
 
 /// Spawns (following the command's forks) or attaches (following forks with --children) with
@@ -149,15 +150,6 @@ fn start_live(args: &RecordArgs, source: Source) -> Result<(VaddrOps, SampleCloc
 
 /// Records live processes until they exit, `--duration` passes, or Ctrl-C/SIGTERM.
 fn record_live(args: &RecordArgs) -> Result<Summary> {
-    // Bad options and schemes fail before anything starts.
-    let user_attrs = args.monitoring.args.attrs()?;
-    if let Some(path) = args.monitoring.args.schemes.as_deref() {
-        for (i, scheme) in schemes_file::load(path, &user_attrs)?.iter().enumerate() {
-            if let Err(why) = check_action(scheme.action) {
-                bail!("{}: schemes[{i}]: {why}", path.display());
-            }
-        }
-    }
     let choice = match args.access_source {
         SourceArg::Auto => SourceChoice::Auto,
         SourceArg::Tick => SourceChoice::Tick,
@@ -166,16 +158,8 @@ fn record_live(args: &RecordArgs) -> Result<Summary> {
     };
     let chosen =
         vaddr::choose_source(choice, args.sample_rate).map_err(|e| anyhow::anyhow!("{e}"))?;
-    if let Some(period) = args.referenced {
-        let update = live_attrs(&args.monitoring, &chosen.source)?.ops_update_interval_us;
-        if period < update {
-            bail!(
-                "--referenced: the kernel's accessed bits are read at most once per update \
-                 interval ({} ms): give a period of at least that",
-                update / 1000
-            );
-        }
-    }
+    // Bad options and schemes fail before anything starts.
+    let settings = live_settings(args, &chosen.source)?;
     let stop = Arc::new(AtomicBool::new(false));
     for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
         signal_hook::flag::register(sig, Arc::clone(&stop))
@@ -183,12 +167,14 @@ fn record_live(args: &RecordArgs) -> Result<Summary> {
     }
     // The errors' messages already include their causes: keep them to one line.
     let one_line = |e: VaddrError| anyhow::anyhow!("{e}");
-    let (source, reason, (mut ops, mut clock)) = match start_live(args, chosen.source) {
-        Ok(live) => (chosen.source, chosen.reason, live),
+    let (source, reason, settings, (mut ops, mut clock)) = match start_live(args, chosen.source) {
+        Ok(live) => (chosen.source, chosen.reason, settings, live),
         Err(e @ VaddrError::Perf(_)) => match chosen.fallback {
             Some((fallback, why)) => {
+                // The fallback's own defaults, checked before it starts.
+                let settings = live_settings(args, &fallback)?;
                 let live = start_live(args, fallback).map_err(one_line)?;
-                (fallback, format!("{why} ({e})"), live)
+                (fallback, format!("{why} ({e})"), settings, live)
             }
             None => return Err(one_line(e)),
         },
@@ -196,7 +182,6 @@ fn record_live(args: &RecordArgs) -> Result<Summary> {
     };
     clock.set_stop_flag(Arc::clone(&stop));
     ops.set_dry_run(args.dry_run);
-    let attrs = live_attrs(&args.monitoring, &source)?;
     if let Some(period) = args.referenced {
         ops.set_referenced(period);
     }
@@ -215,20 +200,17 @@ fn record_live(args: &RecordArgs) -> Result<Summary> {
         })
         .collect();
     let session = Session {
-        attrs,
-        seed: args.monitoring.args.seed,
+        settings,
         targets,
         source: AccessSource {
             name: vaddr::source_name(&source).to_string(),
             reason,
         },
         out: &args.out,
+        inputs: args.monitoring.schemes.as_deref().into_iter().collect(),
         compress: args.compress,
-        duration_us: args.duration,
         expected_us: args.duration,
         stop: Some(stop),
-        schemes: args.monitoring.args.schemes.as_deref(),
-        tried_regions: args.monitoring.args.tried_regions,
         metrics: Some(Box::new(metrics)),
     };
     let start_us = monotonic_us();
@@ -255,17 +237,17 @@ pub fn load_workload(spec: &str) -> Result<Workload> {
 /// Records a simulated workload in virtual time.
 pub fn record_sim(
     spec: &str,
-    monitoring: &crate::cli::MonitoringArgs,
+    monitoring: &MonitoringArgs,
     out: &Path,
     compress: bool,
     duration_us: Option<u64>,
 ) -> Result<Summary> {
+    let settings = monitoring.resolve(&udamon_sim::default_attrs(), duration_us)?;
     let workload = load_workload(spec)?;
     let name = workload.name().to_string();
     let mut ops = SimOps::new(workload, SimOptions::default());
     let session = Session {
-        attrs: monitoring.attrs()?,
-        seed: monitoring.seed,
+        settings,
         targets: vec![(
             Target::new(None),
             TargetInfo {
@@ -279,12 +261,19 @@ pub fn record_sim(
             reason: format!("simulated workload '{name}' (masim format) in virtual time"),
         },
         out,
+        inputs: monitoring
+            .schemes
+            .as_deref()
+            .into_iter()
+            .chain(
+                spec.strip_prefix("builtin:")
+                    .is_none()
+                    .then(|| Path::new(spec)),
+            )
+            .collect(),
         compress,
-        duration_us,
         expected_us: Some(duration_us.map_or(ops.duration_us(), |d| d.min(ops.duration_us()))),
         stop: None,
-        schemes: monitoring.schemes.as_deref(),
-        tried_regions: monitoring.tried_regions,
         metrics: None,
     };
     monitor::run(session, &mut ops, &mut VirtualClock, 0)
