@@ -897,7 +897,7 @@ mod tests {
         }
         fn prepare_access_checks(&mut self, _ctx: &mut Context) {}
         fn check_accesses(&mut self, ctx: &mut Context) {
-            if self.intervals % 20 == 0 {
+            if self.intervals.is_multiple_of(20) {
                 ctx.record_sampled_accesses(0, &mut [self.intervals / 20 % 2 * 4096 + 8]);
             }
             self.intervals += 1;

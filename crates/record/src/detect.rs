@@ -66,7 +66,7 @@ pub(crate) fn sniff(start: &[u8]) -> Option<Format> {
     // zlib (RFC 1950): deflate with a 32 KiB window and a header checksum; then the text
     // inside must look like JSON, which rules out text that merely starts with 'x'.
     if let [0x78, flg, ..] = start
-        && (0x7800u16 | *flg as u16) % 31 == 0
+        && (0x7800u16 | *flg as u16).is_multiple_of(31)
     {
         let mut inflated = [0u8; 64];
         let mut z = flate2::read::ZlibDecoder::new(start);

@@ -227,10 +227,10 @@ where
             .first()
             .and_then(|d| d.percentiles.first());
         let median = median.map_or(0, |p| p.value);
-        if let Some(&(previous, previous_median, true)) = tried.last() {
-            if median as f64 <= previous_median as f64 * (1.0 + AUTO_GROWTH) {
-                return Ok(previous);
-            }
+        if let Some(&(previous, previous_median, true)) = tried.last()
+            && median as f64 <= previous_median as f64 * (1.0 + AUTO_GROWTH)
+        {
+            return Ok(previous);
         }
         tried.push((horizon_ns, median, evidence.is_enough()));
     }

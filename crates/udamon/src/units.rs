@@ -37,8 +37,8 @@ pub fn parse_rate_hz(s: &str) -> Result<u64, String> {
 pub fn format_duration_us(us: u64) -> String {
     match us {
         0 => "0".to_string(),
-        _ if us % 1_000_000 == 0 => format!("{}s", us / 1_000_000),
-        _ if us % 1000 == 0 => format!("{}ms", us / 1000),
+        _ if us.is_multiple_of(1_000_000) => format!("{}s", us / 1_000_000),
+        _ if us.is_multiple_of(1000) => format!("{}ms", us / 1000),
         _ => format!("{us}us"),
     }
 }

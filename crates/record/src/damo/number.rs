@@ -155,7 +155,7 @@ fn parse_text(t: &str, unit: Unit) -> Result<f64, String> {
 fn time_ns(t: &str) -> Option<f64> {
     let fields: Vec<&str> = t.split_whitespace().collect();
     if fields.len() > 2 {
-        if fields.len() % 2 != 0 {
+        if !fields.len().is_multiple_of(2) {
             return None;
         }
         return fields
