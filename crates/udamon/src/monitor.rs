@@ -117,6 +117,9 @@ impl Callbacks for Stop {
 struct Recording {
     recorder: Recorder,
     events: EventSource,
+    /// Whether monitoring is waiting on the schemes' watermarks, so that the record (and the
+    /// user) learn once when it starts and stops waiting.
+    waiting: bool,
 }
 
 impl Recording {
@@ -127,11 +130,36 @@ impl Recording {
         }
         Ok(())
     }
+
+    fn note(&mut self, ctx: &Context, text: &str) -> Result<(), RecordError> {
+        let time_ns = self.recorder.time_ns(ctx.now_us());
+        self.recorder.write_event(
+            time_ns,
+            EventKind::Note {
+                text: text.to_string(),
+            },
+        )
+    }
 }
 
 impl Callbacks for Recording {
-    fn after_sampling(&mut self, _ctx: &Context) -> Flow {
+    fn after_sampling(&mut self, ctx: &Context) -> Flow {
+        if self.waiting {
+            self.waiting = false;
+            self.note(ctx, "monitoring resumed: a scheme's watermarks let it run")?;
+        }
         self.write_events()?;
+        Ok(ControlFlow::Continue(()))
+    }
+
+    fn after_wait(&mut self, ctx: &Context) -> Flow {
+        if !self.waiting {
+            self.waiting = true;
+            let why = "monitoring waits: the watermarks of every scheme hold it back (free \
+                       memory is outside their range; see docs/schemes.md)";
+            eprintln!("udamon: {why}");
+            self.note(ctx, why)?;
+        }
         Ok(ControlFlow::Continue(()))
     }
 
@@ -200,6 +228,7 @@ pub fn run(
         flag: session.stop,
     };
     let recording = Recording {
+        waiting: false,
         recorder,
         events: ops.record_events(),
     };

@@ -136,21 +136,21 @@ fn the_duration_ends_a_run_waiting_for_the_watermarks() {
                             "high_permil": "0 %", "mid_permil": "0 %", "low_permil": "0 %"}}]"#,
     )
     .unwrap();
+    // A live process: watermarks read the host's free memory, which is above 0 ‰, so every
+    // scheme is inactive and monitoring waits from the start. (A simulation has no free memory
+    // to read, and its watermarks hold nothing back.)
     let out = dir.path().join("r.data");
     udamon()
-        .args([
-            "record",
-            "--sim",
-            "builtin:demo",
-            "--duration",
-            "2s",
-            "--schemes",
-        ])
+        .args(["record", "--duration", "2s", "--schemes"])
         .arg(&schemes)
         .arg("-o")
         .arg(&out)
+        .args(["--", "sleep", "4"])
         .assert()
         .success()
-        .stderr(contains("over 2.0 s"))
+        .stderr(contains("monitoring waits: the watermarks of every scheme"))
         .stderr(contains("the requested duration elapsed"));
+    // The record says why it holds no snapshots.
+    let info = report_json(&["info"], &out);
+    assert_eq!(info["events"]["by_kind"]["note"], 1, "{info}");
 }
