@@ -448,10 +448,10 @@ mod schemes {
         assert!(ctx.schemes()[0].stats.qt_exceeds >= 3);
     }
 
-    #[test]
-    fn watermarks_pause_monitoring_while_every_scheme_is_inactive() {
+    /// One target and a scheme active only while free memory is below 40 %, on a machine with
+    /// 90 % free: the scheme never activates.
+    fn waiting_context() -> Context {
         let mut scheme = cold_pageout(0);
-        // Active only while free memory is below 40 %; the machine has 90 % free.
         scheme.wmarks = Watermarks {
             metric: WmarkMetric::FreeMemRate,
             interval_us: 1_000_000,
@@ -463,6 +463,12 @@ mod schemes {
         ctx.add_target(Target::new(Some(1)));
         ctx.add_scheme(scheme).unwrap();
         ctx.set_metric_source(Box::new(FixedFree(900)));
+        ctx
+    }
+
+    #[test]
+    fn watermarks_pause_monitoring_while_every_scheme_is_inactive() {
+        let mut ctx = waiting_context();
         let mut ops = ActingOps {
             inner: HotRangesOps::new(AddrRange::new(0, MIB), vec![]),
             applied: Vec::new(),
@@ -506,18 +512,7 @@ mod schemes {
     /// duration, Ctrl-C), not only when its targets end.
     #[test]
     fn callbacks_can_stop_a_run_waiting_for_the_watermarks() {
-        let mut scheme = cold_pageout(0);
-        scheme.wmarks = Watermarks {
-            metric: WmarkMetric::FreeMemRate,
-            interval_us: 1_000_000,
-            high: 800,
-            mid: 400,
-            low: 0,
-        };
-        let mut ctx = Context::new(Attrs::default(), 1).unwrap();
-        ctx.add_target(Target::new(Some(1)));
-        ctx.add_scheme(scheme).unwrap();
-        ctx.set_metric_source(Box::new(FixedFree(900)));
+        let mut ctx = waiting_context();
         let mut ops = HotRangesOps::new(AddrRange::new(0, MIB), vec![]);
         ops.valid_until_us = 10_000_000;
         let reason = ctx
