@@ -1,5 +1,7 @@
 //! `udamon report heatmap` on large records: time and peak memory for a 128 MiB and a 1 GiB
-//! record, side by side. The reader streams, so peak memory must not grow with the file.
+//! record, side by side. The reader streams, so peak memory must not grow with the file. Then
+//! `udamon report wss` on a 128 MiB record of a sampled source: the default `--horizon auto`
+//! (which reads the record once per horizon it tries) against one window's (`--horizon 0`).
 //!
 //! The records are synthetic but shaped like a monitor's: 1,000 regions per snapshot over 4 GiB,
 //! a hot band that moves every 1,000 snapshots, a warm band, cold memory. Each report runs as a
@@ -13,7 +15,9 @@ use std::time::Instant;
 use udamon_record::model::{
     AccessSource, Header, HostInfo, Intervals, RegionStat, Snapshot, TargetInfo, TargetSnapshot,
 };
-use udamon_record::{FORMAT_VERSION, RecordWriter, WriterOptions};
+use udamon_record::{FORMAT_VERSION, RecordReader, RecordWriter, WriterOptions};
+use udamon_report::dist::DistOptions;
+use udamon_report::wss::{WssFilter, choose_horizon};
 
 const REGIONS: u64 = 1000;
 const SPAN: u64 = 4 << 30;
@@ -44,7 +48,8 @@ fn header() -> Header {
     }
 }
 
-fn snapshot(i: u64) -> Snapshot {
+/// Snapshot `i`; `sampled`: accessed regions carry a sample each, as a sampled source's do.
+fn snapshot(i: u64, sampled: bool) -> Snapshot {
     let size = SPAN / REGIONS;
     let hot = (i / 1000) % 10; // the hot tenth moves every 1,000 snapshots
     let regions = (0..REGIONS)
@@ -69,7 +74,7 @@ fn snapshot(i: u64) -> Snapshot {
                     },
                 nr_accesses,
                 age: (i % 50) as u32,
-                raw_samples: 0,
+                raw_samples: u32::from(sampled && nr_accesses > 0),
             }
         })
         .collect();
@@ -83,27 +88,28 @@ fn snapshot(i: u64) -> Snapshot {
 }
 
 /// Writes snapshots until the file reaches `bytes`; returns the snapshot count.
-fn write_record(path: &Path, bytes: u64) -> u64 {
+fn write_record(path: &Path, bytes: u64, sampled: bool) -> u64 {
     let mut w =
         RecordWriter::create(path, &header(), WriterOptions { compress: false }).expect("create");
     let mut i = 0;
     while w.bytes_written() < bytes {
-        w.write_snapshot(&snapshot(i)).expect("write");
+        w.write_snapshot(&snapshot(i, sampled)).expect("write");
         i += 1;
     }
     w.finish().expect("finish");
     i
 }
 
-/// Runs `udamon report heatmap FILE` and returns (seconds, peak RSS in KiB).
+/// Runs `udamon report ARGS FILE` and returns (seconds, peak RSS in KiB).
 #[expect(
     clippy::zombie_processes,
     reason = "reaped by wait4, which also gives its rusage"
 )]
-fn measure(udamon: &Path, record: &Path) -> (f64, u64) {
+fn measure(udamon: &Path, args: &[&str], record: &Path) -> (f64, u64) {
     let start = Instant::now();
     let child = Command::new(udamon)
-        .args(["report", "heatmap", "--no-color"])
+        .arg("report")
+        .args(args)
         .arg(record)
         .stdout(std::process::Stdio::null())
         .spawn()
@@ -135,8 +141,8 @@ fn main() {
     let mut results = Vec::new();
     for mib in [128u64, 1024] {
         let path = dir.path().join(format!("{mib}.data"));
-        let snapshots = write_record(&path, mib << 20);
-        let (secs, rss_kib) = measure(&udamon, &path);
+        let snapshots = write_record(&path, mib << 20, false);
+        let (secs, rss_kib) = measure(&udamon, &["heatmap", "--no-color"], &path);
         println!(
             "| {mib} MiB | {snapshots} | {REGIONS} | {secs:.1} s | {:.0} | {:.1} MiB |",
             mib as f64 / secs,
@@ -154,5 +160,35 @@ fn main() {
     println!(
         "- peak memory: {:.2} (1.0 = independent of the file size)",
         big.1 as f64 / small.1 as f64
+    );
+
+    println!("\n# udamon report wss on a 128 MiB record of a sampled source (release build)\n");
+    let path = dir.path().join("sampled.data");
+    let snapshots = write_record(&path, 128 << 20, true);
+    println!("{snapshots} snapshots of {REGIONS} regions; a sample in every accessed region\n");
+    println!("| horizon | time | peak RSS |");
+    println!("|---|---:|---:|");
+    let mut times = Vec::new();
+    for (name, args) in [
+        ("0 (one window)", &["wss", "--horizon", "0"][..]),
+        ("auto (the default)", &["wss"][..]),
+    ] {
+        let (secs, rss_kib) = measure(&udamon, args, &path);
+        println!(
+            "| {name} | {secs:.1} s | {:.1} MiB |",
+            rss_kib as f64 / 1024.0
+        );
+        times.push(secs);
+    }
+    let open = || RecordReader::open(&path);
+    let header = open().expect("the record").header().clone();
+    let filter = WssFilter::default();
+    let chosen =
+        choose_horizon(&header, open, &filter, DistOptions::default().skip).expect("a horizon");
+    println!(
+        "\nRatio auto / one window: {:.2} (each horizon tried is a pass over the record; auto \
+         chose {} s)",
+        times[1] / times[0],
+        chosen as f64 / 1e9
     );
 }
