@@ -46,7 +46,7 @@ use crate::actions::Actor;
 use crate::decode::{
     AccessKind, AddressDecoder, CodeReader, DropReason, SamplePoint, SegmentBases, UserRegs,
 };
-use crate::maps::{Maps, MapsError, is_kernel_thread, read_maps};
+use crate::maps::{Mapping, Maps, MapsError, is_kernel_thread, read_maps};
 use crate::perf::{
     AccessSource, CpuClock, PerfError, PerfRecord, PmuEvent, ProcessMemory, REGS_ABI_32,
     REGS_ABI_64, Rate, Sample, Sampler, SamplerConfig,
@@ -160,10 +160,10 @@ pub enum VaddrEventKind {
         target: usize,
         status: Option<i32>,
     },
-    /// The monitored ranges changed; the process has `nr_mappings` mappings.
-    MappingsChanged {
+    /// The process's mappings, when monitoring starts and whenever they change.
+    Mappings {
         target: usize,
-        nr_mappings: usize,
+        mappings: Vec<Mapping>,
     },
     /// The kernel's accessed bits of the target over the last `--referenced` period.
     Referenced {
@@ -334,6 +334,8 @@ struct Proc {
     maps_stale: bool,
     /// The ranges its regions were last set to cover.
     ranges: Vec<AddrRange>,
+    /// The mappings last reported ([`VaddrEventKind::Mappings`]).
+    reported_maps: Vec<Mapping>,
     decoder: AddressDecoder,
     code: Code,
     /// When the process ended, once known.
@@ -359,6 +361,7 @@ impl Proc {
             maps_us: now_us,
             maps_stale: false,
             ranges: Vec::new(),
+            reported_maps: Vec::new(),
             decoder: AddressDecoder::new(),
             code: Code(ProcessMemory::new(pid)),
             end_us: None,
@@ -553,11 +556,22 @@ impl VaddrOps {
             return;
         }
         p.maps_stale = false;
+        if p.reported_maps[..] != p.maps[..] {
+            p.reported_maps = p.maps.to_vec();
+            let mappings = p.reported_maps.clone();
+            self.event(
+                now_us,
+                VaddrEventKind::Mappings {
+                    target: t,
+                    mappings,
+                },
+            );
+        }
+        let p = &mut self.procs[t];
         let ranges = ranges::monitoring_ranges(&p.maps, min_sz);
         if ranges == p.ranges {
             return;
         }
-        let nr_mappings = p.maps.len();
         let regions = &mut ctx.targets_mut()[t].regions;
         let result = if ranges.is_empty() {
             regions.clear();
@@ -566,18 +580,11 @@ impl VaddrOps {
             set_regions(regions, &ranges, min_sz)
         };
         p.ranges = ranges;
-        match result {
-            Ok(()) => self.event(
-                now_us,
-                VaddrEventKind::MappingsChanged {
-                    target: t,
-                    nr_mappings,
-                },
-            ),
-            Err(e) => self.event(
+        if let Err(e) = result {
+            self.event(
                 now_us,
                 VaddrEventKind::Note(format!("cannot set the regions of target {t}: {e}")),
-            ),
+            );
         }
     }
 

@@ -203,8 +203,15 @@ pub enum EventKind {
         parent: Option<u32>,
         cmdline: String,
     },
-    /// The target's mappings changed; `nr_mappings` after the change.
+    /// The target's mappings changed; `nr_mappings` after the change. Records of udamon
+    /// before 0.1's `mappings` event; new records write [`EventKind::Mappings`].
     MappingsChanged { target: u32, nr_mappings: u32 },
+    /// The target's mappings (`/proc/PID/maps`), in address order: when monitoring starts and
+    /// whenever they change. They hold until the target's next `mappings` event.
+    Mappings {
+        target: u32,
+        mappings: Vec<MappingRecord>,
+    },
     /// The target called exec; per-process caches were flushed. `comm` is the kernel's name of
     /// the new program (perf's `comm`: the file name, at most 15 bytes), not its command line;
     /// records written before this name call it `cmdline`.
@@ -277,6 +284,26 @@ pub struct TriedRegionRecord {
     pub sz_filter_passed: u64,
 }
 
+/// One mapping of a target, as `/proc/PID/maps` shows it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MappingRecord {
+    pub start: u64,
+    pub end: u64,
+    /// As maps prints them: `rw-p`, `r-xp`, ...
+    pub perms: String,
+    /// Offset into the file.
+    pub offset: u64,
+    /// The backing file, or the kernel's name: `[heap]`, `[stack]`, `[vdso]`, `[anon:NAME]`,
+    /// and `[anon]` for unnamed anonymous memory.
+    pub name: String,
+}
+
+impl MappingRecord {
+    pub fn size(&self) -> u64 {
+        self.end.saturating_sub(self.start)
+    }
+}
+
 /// One mapping's bytes referenced in an interval, by the kernel's accessed bits.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ReferencedMapping {
@@ -304,6 +331,11 @@ impl EventKind {
             }
             EventKind::Referenced { mappings, .. } => {
                 mappings.iter().map(|m| (m.start, m.end)).collect()
+            }
+            // Mappings never overlap: held to the regions' rule.
+            EventKind::Mappings { mappings, .. } => {
+                return check_regions(mappings.iter().map(|m| (m.start, m.end)))
+                    .map_err(|e| e.replacen("region", "mapping", 1));
             }
             _ => return Ok(()),
         };

@@ -6,7 +6,7 @@ mod common;
 
 use common::*;
 use std::fs;
-use udamon_record::model::{Frame, RegionStat};
+use udamon_record::model::{Event, EventKind, Frame, MappingRecord, RegionStat};
 use udamon_record::{RecordError, open_any};
 
 fn read_all(path: &std::path::Path) -> (Vec<Frame>, Vec<String>) {
@@ -150,5 +150,38 @@ fn damo_perf_script_and_binary_report_the_byte_offset() {
         frames.len(),
         good_frames.len() - 1,
         "the other blocks still read"
+    );
+}
+
+#[test]
+fn a_mappings_event_with_overlapping_mappings_is_damage() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("r.data");
+    let mapping = |start, end| MappingRecord {
+        start,
+        end,
+        perms: "rw-p".into(),
+        offset: 0,
+        name: "[anon]".into(),
+    };
+    let mappings = |list| {
+        Frame::Event(Event {
+            time_ns: 0,
+            kind: EventKind::Mappings {
+                target: 0,
+                mappings: list,
+            },
+        })
+    };
+    let frames = vec![
+        mappings(vec![mapping(0x1000, 0x3000), mapping(0x3000, 0x4000)]),
+        mappings(vec![mapping(0x1000, 0x3000), mapping(0x2000, 0x4000)]),
+    ];
+    write_record(&path, &header(1), &frames, false);
+    let (read, damage) = read_all(&path);
+    assert_eq!(read, frames[..1]);
+    assert!(
+        damage[0].contains("mapping 1: starts at 0x2000, below the previous region's end"),
+        "{damage:?}"
     );
 }

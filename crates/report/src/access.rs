@@ -1,6 +1,7 @@
 //! One snapshot's regions, as damo's `report access` (detailed style): where each region is, how
 //! big, how often it was accessed (percent of the maximum and Hz) and for how long that has held.
 
+use crate::mappings::Layouts;
 use crate::{ReportError, Result, human, target_name};
 use serde::Serialize;
 use std::collections::VecDeque;
@@ -39,6 +40,9 @@ pub struct RegionAccess {
     /// `age` as time.
     pub age_ns: u64,
     pub raw_samples: u32,
+    /// The names of the mappings it overlaps, in address order (when the record has them).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub mappings: Vec<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -78,7 +82,7 @@ pub fn access(
 ) -> Result<AccessReport> {
     let mut known = Targets::new(header);
     let (found, nr_snapshots) = pick(frames, opts.snapshot, &mut known)?;
-    let (index, snapshot) = found;
+    let (index, snapshot, layouts) = found;
     let aggr_s = snapshot.aggr_us.max(1) as f64 / 1e6;
     let max = snapshot.max_nr_accesses().max(1);
     let mut bw = 0.0;
@@ -101,6 +105,7 @@ pub fn access(
                     age: r.age,
                     age_ns: u64::from(r.age).saturating_mul(snapshot.aggr_us.saturating_mul(1000)),
                     raw_samples: r.raw_samples,
+                    mappings: layouts.names(t.target, r.start, r.end),
                 })
                 .collect();
             bw += regions
@@ -156,22 +161,27 @@ pub fn access(
     })
 }
 
+/// A snapshot, its index, and the targets' mappings as of it.
+type Picked = (usize, Snapshot, Layouts);
+
 /// Finds snapshot `index` (negative: from the end) while counting all of them and learning
 /// every target into `known`; keeps at most `|index|` snapshots in memory.
 fn pick(
     frames: impl IntoIterator<Item = Frame>,
     index: i64,
     known: &mut Targets,
-) -> Result<((usize, Snapshot), usize)> {
+) -> Result<(Picked, usize)> {
     let keep = if index < 0 {
         index.unsigned_abs() as usize
     } else {
         1
     };
-    let mut window: VecDeque<(usize, Snapshot)> = VecDeque::with_capacity(keep.min(1024));
+    let mut window: VecDeque<Picked> = VecDeque::with_capacity(keep.min(1024));
+    let mut layouts = Layouts::default();
     let mut count = 0usize;
     for frame in frames {
         known.observe(&frame);
+        layouts.observe(&frame);
         let Frame::Snapshot(snapshot) = frame else {
             continue;
         };
@@ -179,9 +189,9 @@ fn pick(
             if window.len() == keep {
                 window.pop_front();
             }
-            window.push_back((count, snapshot));
+            window.push_back((count, snapshot, layouts.clone()));
         } else if count as i64 == index {
-            window.push_back((count, snapshot));
+            window.push_back((count, snapshot, layouts.clone()));
         }
         count += 1;
     }
@@ -192,6 +202,21 @@ fn pick(
         Some(found) if index >= 0 || window.len() + 1 == keep => Ok((found, count)),
         _ => Err(ReportError::SnapshotIndex { index, count }),
     }
+}
+
+/// A region's mappings on one line: the first few names, then how many more.
+fn mapping_names(names: &[String]) -> String {
+    const SHOWN: usize = 3;
+    let mut text = names
+        .iter()
+        .take(SHOWN)
+        .map(|n| human::one_line(n, 60))
+        .collect::<Vec<_>>()
+        .join(", ");
+    if names.len() > SHOWN {
+        let _ = write!(text, " and {} more", names.len() - SHOWN);
+    }
+    text
 }
 
 /// damo-like text: one line per region, then totals.
@@ -222,6 +247,11 @@ pub fn render_text(report: &AccessReport) -> String {
         .iter()
         .flat_map(|t| &t.regions)
         .any(|r| r.raw_samples > 0);
+    let show_mappings = report
+        .targets
+        .iter()
+        .flat_map(|t| &t.regions)
+        .any(|r| !r.mappings.is_empty());
     for target in &report.targets {
         let who = target_name(target.target, target.pid, target.cmdline.as_deref());
         let _ = writeln!(out, "# {who}");
@@ -255,6 +285,9 @@ pub fn render_text(report: &AccessReport) -> String {
         if show_samples {
             line.push_str("  samples");
         }
+        if show_mappings {
+            line.push_str("  mappings");
+        }
         let _ = writeln!(out, "{}", line.trim_end());
         for (row, region) in rows.iter().zip(&target.regions) {
             let mut line = format!(
@@ -268,7 +301,10 @@ pub fn render_text(report: &AccessReport) -> String {
                 w5 = widths[5]
             );
             if show_samples {
-                let _ = write!(line, "  {}", region.raw_samples);
+                let _ = write!(line, "  {:>7}", region.raw_samples);
+            }
+            if show_mappings {
+                let _ = write!(line, "  {}", mapping_names(&region.mappings));
             }
             let _ = writeln!(out, "{}", line.trim_end());
         }

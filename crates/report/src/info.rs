@@ -232,6 +232,7 @@ fn add_event(sum: &mut EventSummary, time_ns: u64, kind: EventKind) {
     let name = match &kind {
         EventKind::TargetAdded { .. } => "target_added",
         EventKind::MappingsChanged { .. } => "mappings_changed",
+        EventKind::Mappings { .. } => "mappings",
         EventKind::Exec { .. } => "exec",
         EventKind::Exit { .. } => "exit",
         EventKind::TargetDropped { .. } => "target_dropped",
@@ -246,6 +247,7 @@ fn add_event(sum: &mut EventSummary, time_ns: u64, kind: EventKind) {
     *sum.by_kind.entry(name.to_string()).or_default() += 1;
     let what = match kind {
         EventKind::MappingsChanged { .. }
+        | EventKind::Mappings { .. }
         | EventKind::SchemeStats { .. }
         | EventKind::SchemeTriedRegions { .. }
         | EventKind::TargetMemory { .. }

@@ -23,6 +23,7 @@ pub mod dist_image;
 pub mod heatmap;
 pub mod human;
 pub mod info;
+pub mod mappings;
 pub mod nr_regions;
 pub mod percentile;
 pub mod plot;
@@ -69,6 +70,10 @@ pub enum ReportError {
         "the record holds none of the kernel's accessed bits: record a live process with --referenced PERIOD (e.g. 2s)"
     )]
     NoReferenced,
+    #[error(
+        "the record holds no mappings: udamon records them for live processes (records made before it did, and simulations, have none)"
+    )]
+    NoMappings,
     #[error("invalid time rows: {0}")]
     Buckets(String),
     #[error("could not read the record: {0}")]

@@ -374,6 +374,22 @@ pub enum ReportKind {
         #[arg(long, value_name = "DURATION", value_parser = parse_duration_us)]
         bucket: Option<u64>,
     },
+    /// Per mapping (program, heap, stack, files): its hot, warm and cold bytes.
+    Mappings {
+        #[command(flatten)]
+        input: InputArgs,
+        /// Memory idle this long or longer counts as cold; less, as warm.
+        #[arg(long, value_name = "DURATION", value_parser = parse_interval_us, default_value = "10s")]
+        cold_after: u64,
+        /// Skip this many snapshots at the start, while regions adapt.
+        #[arg(
+            long = "exclude_samples",
+            alias = "exclude-samples",
+            value_name = "N",
+            default_value_t = 0
+        )]
+        exclude_samples: usize,
+    },
     /// The kernel's accessed bits (record --referenced) against udamon's working set.
     Referenced {
         #[command(flatten)]

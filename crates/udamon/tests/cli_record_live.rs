@@ -86,6 +86,29 @@ fn spawned_command_is_recorded_to_its_exit() {
         udamon_report::wss::AUTO_HORIZONS_NS.contains(&horizon_ns),
         "{horizon_ns}"
     );
+    // The record holds the process's mappings: its hottest is the anonymous memory the
+    // workload loops over (64 MiB hot, 256 MiB warm), and regions there name it.
+    assert!(
+        i["events"]["by_kind"]["mappings"].as_u64().unwrap() >= 1,
+        "{i}"
+    );
+    let mappings = report_json(&["mappings"], &out);
+    let top = &mappings["mappings"][0];
+    assert_eq!(top["name"], "[anon]", "{mappings}");
+    assert!(top["hot_bytes"].as_u64().unwrap() > 16 << 20, "{top}");
+    let program = mappings["mappings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["name"].as_str() == patterns().to_str())
+        .expect("the program's own mappings");
+    assert!(program["size_bytes"].as_u64().unwrap() > 0, "{program}");
+    let access = report_json(&["access"], &out);
+    let regions = access["targets"][0]["regions"].as_array().unwrap();
+    assert!(
+        regions.iter().any(|r| r["mappings"][0] == "[anon]"),
+        "{access}"
+    );
 }
 
 #[test]

@@ -89,6 +89,11 @@ fn skip_reason(words: &[String]) -> Option<&'static str> {
     if words.iter().any(|w| w == "svc.data") {
         return Some("svc.data is made by the live recording above it");
     }
+    if words.iter().any(|w| w == "live.data") {
+        return Some(
+            "live.data stands for a record of a live process (simulations have no mappings)",
+        );
+    }
     None
 }
 

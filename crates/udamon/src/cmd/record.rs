@@ -14,7 +14,7 @@ use udamon_linux::perf::{AccessSource as Source, SamplerConfig};
 use udamon_linux::vaddr::{
     self, SampleClock, SourceChoice, VaddrError, VaddrEvent, VaddrEventKind, VaddrOps, monotonic_us,
 };
-use udamon_record::model::{AccessSource, EventKind, ReferencedMapping, TargetInfo};
+use udamon_record::model::{AccessSource, EventKind, MappingRecord, ReferencedMapping, TargetInfo};
 use udamon_sim::{SimOps, SimOptions, Workload};
 
 /// The workload recorded when no target is given.
@@ -102,12 +102,18 @@ fn record_event(e: VaddrEvent) -> (u64, EventKind) {
             target: target as u32,
             status,
         },
-        VaddrEventKind::MappingsChanged {
-            target,
-            nr_mappings,
-        } => EventKind::MappingsChanged {
+        VaddrEventKind::Mappings { target, mappings } => EventKind::Mappings {
             target: target as u32,
-            nr_mappings: nr_mappings as u32,
+            mappings: mappings
+                .into_iter()
+                .map(|m| MappingRecord {
+                    start: m.start,
+                    end: m.end,
+                    perms: m.perms.to_string(),
+                    offset: m.offset,
+                    name: m.path.to_string(),
+                })
+                .collect(),
         },
         VaddrEventKind::Stats(s) => EventKind::SourceStats {
             counters: s.counters(),

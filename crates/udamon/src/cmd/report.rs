@@ -11,7 +11,9 @@ use std::io::IsTerminal;
 use std::path::Path;
 use udamon_report::dist::{self, DistOptions, RenderOptions};
 use udamon_report::heatmap::{self, AddressSelection, HeatmapOptions, term};
-use udamon_report::{access, info, nr_regions, percentile, plot, raw, referenced, schemes, wss};
+use udamon_report::{
+    access, info, mappings, nr_regions, percentile, plot, raw, referenced, schemes, wss,
+};
 
 /// `report wss --horizons` without values: one window, then spans from a second to a minute.
 const DEFAULT_HORIZONS_S: [u64; 7] = [0, 1, 2, 5, 10, 30, 60];
@@ -124,6 +126,24 @@ pub fn run(args: &ReportArgs) -> Result<()> {
                 print_json(&report)
             } else {
                 Ok(print(&schemes::render_text(&report))?)
+            }
+        }
+        ReportKind::Mappings {
+            input,
+            cold_after,
+            exclude_samples,
+        } => {
+            let (record, header, frames) = input.open()?;
+            let opts = mappings::MappingsOptions {
+                cold_after_ns: cold_after * 1000,
+                skip: *exclude_samples,
+            };
+            let report = mappings::mappings(&header, frames, &opts)?;
+            record.warn_damage();
+            if input.json {
+                print_json(&report)
+            } else {
+                Ok(print(&mappings::render_text(&report))?)
             }
         }
         ReportKind::Referenced { input } => {

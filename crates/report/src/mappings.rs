@@ -1,0 +1,307 @@
+//! What the monitored memory is: each target's mappings as the record's `mappings` events give
+//! them ([`Layouts`]), and `udamon report mappings`, which sums the snapshots up per mapping:
+//! its size, and how many of its bytes were hot (accessed in the window), warm (idle for less
+//! than `cold_after`) or cold, on average over the snapshots it existed in, with the access rate
+//! of its bytes and the samples that fell in it.
+
+use crate::{ReportError, Result, human, target_name};
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::sync::Arc;
+use udamon_record::model::{EventKind, Frame, Header, MappingRecord, Snapshot, Targets};
+
+/// Each target's mappings as of the frames observed so far. Cheap to clone (the lists are
+/// shared), so that a report can keep the layout of a snapshot it holds on to.
+#[derive(Debug, Clone, Default)]
+pub struct Layouts {
+    by_target: BTreeMap<u32, Arc<Vec<MappingRecord>>>,
+}
+
+impl Layouts {
+    /// Takes in a frame: a `mappings` event replaces its target's list.
+    pub fn observe(&mut self, frame: &Frame) {
+        if let Frame::Event(e) = frame
+            && let EventKind::Mappings { target, mappings } = &e.kind
+        {
+            self.by_target.insert(*target, Arc::new(mappings.clone()));
+        }
+    }
+
+    /// Whether any target's mappings are known (records before the `mappings` event, and
+    /// simulations, have none).
+    pub fn is_empty(&self) -> bool {
+        self.by_target.is_empty()
+    }
+
+    /// `target`'s mappings that overlap `[start, end)`, in address order.
+    pub fn covering(&self, target: u32, start: u64, end: u64) -> &[MappingRecord] {
+        let Some(list) = self.by_target.get(&target) else {
+            return &[];
+        };
+        let from = list.partition_point(|m| m.end <= start);
+        let to = from + list[from..].partition_point(|m| m.start < end);
+        &list[from..to]
+    }
+
+    /// The distinct names of the mappings overlapping `[start, end)`, in address order.
+    pub fn names(&self, target: u32, start: u64, end: u64) -> Vec<String> {
+        let mut names: Vec<String> = Vec::new();
+        for m in self.covering(target, start, end) {
+            if !names.contains(&m.name) {
+                names.push(m.name.clone());
+            }
+        }
+        names
+    }
+}
+
+/// Options of `report mappings`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MappingsOptions {
+    /// Memory idle this long or longer counts as cold.
+    pub cold_after_ns: u64,
+    /// Snapshots left out at the start, while regions adapt (as the distribution reports).
+    pub skip: usize,
+}
+
+impl Default for MappingsOptions {
+    fn default() -> Self {
+        MappingsOptions {
+            cold_after_ns: 10_000_000_000,
+            skip: 0,
+        }
+    }
+}
+
+/// One mapping of one target, over the snapshots it existed in.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct MappingSummary {
+    pub target: u32,
+    pub start: u64,
+    /// Its end in the last snapshot it existed in (a heap grows).
+    pub end: u64,
+    pub perms: String,
+    pub name: String,
+    /// Snapshots in which it existed.
+    pub nr_snapshots: usize,
+    /// Mean bytes per snapshot: its size, and of it monitored, hot (accessed in the window),
+    /// warm (idle less than the cold threshold) and cold.
+    pub size_bytes: u64,
+    pub monitored_bytes: u64,
+    pub hot_bytes: u64,
+    pub warm_bytes: u64,
+    pub cold_bytes: u64,
+    /// Mean accesses per second of its hot bytes (byte-weighted).
+    pub hot_access_hz: f64,
+    /// Samples that fell in it over the record (sampled sources), a region's shared out by
+    /// size.
+    pub samples: f64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct MappingsReport {
+    pub cold_after_ns: u64,
+    pub nr_snapshots: usize,
+    /// Snapshots left out at the start.
+    pub skipped: usize,
+    /// By target, then mean hot bytes, most first.
+    pub mappings: Vec<MappingSummary>,
+    /// Target names, by index.
+    pub targets: BTreeMap<u32, String>,
+}
+
+/// Sums for one mapping.
+#[derive(Debug, Default)]
+struct Sums {
+    end: u64,
+    nr_snapshots: usize,
+    size: f64,
+    monitored: f64,
+    hot: f64,
+    warm: f64,
+    cold: f64,
+    hot_hz_bytes: f64,
+    samples: f64,
+}
+
+fn overlap(a: (u64, u64), b: (u64, u64)) -> u64 {
+    a.1.min(b.1).saturating_sub(a.0.max(b.0))
+}
+
+/// `report mappings`: streams the record once; memory grows with the number of distinct
+/// mappings, not with the record's length.
+pub fn mappings(
+    header: &Header,
+    frames: impl IntoIterator<Item = Frame>,
+    opts: &MappingsOptions,
+) -> Result<MappingsReport> {
+    let mut known = Targets::new(header);
+    let mut layouts = Layouts::default();
+    // Keyed by what stays while a mapping grows: target, start, permissions and name.
+    let mut sums: BTreeMap<(u32, u64, String, String), Sums> = BTreeMap::new();
+    let mut nr_snapshots = 0;
+    for frame in frames {
+        known.observe(&frame);
+        layouts.observe(&frame);
+        let Frame::Snapshot(snapshot) = frame else {
+            continue;
+        };
+        nr_snapshots += 1;
+        if nr_snapshots > opts.skip {
+            add_snapshot(&mut sums, &layouts, &snapshot, opts);
+        }
+    }
+    if nr_snapshots == 0 {
+        return Err(ReportError::NoSnapshots);
+    }
+    if layouts.is_empty() {
+        return Err(ReportError::NoMappings);
+    }
+    let mut mappings: Vec<MappingSummary> = sums
+        .into_iter()
+        .map(|((target, start, perms, name), s)| {
+            let n = s.nr_snapshots.max(1) as f64;
+            MappingSummary {
+                target,
+                start,
+                end: s.end,
+                perms,
+                name,
+                nr_snapshots: s.nr_snapshots,
+                size_bytes: (s.size / n).round() as u64,
+                monitored_bytes: (s.monitored / n).round() as u64,
+                hot_bytes: (s.hot / n).round() as u64,
+                warm_bytes: (s.warm / n).round() as u64,
+                cold_bytes: (s.cold / n).round() as u64,
+                hot_access_hz: if s.hot > 0.0 {
+                    s.hot_hz_bytes / s.hot
+                } else {
+                    0.0
+                },
+                samples: s.samples,
+            }
+        })
+        .collect();
+    mappings.sort_by(|a, b| {
+        a.target
+            .cmp(&b.target)
+            .then(b.hot_bytes.cmp(&a.hot_bytes))
+            .then(b.warm_bytes.cmp(&a.warm_bytes))
+            .then(a.start.cmp(&b.start))
+    });
+    let targets = mappings
+        .iter()
+        .map(|m| m.target)
+        .map(|t| {
+            let info = known.get(t);
+            (
+                t,
+                target_name(
+                    t,
+                    info.and_then(|i| i.pid),
+                    info.map(|i| i.cmdline.as_str()),
+                ),
+            )
+        })
+        .collect();
+    Ok(MappingsReport {
+        cold_after_ns: opts.cold_after_ns,
+        nr_snapshots,
+        skipped: opts.skip.min(nr_snapshots),
+        mappings,
+        targets,
+    })
+}
+
+fn add_snapshot(
+    sums: &mut BTreeMap<(u32, u64, String, String), Sums>,
+    layouts: &Layouts,
+    snapshot: &Snapshot,
+    opts: &MappingsOptions,
+) {
+    let aggr_ns = snapshot.aggr_us.saturating_mul(1000);
+    let aggr_s = snapshot.aggr_us.max(1) as f64 / 1e6;
+    for t in &snapshot.targets {
+        let (Some(first), Some(last)) = (t.regions.first(), t.regions.last()) else {
+            continue;
+        };
+        for m in layouts.covering(t.target, 0, u64::MAX) {
+            let s = sums
+                .entry((t.target, m.start, m.perms.clone(), m.name.clone()))
+                .or_default();
+            s.end = m.end;
+            s.nr_snapshots += 1;
+            s.size += m.size() as f64;
+            if m.end <= first.start || last.end <= m.start {
+                continue;
+            }
+            let from = t.regions.partition_point(|r| r.end <= m.start);
+            for r in t.regions[from..].iter().take_while(|r| r.start < m.end) {
+                let bytes = overlap((r.start, r.end), (m.start, m.end)) as f64;
+                s.monitored += bytes;
+                s.samples += f64::from(r.raw_samples) * bytes / r.size().max(1) as f64;
+                if r.nr_accesses > 0 {
+                    s.hot += bytes;
+                    s.hot_hz_bytes += bytes * f64::from(r.nr_accesses) / aggr_s;
+                } else if u64::from(r.age).saturating_mul(aggr_ns) < opts.cold_after_ns {
+                    s.warm += bytes;
+                } else {
+                    s.cold += bytes;
+                }
+            }
+        }
+    }
+}
+
+/// Text: per target, one row per mapping.
+pub fn render_text(report: &MappingsReport) -> String {
+    let mut out = String::new();
+    let used = report.nr_snapshots - report.skipped;
+    let _ = writeln!(
+        out,
+        "# mappings: means over the {used} snapshots each existed in{}; hot: accessed in the \
+         window, warm: idle less than {}, cold: idle longer",
+        if report.skipped > 0 {
+            format!(" (the first {} skipped)", report.skipped)
+        } else {
+            String::new()
+        },
+        human::duration(report.cold_after_ns)
+    );
+    let sampled = report.mappings.iter().any(|m| m.samples > 0.0);
+    let mut target = None;
+    for m in &report.mappings {
+        if target != Some(m.target) {
+            target = Some(m.target);
+            let _ = writeln!(out, "# {}", report.targets[&m.target]);
+            let mut head = format!(
+                "{:<29} {:>4} {:>11} {:>11} {:>11} {:>11} {:>10}",
+                "address range", "perm", "size", "hot", "warm", "cold", "hot rate"
+            );
+            if sampled {
+                head.push_str(&format!(" {:>8}", "samples"));
+            }
+            let _ = writeln!(out, "{head}  name");
+        }
+        let mut row = format!(
+            "{:<29} {:>4} {:>11} {:>11} {:>11} {:>11} {:>10}",
+            format!("{}-{}", human::hex(m.start), human::hex(m.end)),
+            m.perms,
+            human::size(m.size_bytes),
+            human::size(m.hot_bytes),
+            human::size(m.warm_bytes),
+            human::size(m.cold_bytes),
+            format!("{} Hz", human::number(m.hot_access_hz)),
+        );
+        if sampled {
+            row.push_str(&format!(" {:>8.0}", m.samples));
+        }
+        let _ = writeln!(
+            out,
+            "{row}  {}",
+            human::one_line(&m.name, human::TEXT_CHARS)
+        );
+    }
+    out
+}
