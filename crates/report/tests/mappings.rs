@@ -7,7 +7,9 @@ use common::*;
 use udamon_record::model::{EventKind, Frame, MappingRecord};
 use udamon_report::ReportError;
 use udamon_report::access::{AccessOptions, access, render_text as access_text};
+use udamon_report::heatmap::{AddressSelection, HeatmapOptions, heatmap, term};
 use udamon_report::mappings::{Layouts, MappingsOptions, mappings, render_text};
+use udamon_report::plot::{Format, ImageOptions, write};
 
 const HEAP: u64 = 0x5500_0000_0000;
 const ANON: u64 = 0x7f00_0000_0000;
@@ -184,4 +186,42 @@ fn a_record_without_mappings_says_so() {
     let report = access(&header(1), frames, &AccessOptions::default()).unwrap();
     assert!(report.targets[0].regions[0].mappings.is_empty());
     assert!(!access_text(&report).contains("mappings"));
+}
+
+#[test]
+fn the_heatmap_labels_its_address_axis_by_mapping() {
+    let frames = record();
+    let opts = HeatmapOptions {
+        address: AddressSelection::All,
+        collapse_gaps: true,
+        ..HeatmapOptions::terminal(Some(100))
+    };
+    let map = heatmap(
+        &header(1),
+        || Ok::<_, std::io::Error>(frames.clone()),
+        &opts,
+    )
+    .unwrap();
+    let names: Vec<&str> = map.mappings.iter().map(|m| m.name.as_str()).collect();
+    // The heap (both sizes seen: one span), the anonymous mapping under its latest name, libc;
+    // the heap's gap to the rest is collapsed.
+    assert_eq!(names, ["[heap]", "[anon:cache]", "/usr/lib/libc.so.6"]);
+    let spans: Vec<(u64, u64)> = map.mappings.iter().map(|m| (m.from, m.to)).collect();
+    assert_eq!(
+        spans,
+        [
+            (0, 20 * PAGE),
+            (20 * PAGE, 120 * PAGE),
+            (120 * PAGE, 130 * PAGE)
+        ]
+    );
+    let text = term::render(&map, term::TermStyle { color: false });
+    assert!(text.contains("# mappings: [heap] columns 0-"), "{text}");
+    let dir = tempfile::tempdir().unwrap();
+    let svg = dir.path().join("map.svg");
+    write(&map, &svg, Format::Svg, &ImageOptions::default()).unwrap();
+    let svg = std::fs::read_to_string(&svg).unwrap();
+    for label in ["[heap]", "libc.so.6"] {
+        assert!(svg.contains(label), "the image labels {label}");
+    }
 }

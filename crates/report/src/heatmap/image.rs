@@ -28,6 +28,16 @@ fn rgb_of(value: f64, max: f64) -> RGBColor {
     RGBColor(r, g, b)
 }
 
+/// A mapping's name short enough for a label: a file's name without its directory.
+fn mapping_label(name: &str) -> String {
+    let short = if name.starts_with('/') {
+        name.rsplit('/').next().unwrap_or(name)
+    } else {
+        name
+    };
+    human::one_line(short, 32)
+}
+
 impl Drawing for Heatmap {
     fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> DrawResult<DB> {
         draw(root, self)
@@ -148,6 +158,33 @@ fn draw<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, map: &Heatmap) -> Dra
                 .into_text_style(&main)
                 .pos(Pos::new(HPos::Left, VPos::Center)),
         ))?;
+    }
+
+    // Mapping names, on a light box at the left edge of each span tall enough to hold one,
+    // with a line where the span starts.
+    let label = ("sans-serif", 13)
+        .into_font()
+        .into_text_style(&main)
+        .pos(Pos::new(HPos::Left, VPos::Bottom));
+    let mut above = i32::MAX;
+    for span in &map.mappings {
+        let (x, y_from) = local(t0, span.from as f64);
+        let (_, y_to) = local(t0, span.to as f64);
+        if y_from - y_to < 16 || y_from > above {
+            continue;
+        }
+        let name = mapping_label(&span.name);
+        main.draw(&PathElement::new(
+            vec![(x, y_from), (local(t1, 0.0).0, y_from)],
+            WHITE.mix(0.6),
+        ))?;
+        let width = 7 * name.chars().count() as i32 + 6;
+        main.draw(&Rectangle::new(
+            [(x + 1, y_from - 17), (x + 1 + width, y_from - 1)],
+            WHITE.mix(0.75).filled(),
+        ))?;
+        main.draw(&Text::new(name, (x + 4, y_from - 2), label.clone()))?;
+        above = y_from - 17;
     }
 
     // The colour bar, labelled on its right.

@@ -17,7 +17,7 @@ use guide::{Area, Coverage};
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet};
 use std::error::Error;
-use udamon_record::model::{Frame, Header, Snapshot, Targets};
+use udamon_record::model::{EventKind, Frame, Header, Snapshot, Targets};
 
 /// Which addresses to show.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
@@ -141,6 +141,37 @@ pub struct Heatmap {
     pub cells: Vec<Option<f64>>,
     /// The largest cell value (0 when none).
     pub max: f64,
+    /// The target's mappings along the axis (records of live processes), ascending.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub mappings: Vec<MappingSpan>,
+}
+
+/// Where a named mapping lies on the address axis: consecutive mappings of one name (a
+/// library's text, data and read-only parts) are one span.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct MappingSpan {
+    pub name: String,
+    /// Axis offsets, in shown bytes from the left edge.
+    pub from: u64,
+    pub to: u64,
+}
+
+/// The spans of `mappings`, by (start, end), on `axis`.
+fn mapping_spans(axis: &AddressAxis, mappings: &BTreeMap<(u64, u64), String>) -> Vec<MappingSpan> {
+    let mut spans: Vec<MappingSpan> = Vec::new();
+    for ((start, end), name) in mappings {
+        axis.pieces(*start, *end, |from, to| match spans.last_mut() {
+            Some(last) if last.name == *name && from <= last.to => last.to = last.to.max(to),
+            // A mapping seen again with other bounds (a heap that grew) overlaps the last span.
+            Some(last) if from < last.to => last.to = last.to.max(to),
+            _ => spans.push(MappingSpan {
+                name: name.clone(),
+                from,
+                to,
+            }),
+        });
+    }
+    spans
 }
 
 impl Heatmap {
@@ -192,8 +223,19 @@ where
     let mut any_snapshot = false;
     let mut with_regions = BTreeSet::new();
     let mut known = Targets::new(header);
+    // Every mapping each target had, by (start, end), with its latest name.
+    let mut mappings: BTreeMap<u32, BTreeMap<(u64, u64), String>> = BTreeMap::new();
     for frame in reopen(&mut open)? {
         known.observe(&frame);
+        if let Frame::Event(e) = &frame
+            && let EventKind::Mappings {
+                target,
+                mappings: list,
+            } = &e.kind
+        {
+            let seen = mappings.entry(*target).or_default();
+            seen.extend(list.iter().map(|m| ((m.start, m.end), m.name.clone())));
+        }
         let Frame::Snapshot(s) = frame else { continue };
         any_snapshot = true;
         if !overlaps(&s) {
@@ -272,6 +314,10 @@ where
     }
     let cells = grid.finish();
     let max = cells.iter().flatten().copied().fold(0.0, f64::max);
+    let spans = mappings
+        .get(&target)
+        .map(|m| mapping_spans(&axis, m))
+        .unwrap_or_default();
     let info = known.get(target);
     Ok(Heatmap {
         target,
@@ -287,6 +333,7 @@ where
         area,
         cells,
         max,
+        mappings: spans,
     })
 }
 

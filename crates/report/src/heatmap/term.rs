@@ -221,6 +221,30 @@ fn footer(out: &mut String, map: &Heatmap, style: TermStyle, tick_step: u64) {
         human::duration(map.end_ns - map.start_ns),
         human::duration(map.row_ns().round() as u64)
     );
+    if !map.mappings.is_empty() {
+        // Mappings at least a column wide, named with their columns; the rest only counted.
+        let col = |offset: u64| (offset as f64 / map.col_bytes()) as usize;
+        let (wide, narrow): (Vec<_>, Vec<_>) = map
+            .mappings
+            .iter()
+            .partition(|m| (m.to - m.from) as f64 >= map.col_bytes());
+        let mut list: Vec<String> = wide
+            .iter()
+            .map(|m| {
+                let (from, to) = (col(m.from), col(m.to - 1));
+                let cols = if from == to {
+                    format!("column {from}")
+                } else {
+                    format!("columns {from}-{to}")
+                };
+                format!("{} {cols}", human::one_line(&m.name, 60))
+            })
+            .collect();
+        if !narrow.is_empty() {
+            list.push(format!("{} narrower than a column", narrow.len()));
+        }
+        let _ = writeln!(out, "# mappings: {}", list.join(", "));
+    }
     if map.areas.len() > 1 {
         let list: Vec<String> = map
             .areas
