@@ -28,9 +28,12 @@
 //!   applied = what changed); `update` reports each target's memory to the context.
 
 mod clock;
+mod footprint;
 pub mod ranges;
 mod residency;
 mod rings;
+
+pub use footprint::MappingResident;
 mod source;
 mod stats;
 pub mod tree;
@@ -52,6 +55,7 @@ use crate::perf::{
     REGS_ABI_64, Rate, Sample, Sampler, SamplerConfig,
 };
 use crate::referenced::{Referenced, ReferencedProbe};
+use footprint::Footprint;
 use residency::Residency;
 use rings::{Feed, FeedMsg, Rings};
 use std::cell::RefCell;
@@ -169,6 +173,11 @@ pub enum VaddrEventKind {
     Referenced {
         target: usize,
         found: Referenced,
+    },
+    /// Its resident bytes per mapping, from a walk of its page tables that just completed.
+    Resident {
+        target: usize,
+        mappings: Vec<MappingResident>,
     },
     /// The source's counters so far.
     Stats(SourceStats),
@@ -347,6 +356,8 @@ struct Proc {
     actor: Actor,
     /// Tells which parts of its accessed regions hold no memory.
     residency: Residency,
+    /// Counts its resident bytes per mapping.
+    footprint: Footprint,
     /// The kernel's accessed bits per mapping, when asked for (`set_referenced`).
     referenced: Option<ReferencedProbe>,
 }
@@ -369,6 +380,7 @@ impl Proc {
             dropped: false,
             actor: Actor::new(pid),
             residency: Residency::open(pid),
+            footprint: Footprint::open(pid),
             referenced: None,
         }
     }
@@ -672,6 +684,7 @@ impl VaddrOps {
                     p.decoder.invalidate_all();
                     // The pagemap opened before names the address space that exec replaced.
                     p.residency = Residency::open(pid);
+                    p.footprint = Footprint::open(pid);
                     // The full command line while the process still runs the new program.
                     p.cmdline = match proc_cmdline(pid) {
                         c if c.is_empty() => comm.clone(),
@@ -892,6 +905,15 @@ impl Operations for VaddrOps {
             {
                 let cut = ctx.cut_absent(t, &absent);
                 self.stats.absent_bytes_cut += cut;
+            }
+            if let Some(mappings) = p.footprint.walk(&p.maps, footprint::WALK_BUDGET) {
+                self.events.push(
+                    ctx.now_us(),
+                    VaddrEventKind::Resident {
+                        target: t,
+                        mappings,
+                    },
+                );
             }
         }
     }

@@ -247,6 +247,12 @@ pub enum EventKind {
         /// Paged out by a scheme and touched again, since the start (cumulative).
         refaulted_bytes: u64,
     },
+    /// A target's resident bytes per mapping, from a walk of its page tables (a part every
+    /// window) that completed at the event.
+    Resident {
+        target: u32,
+        mappings: Vec<MappingResident>,
+    },
     /// The kernel's page-table accessed bits of a target (`record --referenced`): the bytes of
     /// each mapping referenced in the `interval_ns` before the event.
     Referenced {
@@ -304,6 +310,14 @@ impl MappingRecord {
     }
 }
 
+/// One mapping's resident bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MappingResident {
+    pub start: u64,
+    pub end: u64,
+    pub resident_bytes: u64,
+}
+
 /// One mapping's bytes referenced in an interval, by the kernel's accessed bits.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ReferencedMapping {
@@ -330,6 +344,9 @@ impl EventKind {
                 regions.iter().map(|r| (r.start, r.end)).collect()
             }
             EventKind::Referenced { mappings, .. } => {
+                mappings.iter().map(|m| (m.start, m.end)).collect()
+            }
+            EventKind::Resident { mappings, .. } => {
                 mappings.iter().map(|m| (m.start, m.end)).collect()
             }
             // Mappings never overlap: held to the regions' rule.

@@ -233,6 +233,7 @@ fn add_event(sum: &mut EventSummary, time_ns: u64, kind: EventKind) {
         EventKind::TargetAdded { .. } => "target_added",
         EventKind::MappingsChanged { .. } => "mappings_changed",
         EventKind::Mappings { .. } => "mappings",
+        EventKind::Resident { .. } => "resident",
         EventKind::Exec { .. } => "exec",
         EventKind::Exit { .. } => "exit",
         EventKind::TargetDropped { .. } => "target_dropped",
@@ -248,6 +249,7 @@ fn add_event(sum: &mut EventSummary, time_ns: u64, kind: EventKind) {
     let what = match kind {
         EventKind::MappingsChanged { .. }
         | EventKind::Mappings { .. }
+        | EventKind::Resident { .. }
         | EventKind::SchemeStats { .. }
         | EventKind::SchemeTriedRegions { .. }
         | EventKind::TargetMemory { .. }

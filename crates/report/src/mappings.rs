@@ -1,8 +1,9 @@
 //! What the monitored memory is: each target's mappings as the record's `mappings` events give
-//! them ([`Layouts`]), and `udamon report mappings`, which sums the snapshots up per mapping:
-//! its size, and how many of its bytes were hot (accessed in the window), warm (idle for less
-//! than `cold_after`) or cold, on average over the snapshots it existed in, with the access rate
-//! of its bytes and the samples that fell in it.
+//! them, with their resident bytes from its `resident` events ([`Layouts`]), and `udamon report
+//! mappings`, which sums the snapshots up per mapping: its size, its resident bytes, and how
+//! many of its bytes were hot (accessed in the window), warm (idle for less than `cold_after`)
+//! or cold, on average over the snapshots it existed in, with the access rate of its bytes and
+//! the samples that fell in it.
 
 use crate::{ReportError, Result, human, target_name};
 use serde::Serialize;
@@ -11,21 +12,42 @@ use std::fmt::Write as _;
 use std::sync::Arc;
 use udamon_record::model::{EventKind, Frame, Header, MappingRecord, Snapshot, Targets};
 
-/// Each target's mappings as of the frames observed so far. Cheap to clone (the lists are
-/// shared), so that a report can keep the layout of a snapshot it holds on to.
+/// Each target's mappings as of the frames observed so far, with their resident bytes as last
+/// walked. Cheap to clone (the lists are shared), so that a report can keep the layout of a
+/// snapshot it holds on to.
 #[derive(Debug, Clone, Default)]
 pub struct Layouts {
     by_target: BTreeMap<u32, Arc<Vec<MappingRecord>>>,
+    /// Resident bytes by (target, mapping start), from the latest `resident` event.
+    resident: BTreeMap<(u32, u64), u64>,
 }
 
 impl Layouts {
-    /// Takes in a frame: a `mappings` event replaces its target's list.
+    /// Takes in a frame: a `mappings` event replaces its target's list, a `resident` event its
+    /// resident bytes.
     pub fn observe(&mut self, frame: &Frame) {
-        if let Frame::Event(e) = frame
-            && let EventKind::Mappings { target, mappings } = &e.kind
-        {
-            self.by_target.insert(*target, Arc::new(mappings.clone()));
+        let Frame::Event(e) = frame else {
+            return;
+        };
+        match &e.kind {
+            EventKind::Mappings { target, mappings } => {
+                self.by_target.insert(*target, Arc::new(mappings.clone()));
+            }
+            EventKind::Resident { target, mappings } => {
+                self.resident.retain(|k, _| k.0 != *target);
+                self.resident.extend(
+                    mappings
+                        .iter()
+                        .map(|m| ((*target, m.start), m.resident_bytes)),
+                );
+            }
+            _ => {}
         }
+    }
+
+    /// The resident bytes of `target`'s mapping starting at `start`, as last walked.
+    pub fn resident(&self, target: u32, start: u64) -> Option<u64> {
+        self.resident.get(&(target, start)).copied()
     }
 
     /// Whether any target's mappings are known (records before the `mappings` event, and
@@ -85,9 +107,11 @@ pub struct MappingSummary {
     pub name: String,
     /// Snapshots in which it existed.
     pub nr_snapshots: usize,
-    /// Mean bytes per snapshot: its size, and of it monitored, hot (accessed in the window),
-    /// warm (idle less than the cold threshold) and cold.
+    /// Mean bytes per snapshot: its size, its resident bytes (over the snapshots after its
+    /// first walk; none for records without `resident` events), and of it monitored, hot
+    /// (accessed in the window), warm (idle less than the cold threshold) and cold.
     pub size_bytes: u64,
+    pub resident_bytes: Option<u64>,
     pub monitored_bytes: u64,
     pub hot_bytes: u64,
     pub warm_bytes: u64,
@@ -117,6 +141,8 @@ struct Sums {
     end: u64,
     nr_snapshots: usize,
     size: f64,
+    resident: f64,
+    resident_snapshots: usize,
     monitored: f64,
     hot: f64,
     warm: f64,
@@ -170,6 +196,8 @@ pub fn mappings(
                 name,
                 nr_snapshots: s.nr_snapshots,
                 size_bytes: (s.size / n).round() as u64,
+                resident_bytes: (s.resident_snapshots > 0)
+                    .then(|| (s.resident / s.resident_snapshots as f64).round() as u64),
                 monitored_bytes: (s.monitored / n).round() as u64,
                 hot_bytes: (s.hot / n).round() as u64,
                 warm_bytes: (s.warm / n).round() as u64,
@@ -233,6 +261,10 @@ fn add_snapshot(
             s.end = m.end;
             s.nr_snapshots += 1;
             s.size += m.size() as f64;
+            if let Some(resident) = layouts.resident(t.target, m.start) {
+                s.resident += resident as f64;
+                s.resident_snapshots += 1;
+            }
             if m.end <= first.start || last.end <= m.start {
                 continue;
             }
@@ -270,30 +302,42 @@ pub fn render_text(report: &MappingsReport) -> String {
         human::duration(report.cold_after_ns)
     );
     let sampled = report.mappings.iter().any(|m| m.samples > 0.0);
+    let resident = report.mappings.iter().any(|m| m.resident_bytes.is_some());
     let mut target = None;
     for m in &report.mappings {
         if target != Some(m.target) {
             target = Some(m.target);
             let _ = writeln!(out, "# {}", report.targets[&m.target]);
-            let mut head = format!(
-                "{:<29} {:>4} {:>11} {:>11} {:>11} {:>11} {:>10}",
-                "address range", "perm", "size", "hot", "warm", "cold", "hot rate"
-            );
+            let mut head = format!("{:<29} {:>4} {:>11}", "address range", "perm", "size");
+            if resident {
+                head.push_str(&format!(" {:>11}", "resident"));
+            }
+            head.push_str(&format!(
+                " {:>11} {:>11} {:>11} {:>10}",
+                "hot", "warm", "cold", "hot rate"
+            ));
             if sampled {
                 head.push_str(&format!(" {:>8}", "samples"));
             }
             let _ = writeln!(out, "{head}  name");
         }
         let mut row = format!(
-            "{:<29} {:>4} {:>11} {:>11} {:>11} {:>11} {:>10}",
+            "{:<29} {:>4} {:>11}",
             format!("{}-{}", human::hex(m.start), human::hex(m.end)),
             m.perms,
             human::size(m.size_bytes),
+        );
+        if resident {
+            let bytes = m.resident_bytes.map_or("-".to_string(), human::size);
+            row.push_str(&format!(" {bytes:>11}"));
+        }
+        row.push_str(&format!(
+            " {:>11} {:>11} {:>11} {:>10}",
             human::size(m.hot_bytes),
             human::size(m.warm_bytes),
             human::size(m.cold_bytes),
             format!("{} Hz", human::number(m.hot_access_hz)),
-        );
+        ));
         if sampled {
             row.push_str(&format!(" {:>8.0}", m.samples));
         }

@@ -4,7 +4,7 @@
 mod common;
 
 use common::*;
-use udamon_record::model::{EventKind, Frame, MappingRecord};
+use udamon_record::model::{EventKind, Frame, MappingRecord, MappingResident};
 use udamon_report::ReportError;
 use udamon_report::access::{AccessOptions, access, render_text as access_text};
 use udamon_report::heatmap::{AddressSelection, HeatmapOptions, heatmap, term};
@@ -50,6 +50,20 @@ fn record() -> Vec<Frame> {
     for i in 0..4 {
         if i == 2 {
             frames.push(event(i * AGGR_NS, layout(20, "[anon:cache]")));
+        }
+        if i == 1 {
+            // A walk of the page tables completes: the anonymous mapping has 30 pages.
+            frames.push(event(
+                i * AGGR_NS,
+                EventKind::Resident {
+                    target: 0,
+                    mappings: vec![MappingResident {
+                        start: ANON,
+                        end: ANON + 100 * PAGE,
+                        resident_bytes: 30 * PAGE,
+                    }],
+                },
+            ));
         }
         let heap_pages = if i >= 2 { 20 } else { 10 };
         let mut idle = region(ANON + 40 * PAGE, ANON + 100 * PAGE, 0);
@@ -108,6 +122,10 @@ fn per_mapping_hot_warm_and_cold_bytes_are_the_means_over_the_snapshots() {
     assert_eq!((m[0].1.nr_snapshots, m[1].1.nr_snapshots), (2, 2));
     let anon = m[0].1;
     assert_eq!((anon.size_bytes, anon.hot_bytes), (100 * PAGE, 40 * PAGE));
+    // Walked from window 1 on: the later name's two snapshots, and one of the earlier's.
+    assert_eq!(anon.resident_bytes, Some(30 * PAGE));
+    assert_eq!(m[1].1.resident_bytes, Some(30 * PAGE));
+    assert_eq!(m[2].1.resident_bytes, None, "the heap was never walked");
     // Idle 20 s: cold (the threshold is 10 s); libc idle 0.5 s: warm.
     assert_eq!((anon.warm_bytes, anon.cold_bytes), (0, 60 * PAGE));
     // 2 accesses per 100 ms window: 20 Hz.

@@ -96,6 +96,8 @@ fn spawned_command_is_recorded_to_its_exit() {
     let top = &mappings["mappings"][0];
     assert_eq!(top["name"], "[anon]", "{mappings}");
     assert!(top["hot_bytes"].as_u64().unwrap() > 16 << 20, "{top}");
+    // Its pages were walked: 320 MiB written (the test is short: at least the hot 64 MiB).
+    assert!(top["resident_bytes"].as_u64().unwrap() >= 64 << 20, "{top}");
     let program = mappings["mappings"]
         .as_array()
         .unwrap()

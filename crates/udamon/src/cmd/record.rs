@@ -14,7 +14,9 @@ use udamon_linux::perf::{AccessSource as Source, SamplerConfig};
 use udamon_linux::vaddr::{
     self, SampleClock, SourceChoice, VaddrError, VaddrEvent, VaddrEventKind, VaddrOps, monotonic_us,
 };
-use udamon_record::model::{AccessSource, EventKind, MappingRecord, ReferencedMapping, TargetInfo};
+use udamon_record::model::{
+    AccessSource, EventKind, MappingRecord, MappingResident, ReferencedMapping, TargetInfo,
+};
 use udamon_sim::{SimOps, SimOptions, Workload};
 
 /// The workload recorded when no target is given.
@@ -112,6 +114,17 @@ fn record_event(e: VaddrEvent) -> (u64, EventKind) {
                     perms: m.perms.to_string(),
                     offset: m.offset,
                     name: m.path.to_string(),
+                })
+                .collect(),
+        },
+        VaddrEventKind::Resident { target, mappings } => EventKind::Resident {
+            target: target as u32,
+            mappings: mappings
+                .into_iter()
+                .map(|m| MappingResident {
+                    start: m.start,
+                    end: m.end,
+                    resident_bytes: m.resident_bytes,
                 })
                 .collect(),
         },

@@ -1,0 +1,158 @@
+//! A process's resident bytes per mapping: its whole address space walked with `PAGEMAP_SCAN`
+//! (see [`crate::actions::pagescan`]) and reported once per complete pass. The first pass is
+//! walked at once, so that even a short record has one (about 11 ms per GiB resident, once);
+//! later ones a part per window within [`WALK_BUDGET`], so that the cost stays bounded whatever
+//! the memory size (a pass every ten seconds or so per GiB at 400 ms windows).
+
+use crate::actions::pagescan::{PAGE_IS_PRESENT, PageMap, PageRun};
+use crate::maps::{MapPath, Mapping};
+use std::time::{Duration, Instant};
+
+/// The walk a process's footprint may take per window (0.125 % of a core at 400 ms windows).
+pub(super) const WALK_BUDGET: Duration = Duration::from_micros(500);
+
+/// The largest piece walked at once, so that the budget is checked often enough.
+const WALK_CHUNK: u64 = 16 << 20;
+
+/// One mapping's resident bytes, as of its pass.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MappingResident {
+    pub start: u64,
+    pub end: u64,
+    pub resident_bytes: u64,
+}
+
+/// The pass in progress over a process's mappings.
+#[derive(Debug)]
+pub(super) struct Footprint {
+    pagemap: Option<PageMap>,
+    runs: Vec<PageRun>,
+    /// Where the walk goes on: every address below it has been walked in this pass.
+    cursor: u64,
+    /// The mappings walked so far in this pass (the last one maybe in part).
+    walked: Vec<MappingResident>,
+    /// Whether a pass has completed.
+    passed: bool,
+}
+
+impl Footprint {
+    /// Opens `pid`'s pagemap; a process whose pagemap cannot be read has no footprint to tell.
+    pub(super) fn open(pid: u32) -> Footprint {
+        Footprint {
+            pagemap: PageMap::open(pid).ok(),
+            runs: Vec::new(),
+            cursor: 0,
+            walked: Vec::new(),
+            passed: false,
+        }
+    }
+
+    /// Walks on through `maps` (the process's mappings as now known) for up to `budget` (the
+    /// first pass: all of it); returns every mapping's resident bytes once a pass is complete.
+    /// Mappings that cannot be walked (the vDSO's data, the vsyscall page) count 0.
+    pub(super) fn walk(
+        &mut self,
+        maps: &[Mapping],
+        budget: Duration,
+    ) -> Option<Vec<MappingResident>> {
+        let pagemap = self.pagemap.as_ref()?;
+        let started = Instant::now();
+        // At least one chunk per call, so that every pass ends whatever the budget.
+        let mut walked_some = false;
+        let first = maps.partition_point(|m| m.end <= self.cursor);
+        for m in &maps[first..] {
+            if self.walked.last().is_none_or(|w| w.start != m.start) {
+                self.walked.push(MappingResident {
+                    start: m.start,
+                    end: m.end,
+                    resident_bytes: 0,
+                });
+            }
+            let walkable = !matches!(m.path, MapPath::Vvar | MapPath::Vsyscall);
+            let mut at = self.cursor.max(m.start);
+            while walkable && at < m.end {
+                if walked_some && self.passed && started.elapsed() >= budget {
+                    self.cursor = at;
+                    return None;
+                }
+                let to = m.end.min(at + WALK_CHUNK);
+                self.runs.clear();
+                walked_some = true;
+                if pagemap.scan(at, to, &mut self.runs).is_err() {
+                    // Unmapped meanwhile, or the process is gone: the rest of this mapping
+                    // counts as not resident.
+                    break;
+                }
+                let present: u64 = self
+                    .runs
+                    .iter()
+                    .filter(|r| r.is(PAGE_IS_PRESENT))
+                    .map(|r| r.end - r.start)
+                    .sum();
+                if let Some(w) = self.walked.last_mut() {
+                    w.resident_bytes += present;
+                }
+                at = to;
+            }
+            self.cursor = m.end;
+        }
+        self.cursor = 0;
+        self.passed = true;
+        Some(std::mem::take(&mut self.walked))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::actions::pagescan::map_anonymous;
+    use crate::maps::read_maps;
+
+    #[test]
+    fn a_pass_counts_each_mappings_present_pages_however_small_the_budget() {
+        const PAGE: usize = 4096;
+        let len = 64 * PAGE;
+        let addr = map_anonymous(len);
+        let base = addr as u64;
+        for page in 10..30 {
+            // SAFETY: inside the mapping just made, which nothing else uses.
+            unsafe { *(addr as *mut u8).add(page * PAGE) = 1 };
+        }
+        let maps = read_maps(std::process::id()).unwrap();
+        let mut footprint = Footprint::open(std::process::id());
+        // The first pass is walked at once, whatever the budget.
+        let first = footprint.walk(&maps, Duration::ZERO).expect("a whole pass");
+        assert_eq!(first.len(), maps.len(), "every mapping once");
+        // Later, with no budget, each call walks one chunk: the pass takes a call per mapping
+        // at least.
+        let mut calls = 1;
+        let pass = loop {
+            if let Some(pass) = footprint.walk(&maps, Duration::ZERO) {
+                break pass;
+            }
+            calls += 1;
+            assert!(calls < 100_000, "the pass ends");
+        };
+        assert!(
+            calls >= maps.len(),
+            "{calls} calls for {} mappings",
+            maps.len()
+        );
+        assert_eq!(pass.len(), maps.len(), "every mapping once");
+        let ours = pass
+            .iter()
+            .find(|m| m.start <= base && base + len as u64 <= m.end)
+            .expect("the test's mapping");
+        // Mappings next to ours may have merged with it; ours holds at least its 20 pages.
+        assert!(ours.resident_bytes >= 20 * PAGE as u64, "{ours:?}");
+        // A generous budget walks it all at once.
+        let again = footprint.walk(&maps, Duration::from_secs(10)).unwrap();
+        let ours_again = again.iter().find(|m| m.start == ours.start).unwrap();
+        assert!(
+            ours_again.resident_bytes >= 20 * PAGE as u64,
+            "{ours_again:?}"
+        );
+        // SAFETY: unmapping the test's own mapping.
+        unsafe { libc::munmap(addr, len) };
+    }
+}
