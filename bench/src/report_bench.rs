@@ -1,10 +1,12 @@
-//! `udamon report heatmap` on large records: time and peak memory for a 128 MiB and a 1 GiB
-//! record, side by side. The reader streams, so peak memory must not grow with the file. Then
+//! `udamon report heatmap` and `udamon report mappings` on large records: time and peak memory
+//! for a 128 MiB and a 1 GiB record, side by side. The readers stream, so peak memory must not
+//! grow with the file. Then
 //! `udamon report wss` on a 128 MiB record of a sampled source: the default `--horizon auto`
 //! (which reads the record once per horizon it tries) against one window's (`--horizon 0`).
 //!
 //! The records are synthetic but shaped like a monitor's: 1,000 regions per snapshot over 4 GiB,
-//! a hot band that moves every 1,000 snapshots, a warm band, cold memory. Each report runs as a
+//! a hot band that moves every 1,000 snapshots, a warm band, cold memory, and 100 mappings over
+//! the span, announced again (one of them grown) every 1,000 snapshots. Each report runs as a
 //! child process (the release `udamon` binary beside this one) and is measured with `wait4`.
 //!
 //! Run: `cargo build --release -p udamon && cargo run --release -p udamon-bench --bin report-bench`
@@ -13,7 +15,8 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Instant;
 use udamon_record::model::{
-    AccessSource, Header, HostInfo, Intervals, RegionStat, Snapshot, TargetInfo, TargetSnapshot,
+    AccessSource, Event, EventKind, Header, HostInfo, Intervals, MappingRecord, RegionStat,
+    Snapshot, TargetInfo, TargetSnapshot,
 };
 use udamon_record::{FORMAT_VERSION, RecordReader, RecordWriter, WriterOptions};
 use udamon_report::dist::DistOptions;
@@ -87,12 +90,43 @@ fn snapshot(i: u64, sampled: bool) -> Snapshot {
     }
 }
 
-/// Writes snapshots until the file reaches `bytes`; returns the snapshot count.
+/// The target's 100 mappings at snapshot `i`: equal parts of the span, the last growing.
+fn mappings(i: u64) -> Event {
+    const NR: u64 = 100;
+    let size = SPAN / NR;
+    let mappings = (0..NR)
+        .map(|m| MappingRecord {
+            start: (1 << 40) + m * size,
+            end: (1 << 40) + (m + 1) * size
+                - if m + 1 == NR {
+                    4096 * (9 - i / 1000 % 10)
+                } else {
+                    0
+                },
+            perms: if m % 3 == 0 { "r-xp" } else { "rw-p" }.into(),
+            offset: 0,
+            name: format!("/usr/lib/lib{}.so", m % 20),
+        })
+        .collect();
+    Event {
+        time_ns: i * 100_000_000,
+        kind: EventKind::Mappings {
+            target: 0,
+            mappings,
+        },
+    }
+}
+
+/// Writes snapshots (and mappings events) until the file reaches `bytes`; returns the snapshot
+/// count.
 fn write_record(path: &Path, bytes: u64, sampled: bool) -> u64 {
     let mut w =
         RecordWriter::create(path, &header(), WriterOptions { compress: false }).expect("create");
     let mut i = 0;
     while w.bytes_written() < bytes {
+        if i % 1000 == 0 {
+            w.write_event(&mappings(i)).expect("write");
+        }
         w.write_snapshot(&snapshot(i, sampled)).expect("write");
         i += 1;
     }
@@ -135,33 +169,43 @@ fn main() {
     );
     let dir = tempfile::tempdir_in(exe.parent().expect("target dir")).expect("temp dir");
 
-    println!("# udamon report heatmap on large records (release build)\n");
-    println!("| record | snapshots | regions per snapshot | time | MiB/s | peak RSS |");
-    println!("|---:|---:|---:|---:|---:|---:|");
-    let mut results = Vec::new();
+    let mut records = Vec::new();
     for mib in [128u64, 1024] {
         let path = dir.path().join(format!("{mib}.data"));
         let snapshots = write_record(&path, mib << 20, false);
-        let (secs, rss_kib) = measure(&udamon, &["heatmap", "--no-color"], &path);
-        println!(
-            "| {mib} MiB | {snapshots} | {REGIONS} | {secs:.1} s | {:.0} | {:.1} MiB |",
-            mib as f64 / secs,
-            rss_kib as f64 / 1024.0
-        );
-        results.push((secs, rss_kib));
-        std::fs::remove_file(&path).expect("remove record");
+        records.push((mib, path, snapshots));
     }
-    let (small, big) = (results[0], results[1]);
-    println!("\nRatios (1 GiB / 128 MiB):");
-    println!(
-        "- time: {:.2} (8 = linear in the file size)",
-        big.0 / small.0
-    );
-    println!(
-        "- peak memory: {:.2} (1.0 = independent of the file size)",
-        big.1 as f64 / small.1 as f64
-    );
-
+    for (report, args) in [
+        ("heatmap", &["heatmap", "--no-color"][..]),
+        ("mappings", &["mappings"][..]),
+    ] {
+        println!("# udamon report {report} on large records (release build)\n");
+        println!("| record | snapshots | regions per snapshot | time | MiB/s | peak RSS |");
+        println!("|---:|---:|---:|---:|---:|---:|");
+        let mut results = Vec::new();
+        for (mib, path, snapshots) in &records {
+            let (secs, rss_kib) = measure(&udamon, args, path);
+            println!(
+                "| {mib} MiB | {snapshots} | {REGIONS} | {secs:.1} s | {:.0} | {:.1} MiB |",
+                *mib as f64 / secs,
+                rss_kib as f64 / 1024.0
+            );
+            results.push((secs, rss_kib));
+        }
+        let (small, big) = (results[0], results[1]);
+        println!("\nRatios (1 GiB / 128 MiB):");
+        println!(
+            "- time: {:.2} (8 = linear in the file size)",
+            big.0 / small.0
+        );
+        println!(
+            "- peak memory: {:.2} (1.0 = independent of the file size)\n",
+            big.1 as f64 / small.1 as f64
+        );
+    }
+    for (_, path, _) in &records {
+        std::fs::remove_file(path).expect("remove record");
+    }
     println!("\n# udamon report wss on a 128 MiB record of a sampled source (release build)\n");
     let path = dir.path().join("sampled.data");
     let snapshots = write_record(&path, 128 << 20, true);

@@ -906,7 +906,10 @@ impl Operations for VaddrOps {
                 let cut = ctx.cut_absent(t, &absent);
                 self.stats.absent_bytes_cut += cut;
             }
-            if let Some(mappings) = p.footprint.walk(&p.maps, footprint::WALK_BUDGET) {
+            if let Some(mappings) = p
+                .footprint
+                .walk(&p.maps, footprint::WALK_BUDGET, ctx.now_us())
+            {
                 self.events.push(
                     ctx.now_us(),
                     VaddrEventKind::Resident {

@@ -11,6 +11,10 @@ use std::time::{Duration, Instant};
 /// The walk a process's footprint may take per window (0.125 % of a core at 400 ms windows).
 pub(super) const WALK_BUDGET: Duration = Duration::from_micros(500);
 
+/// A pass starts at most this long after the last one started, so that a small process is not
+/// walked, and recorded, every window.
+const PASS_INTERVAL_US: u64 = 10_000_000;
+
 /// The largest piece walked at once, so that the budget is checked often enough.
 const WALK_CHUNK: u64 = 16 << 20;
 
@@ -33,6 +37,8 @@ pub(super) struct Footprint {
     walked: Vec<MappingResident>,
     /// Whether a pass has completed.
     passed: bool,
+    /// When the pass in progress started (µs, the caller's clock), or the last one did.
+    pass_start_us: Option<u64>,
 }
 
 impl Footprint {
@@ -44,18 +50,27 @@ impl Footprint {
             cursor: 0,
             walked: Vec::new(),
             passed: false,
+            pass_start_us: None,
         }
     }
 
     /// Walks on through `maps` (the process's mappings as now known) for up to `budget` (the
-    /// first pass: all of it); returns every mapping's resident bytes once a pass is complete.
+    /// first pass: all of it), `now_us` being the time; returns every mapping's resident bytes
+    /// once a pass is complete. A pass starts [`PASS_INTERVAL_US`] after the last one started.
     /// Mappings that cannot be walked (the vDSO's data, the vsyscall page) count 0.
     pub(super) fn walk(
         &mut self,
         maps: &[Mapping],
         budget: Duration,
+        now_us: u64,
     ) -> Option<Vec<MappingResident>> {
         let pagemap = self.pagemap.as_ref()?;
+        if self.cursor == 0 && self.walked.is_empty() {
+            match self.pass_start_us {
+                Some(last) if now_us < last + PASS_INTERVAL_US => return None,
+                _ => self.pass_start_us = Some(now_us),
+            }
+        }
         let started = Instant::now();
         // At least one chunk per call, so that every pass ends whatever the budget.
         let mut walked_some = false;
@@ -121,15 +136,21 @@ mod tests {
         let maps = read_maps(std::process::id()).unwrap();
         let mut footprint = Footprint::open(std::process::id());
         // The first pass is walked at once, whatever the budget.
-        let first = footprint.walk(&maps, Duration::ZERO).expect("a whole pass");
+        let first = footprint
+            .walk(&maps, Duration::ZERO, 0)
+            .expect("a whole pass");
+        // The next pass waits for its time.
+        assert_eq!(footprint.walk(&maps, Duration::ZERO, 1), None);
+        let mut now = PASS_INTERVAL_US;
         assert_eq!(first.len(), maps.len(), "every mapping once");
         // Later, with no budget, each call walks one chunk: the pass takes a call per mapping
         // at least.
         let mut calls = 1;
         let pass = loop {
-            if let Some(pass) = footprint.walk(&maps, Duration::ZERO) {
+            if let Some(pass) = footprint.walk(&maps, Duration::ZERO, now) {
                 break pass;
             }
+            now += 1;
             calls += 1;
             assert!(calls < 100_000, "the pass ends");
         };
@@ -146,7 +167,9 @@ mod tests {
         // Mappings next to ours may have merged with it; ours holds at least its 20 pages.
         assert!(ours.resident_bytes >= 20 * PAGE as u64, "{ours:?}");
         // A generous budget walks it all at once.
-        let again = footprint.walk(&maps, Duration::from_secs(10)).unwrap();
+        let again = footprint
+            .walk(&maps, Duration::from_secs(10), 3 * PASS_INTERVAL_US)
+            .unwrap();
         let ours_again = again.iter().find(|m| m.start == ours.start).unwrap();
         assert!(
             ours_again.resident_bytes >= 20 * PAGE as u64,
