@@ -22,12 +22,15 @@
 //!   running descendants ([`tree`]);
 //! - [`SourceStats`] count what happened to every sample; they are reported as events at every
 //!   update and at the end;
+//! - every recovered sample's facts (address, code site, thread, CPU, read or write; [`facts`])
+//!   are reported as one [`SampleBatch`] event per target and aggregation window;
 //! - `check_residency`: the parts of accessed regions without a present page (`PAGEMAP_SCAN`)
 //!   are cut out before a window is reported: an access would have faulted them in;
 //! - `apply_scheme`: DAMOS actions through each process's [`Actor`] (pidfd, current mappings,
 //!   applied = what changed); `update` reports each target's memory to the context.
 
 mod clock;
+pub mod facts;
 pub mod ranges;
 mod residency;
 mod rings;
@@ -36,6 +39,7 @@ mod stats;
 pub mod tree;
 
 pub use clock::{BATCH, SampleClock, monotonic_us};
+pub use facts::{Fact, SampleBatch, Site};
 pub use source::{
     ChosenSource, DEFAULT_CPUCLOCK_HZ, SourceChoice, choose_source, cpuclock_source, source_name,
 };
@@ -44,7 +48,7 @@ pub use tree::proc_cmdline;
 
 use crate::actions::Actor;
 use crate::decode::{
-    AccessKind, AddressDecoder, CodeReader, DropReason, SamplePoint, SegmentBases, UserRegs,
+    Access, AccessKind, AddressDecoder, CodeReader, DropReason, SamplePoint, SegmentBases, UserRegs,
 };
 use crate::maps::{Maps, MapsError, is_kernel_thread, read_maps};
 use crate::perf::{
@@ -52,6 +56,7 @@ use crate::perf::{
     REGS_ABI_64, Rate, Sample, Sampler, SamplerConfig,
 };
 use crate::referenced::{Referenced, ReferencedProbe};
+use facts::Facts;
 use residency::Residency;
 use rings::{Feed, FeedMsg, Rings};
 use std::cell::RefCell;
@@ -172,6 +177,8 @@ pub enum VaddrEventKind {
     },
     /// The source's counters so far.
     Stats(SourceStats),
+    /// A target's recovered samples of one aggregation window.
+    Samples(SampleBatch),
     Note(String),
 }
 
@@ -400,6 +407,9 @@ pub struct VaddrOps {
     events: EventLog,
     /// How often the kernel's accessed bits are read (`set_referenced`), in µs.
     referenced_period_us: Option<u64>,
+    /// Every recovered sample's facts, for the record; `None` when not kept
+    /// ([`VaddrOps::keep_sample_facts`]).
+    facts: Option<Facts>,
 }
 
 impl VaddrOps {
@@ -433,6 +443,7 @@ impl VaddrOps {
             stats: SourceStats::default(),
             events,
             referenced_period_us: None,
+            facts: Some(Facts::default()),
         };
         (ops, SampleClock::new(Rings::new(samplers, feed)))
     }
@@ -474,6 +485,12 @@ impl VaddrOps {
     /// holds the operations (each event is read once, through this or [`Self::take_events`]).
     pub fn event_log(&self) -> EventLog {
         self.events.clone()
+    }
+
+    /// Whether to report every recovered sample's facts ([`VaddrEventKind::Samples`]); on by
+    /// default.
+    pub fn keep_sample_facts(&mut self, keep: bool) {
+        self.facts = keep.then(Facts::default);
     }
 
     /// Compute and report (as notes, one per apply pass and action) what schemes would do,
@@ -663,6 +680,9 @@ impl VaddrOps {
                 if let Some(t) = self.target_of(pid) {
                     let p = &mut self.procs[t];
                     p.decoder.invalidate_all();
+                    if let Some(facts) = &mut self.facts {
+                        facts.forget_sites(t);
+                    }
                     // The pagemap opened before names the address space that exec replaced.
                     p.residency = Residency::open(pid);
                     // The full command line while the process still runs the new program.
@@ -718,8 +738,8 @@ impl VaddrOps {
         };
         self.stats.samples += 1;
         let p = &mut self.procs[t];
-        let addr = if let Some(addr) = s.addr {
-            addr
+        let (addr, ip, access) = if let Some(addr) = s.addr {
+            (addr, s.ip, None)
         } else if s.abi == REGS_ABI_32 {
             self.stats.abi32 += 1;
             return;
@@ -766,9 +786,10 @@ impl VaddrOps {
                         return;
                     }
                     self.stats.chased += 1;
-                    r.addr
+                    // The program reads the next node at the address found.
+                    (r.addr, regs.ip, Some(Access::Read))
                 }
-                Ok(r) => r.addr,
+                Ok(r) => (r.addr, regs.ip, Some(r.access)),
                 Err(reason) => {
                     self.stats.dropped[reason.index()] += 1;
                     return;
@@ -788,6 +809,15 @@ impl VaddrOps {
             }
         }
         self.addrs[t].push(addr);
+        if let Some(facts) = &mut self.facts {
+            facts.push(t, p.pid, &p.maps, ip, |site| Fact {
+                addr,
+                site,
+                tid: s.tid,
+                cpu: s.cpu,
+                access,
+            });
+        }
     }
 }
 
@@ -836,6 +866,13 @@ impl Operations for VaddrOps {
     }
 
     fn check_accesses(&mut self, ctx: &mut Context) {
+        // The samples of a window that ended with the last interval, before this one's.
+        if let Some(facts) = &mut self.facts {
+            for batch in facts.window(ctx.window_us().0) {
+                self.events
+                    .push(batch.end_us, VaddrEventKind::Samples(batch));
+            }
+        }
         self.receive();
         let end_ns = ctx.interval_us().1.saturating_mul(1000);
         // Records stamped before the interval (late arrivals) count in it too.
@@ -911,6 +948,12 @@ impl Operations for VaddrOps {
 
     fn cleanup(&mut self, ctx: &mut Context) {
         self.take_action_notes();
+        if let Some(facts) = &mut self.facts {
+            for batch in facts.finish(ctx.now_us()) {
+                self.events
+                    .push(batch.end_us, VaddrEventKind::Samples(batch));
+            }
+        }
         self.event(ctx.now_us(), VaddrEventKind::Stats(self.stats));
     }
 }

@@ -104,12 +104,12 @@ pub fn encode_samples(
     out: &mut Vec<u8>,
     time_ns: u64,
     target: u32,
-    start_ns: u64,
+    window_ns: u64,
     sites: &[CodeSite],
     samples: &[SampleFact],
 ) {
     varint::put_u64(out, time_ns);
-    varint::put_u64(out, time_ns.wrapping_sub(start_ns));
+    varint::put_u64(out, window_ns);
     varint::put_u64(out, target as u64);
     varint::put_u64(out, sites.len() as u64);
     let mut prev_index = 0u32;
@@ -173,7 +173,7 @@ fn text(c: &mut Cursor<'_>) -> Result<Option<String>, DecodeError> {
 pub fn decode_samples(bytes: &[u8]) -> Result<Event, DecodeError> {
     let mut c = Cursor::new(bytes);
     let time_ns = c.u64()?;
-    let start_ns = time_ns.wrapping_sub(c.u64()?);
+    let window_ns = c.u64()?;
     let target = c.u32()?;
     let nr_sites = c.u64()? as usize;
     // A site takes at least five bytes: refuse counts the payload cannot hold before
@@ -220,7 +220,7 @@ pub fn decode_samples(bytes: &[u8]) -> Result<Event, DecodeError> {
         time_ns,
         kind: EventKind::Samples {
             target,
-            start_ns,
+            window_ns,
             sites,
             samples,
         },

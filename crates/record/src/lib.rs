@@ -53,12 +53,12 @@
 //!
 //! Records from sampled sources (`tick`, `cpuclock`, `pmu`) keep every recovered sample, not only
 //! the per-region counts: one samples frame (type 4) per target per aggregation window, written
-//! before the window's snapshot. It reads as an event of kind `samples` (this is how `report raw`
+//! after the window's snapshot. It reads as an event of kind `samples` (this is how `report raw`
 //! shows it, and how a reader that does not care skips it: no report but `report code` looks at
 //! it; `convert` to damo leaves it out). Its payload is binary, every number a LEB128 varint:
 //!
 //! ```text
-//! end_ns, end_ns - start_ns, target, nr_sites,
+//! end_ns, window length in ns, target, nr_sites,
 //! per new code site: zigzag(index - previous index), zigzag(ip - previous ip),
 //!                    function, object, missing     (each: 0 = none, else length + 1, UTF-8 bytes)
 //! nr_samples,
@@ -79,7 +79,7 @@
 //! than samples frames skips them as frames of an unknown type (a warning) and reads the rest.
 //!
 //! ```json
-//! {"frame":"event","time_ns":800000000,"kind":"samples","target":0,"start_ns":400000000,
+//! {"frame":"event","time_ns":800000000,"kind":"samples","target":0,"window_ns":400000000,
 //!  "sites":[{"index":0,"ip":93824992235584,"function":"sum_buffer","object":"/usr/bin/prog"}],
 //!  "samples":[{"addr":140737337950208,"site":0,"tid":4242,"cpu":1,"access":"read"}]}
 //! ```

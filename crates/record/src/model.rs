@@ -259,7 +259,8 @@ pub enum EventKind {
     /// frame of its own (see the crate documentation); `time_ns` is the window's end.
     Samples {
         target: u32,
-        start_ns: u64,
+        /// The window's length: its samples were taken in `time_ns - window_ns .. time_ns`.
+        window_ns: u64,
         /// New entries of the record's code-site table, in index order.
         sites: Vec<CodeSite>,
         samples: Vec<SampleFact>,

@@ -106,7 +106,7 @@ impl<W: Write> RecordWriter<W> {
         self.payload.clear();
         let kind = if let EventKind::Samples {
             target,
-            start_ns,
+            window_ns,
             sites,
             samples,
         } = &event.kind
@@ -115,7 +115,7 @@ impl<W: Write> RecordWriter<W> {
                 &mut self.payload,
                 event.time_ns,
                 *target,
-                *start_ns,
+                *window_ns,
                 sites,
                 samples,
             );

@@ -41,7 +41,7 @@ fn batch(rng: &mut Lcg, first_site: u32, n: usize) -> Event {
         time_ns: 400_000_000 * (first_site as u64 + 1),
         kind: EventKind::Samples {
             target: 0,
-            start_ns: 400_000_000 * first_site as u64,
+            window_ns: 400_000_000,
             sites,
             samples,
         },
