@@ -15,8 +15,10 @@
 //! - [`schemes`]: what DAMOS schemes did, the memory they saved and the refaults that cost.
 //! - [`referenced`]: the kernel's accessed bits (`record --referenced`) against udamon's
 //!   working set over the same intervals.
+//! - [`code`]: the functions whose instructions touched the hot memory, reads and writes apart.
 
 pub mod access;
+pub mod code;
 pub mod color;
 pub mod dist;
 pub mod dist_image;
@@ -69,6 +71,10 @@ pub enum ReportError {
         "the record holds none of the kernel's accessed bits: record a live process with --referenced PERIOD (e.g. 2s)"
     )]
     NoReferenced,
+    #[error(
+        "the record holds no samples: record a live process with a sampled source (tick, cpuclock or pmu) with this udamon"
+    )]
+    NoSamples,
     #[error("invalid time rows: {0}")]
     Buckets(String),
     #[error("could not read the record: {0}")]
