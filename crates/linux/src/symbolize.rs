@@ -97,7 +97,7 @@ fn readable_path(pid: u32, m: &Mapping, path: &std::path::Path) -> PathBuf {
 fn why_unknown(reason: Reason, m: &Mapping) -> String {
     match (&m.path, reason) {
         (MapPath::File(p), Reason::MissingSyms) => format!(
-            "{} has no symbol table (a stripped binary: install its debug symbols)",
+            "{} is stripped: only its exported functions have names (install its debug symbols)",
             p.display()
         ),
         (MapPath::File(p), _) => format!("no symbol of {} covers the address", p.display()),

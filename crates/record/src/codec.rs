@@ -114,17 +114,21 @@ pub fn encode_samples(
     varint::put_u64(out, sites.len() as u64);
     let mut prev_index = 0u32;
     let mut prev_ip = 0u64;
+    let mut prev: Option<&CodeSite> = None;
     for site in sites {
         varint::put_u64(
             out,
             varint::zigzag(site.index.wrapping_sub(prev_index) as i32 as i64),
         );
         varint::put_u64(out, varint::zigzag(site.ip.wrapping_sub(prev_ip) as i64));
-        for text in [&site.function, &site.object, &site.missing] {
-            put_text(out, text.as_deref());
+        let before = prev.map(site_texts);
+        for (i, text) in site_texts(site).into_iter().enumerate() {
+            let same = text.is_some() && before.is_some_and(|b| b[i] == text);
+            put_text(out, text.as_deref(), same);
         }
         prev_index = site.index;
         prev_ip = site.ip;
+        prev = Some(site);
     }
     varint::put_u64(out, samples.len() as u64);
     let (mut prev_addr, mut prev_site, mut prev_tid) = (0u64, 0u32, 0u32);
@@ -143,30 +147,39 @@ pub fn encode_samples(
     }
 }
 
-/// An optional string: 0 for none, else its length plus one and its UTF-8 bytes.
-fn put_text(out: &mut Vec<u8>, text: Option<&str>) {
+/// A site's strings, in their order in the encoding.
+fn site_texts(site: &CodeSite) -> [&Option<String>; 3] {
+    [&site.function, &site.object, &site.missing]
+}
+
+/// An optional string: 0 for none, 1 for the previous site's (consecutive sites mostly share
+/// their file, and often their function), else its length plus two and its UTF-8 bytes.
+fn put_text(out: &mut Vec<u8>, text: Option<&str>, same_as_previous: bool) {
     match text {
         None => varint::put_u64(out, 0),
+        Some(_) if same_as_previous => varint::put_u64(out, 1),
         Some(t) => {
-            varint::put_u64(out, t.len() as u64 + 1);
+            varint::put_u64(out, t.len() as u64 + 2);
             out.extend_from_slice(t.as_bytes());
         }
     }
 }
 
-fn text(c: &mut Cursor<'_>) -> Result<Option<String>, DecodeError> {
-    let len = c.u64()?;
-    if len == 0 {
-        return Ok(None);
+/// Undoes [`put_text`]; `previous` is the previous site's string.
+fn text(c: &mut Cursor<'_>, previous: Option<&String>) -> Result<Option<String>, DecodeError> {
+    match c.u64()? {
+        0 => Ok(None),
+        1 => previous
+            .cloned()
+            .map(Some)
+            .ok_or("a string refers to a previous site that has none"),
+        len => {
+            let len = usize::try_from(len - 2).map_err(|_| "string longer than the payload")?;
+            String::from_utf8(c.bytes(len)?.to_vec())
+                .map(Some)
+                .map_err(|_| "a string that is not UTF-8")
+        }
     }
-    let bytes = c.bytes(
-        (len - 1)
-            .try_into()
-            .map_err(|_| "string longer than the payload")?,
-    )?;
-    String::from_utf8(bytes.to_vec())
-        .map(Some)
-        .map_err(|_| "a string that is not UTF-8")
 }
 
 /// Undoes [`encode_samples`] into the event it stands for.
@@ -186,12 +199,16 @@ pub fn decode_samples(bytes: &[u8]) -> Result<Event, DecodeError> {
     for _ in 0..nr_sites {
         index = index.wrapping_add(varint::unzigzag(c.u64()?) as u32);
         ip = ip.wrapping_add(varint::unzigzag(c.u64()?) as u64);
+        let prev: Option<&CodeSite> = sites.last();
+        let function = text(&mut c, prev.and_then(|p| p.function.as_ref()))?;
+        let object = text(&mut c, prev.and_then(|p| p.object.as_ref()))?;
+        let missing = text(&mut c, prev.and_then(|p| p.missing.as_ref()))?;
         sites.push(CodeSite {
             index,
             ip,
-            function: text(&mut c)?,
-            object: text(&mut c)?,
-            missing: text(&mut c)?,
+            function,
+            object,
+            missing,
         });
     }
     let nr_samples = c.u64()? as usize;

@@ -60,7 +60,8 @@
 //! ```text
 //! end_ns, window length in ns, target, nr_sites,
 //! per new code site: zigzag(index - previous index), zigzag(ip - previous ip),
-//!                    function, object, missing     (each: 0 = none, else length + 1, UTF-8 bytes)
+//!                    function, object, missing     (each: 0 = none, 1 = the previous site's in
+//!                                   this frame, else length + 2, UTF-8 bytes)
 //! nr_samples,
 //! per sample: zigzag(addr - previous addr), zigzag(site - previous site),
 //!             zigzag(tid - previous tid), cpu << 2 | access
