@@ -379,8 +379,10 @@ pub enum ReportKind {
         #[command(flatten)]
         input: InputArgs,
     },
-    /// The functions whose instructions touched the hottest regions (or --address-range),
-    /// with their shares, reads and writes apart (sampled sources).
+    /// The functions whose instructions touched the hot memory, reads and writes apart.
+    ///
+    /// The memory is each window's hottest regions, or --address-range; the samples are those
+    /// a sampled source (tick, cpuclock, pmu) recorded.
     Code {
         #[command(flatten)]
         input: InputArgs,
