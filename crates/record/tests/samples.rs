@@ -5,6 +5,7 @@ mod common;
 
 use common::*;
 use udamon_record::RecordReader;
+use udamon_record::damo::{self, DamoFormat};
 use udamon_record::model::{CodeSite, Event, EventKind, Frame, SampleAccess, SampleFact};
 
 fn batch(rng: &mut Lcg, first_site: u32, n: usize) -> Event {
@@ -105,4 +106,17 @@ fn sample_batches_show_as_json() {
         json.contains(r#""missing":"no symbol table (stripped)""#),
         "{json}"
     );
+}
+
+#[test]
+fn conversion_to_damo_leaves_the_samples_out() {
+    let mut rng = Lcg(11);
+    let mut frames = sample_frames(3);
+    frames.insert(1, Frame::Event(batch(&mut rng, 0, 20)));
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("out.json_compressed");
+    damo::write_json_compressed_file(&path, &header(2), || Ok(frames.clone())).unwrap();
+    let back = damo::read(&path, DamoFormat::JsonCompressed).unwrap();
+    // Every snapshot, none lost to the samples between them.
+    assert_eq!(snapshots(&back.frames).len(), 3);
 }
