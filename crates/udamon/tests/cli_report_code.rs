@@ -6,7 +6,7 @@
 
 mod common;
 
-use common::{build_workload_as, report_json, report_text, udamon};
+use common::{build_workload_as, info, report_json, report_text, udamon};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
@@ -112,6 +112,10 @@ fn two_functions_on_two_buffers_are_named_and_told_apart() {
     let named = all["named_share"].as_f64().unwrap();
     assert!(named >= 0.95, "{named}: {all}");
     assert_eq!(all["samples"], all["samples_recorded"], "{all}");
+
+    // Every recovered sample is kept.
+    let recovered = &info(&rec)["events"]["last_source_stats"]["recovered"];
+    assert_eq!(&all["samples_recorded"], recovered, "{all}");
 
     // Threads and CPUs: the workload has one thread; another thread id matches nothing.
     let tid = report_json(&["code", "--tid", "1"], &rec);
