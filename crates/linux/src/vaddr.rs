@@ -407,9 +407,8 @@ pub struct VaddrOps {
     events: EventLog,
     /// How often the kernel's accessed bits are read (`set_referenced`), in µs.
     referenced_period_us: Option<u64>,
-    /// Every recovered sample's facts, for the record; `None` when not kept
-    /// ([`VaddrOps::keep_sample_facts`]).
-    facts: Option<Facts>,
+    /// Every recovered sample's facts, for the record.
+    facts: Facts,
 }
 
 impl VaddrOps {
@@ -443,7 +442,7 @@ impl VaddrOps {
             stats: SourceStats::default(),
             events,
             referenced_period_us: None,
-            facts: Some(Facts::default()),
+            facts: Facts::default(),
         };
         (ops, SampleClock::new(Rings::new(samplers, feed)))
     }
@@ -485,12 +484,6 @@ impl VaddrOps {
     /// holds the operations (each event is read once, through this or [`Self::take_events`]).
     pub fn event_log(&self) -> EventLog {
         self.events.clone()
-    }
-
-    /// Whether to report every recovered sample's facts ([`VaddrEventKind::Samples`]); on by
-    /// default.
-    pub fn keep_sample_facts(&mut self, keep: bool) {
-        self.facts = keep.then(Facts::default);
     }
 
     /// Compute and report (as notes, one per apply pass and action) what schemes would do,
@@ -680,9 +673,7 @@ impl VaddrOps {
                 if let Some(t) = self.target_of(pid) {
                     let p = &mut self.procs[t];
                     p.decoder.invalidate_all();
-                    if let Some(facts) = &mut self.facts {
-                        facts.forget_sites(t);
-                    }
+                    self.facts.forget_sites(t);
                     // The pagemap opened before names the address space that exec replaced.
                     p.residency = Residency::open(pid);
                     // The full command line while the process still runs the new program.
@@ -809,15 +800,13 @@ impl VaddrOps {
             }
         }
         self.addrs[t].push(addr);
-        if let Some(facts) = &mut self.facts {
-            facts.push(t, p.pid, &p.maps, ip, |site| Fact {
-                addr,
-                site,
-                tid: s.tid,
-                cpu: s.cpu,
-                access,
-            });
-        }
+        self.facts.push(t, p.pid, &p.maps, ip, |site| Fact {
+            addr,
+            site,
+            tid: s.tid,
+            cpu: s.cpu,
+            access,
+        });
     }
 }
 
@@ -867,11 +856,9 @@ impl Operations for VaddrOps {
 
     fn check_accesses(&mut self, ctx: &mut Context) {
         // The samples of a window that ended with the last interval, before this one's.
-        if let Some(facts) = &mut self.facts {
-            for batch in facts.window(ctx.window_us().0) {
-                self.events
-                    .push(batch.end_us, VaddrEventKind::Samples(batch));
-            }
+        for batch in self.facts.window(ctx.window_us().0) {
+            self.events
+                .push(batch.end_us, VaddrEventKind::Samples(batch));
         }
         self.receive();
         let end_ns = ctx.interval_us().1.saturating_mul(1000);
@@ -948,11 +935,9 @@ impl Operations for VaddrOps {
 
     fn cleanup(&mut self, ctx: &mut Context) {
         self.take_action_notes();
-        if let Some(facts) = &mut self.facts {
-            for batch in facts.finish(ctx.now_us()) {
-                self.events
-                    .push(batch.end_us, VaddrEventKind::Samples(batch));
-            }
+        for batch in self.facts.finish(ctx.now_us()) {
+            self.events
+                .push(batch.end_us, VaddrEventKind::Samples(batch));
         }
         self.event(ctx.now_us(), VaddrEventKind::Stats(self.stats));
     }
