@@ -2,7 +2,7 @@
 //! tests/workload/code.c, built `-O2 -g`): its two functions, one reading an anonymous buffer
 //! and one writing a file's shared mapping, are named and told apart; a stripped copy still
 //! names its mapping and says why functions are missing; an exec to another binary loaded at
-//! the same address switches symbol tables.
+//! the same address switches symbol tables; generated code is named from the perf map.
 
 mod common;
 
@@ -188,4 +188,15 @@ fn an_exec_switches_symbol_tables() {
     ));
     assert!(functions.iter().any(|f| f.0 == "read_anon_buffer"));
     assert!(functions.iter().any(|f| f.0 == "?"), "{functions:?}");
+}
+
+#[test]
+fn jit_code_is_named_from_the_perf_map() {
+    let dir = tempfile::tempdir().unwrap();
+    let rec = record(dir.path(), "rec", &code().0, &["jit", "2"]);
+    let report = report_json(&["code"], &rec);
+    let top = &report["functions"][0];
+    assert_eq!(top["function"], "jit_sum", "{report}");
+    assert_eq!(top["object"], "[anon]", "{report}");
+    assert!(top["samples"].as_u64().unwrap() >= 20, "{report}");
 }

@@ -8,6 +8,10 @@
  *                                      SECONDS, then execs OTHER (a copy of this program, e.g.
  *                                      stripped) with `run SECONDS OUT`: the same addresses then
  *                                      hold the other binary's code
+ *        code jit SECONDS                 runs generated machine code (jit_sum, which sums
+ *                                      strided words) from anonymous executable memory over a
+ *                                      32 MiB buffer, naming it in /tmp/perf-PID.map as JITs do;
+ *                                      the map is removed at the end
  *
  * Built -O2 -g by the tests. Each function alternates in slices of about a millisecond, so that
  * both get samples whatever the sampling rate.
@@ -86,7 +90,49 @@ static void run(double seconds, const char *out_path) {
     printf("%lu\n", (unsigned long)(sum & 1));
 }
 
+/* sum = 0; do { sum += *buf; buf += 8 words; } while (--words); return sum; */
+static const unsigned char jit_sum_code[] = {
+    0x31, 0xc0,             /* xor %eax,%eax */
+    0x48, 0x03, 0x07,       /* add (%rdi),%rax */
+    0x48, 0x83, 0xc7, 0x40, /* add $0x40,%rdi */
+    0x48, 0xff, 0xce,       /* dec %rsi */
+    0x75, 0xf4,             /* jne to the add */
+    0xc3,                   /* ret */
+};
+
+static void jit(double seconds) {
+    uint64_t *buf = mmap(NULL, SIZE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    unsigned char *code = mmap(NULL, 4096, PROT_READ | PROT_WRITE | PROT_EXEC,
+                               MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (buf == MAP_FAILED || code == MAP_FAILED) {
+        perror("code: jit mmap");
+        exit(1);
+    }
+    memset(buf, 1, SIZE);
+    memcpy(code, jit_sum_code, sizeof jit_sum_code);
+    char map[64];
+    snprintf(map, sizeof map, "/tmp/perf-%d.map", getpid());
+    FILE *f = fopen(map, "w");
+    if (!f) {
+        perror(map);
+        exit(1);
+    }
+    fprintf(f, "%lx %zx jit_sum\n", (unsigned long)code, sizeof jit_sum_code);
+    fclose(f);
+    uint64_t (*sum_fn)(const uint64_t *, size_t) = (uint64_t(*)(const uint64_t *, size_t))code;
+    uint64_t sum = 0;
+    double end = now_s() + seconds;
+    while (now_s() < end)
+        sum += sum_fn(buf, SIZE / 64);
+    unlink(map);
+    printf("%lu\n", (unsigned long)(sum & 1));
+}
+
 int main(int argc, char **argv) {
+    if (argc == 3 && strcmp(argv[1], "jit") == 0) {
+        jit(atof(argv[2]));
+        return 0;
+    }
     if (argc == 4 && strcmp(argv[1], "run") == 0) {
         run(atof(argv[2]), argv[3]);
         return 0;
@@ -106,6 +152,6 @@ int main(int argc, char **argv) {
         perror(argv[4]);
         return 1;
     }
-    fprintf(stderr, "usage: code run SECONDS OUT | code exec SECONDS OUT OTHER\n");
+    fprintf(stderr, "usage: code run SECONDS OUT | code exec SECONDS OUT OTHER | code jit SECONDS\n");
     return 2;
 }
