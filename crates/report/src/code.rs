@@ -244,7 +244,7 @@ pub fn render_text(report: &CodeReport) -> String {
         "share", "samples", "reads", "writes"
     );
     for f in report.functions.iter().take(TEXT_ROWS) {
-        let object = f.object.as_deref().unwrap_or("unknown mapping");
+        let object = object_name(f);
         let name = match &f.function {
             Some(function) => format!("{function} ({object})"),
             None => format!("? ({object})"),
@@ -269,7 +269,7 @@ pub fn render_text(report: &CodeReport) -> String {
     let mut why: Vec<(&str, &str)> = report
         .functions
         .iter()
-        .filter_map(|f| Some((f.object.as_deref()?, f.missing.as_deref()?)))
+        .filter_map(|f| Some((object_name(f), f.missing.as_deref()?)))
         .filter(|(_, why)| !why.is_empty())
         .collect();
     why.sort_unstable();
@@ -278,6 +278,10 @@ pub fn render_text(report: &CodeReport) -> String {
         let _ = writeln!(out, "# no function names in {object}: {why}");
     }
     out
+}
+
+fn object_name(row: &FunctionRow) -> &str {
+    row.object.as_deref().unwrap_or("an unknown mapping")
 }
 
 #[cfg(test)]
@@ -443,6 +447,24 @@ mod tests {
             ..CodeOptions::default()
         });
         assert_eq!(rows(&late), [(None, 1, 1, 0)]);
+    }
+
+    #[test]
+    fn samples_of_a_site_lost_to_damage_say_so() {
+        let frames = vec![
+            snapshot(100, &[(0x1000, 0x2000, 10)]),
+            samples(100, vec![], vec![sample(0x1100, 9, 7, SampleAccess::Read)]),
+        ];
+        let r = code(frames, &CodeOptions::default()).unwrap();
+        let row = &r.functions[0];
+        assert_eq!(
+            (row.function.as_deref(), row.object.as_deref()),
+            (None, None)
+        );
+        assert!(
+            row.missing.as_deref().unwrap().contains("damage"),
+            "{row:?}"
+        );
     }
 
     #[test]

@@ -200,3 +200,26 @@ fn jit_code_is_named_from_the_perf_map() {
     assert_eq!(top["object"], "[anon]", "{report}");
     assert!(top["samples"].as_u64().unwrap() >= 20, "{report}");
 }
+
+#[test]
+fn a_record_without_samples_gets_a_one_line_error_saying_what_to_do() {
+    let dir = tempfile::tempdir().unwrap();
+    let rec = common::sim_record(
+        dir.path(),
+        "sim.data",
+        "builtin:demo",
+        &["--duration", "2s"],
+    );
+    let out = udamon()
+        .args(["report", "code"])
+        .arg(&rec)
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let text = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(text.trim_end().lines().count(), 1, "{text}");
+    assert!(
+        text.contains("no samples") && text.contains("sampled source"),
+        "{text}"
+    );
+}
