@@ -114,12 +114,29 @@ fn two_functions_on_two_buffers_are_named_and_told_apart() {
     assert_eq!(all["samples"], all["samples_recorded"], "{all}");
 
     // Every recovered sample is kept.
-    let recovered = &info(&rec)["events"]["last_source_stats"]["recovered"];
+    let info = info(&rec);
+    let recovered = &info["events"]["last_source_stats"]["recovered"];
     assert_eq!(&all["samples_recorded"], recovered, "{all}");
 
-    // Threads and CPUs: the workload has one thread; another thread id matches nothing.
-    let tid = report_json(&["code", "--tid", "1"], &rec);
-    assert_eq!(tid["samples"], 0, "{tid}");
+    // Threads and CPUs: the workload's one thread (its pid) took every sample, each on a CPU
+    // of this machine.
+    let pid = info["header"]["targets"][0]["pid"]
+        .as_u64()
+        .unwrap()
+        .to_string();
+    let everywhere = |args: &[&str]| {
+        let mut all = vec!["code", "--address-range", "0", "0x7fffffffffff"];
+        all.extend_from_slice(args);
+        report_json(&all, &rec)["samples"].as_u64().unwrap()
+    };
+    let total = all["samples"].as_u64().unwrap();
+    assert_eq!(everywhere(&["--tid", &pid]), total);
+    assert_eq!(everywhere(&["--tid", "1"]), 0);
+    let nr_cpus = info["header"]["host"]["nr_cpus"].as_u64().unwrap();
+    let per_cpu: u64 = (0..nr_cpus)
+        .map(|cpu| everywhere(&["--cpu", &cpu.to_string()]))
+        .sum();
+    assert_eq!(per_cpu, total);
 }
 
 #[test]
