@@ -6,7 +6,8 @@
 //! - [`vaddr`]: the operations on live processes, driven by sample timestamps;
 //! - [`actions`]: DAMOS actions on live processes (`process_madvise` through a pidfd);
 //! - [`metrics`]: system and process metrics for quota goals and watermarks;
-//! - [`referenced`]: the kernel's accessed bits per mapping, an opt-in second opinion.
+//! - [`referenced`]: the kernel's accessed bits per mapping, an opt-in second opinion;
+//! - [`symbolize`]: naming sampled instruction pointers (function, mapping) while recording.
 
 pub mod actions;
 pub mod decode;
@@ -14,4 +15,5 @@ pub mod maps;
 pub mod metrics;
 pub mod perf;
 pub mod referenced;
+pub mod symbolize;
 pub mod vaddr;

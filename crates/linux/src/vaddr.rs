@@ -22,23 +22,27 @@
 //!   running descendants ([`tree`]);
 //! - [`SourceStats`] count what happened to every sample; they are reported as events at every
 //!   update and at the end;
+//! - every recovered sample's facts (address, code site, thread, CPU, read or write; [`facts`])
+//!   are reported as one [`SampleBatch`] event per target and aggregation window;
 //! - `check_residency`: the parts of accessed regions without a present page (`PAGEMAP_SCAN`)
 //!   are cut out before a window is reported: an access would have faulted them in;
 //! - `apply_scheme`: DAMOS actions through each process's [`Actor`] (pidfd, current mappings,
 //!   applied = what changed); `update` reports each target's memory to the context.
 
 mod clock;
+pub mod facts;
 mod footprint;
 pub mod ranges;
 mod residency;
 mod rings;
+mod source;
 
 pub use footprint::MappingResident;
-mod source;
 mod stats;
 pub mod tree;
 
 pub use clock::{BATCH, SampleClock, monotonic_us};
+pub use facts::{Fact, SampleBatch, Site};
 pub use source::{
     ChosenSource, DEFAULT_CPUCLOCK_HZ, SourceChoice, choose_source, cpuclock_source, source_name,
 };
@@ -47,7 +51,7 @@ pub use tree::proc_cmdline;
 
 use crate::actions::Actor;
 use crate::decode::{
-    AccessKind, AddressDecoder, CodeReader, DropReason, SamplePoint, SegmentBases, UserRegs,
+    Access, AccessKind, AddressDecoder, CodeReader, DropReason, SamplePoint, SegmentBases, UserRegs,
 };
 use crate::maps::{Mapping, Maps, MapsError, is_kernel_thread, read_maps};
 use crate::perf::{
@@ -55,6 +59,7 @@ use crate::perf::{
     REGS_ABI_64, Rate, Sample, Sampler, SamplerConfig,
 };
 use crate::referenced::{Referenced, ReferencedProbe};
+use facts::Facts;
 use footprint::Footprint;
 use residency::Residency;
 use rings::{Feed, FeedMsg, Rings};
@@ -181,6 +186,8 @@ pub enum VaddrEventKind {
     },
     /// The source's counters so far.
     Stats(SourceStats),
+    /// A target's recovered samples of one aggregation window.
+    Samples(SampleBatch),
     Note(String),
 }
 
@@ -415,6 +422,8 @@ pub struct VaddrOps {
     events: EventLog,
     /// How often the kernel's accessed bits are read (`set_referenced`), in µs.
     referenced_period_us: Option<u64>,
+    /// Every recovered sample's facts, for the record.
+    facts: Facts,
 }
 
 impl VaddrOps {
@@ -448,6 +457,7 @@ impl VaddrOps {
             stats: SourceStats::default(),
             events,
             referenced_period_us: None,
+            facts: Facts::default(),
         };
         (ops, SampleClock::new(Rings::new(samplers, feed)))
     }
@@ -682,6 +692,7 @@ impl VaddrOps {
                 if let Some(t) = self.target_of(pid) {
                     let p = &mut self.procs[t];
                     p.decoder.invalidate_all();
+                    self.facts.forget_sites(t);
                     // The pagemap opened before names the address space that exec replaced.
                     p.residency = Residency::open(pid);
                     p.footprint = Footprint::open(pid);
@@ -738,8 +749,8 @@ impl VaddrOps {
         };
         self.stats.samples += 1;
         let p = &mut self.procs[t];
-        let addr = if let Some(addr) = s.addr {
-            addr
+        let (addr, ip, access) = if let Some(addr) = s.addr {
+            (addr, s.ip, None)
         } else if s.abi == REGS_ABI_32 {
             self.stats.abi32 += 1;
             return;
@@ -786,9 +797,10 @@ impl VaddrOps {
                         return;
                     }
                     self.stats.chased += 1;
-                    r.addr
+                    // The program reads the next node at the address found.
+                    (r.addr, regs.ip, Some(Access::Read))
                 }
-                Ok(r) => r.addr,
+                Ok(r) => (r.addr, regs.ip, Some(r.access)),
                 Err(reason) => {
                     self.stats.dropped[reason.index()] += 1;
                     return;
@@ -808,6 +820,13 @@ impl VaddrOps {
             }
         }
         self.addrs[t].push(addr);
+        self.facts.push(t, p.pid, &p.maps, ip, |site| Fact {
+            addr,
+            site,
+            tid: s.tid,
+            cpu: s.cpu,
+            access,
+        });
     }
 }
 
@@ -856,6 +875,11 @@ impl Operations for VaddrOps {
     }
 
     fn check_accesses(&mut self, ctx: &mut Context) {
+        // The samples of a window that ended with the last interval, before this one's.
+        for batch in self.facts.window(ctx.window_us().0) {
+            self.events
+                .push(batch.end_us, VaddrEventKind::Samples(batch));
+        }
         self.receive();
         let end_ns = ctx.interval_us().1.saturating_mul(1000);
         // Records stamped before the interval (late arrivals) count in it too.
@@ -943,6 +967,10 @@ impl Operations for VaddrOps {
 
     fn cleanup(&mut self, ctx: &mut Context) {
         self.take_action_notes();
+        for batch in self.facts.finish(ctx.now_us()) {
+            self.events
+                .push(batch.end_us, VaddrEventKind::Samples(batch));
+        }
         self.event(ctx.now_us(), VaddrEventKind::Stats(self.stats));
     }
 }

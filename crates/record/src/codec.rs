@@ -1,8 +1,10 @@
-//! Frame payloads: the compact binary encoding of snapshots, JSON for the rare header and event
-//! frames, and the optional zstd wrapping of any payload.
+//! Frame payloads: the compact binary encoding of snapshots and of sample batches, JSON for the
+//! rare header and event frames, and the optional zstd wrapping of any payload.
 
 use crate::frame::MAX_RAW_PAYLOAD;
-use crate::model::{RegionStat, Snapshot, TargetSnapshot};
+use crate::model::{
+    CodeSite, Event, EventKind, RegionStat, SampleAccess, SampleFact, Snapshot, TargetSnapshot,
+};
 use crate::varint::{self, Cursor, DecodeError};
 
 /// The smallest encoding of one region: five one-byte numbers.
@@ -91,6 +93,154 @@ pub fn decode_snapshot(bytes: &[u8]) -> Result<Snapshot, DecodeError> {
         sample_us,
         aggr_us,
         targets,
+    })
+}
+
+/// The smallest encoding of one sample: four one-byte numbers.
+const MIN_SAMPLE_BYTES: usize = 4;
+
+/// Appends the binary encoding of a sample batch (the crate documentation describes it).
+pub fn encode_samples(
+    out: &mut Vec<u8>,
+    time_ns: u64,
+    target: u32,
+    window_ns: u64,
+    sites: &[CodeSite],
+    samples: &[SampleFact],
+) {
+    varint::put_u64(out, time_ns);
+    varint::put_u64(out, window_ns);
+    varint::put_u64(out, target as u64);
+    varint::put_u64(out, sites.len() as u64);
+    let mut prev_index = 0u32;
+    let mut prev_ip = 0u64;
+    let mut prev: Option<&CodeSite> = None;
+    for site in sites {
+        varint::put_u64(
+            out,
+            varint::zigzag(site.index.wrapping_sub(prev_index) as i32 as i64),
+        );
+        varint::put_u64(out, varint::zigzag(site.ip.wrapping_sub(prev_ip) as i64));
+        let before = prev.map(site_texts);
+        for (i, text) in site_texts(site).into_iter().enumerate() {
+            let same = text.is_some() && before.is_some_and(|b| b[i] == text);
+            put_text(out, text.as_deref(), same);
+        }
+        prev_index = site.index;
+        prev_ip = site.ip;
+        prev = Some(site);
+    }
+    varint::put_u64(out, samples.len() as u64);
+    let (mut prev_addr, mut prev_site, mut prev_tid) = (0u64, 0u32, 0u32);
+    for s in samples {
+        varint::put_u64(out, varint::zigzag(s.addr.wrapping_sub(prev_addr) as i64));
+        varint::put_u64(
+            out,
+            varint::zigzag(s.site.wrapping_sub(prev_site) as i32 as i64),
+        );
+        varint::put_u64(
+            out,
+            varint::zigzag(s.tid.wrapping_sub(prev_tid) as i32 as i64),
+        );
+        varint::put_u64(out, ((s.cpu as u64) << 2) | s.access as u64);
+        (prev_addr, prev_site, prev_tid) = (s.addr, s.site, s.tid);
+    }
+}
+
+/// A site's strings, in their order in the encoding.
+fn site_texts(site: &CodeSite) -> [&Option<String>; 3] {
+    [&site.function, &site.object, &site.missing]
+}
+
+/// An optional string: 0 for none, 1 for the previous site's (consecutive sites mostly share
+/// their file, and often their function), else its length plus two and its UTF-8 bytes.
+fn put_text(out: &mut Vec<u8>, text: Option<&str>, same_as_previous: bool) {
+    match text {
+        None => varint::put_u64(out, 0),
+        Some(_) if same_as_previous => varint::put_u64(out, 1),
+        Some(t) => {
+            varint::put_u64(out, t.len() as u64 + 2);
+            out.extend_from_slice(t.as_bytes());
+        }
+    }
+}
+
+/// Undoes [`put_text`]; `previous` is the previous site's string.
+fn text(c: &mut Cursor<'_>, previous: Option<&String>) -> Result<Option<String>, DecodeError> {
+    match c.u64()? {
+        0 => Ok(None),
+        1 => previous
+            .cloned()
+            .map(Some)
+            .ok_or("a string refers to a previous site that has none"),
+        len => {
+            let len = usize::try_from(len - 2).map_err(|_| "string longer than the payload")?;
+            String::from_utf8(c.bytes(len)?.to_vec())
+                .map(Some)
+                .map_err(|_| "a string that is not UTF-8")
+        }
+    }
+}
+
+/// Undoes [`encode_samples`] into the event it stands for.
+pub fn decode_samples(bytes: &[u8]) -> Result<Event, DecodeError> {
+    let mut c = Cursor::new(bytes);
+    let time_ns = c.u64()?;
+    let window_ns = c.u64()?;
+    let target = c.u32()?;
+    let nr_sites = c.u64()? as usize;
+    // A site takes at least five bytes: refuse counts the payload cannot hold before
+    // allocating for them.
+    if nr_sites > c.remaining() / 5 {
+        return Err("more code sites than the payload can hold");
+    }
+    let mut sites = Vec::with_capacity(nr_sites);
+    let (mut index, mut ip) = (0u32, 0u64);
+    for _ in 0..nr_sites {
+        index = index.wrapping_add(varint::unzigzag(c.u64()?) as u32);
+        ip = ip.wrapping_add(varint::unzigzag(c.u64()?) as u64);
+        let prev: Option<&CodeSite> = sites.last();
+        let function = text(&mut c, prev.and_then(|p| p.function.as_ref()))?;
+        let object = text(&mut c, prev.and_then(|p| p.object.as_ref()))?;
+        let missing = text(&mut c, prev.and_then(|p| p.missing.as_ref()))?;
+        sites.push(CodeSite {
+            index,
+            ip,
+            function,
+            object,
+            missing,
+        });
+    }
+    let nr_samples = c.u64()? as usize;
+    if nr_samples > c.remaining() / MIN_SAMPLE_BYTES {
+        return Err("more samples than the payload can hold");
+    }
+    let mut samples = Vec::with_capacity(nr_samples);
+    let (mut addr, mut site, mut tid) = (0u64, 0u32, 0u32);
+    for _ in 0..nr_samples {
+        addr = addr.wrapping_add(varint::unzigzag(c.u64()?) as u64);
+        site = site.wrapping_add(varint::unzigzag(c.u64()?) as u32);
+        tid = tid.wrapping_add(varint::unzigzag(c.u64()?) as u32);
+        let cpu_access = c.u64()?;
+        samples.push(SampleFact {
+            addr,
+            site,
+            tid,
+            cpu: u32::try_from(cpu_access >> 2).map_err(|_| "CPU number above 2^32")?,
+            access: SampleAccess::from_bits(cpu_access),
+        });
+    }
+    if c.remaining() != 0 {
+        return Err("bytes left over after the samples");
+    }
+    Ok(Event {
+        time_ns,
+        kind: EventKind::Samples {
+            target,
+            window_ns,
+            sites,
+            samples,
+        },
     })
 }
 

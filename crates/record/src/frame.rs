@@ -30,6 +30,8 @@ pub enum FrameType {
     Header = 1,
     Snapshot = 2,
     Event = 3,
+    /// A batch of samples ([`EventKind::Samples`](crate::model::EventKind::Samples)), binary.
+    Samples = 4,
 }
 
 impl FrameType {
@@ -38,6 +40,7 @@ impl FrameType {
             1 => Some(FrameType::Header),
             2 => Some(FrameType::Snapshot),
             3 => Some(FrameType::Event),
+            4 => Some(FrameType::Samples),
             _ => None,
         }
     }

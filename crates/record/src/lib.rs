@@ -16,7 +16,8 @@
 //! ```text
 //! offset  size  field
 //! 0       4     sync marker F9 55 44 46 ("\xF9UDF")
-//! 4       1     type: 1 header, 2 snapshot, 3 event; bit 7 (0x80) set = payload compressed
+//! 4       1     type: 1 header, 2 snapshot, 3 event, 4 samples; bit 7 (0x80) set = payload
+//!               compressed
 //! 5       4     payload length N, u32 little-endian (at most 64 MiB)
 //! 9       N     payload
 //! 9+N     4     CRC-32 (IEEE, as zlib's crc32) of bytes 4 .. 9+N (type, length and payload),
@@ -47,6 +48,42 @@
 //! (a torn last frame, a flipped bit) reports it as [`Damage`] with its byte offset and scans for
 //! the next sync marker that starts a frame which checks. Frame types it does not know are
 //! skipped the same way, which lets later versions add frame types.
+//!
+//! ## Samples
+//!
+//! Records from sampled sources (`tick`, `cpuclock`, `pmu`) keep every recovered sample, not only
+//! the per-region counts: one samples frame (type 4) per target per aggregation window, written
+//! after the window's snapshot. It reads as an event of kind `samples` (this is how `report raw`
+//! shows it, and how a reader that does not care skips it: no report but `report code` looks at
+//! it; `convert` to damo leaves it out). Its payload is binary, every number a LEB128 varint:
+//!
+//! ```text
+//! end_ns, window length in ns, target, nr_sites,
+//! per new code site: zigzag(index - previous index), zigzag(ip - previous ip),
+//!                    function, object, missing     (each: 0 = none, 1 = the previous site's in
+//!                                   this frame, else length + 2, UTF-8 bytes)
+//! nr_samples,
+//! per sample: zigzag(addr - previous addr), zigzag(site - previous site),
+//!             zigzag(tid - previous tid), cpu << 2 | access
+//! ```
+//!
+//! `access` is 1 read, 2 write, 3 both, 0 unknown (PMU samples give an address without the
+//! instruction); "previous" values start at 0. Samples are in address order, which keeps their
+//! address differences small: a sample takes 4 to 7 bytes.
+//!
+//! Code sites form a table that grows through the record: a sampled instruction pointer gets an
+//! index the first time it is seen, and the frame that first uses the index describes it: the IP,
+//! the function it lies in (symbolized when it was recorded, so reports work after the binary is
+//! gone or rebuilt), the file or mapping that holds it, and when no function was found, why. An
+//! exec gives the process's IPs new indexes, since the same address now holds other code. Indexes
+//! are explicit, so a damaged frame loses its sites' names and no other frame's. A udamon older
+//! than samples frames skips them as frames of an unknown type (a warning) and reads the rest.
+//!
+//! ```json
+//! {"frame":"event","time_ns":800000000,"kind":"samples","target":0,"window_ns":400000000,
+//!  "sites":[{"index":0,"ip":93824992235584,"function":"sum_buffer","object":"/usr/bin/prog"}],
+//!  "samples":[{"addr":140737337950208,"site":0,"tid":4242,"cpu":1,"access":"read"}]}
+//! ```
 
 pub mod damo;
 pub mod detect;

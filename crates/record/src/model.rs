@@ -267,6 +267,17 @@ pub enum EventKind {
     Stopped { reason: String },
     /// Anything else worth telling the reader.
     Note { text: String },
+    /// The samples of one target recovered in one aggregation window (sampled sources), with
+    /// the code sites they name that the record has not described before. Stored as a binary
+    /// frame of its own (see the crate documentation); `time_ns` is the window's end.
+    Samples {
+        target: u32,
+        /// The window's length: its samples were taken in `time_ns - window_ns .. time_ns`.
+        window_ns: u64,
+        /// New entries of the record's code-site table, in index order.
+        sites: Vec<CodeSite>,
+        samples: Vec<SampleFact>,
+    },
 }
 
 /// DAMOS statistics of one scheme (cumulative since monitoring started).
@@ -417,6 +428,65 @@ impl Targets {
     pub fn get(&self, target: u32) -> Option<&TargetInfo> {
         self.list.get(target as usize).and_then(Option::as_ref)
     }
+}
+
+/// One entry of a record's code-site table: a sampled instruction pointer and what it was
+/// symbolized to when it was first seen (so reports need not find the binary again). Indexes
+/// grow through the record and are never reused: after an exec the same IP gets a new entry.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CodeSite {
+    pub index: u32,
+    pub ip: u64,
+    /// The function (demangled), when a symbol covers the IP.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub function: Option<String>,
+    /// The mapped file (or `[anon]`, `[vdso]`, ...) the IP lies in, when known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub object: Option<String>,
+    /// Why no function was found (a stripped binary, JIT code without a perf map, ...).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub missing: Option<String>,
+}
+
+/// Whether a sampled instruction read memory, wrote it, or both; `Unknown` when the source
+/// gives an address without its instruction (PMU samples).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SampleAccess {
+    Unknown = 0,
+    Read = 1,
+    Write = 2,
+    ReadWrite = 3,
+}
+
+impl SampleAccess {
+    pub fn from_bits(bits: u64) -> SampleAccess {
+        match bits & 3 {
+            1 => SampleAccess::Read,
+            2 => SampleAccess::Write,
+            3 => SampleAccess::ReadWrite,
+            _ => SampleAccess::Unknown,
+        }
+    }
+
+    pub fn reads(self) -> bool {
+        matches!(self, SampleAccess::Read | SampleAccess::ReadWrite)
+    }
+
+    pub fn writes(self) -> bool {
+        matches!(self, SampleAccess::Write | SampleAccess::ReadWrite)
+    }
+}
+
+/// One recovered sample: the data address, the code site (an index into the record's
+/// code-site table) of the sampled instruction pointer, its thread and CPU, and its access.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SampleFact {
+    pub addr: u64,
+    pub site: u32,
+    pub tid: u32,
+    pub cpu: u32,
+    pub access: SampleAccess,
 }
 
 #[cfg(test)]

@@ -204,6 +204,9 @@ impl<R: Read + Seek> RecordReader<R> {
                     .map_err(|e| undecodable(format!("event: {e}")))?;
                 Ok(Frame::Event(event))
             }
+            FrameType::Samples => codec::decode_samples(payload)
+                .map(Frame::Event)
+                .map_err(|e| undecodable(format!("samples: {e}"))),
             FrameType::Header => Err(undecodable(
                 "a second record header (were two records concatenated?)".into(),
             )),

@@ -49,6 +49,16 @@ impl<'a> Cursor<'a> {
         Err("a number does not fit in 64 bits")
     }
 
+    /// The next `n` bytes as they are (a string's bytes after its length).
+    pub fn bytes(&mut self, n: usize) -> Result<&'a [u8], DecodeError> {
+        if n > self.remaining() {
+            return Err("the payload ends inside a string");
+        }
+        let bytes = &self.bytes[self.pos..self.pos + n];
+        self.pos += n;
+        Ok(bytes)
+    }
+
     pub fn u32(&mut self) -> Result<u32, DecodeError> {
         u32::try_from(self.u64()?).map_err(|_| "a 32-bit field holds a larger number")
     }

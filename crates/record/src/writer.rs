@@ -6,7 +6,7 @@
 use crate::codec;
 use crate::error::RecordError;
 use crate::frame::{self, COMPRESSED, FrameType, MAX_PAYLOAD};
-use crate::model::{Event, Header, Snapshot};
+use crate::model::{Event, EventKind, Header, Snapshot};
 use std::fs::File;
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -99,13 +99,34 @@ impl<W: Write> RecordWriter<W> {
         self.emit(FrameType::Snapshot)
     }
 
+    /// Writes an event: a JSON event frame, except for sample batches, which take a binary
+    /// frame of their own (they are the bulk of a sampled record).
     pub fn write_event(&mut self, event: &Event) -> Result<(), RecordError> {
         self.check_usable()?;
         self.payload.clear();
-        serde_json::to_writer(&mut self.payload, event)
-            .map_err(|e| self.encode_error("an event", e))?;
+        let kind = if let EventKind::Samples {
+            target,
+            window_ns,
+            sites,
+            samples,
+        } = &event.kind
+        {
+            codec::encode_samples(
+                &mut self.payload,
+                event.time_ns,
+                *target,
+                *window_ns,
+                sites,
+                samples,
+            );
+            FrameType::Samples
+        } else {
+            serde_json::to_writer(&mut self.payload, event)
+                .map_err(|e| self.encode_error("an event", e))?;
+            FrameType::Event
+        };
         self.frame.clear();
-        self.emit(FrameType::Event)
+        self.emit(kind)
     }
 
     /// How many targets the header lists.

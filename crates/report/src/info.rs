@@ -244,6 +244,7 @@ fn add_event(sum: &mut EventSummary, time_ns: u64, kind: EventKind) {
         EventKind::Referenced { .. } => "referenced",
         EventKind::Stopped { .. } => "stopped",
         EventKind::Note { .. } => "note",
+        EventKind::Samples { .. } => "samples",
     };
     *sum.by_kind.entry(name.to_string()).or_default() += 1;
     let what = match kind {
@@ -253,7 +254,8 @@ fn add_event(sum: &mut EventSummary, time_ns: u64, kind: EventKind) {
         | EventKind::SchemeStats { .. }
         | EventKind::SchemeTriedRegions { .. }
         | EventKind::TargetMemory { .. }
-        | EventKind::Referenced { .. } => None,
+        | EventKind::Referenced { .. }
+        | EventKind::Samples { .. } => None,
         EventKind::TargetAdded {
             target,
             pid,

@@ -15,8 +15,10 @@
 //! - [`schemes`]: what DAMOS schemes did, the memory they saved and the refaults that cost.
 //! - [`referenced`]: the kernel's accessed bits (`record --referenced`) against udamon's
 //!   working set over the same intervals.
+//! - [`code`]: the functions whose instructions touched the hot memory, reads and writes apart.
 
 pub mod access;
+pub mod code;
 pub mod color;
 pub mod dist;
 pub mod dist_image;
@@ -74,6 +76,10 @@ pub enum ReportError {
         "the record holds no mappings: udamon records them for live processes (records made before it did, and simulations, have none)"
     )]
     NoMappings,
+    #[error(
+        "the record holds no samples: record a live process with a sampled source (tick, cpuclock or pmu) with this udamon"
+    )]
+    NoSamples,
     #[error("invalid time rows: {0}")]
     Buckets(String),
     #[error("could not read the record: {0}")]

@@ -34,7 +34,7 @@ pub enum Command {
     Demo(DemoArgs),
     /// Monitor a workload and write a record file (the built-in demo when no target is given).
     Record(RecordArgs),
-    /// Show a record: access, wss, heatmap, nr_regions, schemes, referenced, raw or info.
+    /// Show a record: access, wss, heatmap, nr_regions, schemes, referenced, code, raw or info.
     Report(ReportArgs),
     /// Convert a record to damo's json_compressed format (and damo's records to udamon's).
     Convert(ConvertArgs),
@@ -394,6 +394,26 @@ pub enum ReportKind {
     Referenced {
         #[command(flatten)]
         input: InputArgs,
+    },
+    /// The functions whose instructions touched the hot memory, reads and writes apart.
+    ///
+    /// The memory is each window's hottest regions, or --address-range; the samples are those
+    /// a sampled source (tick, cpuclock, pmu) recorded.
+    Code {
+        #[command(flatten)]
+        input: InputArgs,
+        /// Only samples of these threads.
+        #[arg(long, value_name = "TID", num_args = 1..)]
+        tid: Vec<u32>,
+        /// Only samples taken on these CPUs.
+        #[arg(long, value_name = "CPU", num_args = 1..)]
+        cpu: Vec<u32>,
+        /// Only instructions that read memory (read-modify-writes included).
+        #[arg(long)]
+        reads: bool,
+        /// Only instructions that wrote memory (read-modify-writes included).
+        #[arg(long)]
+        writes: bool,
     },
     /// Every snapshot and event as JSON lines.
     Raw {

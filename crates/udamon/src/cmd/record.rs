@@ -9,13 +9,16 @@ use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 use udamon_core::{Target, VirtualClock};
 use udamon_linux::actions::check_action;
+use udamon_linux::decode::Access;
 use udamon_linux::metrics::ProcMetrics;
 use udamon_linux::perf::{AccessSource as Source, SamplerConfig};
 use udamon_linux::vaddr::{
-    self, SampleClock, SourceChoice, VaddrError, VaddrEvent, VaddrEventKind, VaddrOps, monotonic_us,
+    self, SampleBatch, SampleClock, SourceChoice, VaddrError, VaddrEvent, VaddrEventKind, VaddrOps,
+    monotonic_us,
 };
 use udamon_record::model::{
-    AccessSource, EventKind, MappingRecord, MappingResident, ReferencedMapping, TargetInfo,
+    AccessSource, CodeSite, EventKind, MappingRecord, MappingResident, ReferencedMapping,
+    SampleAccess, SampleFact, TargetInfo,
 };
 use udamon_sim::{SimOps, SimOptions, Workload};
 
@@ -148,8 +151,45 @@ fn record_event(e: VaddrEvent) -> (u64, EventKind) {
                 .collect(),
         },
         VaddrEventKind::Note(text) => EventKind::Note { text },
+        VaddrEventKind::Samples(batch) => samples_event(batch),
     };
     (e.time_us, kind)
+}
+
+/// A target's samples of one window as the record has them.
+fn samples_event(batch: SampleBatch) -> EventKind {
+    let access = |a: Option<Access>| match a {
+        None => SampleAccess::Unknown,
+        Some(Access::Read) => SampleAccess::Read,
+        Some(Access::Write) => SampleAccess::Write,
+        Some(Access::ReadWrite) => SampleAccess::ReadWrite,
+    };
+    EventKind::Samples {
+        target: batch.target as u32,
+        window_ns: (batch.end_us - batch.start_us) * 1000,
+        sites: batch
+            .sites
+            .into_iter()
+            .map(|s| CodeSite {
+                index: s.index,
+                ip: s.ip,
+                function: s.name.function,
+                object: s.name.object,
+                missing: s.name.missing,
+            })
+            .collect(),
+        samples: batch
+            .facts
+            .into_iter()
+            .map(|f| SampleFact {
+                addr: f.addr,
+                site: f.site,
+                tid: f.tid,
+                cpu: f.cpu,
+                access: access(f.access),
+            })
+            .collect(),
+    }
 }
 
 /// Spawns (following the command's forks) or attaches (following forks with --children) with

@@ -12,7 +12,7 @@ use std::path::Path;
 use udamon_report::dist::{self, DistOptions, RenderOptions};
 use udamon_report::heatmap::{self, AddressSelection, HeatmapOptions, term};
 use udamon_report::{
-    access, info, mappings, nr_regions, percentile, plot, raw, referenced, schemes, wss,
+    access, code, info, mappings, nr_regions, percentile, plot, raw, referenced, schemes, wss,
 };
 
 /// `report wss --horizons` without values: one window, then spans from a second to a minute.
@@ -154,6 +154,31 @@ pub fn run(args: &ReportArgs) -> Result<()> {
                 print_json(&report)
             } else {
                 Ok(print(&referenced::render_text(&report))?)
+            }
+        }
+        ReportKind::Code {
+            input,
+            tid,
+            cpu,
+            reads,
+            writes,
+        } => {
+            let (record, _, frames) = input.open()?;
+            let selection = record.selection();
+            let opts = code::CodeOptions {
+                address: selection.address,
+                time_ns: selection.time_ns,
+                tids: tid.clone(),
+                cpus: cpu.clone(),
+                reads: *reads,
+                writes: *writes,
+            };
+            let report = code::code(frames, &opts)?;
+            record.warn_damage();
+            if input.json {
+                print_json(&report)
+            } else {
+                Ok(print(&code::render_text(&report))?)
             }
         }
         ReportKind::Raw { input } => {

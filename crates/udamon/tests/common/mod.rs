@@ -19,14 +19,20 @@ pub fn is_root() -> bool {
 /// target's temporary directory; the binary is renamed into place so that test binaries
 /// building it at the same time never run a half-written one.
 pub fn build_workload(name: &str) -> PathBuf {
+    build_workload_as(name, "cli", &["-O2"])
+}
+
+/// [`build_workload`] with the compiler's `flags`, into `NAME-SUFFIX`.
+pub fn build_workload_as(name: &str, suffix: &str, flags: &[&str]) -> PathBuf {
     let dir = Path::new(env!("CARGO_TARGET_TMPDIR"));
-    let out = dir.join(format!("{name}-cli"));
-    let tmp = dir.join(format!("{name}-cli.{}", std::process::id()));
+    let out = dir.join(format!("{name}-{suffix}"));
+    let tmp = dir.join(format!("{name}-{suffix}.{}", std::process::id()));
     let src = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../linux/tests/workload")
         .join(format!("{name}.c"));
     let status = std::process::Command::new("cc")
-        .args(["-O2", "-o"])
+        .args(flags)
+        .arg("-o")
         .arg(&tmp)
         .arg(&src)
         .status()

@@ -1,0 +1,180 @@
+//! What the record keeps of each recovered sample beyond its region's count: its data address,
+//! the code site of its instruction pointer, its thread and CPU, and whether it read or wrote.
+//!
+//! Code sites are numbered across the whole run in the order their IPs are first seen, and
+//! named once, then ([`Symbolizer`]); the batch that first uses a site carries its name. An exec
+//! forgets the process's sites: the same IP then holds other code and gets a new number. The
+//! facts of an aggregation window are handed over as one [`SampleBatch`] per target once the
+//! window is over, in address order (which keeps the record's address deltas small).
+
+use crate::decode::Access;
+use crate::maps::Maps;
+use crate::symbolize::{SiteName, Symbolizer};
+use std::collections::HashMap;
+
+/// A code site first seen in a batch's window.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Site {
+    pub index: u32,
+    pub ip: u64,
+    pub name: SiteName,
+}
+
+/// One recovered sample.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Fact {
+    pub addr: u64,
+    /// The [`Site`] index of its instruction pointer.
+    pub site: u32,
+    pub tid: u32,
+    pub cpu: u32,
+    /// `None` when the source gives the address without the instruction (PMU samples).
+    pub access: Option<Access>,
+}
+
+/// One target's samples of one aggregation window.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SampleBatch {
+    pub target: usize,
+    /// The window, on the context's time line (µs).
+    pub start_us: u64,
+    pub end_us: u64,
+    /// Sites first used in this window, by index.
+    pub sites: Vec<Site>,
+    pub facts: Vec<Fact>,
+}
+
+#[derive(Default)]
+struct Pending {
+    sites: Vec<Site>,
+    facts: Vec<Fact>,
+}
+
+/// Collects the facts of the current window, per target.
+#[derive(Default)]
+pub(super) struct Facts {
+    symbolizer: Symbolizer,
+    /// (target, IP) → site index.
+    sites: HashMap<(usize, u64), u32>,
+    next_site: u32,
+    pending: Vec<Pending>,
+    /// Where the window being collected started; `None` before the first sample interval.
+    window_start_us: Option<u64>,
+}
+
+impl Facts {
+    /// Keeps one sample of target `t` (process `pid`, whose mappings are `maps`).
+    pub(super) fn push(
+        &mut self,
+        t: usize,
+        pid: u32,
+        maps: &Maps,
+        ip: u64,
+        fact: impl FnOnce(u32) -> Fact,
+    ) {
+        if self.pending.len() <= t {
+            self.pending.resize_with(t + 1, Pending::default);
+        }
+        let site = match self.sites.get(&(t, ip)) {
+            Some(&site) => site,
+            None => {
+                let index = self.next_site;
+                self.next_site += 1;
+                self.sites.insert((t, ip), index);
+                let name = self.symbolizer.name(pid, maps.lookup(ip), ip);
+                self.pending[t].sites.push(Site { index, ip, name });
+                index
+            }
+        };
+        self.pending[t].facts.push(fact(site));
+    }
+
+    /// Target `t` exec'd: its IPs now name other code.
+    pub(super) fn forget_sites(&mut self, t: usize) {
+        self.sites.retain(|&(target, _), _| target != t);
+    }
+
+    /// At the start of a sampling interval's handling, with the context's current window:
+    /// when a window ended since the last call, its batches (targets with samples only).
+    pub(super) fn window(&mut self, window_start_us: u64) -> Vec<SampleBatch> {
+        match self.window_start_us.replace(window_start_us) {
+            Some(start) if start != window_start_us => self.take(start, window_start_us),
+            _ => Vec::new(),
+        }
+    }
+
+    /// Every target's batch since the window started (monitoring ended at `end_us`).
+    pub(super) fn finish(&mut self, end_us: u64) -> Vec<SampleBatch> {
+        let start = self.window_start_us.replace(end_us).unwrap_or(end_us);
+        self.take(start, end_us)
+    }
+
+    fn take(&mut self, start_us: u64, end_us: u64) -> Vec<SampleBatch> {
+        let mut batches = Vec::new();
+        for (target, p) in self.pending.iter_mut().enumerate() {
+            if p.facts.is_empty() && p.sites.is_empty() {
+                continue;
+            }
+            let mut facts = std::mem::take(&mut p.facts);
+            facts.sort_by_key(|f| f.addr);
+            batches.push(SampleBatch {
+                target,
+                start_us,
+                end_us,
+                sites: std::mem::take(&mut p.sites),
+                facts,
+            });
+        }
+        batches
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fact(addr: u64) -> impl FnOnce(u32) -> Fact {
+        move |site| Fact {
+            addr,
+            site,
+            tid: 1,
+            cpu: 0,
+            access: Some(Access::Read),
+        }
+    }
+
+    #[test]
+    fn sites_are_named_once_per_process_image_and_batched_per_window() {
+        let maps = Maps::default();
+        let mut f = Facts::default();
+        assert!(f.window(0).is_empty());
+        f.push(0, 1, &maps, 0x10, fact(0x300));
+        f.push(0, 1, &maps, 0x10, fact(0x100));
+        f.push(1, 2, &maps, 0x10, fact(0x200));
+        assert!(f.window(0).is_empty(), "the window goes on");
+        let batches = f.window(400);
+        assert_eq!(batches.len(), 2);
+        let b = &batches[0];
+        assert_eq!((b.target, b.start_us, b.end_us), (0, 0, 400));
+        assert_eq!(b.sites.len(), 1, "one IP, one site");
+        assert_eq!(
+            b.facts.iter().map(|f| (f.addr, f.site)).collect::<Vec<_>>(),
+            [(0x100, 0), (0x300, 0)],
+            "address order"
+        );
+        assert_eq!(
+            batches[1].sites[0].index, 1,
+            "another process's IP is another site"
+        );
+
+        f.push(0, 1, &maps, 0x10, fact(0x100));
+        let b = f.finish(500);
+        assert!(b[0].sites.is_empty(), "already described");
+        assert_eq!((b[0].facts[0].site, b[0].start_us), (0, 400));
+
+        f.forget_sites(0);
+        f.push(0, 1, &maps, 0x10, fact(0x100));
+        let b = f.finish(600);
+        assert_eq!(b[0].sites[0].index, 2, "after an exec the IP is a new site");
+    }
+}

@@ -1,0 +1,478 @@
+//! `report code`: the functions whose instructions touched the hot memory, from the samples a
+//! sampled source recorded (each with its data address, code site, thread, CPU, and whether
+//! it read or wrote; see `samples` in the record format).
+//!
+//! By default the memory is each window's hottest regions: those whose access rate is at least
+//! [`HOT_SHARE`] of the window's highest. A window's samples frame follows its snapshot, so one
+//! pass pairs them, keeping only each target's last snapshot. An address range replaces the
+//! hottest regions. Memory is bounded by the code the record names (its sites and functions),
+//! never by its length.
+
+use crate::{ReportError, Result, human};
+use serde::Serialize;
+use std::collections::{BTreeMap, HashMap};
+use std::fmt::Write as _;
+use udamon_record::model::{CodeSite, EventKind, Frame, RegionStat, SampleFact};
+
+/// A region is among a window's hottest when its access rate is at least this share of the
+/// window's highest.
+pub const HOT_SHARE: f64 = 0.5;
+
+/// Which samples count.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CodeOptions {
+    /// Data addresses `[start, end)` instead of the hottest regions.
+    pub address: Option<(u64, u64)>,
+    /// Windows overlapping `[start, end)` ns from the record's start.
+    pub time_ns: Option<(u64, u64)>,
+    /// Only these threads / CPUs (empty: all).
+    pub tids: Vec<u32>,
+    pub cpus: Vec<u32>,
+    /// Only samples that read / that wrote (both: either).
+    pub reads: bool,
+    pub writes: bool,
+}
+
+/// One function (or, without a name, one mapping) and the samples of its instructions.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct FunctionRow {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub function: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub object: Option<String>,
+    /// Why there is no function name.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub missing: Option<String>,
+    pub samples: u64,
+    /// Of the samples in scope.
+    pub share: f64,
+    /// Samples that read (including read-modify-writes), and that wrote.
+    pub reads: u64,
+    pub writes: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct CodeReport {
+    /// What memory was looked at, in words.
+    pub scope: String,
+    /// Every sample the record holds, and those in scope and through the filters.
+    pub samples_recorded: u64,
+    pub samples: u64,
+    /// Of `samples`: the share whose instruction has a function name.
+    pub named_share: f64,
+    /// By samples, most first.
+    pub functions: Vec<FunctionRow>,
+}
+
+#[derive(Default)]
+struct Count {
+    samples: u64,
+    reads: u64,
+    writes: u64,
+}
+
+/// Where a site's samples add up: its function in its object, or the object alone.
+type Key = (Option<String>, Option<String>);
+
+/// The report over `frames`; fails when they hold no samples.
+pub fn code(frames: impl IntoIterator<Item = Frame>, opts: &CodeOptions) -> Result<CodeReport> {
+    let mut sites: HashMap<u32, CodeSite> = HashMap::new();
+    let mut last_snapshot: BTreeMap<u32, (u64, Vec<RegionStat>)> = BTreeMap::new();
+    let mut counts: HashMap<Key, Count> = HashMap::new();
+    let mut missing: HashMap<Key, String> = HashMap::new();
+    let (mut recorded, mut in_scope) = (0u64, 0u64);
+    for frame in frames {
+        match frame {
+            Frame::Snapshot(s) => {
+                for t in s.targets {
+                    last_snapshot.insert(t.target, (s.end_ns, t.regions));
+                }
+            }
+            Frame::Event(e) => {
+                let EventKind::Samples {
+                    target,
+                    window_ns,
+                    sites: new_sites,
+                    samples,
+                } = e.kind
+                else {
+                    continue;
+                };
+                for site in new_sites {
+                    sites.insert(site.index, site);
+                }
+                recorded += samples.len() as u64;
+                let start_ns = e.time_ns.saturating_sub(window_ns);
+                if opts
+                    .time_ns
+                    .is_some_and(|(from, to)| !(start_ns < to && e.time_ns > from))
+                {
+                    continue;
+                }
+                let hot = match opts.address {
+                    Some(range) => vec![range],
+                    None => match last_snapshot.get(&target) {
+                        // The window's own snapshot, written just before its samples.
+                        Some((end_ns, regions)) if *end_ns == e.time_ns => hottest(regions),
+                        _ => continue,
+                    },
+                };
+                for s in samples
+                    .iter()
+                    .filter(|s| opts.wants(s) && within(&hot, s.addr))
+                {
+                    in_scope += 1;
+                    let site = sites.get(&s.site);
+                    let key = (
+                        site.and_then(|c| c.function.clone()),
+                        site.and_then(|c| c.object.clone()),
+                    );
+                    let count = counts.entry(key.clone()).or_default();
+                    count.samples += 1;
+                    count.reads += s.access.reads() as u64;
+                    count.writes += s.access.writes() as u64;
+                    if key.0.is_none() && !missing.contains_key(&key) {
+                        let why = site.map_or_else(
+                            || "the record lost this code site's description (damage)".into(),
+                            |c| c.missing.clone().unwrap_or_default(),
+                        );
+                        missing.insert(key, why);
+                    }
+                }
+            }
+        }
+    }
+    if recorded == 0 {
+        return Err(ReportError::NoSamples);
+    }
+    let named: u64 = counts
+        .iter()
+        .filter(|(k, _)| k.0.is_some())
+        .map(|(_, c)| c.samples)
+        .sum();
+    let share = |n: u64| n as f64 / in_scope.max(1) as f64;
+    let mut functions: Vec<FunctionRow> = counts
+        .into_iter()
+        .map(|(key, c)| FunctionRow {
+            missing: missing.get(&key).cloned(),
+            function: key.0,
+            object: key.1,
+            samples: c.samples,
+            share: share(c.samples),
+            reads: c.reads,
+            writes: c.writes,
+        })
+        .collect();
+    functions.sort_by(|a, b| {
+        b.samples
+            .cmp(&a.samples)
+            .then_with(|| a.function.cmp(&b.function))
+            .then_with(|| a.object.cmp(&b.object))
+    });
+    let scope = match opts.address {
+        Some((start, end)) => format!("data addresses {}-{}", human::hex(start), human::hex(end)),
+        None => format!(
+            "each window's hottest regions (access rate at least {:.0} % of the window's highest)",
+            HOT_SHARE * 100.0
+        ),
+    };
+    Ok(CodeReport {
+        scope,
+        samples_recorded: recorded,
+        samples: in_scope,
+        named_share: share(named),
+        functions,
+    })
+}
+
+impl CodeOptions {
+    fn wants(&self, s: &SampleFact) -> bool {
+        let access = match (self.reads, self.writes) {
+            (true, false) => s.access.reads(),
+            (false, true) => s.access.writes(),
+            (true, true) => s.access.reads() || s.access.writes(),
+            (false, false) => true,
+        };
+        access
+            && (self.tids.is_empty() || self.tids.contains(&s.tid))
+            && (self.cpus.is_empty() || self.cpus.contains(&s.cpu))
+    }
+}
+
+/// The ranges of a window's hottest regions (in address order, as the snapshot holds them).
+fn hottest(regions: &[RegionStat]) -> Vec<(u64, u64)> {
+    let max = regions.iter().map(|r| r.nr_accesses).max().unwrap_or(0);
+    if max == 0 {
+        return Vec::new();
+    }
+    regions
+        .iter()
+        .filter(|r| r.nr_accesses as f64 >= HOT_SHARE * max as f64)
+        .map(|r| (r.start, r.end))
+        .collect()
+}
+
+/// Whether `addr` lies in one of the sorted, disjoint `ranges`.
+fn within(ranges: &[(u64, u64)], addr: u64) -> bool {
+    let i = ranges.partition_point(|r| r.1 <= addr);
+    ranges.get(i).is_some_and(|r| r.0 <= addr)
+}
+
+/// Rows of text that a long list is cut to.
+pub const TEXT_ROWS: usize = 30;
+
+pub fn render_text(report: &CodeReport) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "# code touching {}: {} of the record's {} samples, {:.1} % of them in named functions",
+        report.scope,
+        report.samples,
+        report.samples_recorded,
+        report.named_share * 100.0
+    );
+    if report.samples == 0 {
+        let _ = writeln!(
+            out,
+            "# no sample in scope: widen the filters or give an --address-range"
+        );
+        return out;
+    }
+    let _ = writeln!(
+        out,
+        "# {:>6} {:>8} {:>8} {:>8}  function (object)",
+        "share", "samples", "reads", "writes"
+    );
+    for f in report.functions.iter().take(TEXT_ROWS) {
+        let object = object_name(f);
+        let name = match &f.function {
+            Some(function) => format!("{function} ({object})"),
+            None => format!("? ({object})"),
+        };
+        let _ = writeln!(
+            out,
+            "  {:>5.1}% {:>8} {:>8} {:>8}  {}",
+            f.share * 100.0,
+            f.samples,
+            f.reads,
+            f.writes,
+            human::one_line(&name, human::TEXT_CHARS)
+        );
+    }
+    if report.functions.len() > TEXT_ROWS {
+        let _ = writeln!(
+            out,
+            "# {} more (--json lists them all)",
+            report.functions.len() - TEXT_ROWS
+        );
+    }
+    let mut why: Vec<(&str, &str)> = report
+        .functions
+        .iter()
+        .filter_map(|f| Some((object_name(f), f.missing.as_deref()?)))
+        .filter(|(_, why)| !why.is_empty())
+        .collect();
+    why.sort_unstable();
+    why.dedup();
+    for (object, why) in why {
+        let _ = writeln!(out, "# no function names in {object}: {why}");
+    }
+    out
+}
+
+fn object_name(row: &FunctionRow) -> &str {
+    row.object.as_deref().unwrap_or("an unknown mapping")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use udamon_record::model::{Event, SampleAccess, Snapshot, TargetSnapshot};
+
+    fn snapshot(end_ns: u64, regions: &[(u64, u64, u32)]) -> Frame {
+        Frame::Snapshot(Snapshot {
+            start_ns: end_ns - 100,
+            end_ns,
+            sample_us: 5,
+            aggr_us: 100,
+            targets: vec![TargetSnapshot {
+                target: 0,
+                regions: regions
+                    .iter()
+                    .map(|&(start, end, nr_accesses)| RegionStat {
+                        start,
+                        end,
+                        nr_accesses,
+                        age: 0,
+                        raw_samples: 0,
+                    })
+                    .collect(),
+            }],
+        })
+    }
+
+    fn site(index: u32, function: Option<&str>) -> CodeSite {
+        CodeSite {
+            index,
+            ip: 0x1000 + index as u64,
+            function: function.map(Into::into),
+            object: Some("/bin/prog".into()),
+            missing: function.is_none().then(|| "stripped".into()),
+        }
+    }
+
+    fn sample(addr: u64, site: u32, tid: u32, access: SampleAccess) -> SampleFact {
+        SampleFact {
+            addr,
+            site,
+            tid,
+            cpu: tid % 2,
+            access,
+        }
+    }
+
+    fn samples(time_ns: u64, sites: Vec<CodeSite>, samples: Vec<SampleFact>) -> Frame {
+        Frame::Event(Event {
+            time_ns,
+            kind: EventKind::Samples {
+                target: 0,
+                window_ns: 100,
+                sites,
+                samples,
+            },
+        })
+    }
+
+    fn frames() -> Vec<Frame> {
+        use SampleAccess::*;
+        vec![
+            // Hot: 0x1000-0x2000 (10) and 0x3000-0x4000 (6); cold: 0x2000-0x3000 (1).
+            snapshot(
+                100,
+                &[
+                    (0x1000, 0x2000, 10),
+                    (0x2000, 0x3000, 1),
+                    (0x3000, 0x4000, 6),
+                ],
+            ),
+            samples(
+                100,
+                vec![
+                    site(0, Some("reader")),
+                    site(1, Some("writer")),
+                    site(2, None),
+                ],
+                vec![
+                    sample(0x1100, 0, 7, Read),
+                    sample(0x1200, 0, 7, Read),
+                    sample(0x2100, 2, 7, Read),
+                    sample(0x3100, 1, 8, Write),
+                    sample(0x3200, 1, 8, ReadWrite),
+                ],
+            ),
+            // The next window: only 0x2000-0x3000 is hot, and a site is reused.
+            snapshot(200, &[(0x1000, 0x2000, 0), (0x2000, 0x3000, 4)]),
+            samples(
+                200,
+                vec![],
+                vec![sample(0x2200, 2, 7, Read), sample(0x1300, 0, 7, Read)],
+            ),
+        ]
+    }
+
+    fn rows(r: &CodeReport) -> Vec<(Option<&str>, u64, u64, u64)> {
+        r.functions
+            .iter()
+            .map(|f| (f.function.as_deref(), f.samples, f.reads, f.writes))
+            .collect()
+    }
+
+    #[test]
+    fn functions_of_each_windows_hottest_regions_with_reads_and_writes_apart() {
+        let r = code(frames(), &CodeOptions::default()).unwrap();
+        assert_eq!((r.samples_recorded, r.samples), (7, 5));
+        assert_eq!(
+            rows(&r),
+            [
+                (Some("reader"), 2, 2, 0),
+                (Some("writer"), 2, 1, 2),
+                (None, 1, 1, 0)
+            ]
+        );
+        assert!((r.named_share - 0.8).abs() < 1e-9);
+        assert_eq!(r.functions[2].missing.as_deref(), Some("stripped"));
+        let text = render_text(&r);
+        assert!(text.contains("reader (/bin/prog)"), "{text}");
+        assert!(
+            text.contains("no function names in /bin/prog: stripped"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn filters_narrow_the_samples() {
+        let only = |opts: CodeOptions| code(frames(), &opts).unwrap();
+        let writes = only(CodeOptions {
+            writes: true,
+            ..CodeOptions::default()
+        });
+        assert_eq!(rows(&writes), [(Some("writer"), 2, 1, 2)]);
+        let reads = only(CodeOptions {
+            reads: true,
+            ..CodeOptions::default()
+        });
+        assert_eq!(rows(&reads)[0], (Some("reader"), 2, 2, 0));
+        assert_eq!(reads.functions.len(), 3, "a read-modify-write reads too");
+        let tid = only(CodeOptions {
+            tids: vec![8],
+            ..CodeOptions::default()
+        });
+        assert_eq!(rows(&tid), [(Some("writer"), 2, 1, 2)]);
+        let cpu = only(CodeOptions {
+            cpus: vec![1],
+            ..CodeOptions::default()
+        });
+        assert_eq!(cpu.samples, 3, "tid 7 ran on CPU 1");
+        let range = only(CodeOptions {
+            address: Some((0x1000, 0x2000)),
+            ..CodeOptions::default()
+        });
+        assert_eq!(
+            rows(&range),
+            [(Some("reader"), 3, 3, 0)],
+            "every window, hot or not"
+        );
+        let late = only(CodeOptions {
+            time_ns: Some((150, 200)),
+            ..CodeOptions::default()
+        });
+        assert_eq!(rows(&late), [(None, 1, 1, 0)]);
+    }
+
+    #[test]
+    fn samples_of_a_site_lost_to_damage_say_so() {
+        let frames = vec![
+            snapshot(100, &[(0x1000, 0x2000, 10)]),
+            samples(100, vec![], vec![sample(0x1100, 9, 7, SampleAccess::Read)]),
+        ];
+        let r = code(frames, &CodeOptions::default()).unwrap();
+        let row = &r.functions[0];
+        assert_eq!(
+            (row.function.as_deref(), row.object.as_deref()),
+            (None, None)
+        );
+        assert!(
+            row.missing.as_deref().unwrap().contains("damage"),
+            "{row:?}"
+        );
+    }
+
+    #[test]
+    fn a_record_without_samples_is_refused() {
+        let e = code(
+            vec![snapshot(100, &[(0, 4096, 1)])],
+            &CodeOptions::default(),
+        );
+        assert!(matches!(e, Err(ReportError::NoSamples)));
+    }
+}
