@@ -8,6 +8,7 @@
 //! hottest regions. Memory is bounded by the code the record names (its sites and functions),
 //! never by its length.
 
+use crate::mappings::Layouts;
 use crate::{ReportError, Result, human};
 use serde::Serialize;
 use std::collections::{BTreeMap, HashMap};
@@ -23,6 +24,9 @@ pub const HOT_SHARE: f64 = 0.5;
 pub struct CodeOptions {
     /// Data addresses `[start, end)` instead of the hottest regions.
     pub address: Option<(u64, u64)>,
+    /// The mappings whose name contains this (`[heap]`, `libc`, ...) instead of the hottest
+    /// regions, as the record's `mappings` events give them.
+    pub mapping: Option<String>,
     /// Windows overlapping `[start, end)` ns from the record's start.
     pub time_ns: Option<(u64, u64)>,
     /// Only these threads / CPUs (empty: all).
@@ -81,7 +85,9 @@ pub fn code(frames: impl IntoIterator<Item = Frame>, opts: &CodeOptions) -> Resu
     let mut counts: HashMap<Key, Count> = HashMap::new();
     let mut missing: HashMap<Key, String> = HashMap::new();
     let (mut recorded, mut in_scope) = (0u64, 0u64);
+    let mut layouts = Layouts::default();
     for frame in frames {
+        layouts.observe(&frame);
         match frame {
             Frame::Snapshot(s) => {
                 for t in s.targets {
@@ -109,9 +115,15 @@ pub fn code(frames: impl IntoIterator<Item = Frame>, opts: &CodeOptions) -> Resu
                 {
                     continue;
                 }
-                let hot = match opts.address {
-                    Some(range) => vec![range],
-                    None => match last_snapshot.get(&target) {
+                let hot = match (opts.address, &opts.mapping) {
+                    (Some(range), _) => vec![range],
+                    (None, Some(name)) => layouts
+                        .covering(target, 0, u64::MAX)
+                        .iter()
+                        .filter(|m| m.name.contains(name.as_str()))
+                        .map(|m| (m.start, m.end))
+                        .collect(),
+                    (None, None) => match last_snapshot.get(&target) {
                         // The window's own snapshot, written just before its samples.
                         Some((end_ns, regions)) if *end_ns == e.time_ns => hottest(regions),
                         _ => continue,
@@ -145,6 +157,9 @@ pub fn code(frames: impl IntoIterator<Item = Frame>, opts: &CodeOptions) -> Resu
     if recorded == 0 {
         return Err(ReportError::NoSamples);
     }
+    if opts.mapping.is_some() && layouts.is_empty() {
+        return Err(ReportError::NoMappings);
+    }
     let named: u64 = counts
         .iter()
         .filter(|(k, _)| k.0.is_some())
@@ -169,9 +184,12 @@ pub fn code(frames: impl IntoIterator<Item = Frame>, opts: &CodeOptions) -> Resu
             .then_with(|| a.function.cmp(&b.function))
             .then_with(|| a.object.cmp(&b.object))
     });
-    let scope = match opts.address {
-        Some((start, end)) => format!("data addresses {}-{}", human::hex(start), human::hex(end)),
-        None => format!(
+    let scope = match (opts.address, &opts.mapping) {
+        (Some((start, end)), _) => {
+            format!("data addresses {}-{}", human::hex(start), human::hex(end))
+        }
+        (None, Some(name)) => format!("the mappings named like {name:?}"),
+        (None, None) => format!(
             "each window's hottest regions (access rate at least {:.0} % of the window's highest)",
             HOT_SHARE * 100.0
         ),

@@ -397,11 +397,15 @@ pub enum ReportKind {
     },
     /// The functions whose instructions touched the hot memory, reads and writes apart.
     ///
-    /// The memory is each window's hottest regions, or --address-range; the samples are those
-    /// a sampled source (tick, cpuclock, pmu) recorded.
+    /// The memory is each window's hottest regions, or --address-range, or --mapping; the
+    /// samples are those a sampled source (tick, cpuclock, pmu) recorded.
     Code {
         #[command(flatten)]
         input: InputArgs,
+        /// The mappings whose name contains NAME (`[heap]`, `libc`, a file's path) instead of
+        /// the hottest regions.
+        #[arg(long, value_name = "NAME", conflicts_with = "address_range")]
+        mapping: Option<String>,
         /// Only samples of these threads.
         #[arg(long, value_name = "TID", num_args = 1..)]
         tid: Vec<u32>,

@@ -97,6 +97,13 @@ fn two_functions_on_two_buffers_are_named_and_told_apart() {
     assert!(top.1 >= 20, "{file}");
     assert_eq!((top.2, top.3), (0, top.1), "stores only: {file}");
 
+    // So do the mappings, by name: the file's (deleted once mapped) and anonymous memory.
+    let file = report_json(&["code", "--mapping", "/tmp/udamon-code-"], &rec);
+    assert_eq!(rows(&file)[0].0, "write_file_buffer", "{file}");
+    assert!(file["scope"].as_str().unwrap().contains("udamon-code-"));
+    let anon = report_json(&["code", "--mapping", "[anon]"], &rec);
+    assert_eq!(rows(&anon)[0].0, "read_anon_buffer", "{anon}");
+
     // The filters tell them apart too, over each window's hottest regions.
     let writes = rows(&report_json(&["code", "--writes"], &rec));
     assert_eq!(writes[0].0, "write_file_buffer");

@@ -158,6 +158,7 @@ pub fn run(args: &ReportArgs) -> Result<()> {
         }
         ReportKind::Code {
             input,
+            mapping,
             tid,
             cpu,
             reads,
@@ -167,6 +168,7 @@ pub fn run(args: &ReportArgs) -> Result<()> {
             let selection = record.selection();
             let opts = code::CodeOptions {
                 address: selection.address,
+                mapping: mapping.clone(),
                 time_ns: selection.time_ns,
                 tids: tid.clone(),
                 cpus: cpu.clone(),
