@@ -285,11 +285,11 @@ fn referenced_intervals_hold_the_kernels_accessed_bytes_beside_udamons() {
         .assert()
         .success();
     let report = report_json(&["referenced"], &out);
-    // The first intervals may still hold the workload's fill of all its 1 GiB (on a busy
-    // machine it takes seconds): the pattern's own intervals follow them.
+    // The first intervals may still hold the workload's fill of all its 1 GiB, whole or in
+    // part (on a busy machine it takes seconds): the pattern's own intervals, 320 MiB, follow.
     const MIB: f64 = (1 << 20) as f64;
     let all = report["intervals"].as_array().unwrap();
-    let filling = |i: &Value| i["kernel_bytes"].as_f64().unwrap() > 900.0 * MIB;
+    let filling = |i: &Value| i["kernel_bytes"].as_f64().unwrap() >= 400.0 * MIB;
     let intervals: Vec<&Value> = all.iter().skip_while(|&i| filling(i)).collect();
     assert!(
         all.len() - intervals.len() <= 2 && intervals.len() >= 2,
