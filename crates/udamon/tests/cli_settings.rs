@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::{report_json, udamon};
+use common::{report_json, sim_record, udamon};
 use predicates::str::contains;
 
 /// `udamon record ARGS -o DIR/r.data` fails with one line containing `why`, and writes no file.
@@ -70,19 +70,12 @@ fn a_duration_without_a_unit_that_records_nothing_is_refused() {
         "--duration 10us is shorter than one aggregation interval (100ms)",
     );
     let dir = tempfile::tempdir().unwrap();
-    let out = dir.path().join("r.data");
-    udamon()
-        .args([
-            "record",
-            "--sim",
-            "builtin:stairs",
-            "--duration",
-            "1s",
-            "-o",
-        ])
-        .arg(&out)
-        .assert()
-        .success();
+    let out = sim_record(
+        dir.path(),
+        "r.data",
+        "builtin:stairs",
+        &["--duration", "1s"],
+    );
     assert_eq!(report_json(&["info"], &out)["nr_snapshots"], 10);
 }
 
@@ -93,19 +86,12 @@ fn the_help_shows_the_defaults_a_simulation_gets() {
     let help = String::from_utf8(help.stdout).unwrap().replace('\n', " ");
     let help = help.split_whitespace().collect::<Vec<_>>().join(" ");
     let dir = tempfile::tempdir().unwrap();
-    let out = dir.path().join("r.data");
-    udamon()
-        .args([
-            "record",
-            "--sim",
-            "builtin:stairs",
-            "--duration",
-            "2s",
-            "-o",
-        ])
-        .arg(&out)
-        .assert()
-        .success();
+    let out = sim_record(
+        dir.path(),
+        "r.data",
+        "builtin:stairs",
+        &["--duration", "2s"],
+    );
     let header = &report_json(&["info"], &out)["header"];
     let ms = |key: &str| header["intervals"][key].as_u64().unwrap() / 1000;
     let aggr = format!(

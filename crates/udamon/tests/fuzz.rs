@@ -11,7 +11,7 @@
 
 mod common;
 
-use common::udamon;
+use common::{sim_record, udamon};
 use std::fs;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::path::{Path, PathBuf};
@@ -219,22 +219,9 @@ fn udamon_record(compress: bool) -> Vec<u8> {
 
 /// A short simulated record made by the command, with scheme statistics in it.
 fn cli_record(dir: &Path, schemes: &Path) -> Vec<u8> {
-    let out = dir.join("cli.data");
-    udamon()
-        .args([
-            "record",
-            "--sim",
-            "builtin:stairs",
-            "--duration",
-            "1s",
-            "-o",
-        ])
-        .arg(&out)
-        .arg("--schemes")
-        .arg(schemes)
-        .assert()
-        .success();
-    fs::read(out).unwrap()
+    let schemes = schemes.to_str().expect("a UTF-8 temp path");
+    let args = ["--duration", "1s", "--schemes", schemes];
+    fs::read(sim_record(dir, "cli.data", "builtin:stairs", &args)).unwrap()
 }
 
 const SCHEMES: &str = r#"[{"action": "pageout",
