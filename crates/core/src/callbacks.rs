@@ -29,6 +29,13 @@ pub enum RunError {
 
 /// Every method has a default that does nothing, so an implementation picks what it needs.
 pub trait Callbacks {
+    /// Between two steps, with the context to change: where a running monitor takes new
+    /// intervals, region bounds or schemes (upstream commits them to a running kdamond the same
+    /// way, between its loop's iterations). A break stops monitoring; an error stops it too.
+    fn control(&mut self, _ctx: &mut Context) -> Flow {
+        Ok(ControlFlow::Continue(()))
+    }
+
     /// After every sampling interval's access check. A break stops monitoring after the
     /// current step; an error stops it at once.
     fn after_sampling(&mut self, _ctx: &Context) -> Flow {
@@ -63,6 +70,13 @@ impl Callbacks for NoCallbacks {}
 /// Several callbacks, called in order; the first break or error stops monitoring, and the
 /// rest are not called for that hook.
 impl<A: Callbacks, B: Callbacks> Callbacks for (A, B) {
+    fn control(&mut self, ctx: &mut Context) -> Flow {
+        match self.0.control(ctx)? {
+            ControlFlow::Continue(()) => self.1.control(ctx),
+            stop => Ok(stop),
+        }
+    }
+
     fn after_sampling(&mut self, ctx: &Context) -> Flow {
         match self.0.after_sampling(ctx)? {
             ControlFlow::Continue(()) => self.1.after_sampling(ctx),

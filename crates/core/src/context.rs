@@ -143,6 +143,11 @@ impl Context {
         Ok(())
     }
 
+    /// Removes scheme `index` (its statistics go with it); `None` when there is no such scheme.
+    pub fn remove_scheme(&mut self, index: usize) -> Option<Scheme> {
+        (index < self.schemes.len()).then(|| self.schemes.remove(index))
+    }
+
     pub fn schemes(&self) -> &[Scheme] {
         &self.schemes
     }
@@ -574,6 +579,11 @@ impl Context {
     ) -> Result<StopReason, RunError> {
         let result = self.start(ops).map_err(RunError::Ops).and_then(|()| {
             loop {
+                match callbacks.control(self) {
+                    Ok(ControlFlow::Continue(())) => {}
+                    Ok(ControlFlow::Break(())) => break Ok(StopReason::Requested),
+                    Err(e) => break Err(RunError::Callback(e)),
+                }
                 match self.step(ops, clock, callbacks) {
                     Ok(ControlFlow::Continue(())) => continue,
                     Ok(ControlFlow::Break(reason)) => break Ok(reason),

@@ -248,6 +248,57 @@ fn a_callbacks_error_ends_the_run_at_once_and_comes_back_first() {
     );
 }
 
+/// Lengthens the aggregation interval once the run passes `at_us`, and stops it at `stop_us`:
+/// what a running monitor's control does between steps.
+struct RetuneAt {
+    at_us: u64,
+    stop_us: u64,
+    aggr_us: u64,
+    window_ends: Vec<u64>,
+}
+
+impl Callbacks for RetuneAt {
+    fn control(&mut self, ctx: &mut Context) -> Flow {
+        if ctx.now_us() >= self.stop_us {
+            return Ok(ControlFlow::Break(()));
+        }
+        if ctx.now_us() >= self.at_us && ctx.attrs().aggr_interval_us != self.aggr_us {
+            let attrs = Attrs {
+                aggr_interval_us: self.aggr_us,
+                ..*ctx.attrs()
+            };
+            ctx.set_attrs(attrs)?;
+        }
+        Ok(ControlFlow::Continue(()))
+    }
+
+    fn after_aggregation(&mut self, ctx: &Context) -> Flow {
+        self.window_ends.push(ctx.now_us());
+        Ok(ControlFlow::Continue(()))
+    }
+}
+
+#[test]
+fn control_between_steps_changes_a_running_context_and_can_stop_it() {
+    let mut ctx = Context::new(Attrs::default(), 1).unwrap();
+    ctx.add_target(Target::new(Some(1)));
+    let mut ops = HotRangesOps::new(AddrRange::new(0, MIB), vec![]);
+    let mut cb = RetuneAt {
+        at_us: 300_000,
+        stop_us: 1_000_000,
+        aggr_us: 200_000,
+        window_ends: Vec::new(),
+    };
+    let reason = ctx.run(&mut ops, &mut VirtualClock, &mut cb).unwrap();
+    assert_eq!(reason, StopReason::Requested);
+    assert_eq!(ctx.now_us(), 1_000_000, "stopped before the next step");
+    assert_eq!(
+        cb.window_ends,
+        [100_000, 200_000, 300_000, 500_000, 700_000, 900_000],
+        "windows of 100 ms until the change, of 200 ms after it"
+    );
+}
+
 /// Records the times a clock was asked to wait for.
 struct RecordingClock(Vec<u64>);
 
