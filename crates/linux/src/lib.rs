@@ -7,13 +7,17 @@
 //! - [`actions`]: DAMOS actions on live processes (`process_madvise` through a pidfd);
 //! - [`metrics`]: system and process metrics for quota goals and watermarks;
 //! - [`referenced`]: the kernel's accessed bits per mapping, an opt-in second opinion;
+//! - [`discover`]: which processes `udamon serve` monitors, and who may ask it to;
+//! - [`proc_stat`]: the fields udamon reads of `/proc/PID/stat`;
 //! - [`symbolize`]: naming sampled instruction pointers (function, mapping) while recording.
 
 pub mod actions;
 pub mod decode;
+pub mod discover;
 pub mod maps;
 pub mod metrics;
 pub mod perf;
+pub mod proc_stat;
 pub mod referenced;
 pub mod symbolize;
 pub mod vaddr;

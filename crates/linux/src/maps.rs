@@ -253,15 +253,7 @@ fn capability_names(mask: u64) -> Vec<String> {
 /// Whether `pid` is a kernel thread (`PF_KTHREAD` in `/proc/PID/stat`'s flags): its maps read
 /// empty like a zombie's, but it never had user memory.
 pub fn is_kernel_thread(pid: u32) -> bool {
-    const PF_KTHREAD: u64 = 0x0020_0000;
-    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
-        return false;
-    };
-    // The command name may hold spaces and parentheses; the fields after it do not.
-    stat.rsplit_once(')')
-        .and_then(|(_, rest)| rest.split_whitespace().nth(6))
-        .and_then(|flags| flags.parse::<u64>().ok())
-        .is_some_and(|flags| flags & PF_KTHREAD != 0)
+    crate::proc_stat::ProcStat::read(pid).is_some_and(|s| s.is_kernel_thread())
 }
 
 impl Maps {

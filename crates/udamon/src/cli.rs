@@ -38,6 +38,11 @@ pub enum Command {
     Report(ReportArgs),
     /// Convert a record to damo's json_compressed format (and damo's records to udamon's).
     Convert(ConvertArgs),
+    /// Monitor processes until stopped, with Prometheus metrics, rotated records and runtime
+    /// control (see docs/serve.md).
+    Serve(ServeArgs),
+    /// Talk to a running `udamon serve`: list, add and remove targets, tune, schemes, snapshots.
+    Ctl(CtlArgs),
 }
 
 /// Monitoring attributes, shared by every command that monitors. Whatever is not given takes
@@ -531,4 +536,123 @@ fn parse_horizon(s: &str) -> Result<Horizon, String> {
     parse_duration_us(s)
         .map(Horizon::Span)
         .map_err(|e| format!("{e}, or auto"))
+}
+
+#[derive(Debug, Args)]
+#[command(
+    after_help = "Targets are followed as they come and go: a cgroup's processes as they \
+    join, fork, leave and exit, and --match's command names at every rescan. SIGTERM or Ctrl-C \
+    stop with every record complete; SIGHUP reads --config again (targets, intervals and \
+    schemes for targets started from then on). See docs/serve.md."
+)]
+pub struct ServeArgs {
+    /// Monitor this process until it exits (repeatable).
+    #[arg(long, value_name = "PID")]
+    pub pid: Vec<u32>,
+    /// Monitor every process of this cgroup v2 and its descendants (repeatable).
+    #[arg(long, value_name = "PATH")]
+    pub cgroup: Vec<PathBuf>,
+    /// Monitor every process whose command name matches this regular expression (repeatable).
+    #[arg(long = "match", value_name = "REGEX")]
+    pub r#match: Vec<String>,
+    /// Start with no target and wait for `udamon ctl add`.
+    #[arg(long)]
+    pub idle: bool,
+    /// How often cgroups and command names are scanned again [default: 2s].
+    #[arg(long, value_name = "DURATION", value_parser = parse_interval_us)]
+    pub rescan: Option<u64>,
+    /// Serve Prometheus metrics on this address, at /metrics [default: 127.0.0.1:9580].
+    #[arg(long, value_name = "ADDR")]
+    pub listen: Option<String>,
+    /// The control socket (mode 0600) [default: $XDG_RUNTIME_DIR/udamon.sock, /run/udamon.sock
+    /// for root].
+    #[arg(long, value_name = "PATH")]
+    pub control: Option<PathBuf>,
+    /// Read settings from this TOML file (again on SIGHUP); the command line wins.
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// Keep records in this directory, one file per target at a time.
+    #[arg(long, value_name = "DIR")]
+    pub record_dir: Option<PathBuf>,
+    /// Start a new record after this long [default: 1h].
+    #[arg(long, value_name = "DURATION", value_parser = parse_interval_us, requires = "record_dir")]
+    pub rotate_every: Option<u64>,
+    /// Start a new record once one holds this many bytes.
+    #[arg(long, value_name = "SIZE", value_parser = parse_size, requires = "record_dir")]
+    pub rotate_size: Option<u64>,
+    /// Remove the oldest finished records while the directory's records hold more [default: 1G].
+    #[arg(long, value_name = "SIZE", value_parser = parse_size, requires = "record_dir")]
+    pub retain: Option<u64>,
+    /// The access source, as for `record`.
+    #[arg(long, value_enum, default_value_t = SourceArg::Auto)]
+    pub access_source: SourceArg,
+    /// Sampling rate of the cpuclock and pmu sources.
+    #[arg(long, value_name = "HZ", value_parser = parse_rate_hz, default_value_t = vaddr::DEFAULT_CPUCLOCK_HZ)]
+    pub sample_rate: u64,
+    #[command(flatten)]
+    pub monitoring: MonitoringArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct CtlArgs {
+    /// The control socket of the running `udamon serve` [default: as serve's].
+    #[arg(long, value_name = "PATH", global = true)]
+    pub control: Option<PathBuf>,
+    #[command(subcommand)]
+    pub request: CtlRequest,
+}
+
+/// A target as `ctl` names it: a pid, or `sim:N` for a simulated workload.
+#[derive(Debug, Subcommand)]
+pub enum CtlRequest {
+    /// List the served targets.
+    Targets,
+    /// Serve one more target: a process, or a simulated workload (for trying serve out).
+    Add {
+        #[arg(
+            long,
+            value_name = "PID",
+            required_unless_present = "sim",
+            conflicts_with = "sim"
+        )]
+        pid: Option<u32>,
+        /// builtin:NAME or a masim-format file, simulated in real time.
+        #[arg(long, value_name = "WORKLOAD")]
+        sim: Option<String>,
+        /// Simulate in virtual time, as fast as the CPU goes (soak tests).
+        #[arg(long, requires = "sim")]
+        fast: bool,
+    },
+    /// Stop serving a target.
+    Remove { target: String },
+    /// Change a target's intervals and region bounds; what is not given is kept.
+    Tune {
+        target: String,
+        #[arg(long, value_name = "DURATION", value_parser = parse_interval_us)]
+        sample_us: Option<u64>,
+        #[arg(long, value_name = "DURATION", value_parser = parse_interval_us)]
+        aggr_us: Option<u64>,
+        #[arg(long, value_name = "DURATION", value_parser = parse_interval_us)]
+        update_us: Option<u64>,
+        #[arg(long, value_name = "N")]
+        min_regions: Option<u32>,
+        #[arg(long, value_name = "N")]
+        max_regions: Option<u32>,
+    },
+    /// Add the schemes of a file (docs/schemes.md) to a target.
+    AddSchemes {
+        target: String,
+        #[arg(value_name = "FILE")]
+        schemes: PathBuf,
+    },
+    /// Remove a target's scheme by its index (0 is the first).
+    RemoveScheme { target: String, index: usize },
+    /// A target's last window, as `report access` shows it.
+    Snapshot {
+        target: String,
+        #[arg(long)]
+        json: bool,
+    },
+    /// A target's intervals, region bounds and schemes.
+    Status { target: String },
 }

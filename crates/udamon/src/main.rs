@@ -9,6 +9,7 @@ mod output;
 mod progress;
 mod schemes_file;
 mod select;
+mod serve;
 mod units;
 
 use clap::Parser;
@@ -28,6 +29,8 @@ fn main() -> ExitCode {
         cli::Command::Record(args) => cmd::record::run(args),
         cli::Command::Report(args) => cmd::report::run(args),
         cli::Command::Convert(args) => cmd::convert::run(args),
+        cli::Command::Serve(args) => serve::run(args),
+        cli::Command::Ctl(args) => cmd::ctl::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

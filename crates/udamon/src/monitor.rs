@@ -17,7 +17,9 @@ use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use udamon_core::damos::MetricSource;
-use udamon_core::{Callbacks, Clock, Context, Flow, Operations, RunError, StopReason, Target};
+use udamon_core::{
+    Attrs, Callbacks, Clock, Context, Flow, Operations, RunError, StopReason, Target,
+};
 use udamon_record::model::{AccessSource, EventKind, Header, Intervals, TargetInfo};
 use udamon_record::{FORMAT_VERSION, RecordError, RecordWriter, Recorder, WriterOptions};
 
@@ -168,6 +170,31 @@ impl Callbacks for Recording {
     }
 }
 
+/// The header of a record of `targets` monitored with `attrs`, starting now.
+pub fn header(
+    attrs: &Attrs,
+    seed: u64,
+    access_source: AccessSource,
+    targets: Vec<TargetInfo>,
+) -> Header {
+    Header {
+        format_version: FORMAT_VERSION,
+        udamon_version: env!("CARGO_PKG_VERSION").to_string(),
+        access_source,
+        intervals: Intervals {
+            sample_us: attrs.sample_interval_us,
+            aggr_us: attrs.aggr_interval_us,
+            update_us: attrs.ops_update_interval_us,
+        },
+        min_nr_regions: attrs.min_nr_regions,
+        max_nr_regions: attrs.max_nr_regions,
+        seed,
+        targets,
+        host: host_info(),
+        start_time_unix_ns: unix_now_ns(),
+    }
+}
+
 pub fn run(
     session: Session<'_>,
     ops: &mut dyn RecordedOps,
@@ -188,26 +215,16 @@ pub fn run(
     if let Some(metrics) = session.metrics {
         ctx.set_metric_source(metrics);
     }
-    let header = Header {
-        format_version: FORMAT_VERSION,
-        udamon_version: env!("CARGO_PKG_VERSION").to_string(),
-        access_source: session.source,
-        intervals: Intervals {
-            sample_us: attrs.sample_interval_us,
-            aggr_us: attrs.aggr_interval_us,
-            update_us: attrs.ops_update_interval_us,
-        },
-        min_nr_regions: attrs.min_nr_regions,
-        max_nr_regions: attrs.max_nr_regions,
-        seed: settings.seed,
-        targets: session
+    let header = header(
+        &attrs,
+        settings.seed,
+        session.source,
+        session
             .targets
             .iter()
             .map(|(_, info)| info.clone())
             .collect(),
-        host: host_info(),
-        start_time_unix_ns: unix_now_ns(),
-    };
+    );
     for (target, _) in session.targets {
         ctx.add_target(target);
     }

@@ -67,28 +67,9 @@ fn children_files(pid: u32) -> Option<Vec<u32>> {
 /// Every process's children, from the parent pid in `/proc/PID/stat`.
 fn parents_from_stat() -> BTreeMap<u32, Vec<u32>> {
     let mut by_parent: BTreeMap<u32, Vec<u32>> = BTreeMap::new();
-    let Ok(dir) = std::fs::read_dir("/proc") else {
-        return by_parent;
-    };
-    for entry in dir.flatten() {
-        let Some(pid) = entry
-            .file_name()
-            .to_str()
-            .and_then(|n| n.parse::<u32>().ok())
-        else {
-            continue;
-        };
-        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
-            continue;
-        };
-        // The command name in parentheses may hold spaces and parentheses: fields restart
-        // after the last ')'; the parent pid is the second of them (after the state).
-        let ppid = stat
-            .rsplit_once(')')
-            .and_then(|(_, rest)| rest.split_whitespace().nth(1))
-            .and_then(|p| p.parse::<u32>().ok());
-        if let Some(ppid) = ppid {
-            by_parent.entry(ppid).or_default().push(pid);
+    for pid in crate::proc_stat::pids() {
+        if let Some(stat) = crate::proc_stat::ProcStat::read(pid) {
+            by_parent.entry(stat.ppid).or_default().push(pid);
         }
     }
     by_parent

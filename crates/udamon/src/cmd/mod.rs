@@ -1,6 +1,7 @@
 //! One module per command.
 
 pub mod convert;
+pub mod ctl;
 pub mod demo;
 pub mod record;
 pub mod report;

@@ -93,3 +93,36 @@ pub fn raw_snapshots(args: &[&str], file: &Path) -> Vec<Value> {
 pub fn info(file: &Path) -> Value {
     report_json(&["info"], file)
 }
+
+/// One sample of a Prometheus text exposition.
+#[derive(Debug, Clone)]
+pub struct Sample {
+    pub name: String,
+    pub labels: std::collections::BTreeMap<String, String>,
+    pub value: f64,
+}
+
+/// The samples of a Prometheus text exposition, parsed by a Prometheus parser
+/// (`prometheus-parse`), which fails the test on text it cannot read.
+pub fn parse_prometheus(text: &str) -> Vec<Sample> {
+    let lines = text.lines().map(|l| Ok(l.to_string()));
+    let scrape = prometheus_parse::Scrape::parse(lines).expect("a valid exposition");
+    scrape
+        .samples
+        .into_iter()
+        .map(|s| Sample {
+            name: s.metric,
+            labels: s
+                .labels
+                .iter()
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect(),
+            value: match s.value {
+                prometheus_parse::Value::Counter(v)
+                | prometheus_parse::Value::Gauge(v)
+                | prometheus_parse::Value::Untyped(v) => v,
+                _ => f64::NAN,
+            },
+        })
+        .collect()
+}

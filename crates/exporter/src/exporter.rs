@@ -1,0 +1,407 @@
+//! The registry of every served target's series.
+//!
+//! Labels are bounded: a target is `pid`, `comm` and `cgroup` (no addresses, no command
+//! lines), and the few extra labels take values from fixed lists (horizons, quantiles, drop
+//! reasons) or the target's own schemes. A target that goes takes every series it had with it,
+//! so that targets coming and going for weeks leave nothing behind.
+
+use crate::observe::{HORIZONS, IDLE_QUANTILES, Observation};
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::registry::Registry;
+use std::collections::{BTreeSet, HashMap};
+use std::sync::atomic::AtomicU64;
+use std::sync::{Arc, Mutex};
+
+/// A served target's labels.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, PartialOrd, Ord, EncodeLabelSet)]
+pub struct TargetLabels {
+    /// The process id; empty for a simulated workload.
+    pub pid: String,
+    pub comm: String,
+    /// Its cgroup v2 path; empty when unknown.
+    pub cgroup: String,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct HorizonLabels {
+    #[prometheus(flatten)]
+    target: TargetLabels,
+    horizon: String,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct QuantileLabels {
+    #[prometheus(flatten)]
+    target: TargetLabels,
+    quantile: String,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct SchemeLabels {
+    #[prometheus(flatten)]
+    target: TargetLabels,
+    scheme: String,
+    action: String,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ReasonLabels {
+    #[prometheus(flatten)]
+    target: TargetLabels,
+    reason: String,
+}
+
+type GaugeF = Gauge<f64, AtomicU64>;
+type CounterF = Counter<f64, AtomicU64>;
+
+/// The families, one per metric.
+#[derive(Default)]
+struct Families {
+    working_set: Family<HorizonLabels, Gauge>,
+    bandwidth: Family<TargetLabels, GaugeF>,
+    idle: Family<QuantileLabels, GaugeF>,
+    regions: Family<TargetLabels, Gauge>,
+    monitored: Family<TargetLabels, Gauge>,
+    window: Family<TargetLabels, GaugeF>,
+    last_window: Family<TargetLabels, GaugeF>,
+    resident: Family<TargetLabels, Gauge>,
+    paged_out: Family<TargetLabels, Gauge>,
+    refaulted: Family<TargetLabels, Counter>,
+    scheme_tried_regions: Family<SchemeLabels, Counter>,
+    scheme_tried_bytes: Family<SchemeLabels, Counter>,
+    scheme_applied_regions: Family<SchemeLabels, Counter>,
+    scheme_applied_bytes: Family<SchemeLabels, Counter>,
+    scheme_quota_exceeds: Family<SchemeLabels, Counter>,
+    samples: Family<TargetLabels, Counter>,
+    recovered: Family<TargetLabels, Counter>,
+    lost: Family<TargetLabels, Counter>,
+    dropped: Family<ReasonLabels, Counter>,
+    targets: Gauge,
+    cpu: CounterF,
+    memory: Gauge,
+}
+
+/// The label values a target created beyond the fixed lists, to withdraw them all.
+#[derive(Default)]
+struct Created {
+    schemes: BTreeSet<(String, String)>,
+    reasons: BTreeSet<String>,
+}
+
+struct Inner {
+    registry: Registry,
+    families: Arc<Families>,
+    targets: Mutex<HashMap<TargetLabels, Created>>,
+}
+
+/// Every served target's metrics; cheap to clone and shared between the monitoring threads
+/// (which update it) and the HTTP server (which renders it).
+#[derive(Clone)]
+pub struct Exporter(Arc<Inner>);
+
+impl Default for Exporter {
+    fn default() -> Self {
+        Exporter::new()
+    }
+}
+
+/// Sets a counter that only the observed source increments to its new running total.
+fn catch_up(counter: &Counter, total: u64) {
+    let now = counter.get();
+    if total > now {
+        counter.inc_by(total - now);
+    }
+}
+
+fn quantile_label(q: f64) -> String {
+    format!("{q}")
+}
+
+impl Exporter {
+    pub fn new() -> Self {
+        let families = Arc::new(Families::default());
+        let f = &families;
+        let mut r = Registry::default();
+        r.register(
+            "udamon_working_set_bytes",
+            "Bytes accessed within the horizon: in the last aggregation window, or idle for less than 10 s / 60 s",
+            f.working_set.clone(),
+        );
+        r.register(
+            "udamon_access_bandwidth_bytes_per_second",
+            "Estimated access bandwidth: sum of region size times accesses per second in the last window (DAMON_STAT's estimate)",
+            f.bandwidth.clone(),
+        );
+        r.register(
+            "udamon_idle_time_seconds",
+            "Idle-time percentiles over the monitored bytes (DAMON_STAT's): 0 for bytes accessed in the last window",
+            f.idle.clone(),
+        );
+        r.register("udamon_regions", "Monitoring regions", f.regions.clone());
+        r.register(
+            "udamon_monitored_bytes",
+            "Bytes the regions cover",
+            f.monitored.clone(),
+        );
+        r.register(
+            "udamon_aggregation_interval_seconds",
+            "The aggregation window in force",
+            f.window.clone(),
+        );
+        r.register(
+            "udamon_last_window_timestamp_seconds",
+            "Unix time when the target's last window completed (staleness)",
+            f.last_window.clone(),
+        );
+        r.register(
+            "udamon_resident_bytes",
+            "Resident bytes of the target",
+            f.resident.clone(),
+        );
+        r.register(
+            "udamon_paged_out_bytes",
+            "Bytes out of memory because a scheme paged them out",
+            f.paged_out.clone(),
+        );
+        r.register(
+            "udamon_refaulted_bytes",
+            "Bytes paged out by a scheme and touched again",
+            f.refaulted.clone(),
+        );
+        r.register(
+            "udamon_scheme_tried_regions",
+            "Regions a scheme tried to apply its action to",
+            f.scheme_tried_regions.clone(),
+        );
+        r.register(
+            "udamon_scheme_tried_bytes",
+            "Bytes a scheme tried to apply its action to",
+            f.scheme_tried_bytes.clone(),
+        );
+        r.register(
+            "udamon_scheme_applied_regions",
+            "Regions where a scheme's action took effect",
+            f.scheme_applied_regions.clone(),
+        );
+        r.register(
+            "udamon_scheme_applied_bytes",
+            "Bytes a scheme's action took effect on (paged out, collapsed, ...)",
+            f.scheme_applied_bytes.clone(),
+        );
+        r.register(
+            "udamon_scheme_quota_exceeds",
+            "Charge windows that ended with a scheme's quota full",
+            f.scheme_quota_exceeds.clone(),
+        );
+        r.register(
+            "udamon_source_samples",
+            "Samples of the target taken by the access source",
+            f.samples.clone(),
+        );
+        r.register(
+            "udamon_source_recovered",
+            "Samples whose data address was recovered",
+            f.recovered.clone(),
+        );
+        r.register(
+            "udamon_source_lost",
+            "Samples the kernel dropped because a ring buffer was full",
+            f.lost.clone(),
+        );
+        r.register(
+            "udamon_source_dropped",
+            "Samples without a data address, by reason",
+            f.dropped.clone(),
+        );
+        r.register("udamon_targets", "Targets served", f.targets.clone());
+        r.register(
+            "process_cpu_seconds",
+            "CPU time of the monitor itself (user and system)",
+            f.cpu.clone(),
+        );
+        r.register(
+            "process_resident_memory_bytes",
+            "Resident memory of the monitor itself",
+            f.memory.clone(),
+        );
+        Exporter(Arc::new(Inner {
+            registry: r,
+            families,
+            targets: Mutex::new(HashMap::new()),
+        }))
+    }
+
+    /// Target `labels`' last window.
+    pub fn update(&self, labels: &TargetLabels, obs: &Observation) {
+        let f = &self.0.families;
+        let mut targets = self.0.targets.lock().expect("not poisoned");
+        let created = targets.entry(labels.clone()).or_default();
+        for (&(horizon, _), &bytes) in HORIZONS.iter().zip(&obs.working_set_bytes) {
+            f.working_set
+                .get_or_create(&HorizonLabels {
+                    target: labels.clone(),
+                    horizon: horizon.to_string(),
+                })
+                .set(bytes as i64);
+        }
+        f.bandwidth
+            .get_or_create(labels)
+            .set(obs.bandwidth_bytes_per_second);
+        for (&q, &seconds) in IDLE_QUANTILES.iter().zip(&obs.idle_seconds) {
+            f.idle
+                .get_or_create(&QuantileLabels {
+                    target: labels.clone(),
+                    quantile: quantile_label(q),
+                })
+                .set(seconds);
+        }
+        f.regions.get_or_create(labels).set(obs.regions as i64);
+        f.monitored
+            .get_or_create(labels)
+            .set(obs.monitored_bytes as i64);
+        f.window.get_or_create(labels).set(obs.window_seconds);
+        f.last_window.get_or_create(labels).set(
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0.0, |d| d.as_secs_f64()),
+        );
+        if let Some(b) = obs.resident_bytes {
+            f.resident.get_or_create(labels).set(b as i64);
+        }
+        if let Some(b) = obs.paged_out_bytes {
+            f.paged_out.get_or_create(labels).set(b as i64);
+        }
+        if let Some(b) = obs.refaulted_bytes {
+            catch_up(&f.refaulted.get_or_create(labels), b);
+        }
+        for s in &obs.schemes {
+            let l = SchemeLabels {
+                target: labels.clone(),
+                scheme: s.index.to_string(),
+                action: s.action.clone(),
+            };
+            created.schemes.insert((l.scheme.clone(), l.action.clone()));
+            catch_up(&f.scheme_tried_regions.get_or_create(&l), s.tried_regions);
+            catch_up(&f.scheme_tried_bytes.get_or_create(&l), s.tried_bytes);
+            catch_up(
+                &f.scheme_applied_regions.get_or_create(&l),
+                s.applied_regions,
+            );
+            catch_up(&f.scheme_applied_bytes.get_or_create(&l), s.applied_bytes);
+            catch_up(&f.scheme_quota_exceeds.get_or_create(&l), s.quota_exceeds);
+        }
+        for (name, &total) in &obs.source {
+            match name.as_str() {
+                "samples" => catch_up(&f.samples.get_or_create(labels), total),
+                "recovered" => catch_up(&f.recovered.get_or_create(labels), total),
+                "lost" => catch_up(&f.lost.get_or_create(labels), total),
+                other => {
+                    if let Some(reason) = other.strip_prefix("dropped_") {
+                        created.reasons.insert(reason.to_string());
+                        catch_up(
+                            &f.dropped.get_or_create(&ReasonLabels {
+                                target: labels.clone(),
+                                reason: reason.to_string(),
+                            }),
+                            total,
+                        );
+                    }
+                }
+            }
+        }
+        f.targets.set(targets.len() as i64);
+    }
+
+    /// Target `labels` left: every series of it goes.
+    pub fn remove(&self, labels: &TargetLabels) {
+        let f = &self.0.families;
+        let mut targets = self.0.targets.lock().expect("not poisoned");
+        let created = targets.remove(labels).unwrap_or_default();
+        for (horizon, _) in HORIZONS {
+            f.working_set.remove(&HorizonLabels {
+                target: labels.clone(),
+                horizon: horizon.to_string(),
+            });
+        }
+        for q in IDLE_QUANTILES {
+            f.idle.remove(&QuantileLabels {
+                target: labels.clone(),
+                quantile: quantile_label(q),
+            });
+        }
+        f.bandwidth.remove(labels);
+        f.regions.remove(labels);
+        f.monitored.remove(labels);
+        f.window.remove(labels);
+        f.last_window.remove(labels);
+        f.resident.remove(labels);
+        f.paged_out.remove(labels);
+        f.refaulted.remove(labels);
+        f.samples.remove(labels);
+        f.recovered.remove(labels);
+        f.lost.remove(labels);
+        for (scheme, action) in created.schemes {
+            let l = SchemeLabels {
+                target: labels.clone(),
+                scheme,
+                action,
+            };
+            f.scheme_tried_regions.remove(&l);
+            f.scheme_tried_bytes.remove(&l);
+            f.scheme_applied_regions.remove(&l);
+            f.scheme_applied_bytes.remove(&l);
+            f.scheme_quota_exceeds.remove(&l);
+        }
+        for reason in created.reasons {
+            f.dropped.remove(&ReasonLabels {
+                target: labels.clone(),
+                reason,
+            });
+        }
+        f.targets.set(targets.len() as i64);
+    }
+
+    /// Every series, in the OpenMetrics text format, with the monitor's own CPU and memory read
+    /// now.
+    pub fn render(&self) -> String {
+        let f = &self.0.families;
+        let (cpu, rss) = own_usage();
+        let now = f.cpu.get();
+        if cpu > now {
+            f.cpu.inc_by(cpu - now);
+        }
+        f.memory.set(rss as i64);
+        let mut text = String::new();
+        prometheus_client::encoding::text::encode(&mut text, &self.0.registry)
+            .expect("writing to a String cannot fail");
+        text
+    }
+}
+
+/// This process's CPU seconds (user + system) and resident bytes.
+fn own_usage() -> (f64, u64) {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    let fields: Vec<&str> = stat
+        .rsplit_once(')')
+        .map_or("", |(_, r)| r)
+        .split_whitespace()
+        .collect();
+    let ticks = |i: usize| {
+        fields
+            .get(i)
+            .and_then(|v| v.parse::<f64>().ok())
+            .unwrap_or(0.0)
+    };
+    // SAFETY: sysconf has no preconditions.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
+    let statm = std::fs::read_to_string("/proc/self/statm").unwrap_or_default();
+    let pages: u64 = statm
+        .split_whitespace()
+        .nth(1)
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0);
+    ((ticks(11) + ticks(12)) / hz, pages * udamon_core::PAGE_SIZE)
+}

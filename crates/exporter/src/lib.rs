@@ -1,0 +1,17 @@
+//! udamon serve's Prometheus metrics (docs/serve.md, "Metrics").
+//!
+//! - [`observe`]: what one target's aggregation window says (working set over a few
+//!   horizons, estimated access bandwidth, idle-time percentiles, scheme counters), computed
+//!   from the core's context;
+//! - [`Exporter`]: the registry of every served target's series, updated from the monitoring
+//!   threads and withdrawn when a target goes, encoded in the OpenMetrics text format by the
+//!   `prometheus-client` crate;
+//! - [`Server`]: `GET /metrics` over HTTP (`tiny_http`), on a thread of its own.
+
+mod exporter;
+mod observe;
+mod server;
+
+pub use exporter::{Exporter, TargetLabels};
+pub use observe::{HORIZONS, IDLE_QUANTILES, Observation, SchemeCounters, observe};
+pub use server::Server;

@@ -1,0 +1,154 @@
+//! What one target's aggregation window says, in the terms of the metrics: computed once per
+//! window on the target's own monitoring thread, so that a scrape only reads numbers.
+//!
+//! - **Working set** over a horizon H: the bytes of regions accessed in the window, plus those
+//!   of regions not accessed for less than H (DAMON's age of an idle region is how long it has
+//!   stayed idle), if that began after monitoring did (before, the region may never have been
+//!   accessed at all). The window itself is the horizon `window`.
+//! - **Access bandwidth**: the sum over regions of size × accesses per second of the window,
+//!   DAMON_STAT's estimated memory bandwidth and damo's "memory bw estimate".
+//! - **Idle time**: DAMON_STAT's idle-time percentiles. Each byte is idle for its region's age
+//!   when the region was not accessed in the window, and for 0 when it was; the percentiles are
+//!   taken over bytes.
+
+use std::collections::BTreeMap;
+use udamon_core::Context;
+
+/// The working-set horizons exported (label value, microseconds; 0 is the window itself).
+pub const HORIZONS: [(&str, u64); 3] = [("window", 0), ("10s", 10_000_000), ("60s", 60_000_000)];
+
+/// The idle-time quantiles exported.
+pub const IDLE_QUANTILES: [f64; 6] = [0.25, 0.5, 0.75, 0.9, 0.99, 1.0];
+
+/// One scheme's cumulative statistics.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SchemeCounters {
+    pub index: usize,
+    pub action: String,
+    pub tried_regions: u64,
+    pub tried_bytes: u64,
+    pub applied_regions: u64,
+    pub applied_bytes: u64,
+    pub quota_exceeds: u64,
+}
+
+/// One target's last window, as the metrics show it.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Observation {
+    /// The window's length, seconds.
+    pub window_seconds: f64,
+    pub regions: u64,
+    pub monitored_bytes: u64,
+    /// Bytes per horizon of [`HORIZONS`], in that order.
+    pub working_set_bytes: Vec<u64>,
+    pub bandwidth_bytes_per_second: f64,
+    /// Seconds per quantile of [`IDLE_QUANTILES`], in that order.
+    pub idle_seconds: Vec<f64>,
+    pub resident_bytes: Option<u64>,
+    pub paged_out_bytes: Option<u64>,
+    pub refaulted_bytes: Option<u64>,
+    pub schemes: Vec<SchemeCounters>,
+    /// The access source's running totals by name (`samples`, `recovered`, `lost`,
+    /// `dropped_<reason>`, ...).
+    pub source: BTreeMap<String, u64>,
+}
+
+/// Target `target` of `ctx` at an aggregation boundary (from `Callbacks::after_aggregation`,
+/// where the window's regions are complete).
+pub fn observe(ctx: &Context, target: usize) -> Observation {
+    let attrs = ctx.attrs();
+    let aggr_us = attrs.aggr_interval_us.max(1);
+    let aggr_s = aggr_us as f64 / 1e6;
+    let regions = ctx
+        .targets()
+        .get(target)
+        .map_or(&[][..], |t| &t.regions[..]);
+    // An idle region's age counts from the start at most: one as old as the monitoring may
+    // never have been accessed, and is not in any horizon's working set.
+    let elapsed_us = ctx
+        .passed_sample_intervals()
+        .saturating_mul(attrs.sample_interval_us);
+    let idle_us = |r: &udamon_core::Region| {
+        if r.nr_accesses > 0 {
+            0
+        } else {
+            u64::from(r.age).saturating_mul(aggr_us)
+        }
+    };
+    let working_set_bytes = HORIZONS
+        .iter()
+        .map(|&(_, h)| {
+            regions
+                .iter()
+                .filter(|r| {
+                    r.nr_accesses > 0
+                        || (h > 0 && idle_us(r) < h && idle_us(r) + aggr_us < elapsed_us)
+                })
+                .map(|r| r.size())
+                .sum()
+        })
+        .collect();
+    let bandwidth = regions
+        .iter()
+        .map(|r| r.size() as f64 * f64::from(r.nr_accesses) / aggr_s)
+        .sum();
+    let mut by_idle: Vec<(u64, u64)> = regions.iter().map(|r| (idle_us(r), r.size())).collect();
+    by_idle.sort_unstable();
+    let total: u64 = by_idle.iter().map(|x| x.1).sum();
+    let idle_seconds = IDLE_QUANTILES
+        .iter()
+        .map(|&q| {
+            let want = (q * total as f64).ceil() as u64;
+            let mut seen = 0;
+            by_idle
+                .iter()
+                .find(|&&(_, size)| {
+                    seen += size;
+                    seen >= want.max(1)
+                })
+                .map_or(0.0, |&(idle, _)| idle as f64 / 1e6)
+        })
+        .collect();
+    let memory = ctx.target_memory(target);
+    Observation {
+        window_seconds: aggr_s,
+        regions: regions.len() as u64,
+        monitored_bytes: total,
+        working_set_bytes,
+        bandwidth_bytes_per_second: bandwidth,
+        idle_seconds,
+        resident_bytes: memory.map(|m| m.resident_bytes),
+        paged_out_bytes: memory.map(|m| m.paged_out_bytes),
+        refaulted_bytes: memory.map(|m| m.refaulted_bytes),
+        schemes: ctx
+            .schemes()
+            .iter()
+            .enumerate()
+            .map(|(index, s)| SchemeCounters {
+                index,
+                action: s.action.name().to_string(),
+                tried_regions: s.stats.nr_tried,
+                tried_bytes: s.stats.sz_tried,
+                applied_regions: s.stats.nr_applied,
+                applied_bytes: s.stats.sz_applied,
+                quota_exceeds: s.stats.qt_exceeds,
+            })
+            .collect(),
+        source: BTreeMap::new(),
+    }
+}
+
+impl Observation {
+    /// With the access source's running totals.
+    pub fn with_source_counters(mut self, counters: BTreeMap<String, u64>) -> Self {
+        self.source = counters;
+        self
+    }
+
+    /// With the resident bytes measured by the operations (a page-table walk), when the
+    /// context does not know them.
+    pub fn with_resident_bytes(mut self, resident: Option<u64>) -> Self {
+        self.resident_bytes = self.resident_bytes.or(resident);
+        self
+    }
+}

@@ -1,0 +1,85 @@
+//! `/proc/PID/stat`: the few fields udamon reads (state, parent, flags, start time), parsed in
+//! one place. The command name in parentheses may hold spaces and parentheses; the fields after
+//! the last `)` do not.
+
+/// What udamon reads of a process's `stat`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProcStat {
+    /// The command name (`comm`), at most 15 bytes.
+    pub comm: String,
+    /// `R`, `S`, `D`, `Z` (zombie), ...
+    pub state: char,
+    pub ppid: u32,
+    /// The kernel's `PF_*` flags.
+    pub flags: u64,
+    /// Clock ticks after boot when the process started: with the pid, it names a process
+    /// across pid reuse.
+    pub start_time: u64,
+}
+
+const PF_KTHREAD: u64 = 0x0020_0000;
+
+impl ProcStat {
+    /// Parses the text of a `stat` file.
+    pub fn parse(text: &str) -> Option<ProcStat> {
+        let (head, rest) = text.rsplit_once(')')?;
+        let comm = head.split_once('(')?.1.to_string();
+        let fields: Vec<&str> = rest.split_whitespace().collect();
+        Some(ProcStat {
+            comm,
+            state: fields.first()?.chars().next()?,
+            ppid: fields.get(1)?.parse().ok()?,
+            flags: fields.get(6)?.parse().ok()?,
+            start_time: fields.get(19)?.parse().ok()?,
+        })
+    }
+
+    /// Reads process `pid`'s; `None` when it is gone.
+    pub fn read(pid: u32) -> Option<ProcStat> {
+        ProcStat::parse(&std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?)
+    }
+
+    pub fn is_kernel_thread(&self) -> bool {
+        self.flags & PF_KTHREAD != 0
+    }
+
+    pub fn is_zombie(&self) -> bool {
+        matches!(self.state, 'Z' | 'X')
+    }
+}
+
+/// The pids of `/proc`, in no particular order.
+pub fn pids() -> impl Iterator<Item = u32> {
+    std::fs::read_dir("/proc")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse().ok())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_command_name_with_spaces_and_parentheses_parses() {
+        let text = "42 (a) b (c) S 1 42 42 0 -1 4194560 100 0 0 0 1 2 0 0 20 0 1 0 12345 1000 10";
+        let s = ProcStat::parse(text).unwrap();
+        assert_eq!(s.comm, "a) b (c");
+        assert_eq!(
+            (s.state, s.ppid, s.flags, s.start_time),
+            ('S', 1, 4194560, 12345)
+        );
+        assert!(!s.is_kernel_thread() && !s.is_zombie());
+        assert_eq!(ProcStat::parse("42 (x) S 1"), None, "cut short");
+    }
+
+    #[test]
+    fn this_process_reads_and_its_start_time_is_stable() {
+        let me = std::process::id();
+        let a = ProcStat::read(me).unwrap();
+        assert_eq!(a.start_time, ProcStat::read(me).unwrap().start_time);
+        assert!(pids().any(|p| p == me));
+        assert_eq!(ProcStat::read(u32::MAX), None);
+    }
+}

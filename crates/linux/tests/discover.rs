@@ -1,0 +1,158 @@
+//! Target discovery on this machine's own processes: the test process's cgroup with children
+//! it starts and kills, a command-name match, pids, and the ptrace rule of the control socket.
+//! No cgroup is created and nothing system-wide changes.
+
+use std::os::unix::net::UnixStream;
+use std::process::{Child, Command};
+use std::time::{Duration, Instant};
+use udamon_linux::discover::{
+    Credentials, Discovery, Selector, may_monitor, peer_credentials, process_cgroup,
+};
+
+fn sleeper(path: &std::path::Path) -> Child {
+    Command::new(path).arg("60").spawn().unwrap()
+}
+
+fn sleep_copy(dir: &std::path::Path, name: &str) -> std::path::PathBuf {
+    let sleep = ["/usr/bin/sleep", "/bin/sleep"]
+        .into_iter()
+        .find(|p| std::path::Path::new(p).exists())
+        .expect("sleep(1) is installed");
+    let copy = dir.join(name);
+    std::fs::copy(sleep, &copy).unwrap();
+    copy
+}
+
+/// Scans until `pid` is added (or removed, with `gone`); a generous bound, not a timing.
+fn scan_until(d: &mut Discovery, pid: u32, gone: bool) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let c = d.scan();
+        let list = if gone { &c.removed } else { &c.added };
+        if list.iter().any(|f| f.pid == pid) {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "pid {pid} never {}",
+            if gone { "went" } else { "came" }
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn a_cgroups_processes_come_and_go_across_scans() {
+    let Some(own) = process_cgroup(std::process::id()) else {
+        eprintln!("skipped: this process is in no cgroup v2");
+        return;
+    };
+    let mut d = Discovery::new(vec![Selector::Cgroup(own.clone().into())]).unwrap();
+    let first = d.scan();
+    assert!(
+        first
+            .added
+            .iter()
+            .all(|f| f.cgroup == own || f.cgroup.starts_with(&own))
+    );
+    assert!(
+        first.added.iter().all(|f| f.pid != std::process::id()),
+        "udamon's own process is never a target"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let mut child = sleeper(&sleep_copy(dir.path(), "udm-cg"));
+    let pid = child.id();
+    scan_until(&mut d, pid, false);
+    assert!(d.scan().added.iter().all(|f| f.pid != pid), "added once");
+    child.kill().unwrap();
+    child.wait().unwrap();
+    scan_until(&mut d, pid, true);
+}
+
+#[test]
+fn a_match_takes_the_named_processes_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let name = format!("udmm{}", std::process::id() % 100_000);
+    let mut mine = sleeper(&sleep_copy(dir.path(), &name));
+    let mut other = sleeper(&sleep_copy(dir.path(), "udm-other"));
+    let re = regex::Regex::new(&format!("^{name}$")).unwrap();
+    let mut d = Discovery::new(vec![Selector::Match(re)]).unwrap();
+    scan_until(&mut d, mine.id(), false);
+    let again = d.scan();
+    assert!(
+        again.added.is_empty() && again.removed.is_empty(),
+        "{again:?}"
+    );
+    for c in [&mut mine, &mut other] {
+        c.kill().unwrap();
+        c.wait().unwrap();
+    }
+    let gone = d.scan();
+    assert_eq!(gone.removed.len(), 1, "{gone:?}");
+    assert_eq!(gone.removed[0].comm, name);
+}
+
+#[test]
+fn a_pid_is_followed_until_it_exits_and_bad_pids_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut child = sleeper(&sleep_copy(dir.path(), "udm-pid"));
+    let pid = child.id();
+    let mut d = Discovery::new(vec![Selector::Pid(pid)]).unwrap();
+    let first = d.scan();
+    assert_eq!(first.added.iter().map(|f| f.pid).collect::<Vec<_>>(), [pid]);
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert_eq!(d.scan().removed.len(), 1);
+    assert!(
+        d.scan().added.is_empty(),
+        "a pid selector never takes a reused pid"
+    );
+
+    let e = Discovery::new(vec![Selector::Pid(u32::MAX)]).err().unwrap();
+    assert!(e.to_string().contains("does not exist"), "{e}");
+    let e = Discovery::new(vec![Selector::Cgroup("/no/such/cgroup".into())])
+        .err()
+        .unwrap();
+    assert!(e.to_string().contains("cgroup"), "{e}");
+    // kthreadd, when this pid namespace shows it.
+    if std::fs::read_to_string("/proc/2/comm").is_ok_and(|c| c.trim() == "kthreadd") {
+        let e = Discovery::new(vec![Selector::Pid(2)]).err().unwrap();
+        assert!(e.to_string().contains("kernel thread"), "{e}");
+    }
+}
+
+#[test]
+fn peer_credentials_come_from_the_socket() {
+    let (a, _b) = UnixStream::pair().unwrap();
+    let c = peer_credentials(&a).unwrap();
+    assert_eq!(c.pid, std::process::id());
+    // SAFETY: getuid cannot fail.
+    assert_eq!(c.uid, unsafe { libc::getuid() });
+}
+
+#[test]
+fn only_a_caller_who_could_ptrace_a_process_may_have_it_monitored() {
+    let me = std::process::id();
+    // SAFETY: getuid/getgid cannot fail.
+    let (uid, gid) = unsafe { (libc::getuid(), libc::getgid()) };
+    let caller = |uid, gid, cap| Credentials {
+        pid: 1,
+        uid,
+        gid,
+        cap_sys_ptrace: cap,
+    };
+    assert!(
+        may_monitor(&caller(uid, gid, false), me).is_ok(),
+        "the same user"
+    );
+    assert!(
+        may_monitor(&caller(uid + 1, gid, true), me).is_ok(),
+        "CAP_SYS_PTRACE"
+    );
+    let e = may_monitor(&caller(uid + 1, gid, false), me).unwrap_err();
+    assert!(e.to_string().contains("could not ptrace"), "{e}");
+    assert!(
+        may_monitor(&caller(uid, gid, false), u32::MAX).is_err(),
+        "no such process"
+    );
+}

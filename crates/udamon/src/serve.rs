@@ -1,0 +1,515 @@
+//! `udamon serve`: a long-running monitor (docs/serve.md).
+//!
+//! The serving loop owns the targets ([`Supervisor`]): at every rescan it asks the discovery
+//! which processes its selectors (`--pid`, `--cgroup`, `--match`) now take in and which left,
+//! starts and stops monitoring threads to match, and collects the threads of targets that
+//! ended. Between rescans it answers the control socket. Metrics go to the exporter from each
+//! target's own thread; the loop only starts the HTTP server. SIGTERM and Ctrl-C stop every
+//! target with its record complete; SIGHUP reads the configuration file again.
+
+mod config;
+pub(crate) mod control;
+mod log;
+mod metrics;
+mod records;
+mod supervisor;
+pub(crate) mod target;
+
+use crate::cli::{ServeArgs, SourceArg};
+use crate::monitor::Settings;
+use anyhow::{Context as _, Result};
+use config::Config;
+use control::{Asked, ControlSocket, Pending, Request};
+use records::RecordPolicy;
+use std::collections::BTreeSet;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{self, Receiver};
+use std::time::{Duration, Instant};
+use supervisor::{Key, Supervisor};
+use target::{Command, Labels, Monitored, Start, TargetSettings};
+use udamon_core::{Target, VirtualClock};
+use udamon_linux::discover::{Credentials, Discovery, Found, Selector, may_monitor};
+use udamon_linux::metrics::ProcMetrics;
+use udamon_linux::perf::{AccessSource as Source, SamplerConfig};
+use udamon_linux::vaddr::{self, SourceChoice, monotonic_us};
+use udamon_record::model::{AccessSource, TargetInfo};
+
+pub use control::request;
+
+/// How often the loop looks at its stop flag while it waits for requests.
+const POLL: Duration = Duration::from_millis(200);
+
+pub fn run(args: &ServeArgs) -> Result<()> {
+    let config = Config::resolve(args)?;
+    let choice = match args.access_source {
+        SourceArg::Auto => SourceChoice::Auto,
+        SourceArg::Tick => SourceChoice::Tick,
+        SourceArg::Cpuclock => SourceChoice::CpuClock,
+        SourceArg::Pmu => SourceChoice::Pmu,
+    };
+    let chosen =
+        vaddr::choose_source(choice, args.sample_rate).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let source = Served {
+        source: chosen.source,
+        reason: chosen.reason,
+    };
+    let mut settings = source.settings(&config)?;
+    let discovery = Discovery::new(selectors(&config)?).map_err(|e| anyhow::anyhow!("{e}"))?;
+
+    let stop = Arc::new(AtomicBool::new(false));
+    let reload = Arc::new(AtomicBool::new(false));
+    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register(sig, Arc::clone(&stop))
+            .context("cannot install the SIGTERM handler")?;
+    }
+    signal_hook::flag::register(signal_hook::consts::SIGHUP, Arc::clone(&reload))
+        .context("cannot install the SIGHUP handler")?;
+
+    let exporter = udamon_exporter::Exporter::new();
+    // Serves until it goes out of scope, after every target stopped.
+    let server = exporter
+        .serve(config.listen)
+        .with_context(|| format!("cannot serve metrics on {}", config.listen))?;
+    let records = match &config.records {
+        Some(r) => Some(Arc::new(
+            RecordPolicy::new(
+                r.dir.clone(),
+                r.every_us,
+                r.max_bytes,
+                r.retain_bytes,
+                false,
+            )
+            .map_err(|e| anyhow::anyhow!(e))?,
+        )),
+        None => None,
+    };
+    let (requests, asked) = mpsc::channel();
+    let _control = ControlSocket::bind(&config.control, requests)?;
+    log::info(&format!(
+        "serving: metrics on http://{}/metrics, control at {}, source {}",
+        server.local_addr(),
+        config.control.display(),
+        vaddr::source_name(&source.source)
+    ));
+    let mut serving = Serving {
+        supervisor: Supervisor::new(Arc::new(metrics::ExporterSink(exporter)), records),
+        discovery,
+        removed: BTreeSet::new(),
+        next_sim: 0,
+        source,
+    };
+    loop {
+        if stop.load(Ordering::Relaxed) {
+            break;
+        }
+        if reload.swap(false, Ordering::Relaxed) {
+            match serving.reload(args) {
+                Ok(new) => settings = new,
+                Err(e) => log::error(&format!("reload refused, nothing changed: {e:#}")),
+            }
+        }
+        serving.rescan(&settings);
+        serving.answer_until(
+            &asked,
+            Instant::now() + Duration::from_micros(config.rescan_us),
+            &stop,
+            &settings,
+        );
+    }
+    log::info("stopping: finishing every target's record");
+    serving.supervisor.stop_all();
+    Ok(())
+}
+
+/// The access source every process target is monitored with.
+struct Served {
+    source: Source,
+    reason: String,
+}
+
+impl Served {
+    /// The settings of a target started now, from `config` and this source's defaults.
+    fn settings(&self, config: &Config) -> Result<TargetSettings> {
+        let Settings {
+            attrs,
+            seed,
+            schemes,
+            ..
+        } = config
+            .monitoring
+            .resolve(&vaddr::sampled_attrs(&self.source), None)?;
+        if let Some(path) = config.monitoring.schemes.as_deref() {
+            for (i, scheme) in schemes.iter().enumerate() {
+                udamon_linux::actions::check_action(scheme.action)
+                    .map_err(|why| anyhow::anyhow!("{}: schemes[{i}]: {why}", path.display()))?;
+            }
+        }
+        Ok(TargetSettings {
+            attrs,
+            seed,
+            schemes,
+        })
+    }
+
+    /// What monitoring process `pid` starts with, on its own thread.
+    fn start(&self, pid: u32) -> Start {
+        let (source, reason) = (self.source, self.reason.clone());
+        Box::new(move |stop| {
+            let config = SamplerConfig {
+                source,
+                follow_forks: false,
+                ..SamplerConfig::default()
+            };
+            let (ops, mut clock) = vaddr::attach(&[pid], &config).map_err(|e| e.to_string())?;
+            clock.set_stop_flag(Arc::clone(stop));
+            let target = ops.targets().into_iter().next().ok_or("no target")?;
+            let info = TargetInfo {
+                pid: Some(pid),
+                cmdline: ops.cmdline(0).to_string(),
+                parent: None,
+            };
+            Ok(Monitored {
+                metrics: Some(Box::new(ProcMetrics::new(ops.pids()))),
+                ops: Box::new(ops),
+                clock: Box::new(clock),
+                target,
+                info,
+                source: AccessSource {
+                    name: vaddr::source_name(&source).to_string(),
+                    reason,
+                },
+                start_us: monotonic_us(),
+            })
+        })
+    }
+}
+
+/// A simulated workload's monitoring (for trying serve out, and for its soak bench): in real
+/// time, so that its metrics change as a live process's do, or `fast`, in virtual time.
+fn start_sim(spec: String, fast: bool) -> Start {
+    Box::new(move |stop| {
+        let workload = crate::cmd::record::load_workload(&spec).map_err(|e| format!("{e:#}"))?;
+        let name = workload.name().to_string();
+        let ops = udamon_sim::SimOps::new(workload, udamon_sim::SimOptions::default());
+        Ok(Monitored {
+            ops: Box::new(ops),
+            clock: if fast {
+                Box::new(VirtualClock)
+            } else {
+                Box::new(PacedClock::new(Arc::clone(stop)))
+            },
+            target: Target::new(None),
+            info: TargetInfo {
+                pid: None,
+                cmdline: name.clone(),
+                parent: None,
+            },
+            source: AccessSource {
+                name: "sim".to_string(),
+                reason: format!("simulated workload '{name}' (masim format) in virtual time"),
+            },
+            start_us: 0,
+            metrics: None,
+        })
+    })
+}
+
+/// Real time for a simulation: its time line starts at 0 when it starts, and a stop ends
+/// every wait at once.
+struct PacedClock {
+    origin: Instant,
+    stop: Arc<AtomicBool>,
+}
+
+impl PacedClock {
+    fn new(stop: Arc<AtomicBool>) -> Self {
+        PacedClock {
+            origin: Instant::now(),
+            stop,
+        }
+    }
+}
+
+impl udamon_core::Clock for PacedClock {
+    fn wait_until(&mut self, t_us: u64) {
+        let due = self.origin + Duration::from_micros(t_us);
+        while !self.stop.load(Ordering::Relaxed) {
+            let now = Instant::now();
+            if now >= due {
+                return;
+            }
+            std::thread::sleep((due - now).min(POLL));
+        }
+    }
+}
+
+/// The discovery's selectors from the configuration.
+fn selectors(config: &Config) -> Result<Vec<Selector>> {
+    let mut selectors: Vec<Selector> = config.pids.iter().map(|&p| Selector::Pid(p)).collect();
+    selectors.extend(config.cgroups.iter().cloned().map(Selector::Cgroup));
+    for m in &config.matches {
+        let re = regex::Regex::new(m)
+            .map_err(|e| anyhow::anyhow!("--match '{m}': {}", first_line(&e.to_string())))?;
+        selectors.push(Selector::Match(re));
+    }
+    Ok(selectors)
+}
+
+fn first_line(text: &str) -> String {
+    text.lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// The serving loop's state.
+struct Serving {
+    supervisor: Supervisor,
+    discovery: Discovery,
+    /// Processes removed through the control socket: not started again while they live.
+    removed: BTreeSet<Key>,
+    next_sim: u64,
+    source: Served,
+}
+
+fn process_key(found: &Found) -> Key {
+    Key::Process {
+        pid: found.pid,
+        start_time: found.start_time,
+    }
+}
+
+impl Serving {
+    /// Starts the processes that came, stops those that went, collects threads that ended.
+    fn rescan(&mut self, settings: &TargetSettings) {
+        let changes = self.discovery.scan();
+        for found in &changes.removed {
+            let key = process_key(found);
+            self.removed.remove(&key);
+            self.supervisor.stop(&key);
+        }
+        for found in changes.added {
+            let key = process_key(&found);
+            if self.removed.contains(&key) {
+                continue;
+            }
+            let labels = Labels {
+                pid: Some(found.pid),
+                comm: found.comm.clone(),
+                cgroup: found.cgroup.clone(),
+            };
+            self.supervisor
+                .start(key, labels, self.source.start(found.pid), settings.clone());
+        }
+        self.supervisor.reap();
+    }
+
+    /// Reads the configuration file again: new selectors, and the settings of targets started
+    /// from now on. Running targets keep theirs (`udamon ctl tune` changes those).
+    fn reload(&mut self, args: &ServeArgs) -> Result<TargetSettings> {
+        let config = Config::resolve(args)?;
+        let settings = self.source.settings(&config)?;
+        let discovery = Discovery::new(selectors(&config)?).map_err(|e| anyhow::anyhow!("{e}"))?;
+        // Targets the new selectors no longer take stop at the next rescan: the new discovery
+        // has seen nothing yet, so everything it finds comes as added, and what runs but is
+        // not found is stopped here.
+        self.discovery = discovery;
+        let changes = self.discovery.scan();
+        let keep: BTreeSet<Key> = changes.added.iter().map(process_key).collect();
+        let stale: Vec<Key> = self
+            .supervisor
+            .targets()
+            .map(|(k, _)| *k)
+            .filter(|k| matches!(k, Key::Process { .. }) && !keep.contains(k))
+            .collect();
+        for key in &stale {
+            self.supervisor.stop(key);
+        }
+        for found in changes.added {
+            let key = process_key(&found);
+            if self.removed.contains(&key) {
+                continue;
+            }
+            let labels = Labels {
+                pid: Some(found.pid),
+                comm: found.comm.clone(),
+                cgroup: found.cgroup.clone(),
+            };
+            self.supervisor
+                .start(key, labels, self.source.start(found.pid), settings.clone());
+        }
+        log::info(&format!(
+            "configuration read again: {} target(s), {} stopping",
+            self.supervisor.len(),
+            stale.len()
+        ));
+        Ok(settings)
+    }
+
+    /// Answers control requests until `deadline` or a stop.
+    fn answer_until(
+        &mut self,
+        asked: &Receiver<Asked>,
+        deadline: Instant,
+        stop: &AtomicBool,
+        settings: &TargetSettings,
+    ) {
+        loop {
+            let now = Instant::now();
+            if now >= deadline || stop.load(Ordering::Relaxed) {
+                return;
+            }
+            if let Ok(a) = asked.recv_timeout((deadline - now).min(POLL)) {
+                let pending = self.answer(a.request, &a.caller, settings);
+                let _ = a.answer.send(pending);
+            }
+        }
+    }
+
+    fn answer(
+        &mut self,
+        request: Request,
+        caller: &Credentials,
+        settings: &TargetSettings,
+    ) -> Pending {
+        let ask = |serving: &Self, target: &str, make: Box<dyn FnOnce(_) -> Command>| match serving
+            .key_for(target, caller)
+        {
+            Ok(key) => match serving.supervisor.ask(&key, make) {
+                Ok(later) => Pending::Later(later),
+                Err(e) => Pending::Now(Err(e)),
+            },
+            Err(e) => Pending::Now(Err(e)),
+        };
+        match request {
+            Request::Targets => Pending::Now(Ok(self.list(caller))),
+            Request::Add { pid: Some(pid), .. } => {
+                Pending::Now(self.add_process(pid, caller, settings))
+            }
+            Request::Add {
+                sim: Some(spec),
+                fast,
+                ..
+            } => {
+                self.next_sim += 1;
+                let key = Key::Sim(self.next_sim);
+                let labels = Labels {
+                    pid: None,
+                    comm: spec.trim_start_matches("builtin:").to_string(),
+                    cgroup: String::new(),
+                };
+                self.supervisor.start(
+                    key,
+                    labels,
+                    start_sim(spec, fast),
+                    settings_for_sim(settings),
+                );
+                Pending::Now(Ok(format!("serving sim:{}", self.next_sim)))
+            }
+            Request::Add { .. } => Pending::Now(Err("add: give a pid or a sim workload".into())),
+            Request::Remove { target } => Pending::Now(self.remove(&target, caller)),
+            Request::Tune { target, tune } => {
+                ask(self, &target, Box::new(move |r| Command::Tune(tune, r)))
+            }
+            Request::AddSchemes { target, schemes } => ask(
+                self,
+                &target,
+                Box::new(move |r| Command::AddSchemes(schemes, r)),
+            ),
+            Request::RemoveScheme { target, index } => ask(
+                self,
+                &target,
+                Box::new(move |r| Command::RemoveScheme(index, r)),
+            ),
+            Request::Snapshot { target, json } => ask(
+                self,
+                &target,
+                Box::new(move |reply| Command::Snapshot { json, reply }),
+            ),
+            Request::Status { target } => ask(self, &target, Box::new(Command::Status)),
+        }
+    }
+
+    /// The served target a caller names (`1234`, `sim:2`), if the caller may monitor it.
+    fn key_for(&self, target: &str, caller: &Credentials) -> Result<Key, String> {
+        let key = if let Some(n) = target.strip_prefix("sim:") {
+            Key::Sim(
+                n.parse()
+                    .map_err(|_| format!("'{target}' names no target"))?,
+            )
+        } else {
+            let pid: u32 = target
+                .parse()
+                .map_err(|_| format!("'{target}' names no target: give a pid or sim:N"))?;
+            may_monitor(caller, pid).map_err(|e| e.to_string())?;
+            self.supervisor
+                .targets()
+                .map(|(k, _)| *k)
+                .find(|k| matches!(k, Key::Process { pid: p, .. } if *p == pid))
+                .ok_or_else(|| format!("process {pid} is not served: `udamon ctl targets`"))?
+        };
+        Ok(key)
+    }
+
+    /// The targets the caller may monitor, one per line.
+    fn list(&self, caller: &Credentials) -> String {
+        let mut text = String::new();
+        for (key, labels) in self.supervisor.targets() {
+            let name = match key {
+                Key::Process { pid, .. } if may_monitor(caller, *pid).is_ok() => pid.to_string(),
+                Key::Process { .. } => continue,
+                Key::Sim(n) => format!("sim:{n}"),
+            };
+            text.push_str(&format!("{name}\t{labels}\n"));
+        }
+        text
+    }
+
+    fn add_process(
+        &mut self,
+        pid: u32,
+        caller: &Credentials,
+        settings: &TargetSettings,
+    ) -> Result<String, String> {
+        may_monitor(caller, pid).map_err(|e| e.to_string())?;
+        let found = self.discovery.add_pid(pid).map_err(|e| e.to_string())?;
+        let key = process_key(&found);
+        self.removed.remove(&key);
+        let labels = Labels {
+            pid: Some(found.pid),
+            comm: found.comm.clone(),
+            cgroup: found.cgroup.clone(),
+        };
+        let text = format!("serving {labels}");
+        self.supervisor
+            .start(key, labels, self.source.start(pid), settings.clone());
+        Ok(text)
+    }
+
+    fn remove(&mut self, target: &str, caller: &Credentials) -> Result<String, String> {
+        let key = self.key_for(target, caller)?;
+        self.supervisor.stop(&key);
+        if matches!(key, Key::Process { .. }) {
+            self.removed.insert(key);
+        }
+        Ok(format!("stopping {target}"))
+    }
+}
+
+/// A simulated target's settings: the simulation's own defaults, and no scheme (the
+/// configuration's schemes are converted for live intervals; `ctl add-schemes` adds some).
+fn settings_for_sim(live: &TargetSettings) -> TargetSettings {
+    TargetSettings {
+        attrs: udamon_sim::default_attrs(),
+        seed: live.seed,
+        schemes: Vec::new(),
+    }
+}
+
+/// The default control socket, for `udamon ctl`.
+pub fn default_control() -> PathBuf {
+    config::default_control()
+}

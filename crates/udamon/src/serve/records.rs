@@ -1,0 +1,382 @@
+//! Records of a long-running monitor: one file per target at a time, rotated by age or size,
+//! and a retention limit on the directory, so that a week of serving never fills a disk.
+//!
+//! Each record is a complete udamon record of its own (header, snapshots, events, a stop
+//! event), named `COMM-PID-UNIXSECONDS.data` (`COMM-sim-...` for a simulated workload), so that
+//! every report reads any one of them. A rotation finishes the current file and starts the next
+//! with a fresh header; the retention limit then removes the oldest finished records of the
+//! directory until the rest fit. A record still being written is never removed.
+//!
+//! What a record would otherwise take from the one before it is carried over: a new record
+//! starts with the target's last mappings and resident bytes, and a samples event names again
+//! every code site its samples use that the new record has not described yet (the operations
+//! number sites once per run, not once per file).
+
+use super::target::Labels;
+use crate::host::unix_now_ns;
+use std::collections::{BTreeSet, HashMap, HashSet};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use udamon_core::{Callbacks, Context, Flow};
+use udamon_record::model::{CodeSite, EventKind, Header};
+use udamon_record::{RecordError, RecordWriter, Recorder, WriterOptions};
+
+/// Where and how records are kept.
+#[derive(Debug)]
+pub struct RecordPolicy {
+    pub dir: PathBuf,
+    /// Start a new record after this long (µs).
+    pub every_us: Option<u64>,
+    /// ... or once a record holds this many bytes.
+    pub max_bytes: Option<u64>,
+    /// Remove the oldest finished records while the directory's records hold more.
+    pub retain_bytes: u64,
+    pub compress: bool,
+    /// Records being written now: retention leaves them alone.
+    open: Mutex<BTreeSet<PathBuf>>,
+}
+
+impl RecordPolicy {
+    pub fn new(
+        dir: PathBuf,
+        every_us: Option<u64>,
+        max_bytes: Option<u64>,
+        retain_bytes: u64,
+        compress: bool,
+    ) -> Result<Self, String> {
+        std::fs::create_dir_all(&dir)
+            .map_err(|e| format!("cannot create the record directory {}: {e}", dir.display()))?;
+        Ok(RecordPolicy {
+            dir,
+            every_us,
+            max_bytes,
+            retain_bytes,
+            compress,
+            open: Mutex::new(BTreeSet::new()),
+        })
+    }
+
+    /// A free name for a new record of `labels`.
+    fn new_path(&self, labels: &Labels) -> PathBuf {
+        let comm: String = labels
+            .comm
+            .chars()
+            .map(|c| if c.is_alphanumeric() { c } else { '_' })
+            .collect();
+        let pid = labels.pid.map_or("sim".to_string(), |p| p.to_string());
+        let secs = unix_now_ns() / 1_000_000_000;
+        let base = format!("{comm}-{pid}-{secs}");
+        (0..)
+            .map(|n| match n {
+                0 => self.dir.join(format!("{base}.data")),
+                n => self.dir.join(format!("{base}.{n}.data")),
+            })
+            .find(|p| !p.exists())
+            .expect("some name is free")
+    }
+
+    /// Removes the oldest finished records until the directory's records fit the limit.
+    /// Returns the files removed.
+    pub fn enforce_retention(&self) -> Vec<PathBuf> {
+        let open = self.open.lock().expect("not poisoned").clone();
+        let Ok(entries) = std::fs::read_dir(&self.dir) else {
+            return Vec::new();
+        };
+        let mut records: Vec<(std::time::SystemTime, u64, PathBuf)> = entries
+            .flatten()
+            .filter(|e| e.path().extension().is_some_and(|x| x == "data"))
+            .filter_map(|e| {
+                let meta = e.metadata().ok().filter(|m| m.is_file())?;
+                Some((meta.modified().ok()?, meta.len(), e.path()))
+            })
+            .collect();
+        records.sort();
+        let mut total: u64 = records.iter().map(|r| r.1).sum();
+        let mut removed = Vec::new();
+        for (_, len, path) in records {
+            if total <= self.retain_bytes {
+                break;
+            }
+            if open.contains(&path) {
+                continue;
+            }
+            if std::fs::remove_file(&path).is_ok() {
+                total -= len;
+                removed.push(path);
+            }
+        }
+        removed
+    }
+
+    fn opened(&self, path: &Path) {
+        self.open
+            .lock()
+            .expect("not poisoned")
+            .insert(path.to_path_buf());
+    }
+
+    fn closed(&self, path: &Path) {
+        self.open.lock().expect("not poisoned").remove(path);
+    }
+}
+
+/// The record a target is writing now, and when to start the next.
+pub struct Rotation {
+    policy: Arc<RecordPolicy>,
+    labels: Labels,
+    /// The header of every record of this target (its start time renewed at each rotation).
+    header: Header,
+    recorder: Recorder,
+    path: PathBuf,
+    opened_us: u64,
+    carried: Carried,
+}
+
+/// What each record must repeat of what came before it.
+#[derive(Default)]
+struct Carried {
+    /// Every code site seen, by index.
+    sites: HashMap<u32, CodeSite>,
+    /// The sites the current record has described.
+    described: HashSet<u32>,
+    /// The last `mappings` and `resident` events.
+    mappings: Option<EventKind>,
+    resident: Option<EventKind>,
+}
+
+impl Carried {
+    /// Notes what `kind` tells, and completes a samples event with the sites it uses that the
+    /// current record has not described.
+    fn complete(&mut self, kind: &mut EventKind) {
+        match kind {
+            EventKind::Mappings { .. } => self.mappings = Some(kind.clone()),
+            EventKind::Resident { .. } => self.resident = Some(kind.clone()),
+            EventKind::Samples { sites, samples, .. } => {
+                for site in sites.iter() {
+                    self.described.insert(site.index);
+                    self.sites.insert(site.index, site.clone());
+                }
+                let mut missing: Vec<CodeSite> = samples
+                    .iter()
+                    .filter(|s| self.described.insert(s.site))
+                    .filter_map(|s| self.sites.get(&s.site).cloned())
+                    .collect();
+                if !missing.is_empty() {
+                    sites.append(&mut missing);
+                    sites.sort_by_key(|s| s.index);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// The events a new record starts with; it has described no site yet.
+    fn restart(&mut self) -> Vec<EventKind> {
+        self.described.clear();
+        self.mappings
+            .iter()
+            .chain(&self.resident)
+            .cloned()
+            .collect()
+    }
+}
+
+impl Rotation {
+    /// Starts the target's first record.
+    pub fn open(
+        policy: Arc<RecordPolicy>,
+        labels: &Labels,
+        header: Header,
+        now_us: u64,
+    ) -> Result<Self, String> {
+        let (recorder, path) = start_record(&policy, labels, &header, now_us)?;
+        Ok(Rotation {
+            policy,
+            labels: labels.clone(),
+            header,
+            recorder,
+            path,
+            opened_us: now_us,
+            carried: Carried::default(),
+        })
+    }
+
+    pub fn write_event(&mut self, t_us: u64, mut kind: EventKind) -> Result<(), RecordError> {
+        self.carried.complete(&mut kind);
+        let time_ns = self.recorder.time_ns(t_us);
+        self.recorder.write_event(time_ns, kind)
+    }
+
+    /// Writes the window, then rotates when the record is old or big enough.
+    pub fn after_aggregation(&mut self, ctx: &Context) -> Flow {
+        let flow = self.recorder.after_aggregation(ctx)?;
+        let now_us = ctx.now_us();
+        let old = self
+            .policy
+            .every_us
+            .is_some_and(|every| now_us.saturating_sub(self.opened_us) >= every);
+        let big = self
+            .policy
+            .max_bytes
+            .is_some_and(|max| self.recorder.bytes_written() >= max);
+        if old || big {
+            self.rotate(now_us)?;
+        }
+        Ok(flow)
+    }
+
+    fn rotate(&mut self, now_us: u64) -> Result<(), String> {
+        self.header.start_time_unix_ns = unix_now_ns();
+        let (recorder, path) = start_record(&self.policy, &self.labels, &self.header, now_us)?;
+        let previous = std::mem::replace(&mut self.recorder, recorder);
+        let previous_path = std::mem::replace(&mut self.path, path);
+        self.opened_us = now_us;
+        for kind in self.carried.restart() {
+            self.recorder
+                .write_event(0, kind)
+                .map_err(|e| e.to_string())?;
+        }
+        let finished = end_record(previous, now_us, "rotated: the next record continues");
+        self.policy.closed(&previous_path);
+        finished.map_err(|e| format!("{}: {e}", previous_path.display()))?;
+        for removed in self.policy.enforce_retention() {
+            super::log::info(&format!(
+                "removed {} (the records exceed the retention limit)",
+                removed.display()
+            ));
+        }
+        Ok(())
+    }
+
+    /// Ends the target's last record with why monitoring stopped.
+    pub fn finish(self, now_us: u64, why: &str) -> Result<(), RecordError> {
+        let result = end_record(self.recorder, now_us, why);
+        self.policy.closed(&self.path);
+        result
+    }
+}
+
+fn start_record(
+    policy: &RecordPolicy,
+    labels: &Labels,
+    header: &Header,
+    now_us: u64,
+) -> Result<(Recorder, PathBuf), String> {
+    let path = policy.new_path(labels);
+    let file = crate::output::stream(&path, &[]).map_err(|e| format!("{e:#}"))?;
+    let writer = RecordWriter::new(
+        file,
+        &path,
+        header,
+        WriterOptions {
+            compress: policy.compress,
+        },
+    )
+    .map_err(|e| format!("cannot record to {}: {e}", path.display()))?;
+    policy.opened(&path);
+    Ok((Recorder::new(writer, now_us), path))
+}
+
+fn end_record(mut recorder: Recorder, now_us: u64, why: &str) -> Result<(), RecordError> {
+    let time_ns = recorder.time_ns(now_us);
+    let stopped = recorder.write_event(
+        time_ns,
+        EventKind::Stopped {
+            reason: why.to_string(),
+        },
+    );
+    let finished = recorder.finish().map(drop);
+    stopped.and(finished)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use udamon_record::model::{SampleAccess, SampleFact};
+
+    fn site(index: u32) -> CodeSite {
+        CodeSite {
+            index,
+            ip: 0x1000 + u64::from(index),
+            function: Some(format!("f{index}")),
+            object: None,
+            missing: None,
+        }
+    }
+
+    fn samples(sites: Vec<CodeSite>, used: &[u32]) -> EventKind {
+        EventKind::Samples {
+            target: 0,
+            window_ns: 1,
+            sites,
+            samples: used
+                .iter()
+                .map(|&site| SampleFact {
+                    addr: 0x10,
+                    site,
+                    tid: 1,
+                    cpu: 0,
+                    access: SampleAccess::Read,
+                })
+                .collect(),
+        }
+    }
+
+    fn sites_of(kind: &EventKind) -> Vec<u32> {
+        match kind {
+            EventKind::Samples { sites, .. } => sites.iter().map(|s| s.index).collect(),
+            _ => unreachable!(),
+        }
+    }
+
+    #[test]
+    fn a_new_record_describes_again_the_sites_and_mappings_it_uses() {
+        let mut c = Carried::default();
+        let mut first = samples(vec![site(0), site(1)], &[0, 1]);
+        c.complete(&mut first);
+        assert_eq!(
+            sites_of(&first),
+            [0, 1],
+            "nothing added to a complete event"
+        );
+        let mut maps = EventKind::Mappings {
+            target: 0,
+            mappings: Vec::new(),
+        };
+        c.complete(&mut maps);
+        let restart = c.restart();
+        assert_eq!(restart, [maps], "the next record starts with the mappings");
+        let mut next = samples(vec![site(2)], &[1, 2, 1]);
+        c.complete(&mut next);
+        assert_eq!(sites_of(&next), [1, 2], "site 1 is described again, once");
+        let mut later = samples(vec![], &[1, 2]);
+        c.complete(&mut later);
+        assert_eq!(sites_of(&later), Vec::<u32>::new(), "and not twice");
+    }
+
+    #[test]
+    fn retention_removes_the_oldest_finished_records_first() {
+        let dir = tempfile::tempdir().unwrap();
+        let policy = RecordPolicy::new(dir.path().to_path_buf(), None, None, 250, false).unwrap();
+        let mut paths = Vec::new();
+        for i in 0..4 {
+            let path = dir.path().join(format!("w-{i}.data"));
+            std::fs::write(&path, [0u8; 100]).unwrap();
+            let t = std::time::SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(1000 + i);
+            std::fs::File::options()
+                .write(true)
+                .open(&path)
+                .unwrap()
+                .set_modified(t)
+                .unwrap();
+            paths.push(path);
+        }
+        std::fs::write(dir.path().join("notes.txt"), [0u8; 1000]).unwrap();
+        // The oldest is still being written: it stays, and the next oldest go.
+        policy.opened(&paths[0]);
+        let removed = policy.enforce_retention();
+        assert_eq!(removed, [paths[1].clone(), paths[2].clone()]);
+        assert!(paths[0].exists() && paths[3].exists());
+        assert!(dir.path().join("notes.txt").exists(), "only records count");
+    }
+}

@@ -1,0 +1,437 @@
+//! `udamon serve` and `udamon ctl` end to end: metrics scraped over HTTP and parsed by a
+//! Prometheus text parser, targets that come and go, runtime control, garbage on the control
+//! socket, rotated records within their retention limit, and a clean stop on SIGTERM.
+
+mod common;
+
+use common::{build_workload, info, udamon};
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+/// Generous: these machines are shared and slow; nothing here is a timing assertion.
+const PATIENCE: Duration = Duration::from_secs(60);
+
+/// A running `udamon serve`, stopped with SIGTERM when dropped.
+struct Serve {
+    child: Child,
+    addr: SocketAddr,
+    control: PathBuf,
+    log: mpsc::Receiver<String>,
+}
+
+impl Serve {
+    fn start(dir: &Path, args: &[&str]) -> Serve {
+        let control = dir.join("ctl.sock");
+        let mut child = Command::new(env!("CARGO_BIN_EXE_udamon"))
+            .arg("serve")
+            .args(["--listen", "127.0.0.1:0", "--rescan", "200ms", "--control"])
+            .arg(&control)
+            .args(args)
+            .env_remove("JOURNAL_STREAM")
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let (tx, log) = mpsc::channel();
+        let stderr = child.stderr.take().unwrap();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                if tx.send(line).is_err() {
+                    return;
+                }
+            }
+        });
+        let mut serve = Serve {
+            child,
+            addr: "0.0.0.0:0".parse().unwrap(),
+            control,
+            log,
+        };
+        let line = serve.wait_log("metrics on http://");
+        let addr = line
+            .split("http://")
+            .nth(1)
+            .and_then(|r| r.split('/').next())
+            .unwrap();
+        serve.addr = addr.parse().unwrap();
+        serve
+    }
+
+    /// Waits for a log line containing `text`; returns it.
+    fn wait_log(&mut self, text: &str) -> String {
+        let deadline = Instant::now() + PATIENCE;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.log.recv_timeout(left) {
+                Ok(line) if line.contains(text) => return line,
+                Ok(_) => {}
+                Err(_) => panic!("no log line with '{text}'"),
+            }
+        }
+    }
+
+    fn get(&self, path: &str) -> (u16, String) {
+        let mut s = TcpStream::connect(self.addr).unwrap();
+        write!(
+            s,
+            "GET {path} HTTP/1.1\r\nHost: test\r\nConnection: close\r\n\r\n"
+        )
+        .unwrap();
+        let mut text = String::new();
+        s.read_to_string(&mut text).unwrap();
+        let status = text.split_whitespace().nth(1).unwrap().parse().unwrap();
+        let body = text.split_once("\r\n\r\n").map_or("", |(_, b)| b);
+        (status, body.to_string())
+    }
+
+    fn metrics(&self) -> Vec<common::Sample> {
+        let (status, body) = self.get("/metrics");
+        assert_eq!(status, 200, "{body}");
+        common::parse_prometheus(&body)
+    }
+
+    /// Scrapes until `found` holds for the samples; returns them.
+    fn metrics_until(
+        &self,
+        what: &str,
+        found: impl Fn(&[common::Sample]) -> bool,
+    ) -> Vec<common::Sample> {
+        let deadline = Instant::now() + PATIENCE;
+        loop {
+            let samples = self.metrics();
+            if found(&samples) {
+                return samples;
+            }
+            assert!(Instant::now() < deadline, "never saw {what}: {samples:?}");
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+
+    fn ctl(&self, args: &[&str]) -> assert_cmd::assert::Assert {
+        udamon()
+            .arg("ctl")
+            .arg("--control")
+            .arg(&self.control)
+            .args(args)
+            .assert()
+    }
+
+    fn ctl_ok(&self, args: &[&str]) -> String {
+        let out = self.ctl(args).success().get_output().stdout.clone();
+        String::from_utf8(out).unwrap()
+    }
+
+    /// SIGTERM; waits for the exit and returns its success.
+    fn stop(mut self) -> bool {
+        // SAFETY: signalling our own child.
+        unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
+        let status = self.child.wait().unwrap();
+        status.success()
+    }
+}
+
+impl Drop for Serve {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn series<'a>(samples: &'a [common::Sample], name: &str, pid: &str) -> Vec<&'a common::Sample> {
+    samples
+        .iter()
+        .filter(|s| s.name == name && s.labels.get("pid").map(String::as_str) == Some(pid))
+        .collect()
+}
+
+#[test]
+fn serve_exports_a_live_process_and_completes_its_record_on_sigterm() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut target = Command::new(build_workload("patterns"))
+        .args(["static", "-t", "60", "-o", "/dev/null"])
+        .spawn()
+        .unwrap();
+    let pid = target.id().to_string();
+    std::thread::sleep(Duration::from_millis(500));
+    let records = dir.path().join("records");
+    let serve = Serve::start(
+        dir.path(),
+        &[
+            "--pid",
+            &pid,
+            "--access-source",
+            "cpuclock",
+            "--record-dir",
+            records.to_str().unwrap(),
+        ],
+    );
+    // The static pattern's 64 MiB hot area is touched all the time: once some windows have
+    // passed, the working set over 10 s holds most of it, and no more than the process has.
+    let samples = serve.metrics_until(
+        "the hot area in the working set and the source counters",
+        |s| {
+            series(s, "udamon_working_set_bytes", &pid)
+                .iter()
+                .any(|x| x.value >= 32.0 * 1048576.0)
+                && series(s, "udamon_source_samples_total", &pid)
+                    .iter()
+                    .any(|x| x.value > 0.0)
+        },
+    );
+    for s in series(&samples, "udamon_working_set_bytes", &pid) {
+        assert!(s.value <= 1.2 * 1024.0 * 1048576.0, "{s:?}");
+        assert_eq!(s.labels["comm"], "patterns-cli");
+    }
+    let bandwidth = series(&samples, "udamon_access_bandwidth_bytes_per_second", &pid);
+    assert!(
+        bandwidth.len() == 1 && bandwidth[0].value > 0.0,
+        "{bandwidth:?}"
+    );
+    let idle = series(&samples, "udamon_idle_time_seconds", &pid);
+    assert_eq!(idle.len(), 6, "{idle:?}");
+    assert!(
+        samples
+            .iter()
+            .any(|s| s.name == "process_resident_memory_bytes" && s.value > 0.0),
+        "the monitor's own memory"
+    );
+    let listed = serve.ctl_ok(&["targets"]);
+    assert!(listed.contains(&pid), "{listed}");
+    let snapshot = serve.ctl_ok(&["snapshot", &pid]);
+    assert!(snapshot.contains("total size"), "{snapshot}");
+    let (status, _) = serve.get("/nothing");
+    assert_eq!(status, 404);
+    assert!(serve.stop(), "SIGTERM is a clean stop");
+    target.kill().unwrap();
+    target.wait().unwrap();
+
+    let files: Vec<PathBuf> = std::fs::read_dir(&records)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert_eq!(files.len(), 1, "{files:?}");
+    let i = info(&files[0]);
+    assert_eq!(i["finished"], true, "{i}");
+    assert!(i["nr_snapshots"].as_u64().unwrap() > 0, "{i}");
+    assert_eq!(
+        i["header"]["targets"][0]["pid"]
+            .as_u64()
+            .unwrap()
+            .to_string(),
+        pid
+    );
+}
+
+#[test]
+fn a_matched_process_is_served_while_it_lives_and_its_series_go_with_it() {
+    let dir = tempfile::tempdir().unwrap();
+    // A command name no other process has.
+    let name = format!("udm{}", std::process::id() % 100_000);
+    let sleeper = dir.path().join(&name);
+    std::fs::copy(which("sleep"), &sleeper).unwrap();
+    let serve = Serve::start(
+        dir.path(),
+        &[
+            "--match",
+            &format!("^{name}$"),
+            "--access-source",
+            "cpuclock",
+        ],
+    );
+    let mut first = Command::new(&sleeper).arg("60").spawn().unwrap();
+    let pid = first.id().to_string();
+    serve.metrics_until("the matched process", |s| {
+        !series(s, "udamon_working_set_bytes", &pid).is_empty()
+    });
+    first.kill().unwrap();
+    first.wait().unwrap();
+    serve.metrics_until("its series gone", |s| {
+        series(s, "udamon_working_set_bytes", &pid).is_empty()
+    });
+    // Another one with the name comes: it is served too.
+    let mut second = Command::new(&sleeper).arg("60").spawn().unwrap();
+    let pid2 = second.id().to_string();
+    serve.metrics_until("the second process", |s| {
+        !series(s, "udamon_working_set_bytes", &pid2).is_empty()
+    });
+    second.kill().unwrap();
+    second.wait().unwrap();
+    assert!(serve.stop());
+}
+
+fn which(program: &str) -> PathBuf {
+    std::env::var_os("PATH")
+        .iter()
+        .flat_map(std::env::split_paths)
+        .map(|d| d.join(program))
+        .find(|p| p.is_file())
+        .unwrap_or_else(|| panic!("{program} is on PATH"))
+}
+
+#[test]
+fn ctl_changes_a_running_target_and_garbage_on_the_socket_does_no_harm() {
+    let dir = tempfile::tempdir().unwrap();
+    let serve = Serve::start(dir.path(), &["--idle"]);
+    let added = serve.ctl_ok(&["add", "--sim", "builtin:demo"]);
+    assert!(added.contains("sim:1"), "{added}");
+    assert!(serve.ctl_ok(&["targets"]).contains("sim:1"));
+    let tuned = serve.ctl_ok(&[
+        "tune",
+        "sim:1",
+        "--aggr-us",
+        "200ms",
+        "--max-regions",
+        "300",
+    ]);
+    assert!(tuned.contains("200000"), "{tuned}");
+    assert!(tuned.contains("..300"), "{tuned}");
+    let status = serve.ctl_ok(&["status", "sim:1"]);
+    assert!(
+        status.contains("200000") && status.contains("0 scheme"),
+        "{status}"
+    );
+
+    let schemes = dir.path().join("schemes.json");
+    std::fs::write(
+        &schemes,
+        r#"[{"action": "stat", "access_pattern": {"sz_bytes": {"min": 0, "max": "max"},
+            "nr_accesses": {"min": "0 %", "max": "100 %"}, "age": {"min": "0 s", "max": "max"}}}]"#,
+    )
+    .unwrap();
+    let added = serve.ctl_ok(&["add-schemes", "sim:1", schemes.to_str().unwrap()]);
+    assert!(added.contains("1 scheme(s) added"), "{added}");
+    serve
+        .ctl(&["remove-scheme", "sim:1", "3"])
+        .failure()
+        .stderr(predicates::str::contains("no scheme 3"));
+    assert!(
+        serve
+            .ctl_ok(&["remove-scheme", "sim:1", "0"])
+            .contains("removed")
+    );
+    serve
+        .ctl(&["status", "4242"])
+        .failure()
+        .stderr(predicates::str::contains("not served"));
+
+    // Garbage, an unknown request, a line far too long: each gets an error answer, and the
+    // service goes on.
+    let mut s = UnixStream::connect(&serve.control).unwrap();
+    s.write_all(b"\xff\xfe not json\n{\"request\": \"reboot\"}\n")
+        .unwrap();
+    let mut reader = BufReader::new(s.try_clone().unwrap());
+    for _ in 0..2 {
+        let mut line = String::new();
+        reader.read_line(&mut line).unwrap();
+        assert!(line.contains("\"ok\":false"), "{line}");
+    }
+    let mut long = vec![b'x'; 2 << 20];
+    long.push(b'\n');
+    let _ = s.write_all(&long);
+    let mut line = String::new();
+    let _ = reader.read_line(&mut line);
+    assert!(line.is_empty() || line.contains("longer than"), "{line}");
+
+    // Right after the tune, the first window of the new length may not have completed yet.
+    let deadline = Instant::now() + PATIENCE;
+    let snapshot = loop {
+        let out = serve
+            .ctl(&["snapshot", "sim:1", "--json"])
+            .get_output()
+            .clone();
+        if out.status.success() {
+            break String::from_utf8(out.stdout).unwrap();
+        }
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains("no window completed yet"), "{err}");
+        assert!(Instant::now() < deadline, "no window ever completed");
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let report: serde_json::Value = serde_json::from_str(&snapshot).unwrap();
+    assert!(report["nr_regions"].as_u64().unwrap() > 0, "{report}");
+    assert!(serve.ctl_ok(&["remove", "sim:1"]).contains("stopping"));
+    let deadline = Instant::now() + PATIENCE;
+    while serve.ctl_ok(&["targets"]).contains("sim:1") {
+        assert!(Instant::now() < deadline, "sim:1 never left");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(serve.stop());
+}
+
+#[test]
+fn records_rotate_and_stay_within_the_retention_limit() {
+    let dir = tempfile::tempdir().unwrap();
+    let records = dir.path().join("records");
+    let mut serve = Serve::start(
+        dir.path(),
+        &[
+            "--idle",
+            "--record-dir",
+            records.to_str().unwrap(),
+            "--rotate-size",
+            "8K",
+            "--retain",
+            "40K",
+        ],
+    );
+    for _ in 0..3 {
+        serve.ctl_ok(&["add", "--sim", "builtin:demo", "--fast"]);
+    }
+    for _ in 0..3 {
+        serve.wait_log("monitoring ended: the target ended");
+    }
+    assert!(serve.stop());
+    let files: Vec<PathBuf> = std::fs::read_dir(&records)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    let total: u64 = files.iter().map(|f| f.metadata().unwrap().len()).sum();
+    // Three demo runs are about 40 KiB of records each: rotation cut them into files of about
+    // 8 KiB, and retention removed the oldest (three records may be open at once, and each
+    // rotation checks after its own file).
+    assert!(files.len() >= 3, "{files:?}");
+    assert!(
+        total <= 40 * 1024 + 3 * 12 * 1024,
+        "{total} bytes in {files:?}"
+    );
+    for f in &files {
+        let i = info(f);
+        assert_eq!(i["finished"], true, "{}: {i}", f.display());
+        assert!(
+            i["nr_snapshots"].as_u64().unwrap() > 0,
+            "{}: {i}",
+            f.display()
+        );
+    }
+}
+
+#[test]
+fn bad_configurations_are_one_line_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("serve.toml");
+    std::fs::write(&config, "listen = \"127.0.0.1:0\"\nmatches = [\"x\"]\n").unwrap();
+    for (args, says) in [
+        (vec!["serve"], "nothing to serve"),
+        (
+            vec!["serve", "--match", "(", "--listen", "127.0.0.1:0"],
+            "--match '('",
+        ),
+        (
+            vec!["serve", "--idle", "--listen", "nowhere"],
+            "is not an address",
+        ),
+        (
+            vec!["serve", "--config", config.to_str().unwrap()],
+            "unknown field",
+        ),
+    ] {
+        let out = udamon().args(&args).assert().failure().get_output().clone();
+        let err = String::from_utf8_lossy(&out.stderr).to_string();
+        assert!(err.contains(says), "{args:?}: {err}");
+        assert_eq!(err.trim_end().lines().count(), 1, "{args:?}: {err}");
+    }
+}
