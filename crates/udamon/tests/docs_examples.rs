@@ -1,8 +1,8 @@
 //! Every command example in README.md and docs/ runs: the `sh` blocks' `udamon` lines are run,
 //! in order, against this build, in a directory holding the records and workload files they
 //! name; a scheme file shown in the docs is recorded on a simulation. Lines that need a live
-//! process the docs only stand for (`--pid 1234`, `./myservice`) or a record only such a run
-//! makes are skipped, each with its reason printed.
+//! process the docs only stand for (`--pid 1234`, `./myservice`), a record only such a run
+//! makes, and the service (`serve`, `ctl`) are skipped, each with its reason printed.
 
 mod common;
 
@@ -79,6 +79,11 @@ fn words(line: &str) -> Option<Vec<String>> {
 fn skip_reason(words: &[String]) -> Option<&'static str> {
     if words[0] != "udamon" {
         return Some("not a udamon command (building and the test suite)");
+    }
+    if matches!(words.get(1).map(String::as_str), Some("serve" | "ctl")) {
+        return Some(
+            "serve runs until stopped, and ctl talks to it: tests/cli_serve.rs runs them both",
+        );
     }
     if words
         .iter()

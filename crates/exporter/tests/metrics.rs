@@ -1,0 +1,193 @@
+//! The exporter on a real core context: what a window's regions become as metrics, and the
+//! HTTP endpoint scraped and parsed by a Prometheus text parser.
+
+use std::collections::BTreeMap;
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::ops::ControlFlow;
+use udamon_core::{
+    AddrRange, Attrs, Callbacks, Context, Flow, Operations, OpsError, Target, VirtualClock,
+};
+use udamon_exporter::{Exporter, Observation, TargetLabels, observe};
+
+const MIB: u64 = 1 << 20;
+
+/// Accessed-bit style operations over 4 MiB: the first MiB is accessed all the time, the
+/// second only during the first second, the rest never.
+struct ThreeAreas;
+
+impl Operations for ThreeAreas {
+    fn name(&self) -> &str {
+        "three-areas"
+    }
+    fn init(&mut self, ctx: &mut Context) -> Result<(), OpsError> {
+        ctx.targets_mut()[0] = Target::with_regions(
+            None,
+            &[AddrRange::new(0, MIB), AddrRange::new(MIB, 4 * MIB)],
+        );
+        Ok(())
+    }
+    fn prepare_access_checks(&mut self, _ctx: &mut Context) {}
+    fn check_accesses(&mut self, ctx: &mut Context) {
+        let early = ctx.now_us() <= 1_000_000;
+        for r in ctx.targets_mut()[0].regions.iter_mut() {
+            if r.sampling_addr < MIB || (early && r.sampling_addr < 2 * MIB) {
+                r.nr_accesses += 1;
+            }
+        }
+    }
+}
+
+/// The observation of the window that ends at `at_us`.
+struct ObserveAt {
+    at_us: u64,
+    seen: Option<Observation>,
+}
+
+impl Callbacks for ObserveAt {
+    fn after_aggregation(&mut self, ctx: &Context) -> Flow {
+        if ctx.now_us() >= self.at_us {
+            self.seen = Some(observe(ctx, 0));
+            return Ok(ControlFlow::Break(()));
+        }
+        Ok(ControlFlow::Continue(()))
+    }
+}
+
+fn observed_at(at_us: u64) -> Observation {
+    let attrs = Attrs {
+        min_nr_regions: 4,
+        ..Attrs::default()
+    };
+    let mut ctx = Context::new(attrs, 7).unwrap();
+    ctx.add_target(Target::new(None));
+    let mut cb = ObserveAt { at_us, seen: None };
+    ctx.run(&mut ThreeAreas, &mut VirtualClock, &mut cb)
+        .unwrap();
+    cb.seen.unwrap()
+}
+
+#[test]
+fn the_working_set_counts_what_was_accessed_within_each_horizon() {
+    let o = observed_at(3_000_000);
+    let mib = |b: u64| b as f64 / MIB as f64;
+    let [window, s10, s60] = o.working_set_bytes[..] else {
+        panic!("three horizons: {o:?}")
+    };
+    assert!((0.9..=1.1).contains(&mib(window)), "the hot MiB: {o:?}");
+    // The second MiB was accessed within the last 10 s; the last two never were, which an
+    // idle age as old as the monitoring cannot tell from "idle since before".
+    assert!((1.9..=2.1).contains(&mib(s10)), "{o:?}");
+    assert_eq!(s10, s60, "{o:?}");
+    assert_eq!(o.monitored_bytes, 4 * MIB);
+    // The hot MiB is accessed in every sampling interval: 20 per 100 ms window.
+    let want = MIB as f64 * 20.0 / 0.1;
+    assert!(
+        (0.8 * want..=1.2 * want).contains(&o.bandwidth_bytes_per_second),
+        "{o:?}"
+    );
+    // A quarter of the bytes is not idle at all; half idles about 2 s (the second MiB) or
+    // more; the rest since the start.
+    assert_eq!(o.idle_seconds[0], 0.0, "{o:?}");
+    assert!((1.5..=3.0).contains(&o.idle_seconds[1]), "{o:?}");
+    assert!((2.5..=3.0).contains(&o.idle_seconds[5]), "{o:?}");
+}
+
+fn labels(pid: &str) -> TargetLabels {
+    TargetLabels {
+        pid: pid.to_string(),
+        comm: "app".to_string(),
+        cgroup: "/a.slice".to_string(),
+    }
+}
+
+fn get(addr: std::net::SocketAddr, path: &str) -> (u16, String) {
+    let mut s = TcpStream::connect(addr).unwrap();
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut text = String::new();
+    s.read_to_string(&mut text).unwrap();
+    let status = text.split_whitespace().nth(1).unwrap().parse().unwrap();
+    (status, text.split_once("\r\n\r\n").unwrap().1.to_string())
+}
+
+fn parse(body: &str) -> Vec<prometheus_parse::Sample> {
+    prometheus_parse::Scrape::parse(body.lines().map(|l| Ok(l.to_string())))
+        .expect("a valid exposition")
+        .samples
+}
+
+fn value(s: &prometheus_parse::Sample) -> f64 {
+    match s.value {
+        prometheus_parse::Value::Counter(v)
+        | prometheus_parse::Value::Gauge(v)
+        | prometheus_parse::Value::Untyped(v) => v,
+        _ => f64::NAN,
+    }
+}
+
+#[test]
+fn scraped_series_parse_and_a_removed_target_leaves_none() {
+    let exporter = Exporter::new();
+    let server = exporter.serve("127.0.0.1:0".parse().unwrap()).unwrap();
+    let mut counters = BTreeMap::new();
+    counters.insert("samples".to_string(), 1000);
+    counters.insert("recovered".to_string(), 900);
+    counters.insert("dropped_clobbered".to_string(), 7);
+    let obs = observed_at(2_000_000).with_source_counters(counters);
+    exporter.update(&labels("42"), &obs);
+    exporter.update(&labels("43"), &obs);
+
+    let (status, body) = get(server.local_addr(), "/metrics");
+    assert_eq!(status, 200);
+    let samples = parse(&body);
+    let of = |name: &str, pid: &str| -> Vec<&prometheus_parse::Sample> {
+        samples
+            .iter()
+            .filter(|s| s.metric == name && s.labels.get("pid") == Some(pid))
+            .collect()
+    };
+    let ws = of("udamon_working_set_bytes", "42");
+    assert_eq!(ws.len(), 3, "{body}");
+    let window = ws
+        .iter()
+        .find(|s| s.labels.get("horizon") == Some("window"))
+        .unwrap();
+    assert_eq!(value(window), obs.working_set_bytes[0] as f64);
+    assert_eq!(window.labels.get("cgroup"), Some("/a.slice"));
+    assert_eq!(value(of("udamon_source_samples_total", "42")[0]), 1000.0);
+    let dropped = of("udamon_source_dropped_total", "42");
+    assert_eq!(dropped[0].labels.get("reason"), Some("clobbered"));
+    assert_eq!(of("udamon_idle_time_seconds", "42").len(), 6);
+    assert!(
+        samples
+            .iter()
+            .any(|s| s.metric == "udamon_targets" && value(s) == 2.0)
+    );
+
+    // Counters follow the source's running totals.
+    let mut more = BTreeMap::new();
+    more.insert("samples".to_string(), 1500);
+    exporter.update(&labels("42"), &obs.clone().with_source_counters(more));
+    let samples = parse(&get(server.local_addr(), "/metrics").1);
+    let samples42: Vec<_> = samples
+        .iter()
+        .filter(|s| s.metric == "udamon_source_samples_total" && s.labels.get("pid") == Some("42"))
+        .collect();
+    assert_eq!(value(samples42[0]), 1500.0);
+
+    exporter.remove(&labels("42"));
+    let body = get(server.local_addr(), "/metrics").1;
+    assert!(!body.contains("pid=\"42\""), "{body}");
+    assert!(body.contains("pid=\"43\""));
+
+    // Other paths, and garbage on the socket, do no harm.
+    assert_eq!(get(server.local_addr(), "/").0, 404);
+    let mut junk = TcpStream::connect(server.local_addr()).unwrap();
+    let _ = junk.write_all(b"\x00\x01 garbage\r\n\r\n");
+    drop(junk);
+    assert_eq!(get(server.local_addr(), "/metrics").0, 200);
+}
