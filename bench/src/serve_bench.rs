@@ -222,12 +222,60 @@ fn percentile(sorted: &[f64], p: f64) -> f64 {
     sorted[((sorted.len() - 1) as f64 * p).round() as usize]
 }
 
+/// The exporter alone: rendering `n` targets' series, as a scrape does, without the HTTP
+/// round trip and the scheduling of a loaded machine. Returns the median in milliseconds.
+fn render_ms(n: usize) -> f64 {
+    let exporter = udamon_exporter::Exporter::new();
+    let mut source = std::collections::BTreeMap::new();
+    for name in [
+        "samples",
+        "recovered",
+        "lost",
+        "dropped_clobbered",
+        "dropped_no_operand",
+    ] {
+        source.insert(name.to_string(), 1000);
+    }
+    let obs = udamon_exporter::Observation {
+        window_seconds: 0.2,
+        regions: 100,
+        monitored_bytes: 1 << 30,
+        working_set_bytes: vec![1 << 26, 1 << 27, 1 << 28],
+        bandwidth_bytes_per_second: 1e9,
+        idle_seconds: vec![0.0, 1.0, 2.0, 3.0, 4.0, 5.0],
+        resident_bytes: Some(1 << 29),
+        source,
+        ..Default::default()
+    };
+    for i in 0..n {
+        let labels = udamon_exporter::TargetLabels {
+            pid: (1000 + i).to_string(),
+            comm: "membound".to_string(),
+            cgroup: "/system.slice/bench.service".to_string(),
+        };
+        exporter.update(&labels, &obs);
+    }
+    let mut times: Vec<f64> = (0..200)
+        .map(|_| {
+            let t = Instant::now();
+            std::hint::black_box(exporter.render());
+            t.elapsed().as_secs_f64() * 1e3
+        })
+        .collect();
+    times.sort_by(f64::total_cmp);
+    percentile(&times, 0.5)
+}
+
 fn cost(n: usize, seconds: u64) {
     let dir = tempfile::tempdir().unwrap();
     // A name of its own, so that --match takes these targets and nothing else.
     let name = format!("sbench{}", std::process::id() % 100_000);
     let targets = Targets::start(dir.path(), n, &name);
     println!("# serve-bench cost: {n} membound targets of 16 MiB, {seconds} s per phase");
+    println!(
+        "render of {n} targets   median {:.3} ms (the exporter alone, machine idle)",
+        render_ms(n)
+    );
     let alone1 = targets.rate(seconds);
     let serve = Serve::start(dir.path(), &["--match", &format!("^{name}$")]);
     // Until every target is served, then a warm-up: attaching and naming code cost once.

@@ -28,7 +28,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{self, Receiver};
 use std::time::{Duration, Instant};
 use supervisor::{Key, Supervisor};
-use target::{Command, Labels, Monitored, Start, TargetSettings};
+use target::{Command, Labels, Monitored, Start, TargetId, TargetSettings};
 use udamon_core::{Target, VirtualClock};
 use udamon_linux::discover::{Credentials, Discovery, Found, Selector, may_monitor};
 use udamon_linux::metrics::ProcMetrics;
@@ -297,7 +297,7 @@ impl Serving {
                 continue;
             }
             let labels = Labels {
-                pid: Some(found.pid),
+                id: TargetId::Pid(found.pid),
                 comm: found.comm.clone(),
                 cgroup: found.cgroup.clone(),
             };
@@ -334,7 +334,7 @@ impl Serving {
                 continue;
             }
             let labels = Labels {
-                pid: Some(found.pid),
+                id: TargetId::Pid(found.pid),
                 comm: found.comm.clone(),
                 cgroup: found.cgroup.clone(),
             };
@@ -397,7 +397,7 @@ impl Serving {
                 self.next_sim += 1;
                 let key = Key::Sim(self.next_sim);
                 let labels = Labels {
-                    pid: None,
+                    id: TargetId::Sim(self.next_sim),
                     comm: spec.trim_start_matches("builtin:").to_string(),
                     cgroup: String::new(),
                 };
@@ -454,16 +454,19 @@ impl Serving {
         Ok(key)
     }
 
-    /// The targets the caller may monitor, one per line.
+    /// The targets the caller may monitor, one per line: id, command name, cgroup.
     fn list(&self, caller: &Credentials) -> String {
         let mut text = String::new();
         for (key, labels) in self.supervisor.targets() {
-            let name = match key {
-                Key::Process { pid, .. } if may_monitor(caller, *pid).is_ok() => pid.to_string(),
-                Key::Process { .. } => continue,
-                Key::Sim(n) => format!("sim:{n}"),
-            };
-            text.push_str(&format!("{name}\t{labels}\n"));
+            if let Key::Process { pid, .. } = key
+                && may_monitor(caller, *pid).is_err()
+            {
+                continue;
+            }
+            text.push_str(&format!(
+                "{}\t{}\t{}\n",
+                labels.id, labels.comm, labels.cgroup
+            ));
         }
         text
     }
@@ -479,7 +482,7 @@ impl Serving {
         let key = process_key(&found);
         self.removed.remove(&key);
         let labels = Labels {
-            pid: Some(found.pid),
+            id: TargetId::Pid(found.pid),
             comm: found.comm.clone(),
             cgroup: found.cgroup.clone(),
         };

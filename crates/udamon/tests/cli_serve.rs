@@ -435,3 +435,64 @@ fn bad_configurations_are_one_line_errors() {
         assert_eq!(err.trim_end().lines().count(), 1, "{args:?}: {err}");
     }
 }
+
+#[test]
+fn sighup_reads_the_configuration_again_and_a_bad_one_changes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let base = std::process::id() % 10_000;
+    let (a, b) = (format!("udha{base}"), format!("udhb{base}"));
+    let mut first = Command::new({
+        let p = dir.path().join(&a);
+        std::fs::copy(which("sleep"), &p).unwrap();
+        p
+    })
+    .arg("60")
+    .spawn()
+    .unwrap();
+    let mut second = Command::new({
+        let p = dir.path().join(&b);
+        std::fs::copy(which("sleep"), &p).unwrap();
+        p
+    })
+    .arg("60")
+    .spawn()
+    .unwrap();
+    let (pa, pb) = (first.id().to_string(), second.id().to_string());
+    let config = dir.path().join("serve.toml");
+    std::fs::write(&config, format!("match = [\"^{a}$\"]\n")).unwrap();
+    let mut serve = Serve::start(
+        dir.path(),
+        &[
+            "--config",
+            config.to_str().unwrap(),
+            "--access-source",
+            "cpuclock",
+        ],
+    );
+    let hup = |serve: &Serve| {
+        // SAFETY: signalling our own child.
+        unsafe { libc::kill(serve.child.id() as i32, libc::SIGHUP) };
+    };
+    serve.metrics_until("the first match", |s| {
+        !series(s, "udamon_working_set_bytes", &pa).is_empty()
+    });
+    std::fs::write(&config, "match = [\"(\"]\n").unwrap();
+    hup(&serve);
+    serve.wait_log("reload refused, nothing changed");
+    assert!(
+        serve.ctl_ok(&["targets"]).contains(&pa),
+        "the bad file changed nothing"
+    );
+    std::fs::write(&config, format!("match = [\"^{b}$\"]\n")).unwrap();
+    hup(&serve);
+    serve.wait_log("configuration read again");
+    serve.metrics_until("the second match only", |s| {
+        series(s, "udamon_working_set_bytes", &pa).is_empty()
+            && !series(s, "udamon_working_set_bytes", &pb).is_empty()
+    });
+    for c in [&mut first, &mut second] {
+        c.kill().unwrap();
+        c.wait().unwrap();
+    }
+    assert!(serve.stop());
+}

@@ -9,7 +9,7 @@ pub struct ExporterSink(pub Exporter);
 
 fn labels_of(labels: &Labels) -> TargetLabels {
     TargetLabels {
-        pid: labels.pid.map_or(String::new(), |p| p.to_string()),
+        pid: labels.id.to_string(),
         comm: labels.comm.clone(),
         cgroup: labels.cgroup.clone(),
     }

@@ -2,7 +2,7 @@
 //! and a retention limit on the directory, so that a week of serving never fills a disk.
 //!
 //! Each record is a complete udamon record of its own (header, snapshots, events, a stop
-//! event), named `COMM-PID-UNIXSECONDS.data` (`COMM-sim-...` for a simulated workload), so that
+//! event), named `COMM-PID-UNIXSECONDS.data` (`COMM-simN-...` for the N-th simulated workload), so that
 //! every report reads any one of them. A rotation finishes the current file and starts the next
 //! with a fresh header; the retention limit then removes the oldest finished records of the
 //! directory until the rest fit. A record still being written is never removed.
@@ -63,7 +63,7 @@ impl RecordPolicy {
             .chars()
             .map(|c| if c.is_alphanumeric() { c } else { '_' })
             .collect();
-        let pid = labels.pid.map_or("sim".to_string(), |p| p.to_string());
+        let pid = labels.id.to_string().replace(':', "");
         let secs = unix_now_ns() / 1_000_000_000;
         let base = format!("{comm}-{pid}-{secs}");
         (0..)

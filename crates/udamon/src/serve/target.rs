@@ -28,20 +28,33 @@ use udamon_record::recorder::snapshot_from_context;
 /// How a served target is named in metrics, logs and records: a bounded set of labels.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct Labels {
-    /// The process id; `None` for a simulated workload.
-    pub pid: Option<u32>,
+    pub id: TargetId,
     /// The command name (a simulated workload's name).
     pub comm: String,
     /// The cgroup v2 path it was found in; empty when not selected by cgroup.
     pub cgroup: String,
 }
 
+/// A target as `udamon ctl` and the metrics' `pid` label name it: a process id, or `sim:N`
+/// for the N-th simulated workload served.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum TargetId {
+    Pid(u32),
+    Sim(u64),
+}
+
+impl std::fmt::Display for TargetId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            TargetId::Pid(pid) => write!(f, "{pid}"),
+            TargetId::Sim(n) => write!(f, "sim:{n}"),
+        }
+    }
+}
+
 impl std::fmt::Display for Labels {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self.pid {
-            Some(pid) => write!(f, "{} ({pid})", self.comm)?,
-            None => write!(f, "{} (simulated)", self.comm)?,
-        }
+        write!(f, "{} ({})", self.comm, self.id)?;
         if !self.cgroup.is_empty() {
             write!(f, " in {}", self.cgroup)?;
         }
