@@ -64,6 +64,8 @@ pub struct Context {
     interval_us: (u64, u64),
     /// When the current aggregation window started.
     window_start_us: u64,
+    /// Where the time line starts.
+    start_us: u64,
     started: bool,
     /// The operations record sampled accesses ([`Context::record_sampled_accesses`]): regions
     /// merge by sample density rather than by DAMON's threshold.
@@ -103,6 +105,7 @@ impl Context {
             split: SplitState::default(),
             interval_us: (0, 0),
             window_start_us: 0,
+            start_us: 0,
             started: false,
             sampled: false,
             region_index: None,
@@ -132,6 +135,7 @@ impl Context {
         );
         self.interval_us = (t_us, t_us);
         self.window_start_us = t_us;
+        self.start_us = t_us;
     }
 
     /// Adds an operation scheme; it first applies one aggregation interval (or its apply
@@ -217,6 +221,11 @@ impl Context {
     /// Now: the end of the last completed sampling interval.
     pub fn now_us(&self) -> u64 {
         self.interval_us.1
+    }
+
+    /// Where the time line started (see [`Context::set_start_time_us`]).
+    pub fn start_us(&self) -> u64 {
+        self.start_us
     }
 
     /// The current aggregation window `[start, now)`; at `after_aggregation`, the completed one.

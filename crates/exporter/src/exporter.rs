@@ -108,12 +108,32 @@ impl Default for Exporter {
     }
 }
 
-/// Sets a counter that only the observed source increments to its new running total.
-fn catch_up(counter: &Counter, total: u64) {
-    let now = counter.get();
-    if total > now {
-        counter.inc_by(total - now);
+/// Sets series `labels` of a counter family to the source's running total. A total below the
+/// series' value is a new count under reused labels (a scheme removed, the next one taking
+/// its index): the series starts again, which Prometheus reads as a counter reset.
+fn set_counter<L>(family: &Family<L, Counter>, labels: &L, total: u64)
+where
+    L: Clone + std::hash::Hash + Eq,
+{
+    if family.get_or_create(labels).get() > total {
+        family.remove(labels);
     }
+    let counter = family.get_or_create(labels);
+    counter.inc_by(total - counter.get());
+}
+
+/// Withdraws the series of one scheme of a target.
+fn remove_scheme_series(f: &Families, target: &TargetLabels, scheme: &str, action: &str) {
+    let l = SchemeLabels {
+        target: target.clone(),
+        scheme: scheme.to_string(),
+        action: action.to_string(),
+    };
+    f.scheme_tried_regions.remove(&l);
+    f.scheme_tried_bytes.remove(&l);
+    f.scheme_applied_regions.remove(&l);
+    f.scheme_applied_bytes.remove(&l);
+    f.scheme_quota_exceeds.remove(&l);
 }
 
 fn quantile_label(q: f64) -> String {
@@ -270,42 +290,54 @@ impl Exporter {
         );
         if let Some(b) = obs.resident_bytes {
             f.resident.get_or_create(labels).set(b as i64);
+        } else {
+            f.resident.remove(labels);
         }
         if let Some(b) = obs.paged_out_bytes {
             f.paged_out.get_or_create(labels).set(b as i64);
+        } else {
+            f.paged_out.remove(labels);
         }
         if let Some(b) = obs.refaulted_bytes {
-            catch_up(&f.refaulted.get_or_create(labels), b);
+            set_counter(&f.refaulted, labels, b);
+        } else {
+            f.refaulted.remove(labels);
         }
+        let now: BTreeSet<(String, String)> = obs
+            .schemes
+            .iter()
+            .map(|s| (s.index.to_string(), s.action.clone()))
+            .collect();
+        for (scheme, action) in created.schemes.difference(&now) {
+            remove_scheme_series(f, labels, scheme, action);
+        }
+        created.schemes = now;
         for s in &obs.schemes {
             let l = SchemeLabels {
                 target: labels.clone(),
                 scheme: s.index.to_string(),
                 action: s.action.clone(),
             };
-            created.schemes.insert((l.scheme.clone(), l.action.clone()));
-            catch_up(&f.scheme_tried_regions.get_or_create(&l), s.tried_regions);
-            catch_up(&f.scheme_tried_bytes.get_or_create(&l), s.tried_bytes);
-            catch_up(
-                &f.scheme_applied_regions.get_or_create(&l),
-                s.applied_regions,
-            );
-            catch_up(&f.scheme_applied_bytes.get_or_create(&l), s.applied_bytes);
-            catch_up(&f.scheme_quota_exceeds.get_or_create(&l), s.quota_exceeds);
+            set_counter(&f.scheme_tried_regions, &l, s.tried_regions);
+            set_counter(&f.scheme_tried_bytes, &l, s.tried_bytes);
+            set_counter(&f.scheme_applied_regions, &l, s.applied_regions);
+            set_counter(&f.scheme_applied_bytes, &l, s.applied_bytes);
+            set_counter(&f.scheme_quota_exceeds, &l, s.quota_exceeds);
         }
         for (name, &total) in &obs.source {
             match name.as_str() {
-                "samples" => catch_up(&f.samples.get_or_create(labels), total),
-                "recovered" => catch_up(&f.recovered.get_or_create(labels), total),
-                "lost" => catch_up(&f.lost.get_or_create(labels), total),
+                "samples" => set_counter(&f.samples, labels, total),
+                "recovered" => set_counter(&f.recovered, labels, total),
+                "lost" => set_counter(&f.lost, labels, total),
                 other => {
                     if let Some(reason) = other.strip_prefix("dropped_") {
                         created.reasons.insert(reason.to_string());
-                        catch_up(
-                            &f.dropped.get_or_create(&ReasonLabels {
+                        set_counter(
+                            &f.dropped,
+                            &ReasonLabels {
                                 target: labels.clone(),
                                 reason: reason.to_string(),
-                            }),
+                            },
                             total,
                         );
                     }
@@ -343,17 +375,8 @@ impl Exporter {
         f.samples.remove(labels);
         f.recovered.remove(labels);
         f.lost.remove(labels);
-        for (scheme, action) in created.schemes {
-            let l = SchemeLabels {
-                target: labels.clone(),
-                scheme,
-                action,
-            };
-            f.scheme_tried_regions.remove(&l);
-            f.scheme_tried_bytes.remove(&l);
-            f.scheme_applied_regions.remove(&l);
-            f.scheme_applied_bytes.remove(&l);
-            f.scheme_quota_exceeds.remove(&l);
+        for (scheme, action) in &created.schemes {
+            remove_scheme_series(f, labels, scheme, action);
         }
         for reason in created.reasons {
             f.dropped.remove(&ReasonLabels {

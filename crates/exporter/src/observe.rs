@@ -8,8 +8,9 @@
 //! - **Access bandwidth**: the sum over regions of size × accesses per second of the window,
 //!   DAMON_STAT's estimated memory bandwidth and damo's "memory bw estimate".
 //! - **Idle time**: DAMON_STAT's idle-time percentiles. Each byte is idle for its region's age
-//!   when the region was not accessed in the window, and for 0 when it was; the percentiles are
-//!   taken over bytes.
+//!   plus one window when the region was not accessed in the window (upstream's count), and
+//!   for 0 when it was (upstream reports accessed bytes as negative idle time, their hotness;
+//!   a Prometheus gauge of seconds idle stops at 0); the percentiles are taken over bytes.
 
 use std::collections::BTreeMap;
 use udamon_core::Context;
@@ -65,9 +66,7 @@ pub fn observe(ctx: &Context, target: usize) -> Observation {
         .map_or(&[][..], |t| &t.regions[..]);
     // An idle region's age counts from the start at most: one as old as the monitoring may
     // never have been accessed, and is not in any horizon's working set.
-    let elapsed_us = ctx
-        .passed_sample_intervals()
-        .saturating_mul(attrs.sample_interval_us);
+    let elapsed_us = ctx.now_us().saturating_sub(ctx.start_us());
     let idle_us = |r: &udamon_core::Region| {
         if r.nr_accesses > 0 {
             0
@@ -92,7 +91,15 @@ pub fn observe(ctx: &Context, target: usize) -> Observation {
         .iter()
         .map(|r| r.size() as f64 * f64::from(r.nr_accesses) / aggr_s)
         .sum();
-    let mut by_idle: Vec<(u64, u64)> = regions.iter().map(|r| (idle_us(r), r.size())).collect();
+    // As current DAMON_STAT counts it: an idle region has been idle for its age plus the
+    // window that just ended without an access.
+    let mut by_idle: Vec<(u64, u64)> = regions
+        .iter()
+        .map(|r| match r.nr_accesses {
+            0 => (idle_us(r) + aggr_us, r.size()),
+            _ => (0, r.size()),
+        })
+        .collect();
     by_idle.sort_unstable();
     let total: u64 = by_idle.iter().map(|x| x.1).sum();
     let idle_seconds = IDLE_QUANTILES

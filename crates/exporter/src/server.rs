@@ -44,8 +44,10 @@ impl Exporter {
                         .with_status_code(404),
                         _ => Response::from_string("only GET /metrics\n").with_status_code(405),
                     };
-                    // A client that hung up is its own problem, not the service's.
-                    let _ = request.respond(response);
+                    // A client that hung up costs a line, never the service.
+                    if let Err(e) = request.respond(response) {
+                        eprintln!("udamon: metrics: could not answer a scrape: {e}");
+                    }
                 }
             })?;
         Ok(Server {

@@ -153,9 +153,13 @@ impl Served {
         })
     }
 
-    /// What monitoring process `pid` starts with, on its own thread.
-    fn start(&self, pid: u32) -> Start {
+    /// What monitoring process `pid` with `settings` starts with, on its own thread.
+    fn start(&self, pid: u32, settings: &TargetSettings) -> Start {
         let (source, reason) = (self.source, self.reason.clone());
+        // Waking once per half window rather than every 50 ms: with many targets, wake-ups are
+        // most of the service's cost, and a window is still published within half a window of
+        // its end.
+        let batch = Duration::from_micros(settings.attrs.aggr_interval_us / 2).max(vaddr::BATCH);
         Box::new(move |stop| {
             let config = SamplerConfig {
                 source,
@@ -164,6 +168,7 @@ impl Served {
             };
             let (ops, mut clock) = vaddr::attach(&[pid], &config).map_err(|e| e.to_string())?;
             clock.set_stop_flag(Arc::clone(stop));
+            clock.set_batch(batch);
             let target = ops.targets().into_iter().next().ok_or("no target")?;
             let info = TargetInfo {
                 pid: Some(pid),
@@ -301,8 +306,12 @@ impl Serving {
                 comm: found.comm.clone(),
                 cgroup: found.cgroup.clone(),
             };
-            self.supervisor
-                .start(key, labels, self.source.start(found.pid), settings.clone());
+            self.supervisor.start(
+                key,
+                labels,
+                self.source.start(found.pid, settings),
+                settings.clone(),
+            );
         }
         self.supervisor.reap();
     }
@@ -338,8 +347,12 @@ impl Serving {
                 comm: found.comm.clone(),
                 cgroup: found.cgroup.clone(),
             };
-            self.supervisor
-                .start(key, labels, self.source.start(found.pid), settings.clone());
+            self.supervisor.start(
+                key,
+                labels,
+                self.source.start(found.pid, &settings),
+                settings.clone(),
+            );
         }
         log::info(&format!(
             "configuration read again: {} target(s), {} stopping",
@@ -487,8 +500,12 @@ impl Serving {
             cgroup: found.cgroup.clone(),
         };
         let text = format!("serving {labels}");
-        self.supervisor
-            .start(key, labels, self.source.start(pid), settings.clone());
+        self.supervisor.start(
+            key,
+            labels,
+            self.source.start(pid, settings),
+            settings.clone(),
+        );
         Ok(text)
     }
 

@@ -18,7 +18,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 use udamon_core::Clock;
 
-/// The longest the monitor sleeps, and the least time between two batches.
+/// The longest the monitor sleeps, and the least time between two batches, by default.
 pub const BATCH: Duration = Duration::from_millis(50);
 
 /// A record stamped this long before a drain started is sure to be in the ring by then (the
@@ -44,6 +44,8 @@ pub struct SampleClock {
     drained_to_us: u64,
     last_wake_us: u64,
     wakeups: u64,
+    /// The least time between two batches ([`BATCH`] unless set).
+    batch_us: u64,
 }
 
 impl SampleClock {
@@ -54,7 +56,15 @@ impl SampleClock {
             drained_to_us: 0,
             last_wake_us: 0,
             wakeups: 0,
+            batch_us: BATCH.as_micros() as u64,
         }
+    }
+
+    /// Sleeps at least `batch` between two wake-ups instead of [`BATCH`]: fewer wake-ups for a
+    /// monitor of many processes, at the cost of windows reported that much later (a ring
+    /// that fills to its watermark still wakes it).
+    pub fn set_batch(&mut self, batch: Duration) {
+        self.batch_us = batch.as_micros().max(1) as u64;
     }
 
     /// Set this flag (e.g. from a signal handler) to stop waiting: every wait returns at once,
@@ -97,8 +107,8 @@ impl Clock for SampleClock {
                 return;
             }
             let now = monotonic_us();
-            let wake = (t_us + PUBLISH_SLACK_US).max(self.last_wake_us + BATCH.as_micros() as u64);
-            let timeout = Duration::from_micros(wake.saturating_sub(now)).min(BATCH);
+            let wake = (t_us + PUBLISH_SLACK_US).max(self.last_wake_us + self.batch_us);
+            let timeout = Duration::from_micros(wake.saturating_sub(now).min(self.batch_us));
             self.drain(timeout);
         }
     }
