@@ -2,37 +2,12 @@
 //! intervals auto-tuning), a removed scheme, memory no longer known.
 
 use std::ops::ControlFlow;
-use udamon_core::{
-    AddrRange, Attrs, Callbacks, Context, Flow, Operations, OpsError, Target, VirtualClock,
-};
+use udamon_core::{Attrs, Callbacks, Context, Flow, Target, VirtualClock};
 use udamon_exporter::{Exporter, Observation, SchemeCounters, TargetLabels, observe};
 
-const MIB: u64 = 1 << 20;
+mod common;
 
-/// Accessed-bit style operations over 4 MiB: the first MiB is accessed all the time, the rest
-/// never.
-struct OneHotMib;
-
-impl Operations for OneHotMib {
-    fn name(&self) -> &str {
-        "one-hot-mib"
-    }
-    fn init(&mut self, ctx: &mut Context) -> Result<(), OpsError> {
-        ctx.targets_mut()[0] = Target::with_regions(
-            None,
-            &[AddrRange::new(0, MIB), AddrRange::new(MIB, 4 * MIB)],
-        );
-        Ok(())
-    }
-    fn prepare_access_checks(&mut self, _ctx: &mut Context) {}
-    fn check_accesses(&mut self, ctx: &mut Context) {
-        for r in ctx.targets_mut()[0].regions.iter_mut() {
-            if r.sampling_addr < MIB {
-                r.nr_accesses += 1;
-            }
-        }
-    }
-}
+use common::{Areas, MIB};
 
 /// Takes 50 ms sampling and 1 s aggregation at 3 s, as `udamon ctl tune` does between steps,
 /// and observes the window that ends at 5 s.
@@ -73,7 +48,12 @@ fn memory_never_accessed_stays_out_of_the_working_set_when_the_intervals_change(
     let mut ctx = Context::new(attrs, 7).unwrap();
     ctx.add_target(Target::new(None));
     let mut cb = RetuneThenObserve::default();
-    ctx.run(&mut OneHotMib, &mut VirtualClock, &mut cb).unwrap();
+    ctx.run(
+        &mut Areas { second_until_us: 0 },
+        &mut VirtualClock,
+        &mut cb,
+    )
+    .unwrap();
     let o = cb.seen.unwrap();
     // Longer sampling intervals made the sampling intervals passed so far look like 32 s of
     // monitoring, and the 3 MiB idle since the start like memory that went idle since.

@@ -5,38 +5,12 @@ use std::collections::BTreeMap;
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::ops::ControlFlow;
-use udamon_core::{
-    AddrRange, Attrs, Callbacks, Context, Flow, Operations, OpsError, Target, VirtualClock,
-};
+use udamon_core::{Attrs, Callbacks, Context, Flow, Target, VirtualClock};
 use udamon_exporter::{Exporter, Observation, TargetLabels, observe};
 
-const MIB: u64 = 1 << 20;
+mod common;
 
-/// Accessed-bit style operations over 4 MiB: the first MiB is accessed all the time, the
-/// second only during the first second, the rest never.
-struct ThreeAreas;
-
-impl Operations for ThreeAreas {
-    fn name(&self) -> &str {
-        "three-areas"
-    }
-    fn init(&mut self, ctx: &mut Context) -> Result<(), OpsError> {
-        ctx.targets_mut()[0] = Target::with_regions(
-            None,
-            &[AddrRange::new(0, MIB), AddrRange::new(MIB, 4 * MIB)],
-        );
-        Ok(())
-    }
-    fn prepare_access_checks(&mut self, _ctx: &mut Context) {}
-    fn check_accesses(&mut self, ctx: &mut Context) {
-        let early = ctx.now_us() <= 1_000_000;
-        for r in ctx.targets_mut()[0].regions.iter_mut() {
-            if r.sampling_addr < MIB || (early && r.sampling_addr < 2 * MIB) {
-                r.nr_accesses += 1;
-            }
-        }
-    }
-}
+use common::{Areas, MIB};
 
 /// The observation of the window that ends at `at_us`.
 struct ObserveAt {
@@ -62,8 +36,14 @@ fn observed_at(at_us: u64) -> Observation {
     let mut ctx = Context::new(attrs, 7).unwrap();
     ctx.add_target(Target::new(None));
     let mut cb = ObserveAt { at_us, seen: None };
-    ctx.run(&mut ThreeAreas, &mut VirtualClock, &mut cb)
-        .unwrap();
+    ctx.run(
+        &mut Areas {
+            second_until_us: 1_000_000,
+        },
+        &mut VirtualClock,
+        &mut cb,
+    )
+    .unwrap();
     cb.seen.unwrap()
 }
 

@@ -255,6 +255,17 @@ pub enum SourceArg {
     Pmu,
 }
 
+impl From<SourceArg> for vaddr::SourceChoice {
+    fn from(arg: SourceArg) -> Self {
+        match arg {
+            SourceArg::Auto => vaddr::SourceChoice::Auto,
+            SourceArg::Tick => vaddr::SourceChoice::Tick,
+            SourceArg::Cpuclock => vaddr::SourceChoice::CpuClock,
+            SourceArg::Pmu => vaddr::SourceChoice::Pmu,
+        }
+    }
+}
+
 #[derive(Debug, Args)]
 pub struct DemoArgs {
     /// Keep the record in this file (by default it goes to a temporary file).

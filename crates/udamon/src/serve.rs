@@ -15,7 +15,7 @@ mod records;
 mod supervisor;
 pub(crate) mod target;
 
-use crate::cli::{ServeArgs, SourceArg};
+use crate::cli::ServeArgs;
 use crate::monitor::Settings;
 use anyhow::{Context as _, Result};
 use config::Config;
@@ -33,7 +33,7 @@ use udamon_core::{Target, VirtualClock};
 use udamon_linux::discover::{Credentials, Discovery, Found, Selector, may_monitor};
 use udamon_linux::metrics::ProcMetrics;
 use udamon_linux::perf::{AccessSource as Source, SamplerConfig};
-use udamon_linux::vaddr::{self, SourceChoice, monotonic_us};
+use udamon_linux::vaddr::{self, monotonic_us};
 use udamon_record::model::{AccessSource, TargetInfo};
 
 pub use control::request;
@@ -43,14 +43,8 @@ const POLL: Duration = Duration::from_millis(200);
 
 pub fn run(args: &ServeArgs) -> Result<()> {
     let config = Config::resolve(args)?;
-    let choice = match args.access_source {
-        SourceArg::Auto => SourceChoice::Auto,
-        SourceArg::Tick => SourceChoice::Tick,
-        SourceArg::Cpuclock => SourceChoice::CpuClock,
-        SourceArg::Pmu => SourceChoice::Pmu,
-    };
-    let chosen =
-        vaddr::choose_source(choice, args.sample_rate).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let chosen = vaddr::choose_source(args.access_source.into(), args.sample_rate)
+        .map_err(|e| anyhow::anyhow!("{e}"))?;
     let source = Served {
         source: chosen.source,
         reason: chosen.reason,
@@ -196,7 +190,8 @@ impl Served {
 fn start_sim(spec: String, fast: bool) -> Start {
     Box::new(move |stop| {
         let workload = crate::cmd::record::load_workload(&spec).map_err(|e| format!("{e:#}"))?;
-        let name = workload.name().to_string();
+        let time = if fast { "virtual time" } else { "real time" };
+        let (info, source) = crate::cmd::record::sim_identity(workload.name(), time);
         let ops = udamon_sim::SimOps::new(workload, udamon_sim::SimOptions::default());
         Ok(Monitored {
             ops: Box::new(ops),
@@ -206,15 +201,8 @@ fn start_sim(spec: String, fast: bool) -> Start {
                 Box::new(PacedClock::new(Arc::clone(stop)))
             },
             target: Target::new(None),
-            info: TargetInfo {
-                pid: None,
-                cmdline: name.clone(),
-                parent: None,
-            },
-            source: AccessSource {
-                name: "sim".to_string(),
-                reason: format!("simulated workload '{name}' (masim format) in virtual time"),
-            },
+            info,
+            source,
             start_us: 0,
             metrics: None,
         })
@@ -296,24 +284,29 @@ impl Serving {
             self.removed.remove(&key);
             self.supervisor.stop(&key);
         }
-        for found in changes.added {
-            let key = process_key(&found);
-            if self.removed.contains(&key) {
-                continue;
-            }
-            let labels = Labels {
-                id: TargetId::Pid(found.pid),
-                comm: found.comm.clone(),
-                cgroup: found.cgroup.clone(),
-            };
+        for found in &changes.added {
+            self.start_process(found, settings);
+        }
+        self.supervisor.reap();
+    }
+
+    /// Starts serving a process the discovery found, unless the control socket removed it.
+    fn start_process(&mut self, found: &Found, settings: &TargetSettings) -> Labels {
+        let key = process_key(found);
+        let labels = Labels {
+            id: TargetId::Pid(found.pid),
+            comm: found.comm.clone(),
+            cgroup: found.cgroup.clone(),
+        };
+        if !self.removed.contains(&key) {
             self.supervisor.start(
                 key,
-                labels,
+                labels.clone(),
                 self.source.start(found.pid, settings),
                 settings.clone(),
             );
         }
-        self.supervisor.reap();
+        labels
     }
 
     /// Reads the configuration file again: new selectors, and the settings of targets started
@@ -322,9 +315,8 @@ impl Serving {
         let config = Config::resolve(args)?;
         let settings = self.source.settings(&config)?;
         let discovery = Discovery::new(selectors(&config)?).map_err(|e| anyhow::anyhow!("{e}"))?;
-        // Targets the new selectors no longer take stop at the next rescan: the new discovery
-        // has seen nothing yet, so everything it finds comes as added, and what runs but is
-        // not found is stopped here.
+        // The new discovery has seen nothing yet, so everything it finds comes as added: what
+        // runs but is not found any more is stopped here.
         self.discovery = discovery;
         let changes = self.discovery.scan();
         let keep: BTreeSet<Key> = changes.added.iter().map(process_key).collect();
@@ -337,22 +329,8 @@ impl Serving {
         for key in &stale {
             self.supervisor.stop(key);
         }
-        for found in changes.added {
-            let key = process_key(&found);
-            if self.removed.contains(&key) {
-                continue;
-            }
-            let labels = Labels {
-                id: TargetId::Pid(found.pid),
-                comm: found.comm.clone(),
-                cgroup: found.cgroup.clone(),
-            };
-            self.supervisor.start(
-                key,
-                labels,
-                self.source.start(found.pid, &settings),
-                settings.clone(),
-            );
+        for found in &changes.added {
+            self.start_process(found, &settings);
         }
         log::info(&format!(
             "configuration read again: {} target(s), {} stopping",
@@ -492,21 +470,9 @@ impl Serving {
     ) -> Result<String, String> {
         may_monitor(caller, pid).map_err(|e| e.to_string())?;
         let found = self.discovery.add_pid(pid).map_err(|e| e.to_string())?;
-        let key = process_key(&found);
-        self.removed.remove(&key);
-        let labels = Labels {
-            id: TargetId::Pid(found.pid),
-            comm: found.comm.clone(),
-            cgroup: found.cgroup.clone(),
-        };
-        let text = format!("serving {labels}");
-        self.supervisor.start(
-            key,
-            labels,
-            self.source.start(pid, settings),
-            settings.clone(),
-        );
-        Ok(text)
+        self.removed.remove(&process_key(&found));
+        let labels = self.start_process(&found, settings);
+        Ok(format!("serving {labels}"))
     }
 
     fn remove(&mut self, target: &str, caller: &Credentials) -> Result<String, String> {

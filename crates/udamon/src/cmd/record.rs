@@ -1,7 +1,7 @@
 //! `udamon record`: monitor a workload and write a record file: a simulated workload in
 //! virtual time, or live processes (spawned or attached) with a sampled access source.
 
-use crate::cli::{MonitoringArgs, RecordArgs, SourceArg};
+use crate::cli::{MonitoringArgs, RecordArgs};
 use crate::monitor::{self, RecordedOps, Session, Settings, Summary};
 use anyhow::{Context as _, Result, bail};
 use std::path::Path;
@@ -13,8 +13,7 @@ use udamon_linux::decode::Access;
 use udamon_linux::metrics::ProcMetrics;
 use udamon_linux::perf::{AccessSource as Source, SamplerConfig};
 use udamon_linux::vaddr::{
-    self, SampleBatch, SampleClock, SourceChoice, VaddrError, VaddrEvent, VaddrEventKind, VaddrOps,
-    monotonic_us,
+    self, SampleBatch, SampleClock, VaddrError, VaddrEvent, VaddrEventKind, VaddrOps, monotonic_us,
 };
 use udamon_record::model::{
     AccessSource, CodeSite, EventKind, MappingRecord, MappingResident, ReferencedMapping,
@@ -209,14 +208,8 @@ fn start_live(args: &RecordArgs, source: Source) -> Result<(VaddrOps, SampleCloc
 
 /// Records live processes until they exit, `--duration` passes, or Ctrl-C/SIGTERM.
 fn record_live(args: &RecordArgs) -> Result<Summary> {
-    let choice = match args.access_source {
-        SourceArg::Auto => SourceChoice::Auto,
-        SourceArg::Tick => SourceChoice::Tick,
-        SourceArg::Cpuclock => SourceChoice::CpuClock,
-        SourceArg::Pmu => SourceChoice::Pmu,
-    };
-    let chosen =
-        vaddr::choose_source(choice, args.sample_rate).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let chosen = vaddr::choose_source(args.access_source.into(), args.sample_rate)
+        .map_err(|e| anyhow::anyhow!("{e}"))?;
     // Bad options and schemes fail before anything starts.
     let settings = live_settings(args, &chosen.source)?;
     let stop = Arc::new(AtomicBool::new(false));
@@ -293,6 +286,21 @@ pub fn load_workload(spec: &str) -> Result<Workload> {
     }
 }
 
+/// How a record names a simulated workload and its source; `time` says how time passes.
+pub fn sim_identity(name: &str, time: &str) -> (TargetInfo, AccessSource) {
+    (
+        TargetInfo {
+            pid: None,
+            cmdline: name.to_string(),
+            parent: None,
+        },
+        AccessSource {
+            name: "sim".to_string(),
+            reason: format!("simulated workload '{name}' (masim format) in {time}"),
+        },
+    )
+}
+
 /// Records a simulated workload in virtual time.
 pub fn record_sim(
     spec: &str,
@@ -303,22 +311,12 @@ pub fn record_sim(
 ) -> Result<Summary> {
     let settings = monitoring.resolve(&udamon_sim::default_attrs(), duration_us)?;
     let workload = load_workload(spec)?;
-    let name = workload.name().to_string();
+    let (info, source) = sim_identity(workload.name(), "virtual time");
     let mut ops = SimOps::new(workload, SimOptions::default());
     let session = Session {
         settings,
-        targets: vec![(
-            Target::new(None),
-            TargetInfo {
-                pid: None,
-                cmdline: name.clone(),
-                parent: None,
-            },
-        )],
-        source: AccessSource {
-            name: "sim".to_string(),
-            reason: format!("simulated workload '{name}' (masim format) in virtual time"),
-        },
+        targets: vec![(Target::new(None), info)],
+        source,
         out,
         inputs: monitoring
             .schemes
