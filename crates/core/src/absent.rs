@@ -73,6 +73,8 @@ pub fn cut_absent(
             out.push(Region {
                 nr_accesses: 0,
                 raw_samples: 0,
+                read_samples: 0,
+                write_samples: 0,
                 sampled: None,
                 ..piece_of(r, p)
             });
@@ -98,13 +100,17 @@ fn piece_of(r: &Region, range: AddrRange) -> Region {
 }
 
 /// A part of `r` that is not cut out: it keeps the region's count, and the window's samples
-/// that fell in it, with their span.
+/// that fell in it, with their span (and its share of their read and write samples).
 fn kept(r: &Region, range: AddrRange, samples: &[u64]) -> Region {
     let lo = samples.partition_point(|&a| a < range.start);
     let hi = samples.partition_point(|&a| a < range.end);
     let inside = &samples[lo..hi];
+    let raw_samples = inside.len().min(u32::MAX as usize) as u32;
+    let (read_samples, write_samples) = r.kind_shares(raw_samples);
     Region {
-        raw_samples: inside.len().min(u32::MAX as usize) as u32,
+        raw_samples,
+        read_samples,
+        write_samples,
         sampled: inside
             .first()
             .zip(inside.last())
