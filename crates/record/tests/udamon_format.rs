@@ -73,6 +73,8 @@ fn arb_scattered_regions() -> impl Strategy<Value = Vec<RegionStat>> {
                     nr_accesses,
                     age,
                     raw_samples,
+                    read_samples: 0,
+                    write_samples: 0,
                 })
                 .collect()
         })
@@ -96,6 +98,8 @@ fn arb_sorted_regions() -> impl Strategy<Value = Vec<RegionStat>> {
                     nr_accesses,
                     age,
                     raw_samples,
+                    read_samples: 0,
+                    write_samples: 0,
                 }
             })
             .collect()
@@ -175,6 +179,8 @@ fn the_documented_layout_reads_back() {
         nr_accesses,
         age,
         raw_samples,
+        read_samples: 0,
+        write_samples: 0,
     };
     assert_eq!(
         frames,

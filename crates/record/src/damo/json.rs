@@ -208,6 +208,8 @@ fn convert_region(
             .map(|n| n.u32(Unit::Count))
             .transpose()?
             .unwrap_or(0),
+        read_samples: 0,
+        write_samples: 0,
     })
 }
 

@@ -45,6 +45,8 @@ pub fn realistic_regions(rng: &mut Lcg, n: usize) -> Vec<RegionStat> {
             nr_accesses,
             age: rng.below(3000) as u32,
             raw_samples: if hot { rng.below(8) as u32 } else { 0 },
+            read_samples: 0,
+            write_samples: 0,
         });
         addr += size;
     }
