@@ -232,6 +232,27 @@ impl Actor {
         actor
     }
 
+    /// The process exec'd: the pidfd still names it, but the pagemap opened before reads the
+    /// address space that exec replaced (every scan fails with ESRCH).
+    pub fn exec(&mut self) {
+        if self.pidfd.is_none() {
+            return;
+        }
+        self.maps = None;
+        match PageMap::open(self.pid) {
+            Ok(pm) => self.pagemap = Some(pm),
+            Err(e) if is_gone(&e) => {}
+            Err(e) => self.note_once(
+                crate::vaddr::monotonic_us(),
+                "open",
+                format!(
+                    "schemes cannot act on process {} after its exec: cannot open its pagemap: {e}",
+                    self.pid
+                ),
+            ),
+        }
+    }
+
     /// Compute and report what would be done, without doing it.
     pub fn set_dry_run(&mut self, on: bool) {
         self.dry_run = on;

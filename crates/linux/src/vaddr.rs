@@ -698,6 +698,7 @@ impl VaddrOps {
                     // The pagemap opened before names the address space that exec replaced.
                     p.residency = Residency::open(pid);
                     p.footprint = Footprint::open(pid);
+                    p.actor.exec();
                     // The full command line while the process still runs the new program.
                     p.cmdline = match proc_cmdline(pid) {
                         c if c.is_empty() => comm.clone(),
