@@ -7,6 +7,7 @@ mod common;
 
 use common::{build_workload_as, report_json, report_text, udamon};
 use serde_json::Value;
+use std::collections::HashMap;
 use std::path::Path;
 
 /// From when regions have followed the buffers' bounds (three 400 ms windows).
@@ -30,6 +31,19 @@ fn area(file: &Path, name: &str) -> Area {
 /// The bytes `[start, end)` shares with `area`.
 fn overlap(start: u64, end: u64, area: Area) -> u64 {
     end.min(area.1).saturating_sub(start.max(area.0))
+}
+
+/// The address ranges that `ranges` cover, adjacent ones joined, in address order.
+fn union(mut ranges: Vec<(u64, u64)>) -> Vec<(u64, u64)> {
+    ranges.sort_unstable();
+    let mut out: Vec<(u64, u64)> = Vec::new();
+    for (start, end) in ranges {
+        match out.last_mut() {
+            Some(last) if last.1 >= start => last.1 = last.1.max(end),
+            _ => out.push((start, end)),
+        }
+    }
+    out
 }
 
 fn count(v: &Value, key: &str) -> u64 {
@@ -91,37 +105,33 @@ fn regions_count_reads_and_writes_apart_and_schemes_filter_on_them_and_on_the_cp
     let (reader, writer) = (area(&areas, "anon"), area(&areas, "file"));
 
     // Each region's read and write samples, shared among the areas by the bytes it holds of
-    // each (a region can reach over both for a window). The first windows are left out: their
-    // regions, still large, merge the two buffers' alike sample densities into regions that
-    // were both read and written, and parts split off those share their counts in proportion.
+    // each (a region can reach over both). The first windows are left out: their regions,
+    // still large, merge the two buffers' alike sample densities into regions that were both
+    // read and written, and parts split off those share their counts in proportion.
     let frames: Vec<Value> = report_text(&["raw"], &rec)
         .lines()
         .map(|l| serde_json::from_str(l).unwrap())
         .collect();
+    let settled = |f: &&Value| count(f, "time_ns").max(count(f, "end_ns")) > SETTLED_NS;
     let [mut reads, mut writes] = [[0.0f64; 2]; 2];
-    // Per scheme: the tried bytes in each area, and the bytes its operations-layer filters let
-    // through.
-    let mut tried = [[0u64; 3]; 4];
-    let settled = |f: &Value| count(f, "time_ns").max(count(f, "end_ns")) > SETTLED_NS;
-    for f in frames.iter().filter(|f| settled(f)) {
-        if f["frame"] == "snapshot" {
-            for r in f["targets"][0]["regions"].as_array().unwrap() {
-                let (start, end) = (count(r, "start"), count(r, "end"));
-                for (i, a) in [reader, writer].into_iter().enumerate() {
-                    let share = overlap(start, end, a) as f64 / (end - start) as f64;
-                    reads[i] += count(r, "read_samples") as f64 * share;
-                    writes[i] += count(r, "write_samples") as f64 * share;
-                }
-            }
-        } else if f["kind"] == "scheme_tried_regions" {
-            let t = &mut tried[f["scheme"].as_u64().unwrap() as usize];
-            for r in f["regions"].as_array().unwrap() {
-                let (start, end) = (count(r, "start"), count(r, "end"));
-                t[0] += overlap(start, end, reader);
-                t[1] += overlap(start, end, writer);
-                t[2] += count(r, "sz_filter_passed");
-            }
+    // Each window's regions: (start, end) → (read samples, write samples).
+    let mut windows = HashMap::new();
+    for f in frames.iter().filter(settled) {
+        if f["frame"] != "snapshot" {
+            continue;
         }
+        let mut kinds = HashMap::new();
+        for r in f["targets"][0]["regions"].as_array().unwrap() {
+            let (start, end) = (count(r, "start"), count(r, "end"));
+            let (read, write) = (count(r, "read_samples"), count(r, "write_samples"));
+            for (i, a) in [reader, writer].into_iter().enumerate() {
+                let share = overlap(start, end, a) as f64 / (end - start) as f64;
+                reads[i] += read as f64 * share;
+                writes[i] += write as f64 * share;
+            }
+            kinds.insert((start, end), (read, write));
+        }
+        windows.insert(count(f, "end_ns"), kinds);
     }
     assert!(
         reads[0] >= 20.0 && reads[0] > 5.0 * writes[0],
@@ -135,23 +145,62 @@ fn regions_count_reads_and_writes_apart_and_schemes_filter_on_them_and_on_the_cp
         reads[1],
         writes[1]
     );
-    let [to_written, to_read, on_the_cpu, elsewhere] = tried;
+
+    // The regions each scheme was tried on in the window of a snapshot, with the bytes its
+    // operations-layer filters let through.
+    let mut matched = [0; 4];
+    let mut written_bytes_tried = 0;
+    let mut passed = [0; 4];
+    for f in frames.iter().filter(settled) {
+        if f["kind"] != "scheme_tried_regions" {
+            continue;
+        }
+        let Some(kinds) = windows.get(&count(f, "time_ns")) else {
+            continue;
+        };
+        let scheme = count(f, "scheme") as usize;
+        matched[scheme] += 1;
+        let mut tried: Vec<(u64, u64)> = Vec::new();
+        for r in f["regions"].as_array().unwrap() {
+            let (start, end) = (count(r, "start"), count(r, "end"));
+            tried.push((start, end));
+            passed[scheme] += count(r, "sz_filter_passed");
+            if scheme == 0 {
+                written_bytes_tried += overlap(start, end, writer);
+            }
+        }
+        let want: Vec<(u64, u64)> = kinds
+            .iter()
+            .filter(|&(_, &(read, write))| match scheme {
+                0 => write > 0,
+                1 => read > 0,
+                _ => true,
+            })
+            .map(|(&range, _)| range)
+            .collect();
+        // The snapshot is taken after the DAMOS pass merged back alike neighbours.
+        assert_eq!(
+            union(tried),
+            union(want),
+            "scheme {scheme} at {} ns: the regions of its kind, all of them",
+            f["time_ns"]
+        );
+    }
     assert!(
-        to_written[1] > 3 * to_written[0],
-        "the writes filter lets through the written buffer: {to_written:?}"
+        matched.iter().all(|&n| n >= 3),
+        "tried regions of several windows: {matched:?}"
     );
+    // The written buffer is written all over in every window.
+    let written_bytes = (writer.1 - writer.0) * matched[0] as u64;
     assert!(
-        to_read[0] > 3 * to_read[1],
-        "the reads filter lets through the read buffer: {to_read:?}"
+        written_bytes_tried * 2 > written_bytes,
+        "the writes filter lets through the written buffer: {written_bytes_tried} of {written_bytes} bytes"
     );
-    assert!(
-        on_the_cpu[2] > 0,
-        "the samples came from CPU {cpu}: {on_the_cpu:?}"
-    );
+    assert!(passed[2] > 0, "the samples came from CPU {cpu}: {passed:?}");
     assert_eq!(
-        elsewhere[2],
+        passed[3],
         0,
-        "no sample came from CPU {}: {elsewhere:?}",
+        "no sample came from CPU {}: {passed:?}",
         cpu + 1
     );
 
