@@ -37,10 +37,17 @@ pub fn encode_snapshot(out: &mut Vec<u8>, s: &Snapshot) {
         }
     }
     // Read and write samples, after everything a version 2 snapshot holds, and only where
-    // there are any: records of accessed-bit sources stay as they were.
-    let regions = || s.targets.iter().flat_map(|t| &t.regions);
-    if regions().any(|r| r.read_samples > 0 || r.write_samples > 0) {
-        for r in regions() {
+    // there are any: records of accessed-bit sources stay as they were. They are counted
+    // among the raw samples, so only regions with raw samples carry them (most regions of a
+    // sampled source's window got none).
+    let sampled = || {
+        s.targets
+            .iter()
+            .flat_map(|t| &t.regions)
+            .filter(|r| r.raw_samples > 0)
+    };
+    if sampled().any(|r| r.read_samples > 0 || r.write_samples > 0) {
+        for r in sampled() {
             varint::put_u64(out, r.read_samples as u64);
             varint::put_u64(out, r.write_samples as u64);
         }
@@ -96,7 +103,8 @@ pub fn decode_snapshot(bytes: &[u8]) -> Result<Snapshot, DecodeError> {
         targets.push(TargetSnapshot { target, regions });
     }
     if c.remaining() != 0 {
-        for r in targets.iter_mut().flat_map(|t| &mut t.regions) {
+        let sampled = targets.iter_mut().flat_map(|t| &mut t.regions);
+        for r in sampled.filter(|r| r.raw_samples > 0) {
             r.read_samples = c.u32()?;
             r.write_samples = c.u32()?;
         }

@@ -37,13 +37,14 @@
 //!   per region: zigzag((start >> shift) - (previous end >> shift)),
 //!               (end - start) >> shift, nr_accesses, age, raw_samples
 //! then, only when a region has read or write samples (sampled sources),
-//!   per target, per region: read_samples, write_samples
+//!   per target, per region with raw_samples > 0: read_samples, write_samples
 //! ```
 //!
-//! `read_samples` and `write_samples` count the region's samples whose instruction read and wrote
-//! memory (a read-modify-write counts in both, a sample of unknown kind in neither). Version 3
-//! added them; version 2 snapshots end before them and read as having none, and a version 2
-//! reader refuses version 3 records rather than take their snapshots for damage.
+//! `read_samples` and `write_samples` count, of the region's raw samples, those whose instruction
+//! read and those whose instruction wrote memory (a read-modify-write counts in both, a sample of
+//! unknown kind in neither); a region without raw samples has neither, and nothing is written for
+//! it. Version 3 added them; version 2 snapshots end before them and read as having none, and a
+//! version 2 reader refuses version 3 records rather than take their snapshots for damage.
 //!
 //! `shift` is the number of low zero bits common to all of the target's region boundaries (12 for
 //! page-aligned regions); the first region's "previous end" is 0; differences wrap modulo 2^64,
