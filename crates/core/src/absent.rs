@@ -168,7 +168,15 @@ mod tests {
     fn absent_memory_is_cut_out_and_the_rest_keeps_its_count_and_samples() {
         // Samples in pages 10 and 19 of 0..100; pages 40..60 and 90..100 hold nothing.
         let samples = [10 * P + 8, 19 * P + 8];
-        let mut regions = vec![accessed(0, 100), Region::new(100 * P, 200 * P)];
+        let mut regions = vec![
+            Region {
+                raw_samples: 2,
+                read_samples: 2,
+                write_samples: 1,
+                ..accessed(0, 100)
+            },
+            Region::new(100 * P, 200 * P),
+        ];
         let absent = [range(40, 60), range(90, 150)];
         let cut = cut_absent(&mut regions, &absent, &samples, P, 10, 0);
         assert_eq!(
@@ -187,6 +195,15 @@ mod tests {
             ]
         );
         assert!(regions[..4].iter().all(|r| r.age == 3));
+        let kinds: Vec<_> = regions
+            .iter()
+            .map(|r| (r.read_samples, r.write_samples))
+            .collect();
+        assert_eq!(
+            kinds,
+            [(2, 1), (0, 0), (0, 0), (0, 0), (0, 0)],
+            "reads and writes go with the samples"
+        );
         assert_eq!(
             regions[0].sampled,
             Some(AddrRange::new(10 * P + 8, 19 * P + 9))
