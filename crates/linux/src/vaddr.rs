@@ -963,18 +963,24 @@ impl Operations for VaddrOps {
         scheme: &Scheme,
         env: &ApplyEnv,
     ) -> Applied {
-        // The window's samples in the region answer the filters about threads and CPUs: one
-        // pass over them, for the few regions a scheme with such a filter applies to.
+        // The window's samples in the region answer the scheme's filters about threads and
+        // CPUs, once per region (the actor asks for every run of pages).
         let in_region = self
             .facts
             .current(target)
             .iter()
             .filter(|f| region.start <= f.addr && f.addr < region.end);
-        let sampled_kind = |kind: &FilterKind| match *kind {
-            FilterKind::Tid(tid) => in_region.clone().any(|f| f.tid == tid),
-            FilterKind::Cpu(cpu) => in_region.clone().any(|f| f.cpu == cpu),
-            _ => false,
-        };
+        let answers: Vec<(&FilterKind, bool)> = scheme
+            .filters
+            .ops()
+            .iter()
+            .filter_map(|f| match f.kind {
+                FilterKind::Tid(tid) => Some((&f.kind, in_region.clone().any(|s| s.tid == tid))),
+                FilterKind::Cpu(cpu) => Some((&f.kind, in_region.clone().any(|s| s.cpu == cpu))),
+                _ => None,
+            })
+            .collect();
+        let sampled_kind = |kind: &FilterKind| answers.iter().any(|&(k, yes)| yes && k == kind);
         match self.procs.get_mut(target) {
             Some(p) if !p.dropped => p.actor.apply(
                 region,
