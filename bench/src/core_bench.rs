@@ -12,7 +12,8 @@
 
 use std::hint::black_box;
 use udamon_core::{
-    AddrRange, Attrs, Context, NoCallbacks, Operations, OpsError, Prng, Target, VirtualClock,
+    AddrRange, Attrs, Context, NoCallbacks, Operations, OpsError, Prng, SampledAccess, Target,
+    VirtualClock,
 };
 
 const PAGE: u64 = 4096;
@@ -36,7 +37,7 @@ struct ReplayedSamples {
     addrs: Vec<u64>,
     per_interval: usize,
     cursor: usize,
-    batch: Vec<u64>,
+    batch: Vec<SampledAccess>,
 }
 
 impl ReplayedSamples {
@@ -78,7 +79,11 @@ impl Operations for ReplayedSamples {
     fn check_accesses(&mut self, ctx: &mut Context) {
         let end = (self.cursor + self.per_interval).min(self.addrs.len());
         self.batch.clear();
-        self.batch.extend_from_slice(&self.addrs[self.cursor..end]);
+        self.batch.extend(
+            self.addrs[self.cursor..end]
+                .iter()
+                .map(|&a| SampledAccess::at(a)),
+        );
         self.cursor = end;
         ctx.record_sampled_accesses(0, &mut self.batch);
     }

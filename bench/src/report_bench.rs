@@ -78,6 +78,8 @@ fn snapshot(i: u64, sampled: bool) -> Snapshot {
                 nr_accesses,
                 age: (i % 50) as u32,
                 raw_samples: u32::from(sampled && nr_accesses > 0),
+                read_samples: 0,
+                write_samples: 0,
             }
         })
         .collect();

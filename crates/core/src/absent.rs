@@ -73,6 +73,8 @@ pub fn cut_absent(
             out.push(Region {
                 nr_accesses: 0,
                 raw_samples: 0,
+                read_samples: 0,
+                write_samples: 0,
                 sampled: None,
                 ..piece_of(r, p)
             });
@@ -98,13 +100,17 @@ fn piece_of(r: &Region, range: AddrRange) -> Region {
 }
 
 /// A part of `r` that is not cut out: it keeps the region's count, and the window's samples
-/// that fell in it, with their span.
+/// that fell in it, with their span (and its share of their read and write samples).
 fn kept(r: &Region, range: AddrRange, samples: &[u64]) -> Region {
     let lo = samples.partition_point(|&a| a < range.start);
     let hi = samples.partition_point(|&a| a < range.end);
     let inside = &samples[lo..hi];
+    let raw_samples = inside.len().min(u32::MAX as usize) as u32;
+    let (read_samples, write_samples) = r.kind_shares(raw_samples);
     Region {
-        raw_samples: inside.len().min(u32::MAX as usize) as u32,
+        raw_samples,
+        read_samples,
+        write_samples,
         sampled: inside
             .first()
             .zip(inside.last())
@@ -162,7 +168,15 @@ mod tests {
     fn absent_memory_is_cut_out_and_the_rest_keeps_its_count_and_samples() {
         // Samples in pages 10 and 19 of 0..100; pages 40..60 and 90..100 hold nothing.
         let samples = [10 * P + 8, 19 * P + 8];
-        let mut regions = vec![accessed(0, 100), Region::new(100 * P, 200 * P)];
+        let mut regions = vec![
+            Region {
+                raw_samples: 2,
+                read_samples: 2,
+                write_samples: 1,
+                ..accessed(0, 100)
+            },
+            Region::new(100 * P, 200 * P),
+        ];
         let absent = [range(40, 60), range(90, 150)];
         let cut = cut_absent(&mut regions, &absent, &samples, P, 10, 0);
         assert_eq!(
@@ -181,6 +195,15 @@ mod tests {
             ]
         );
         assert!(regions[..4].iter().all(|r| r.age == 3));
+        let kinds: Vec<_> = regions
+            .iter()
+            .map(|r| (r.read_samples, r.write_samples))
+            .collect();
+        assert_eq!(
+            kinds,
+            [(2, 1), (0, 0), (0, 0), (0, 0), (0, 0)],
+            "reads and writes go with the samples"
+        );
         assert_eq!(
             regions[0].sampled,
             Some(AddrRange::new(10 * P + 8, 19 * P + 9))

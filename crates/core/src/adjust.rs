@@ -78,6 +78,8 @@ fn absorb(l: &mut Region, r: &Region, nr_accesses: u32) {
     l.nr_accesses = nr_accesses;
     l.age = size_weighted(l, r, |x| x.age);
     l.raw_samples = l.raw_samples.saturating_add(r.raw_samples);
+    l.read_samples = l.read_samples.saturating_add(r.read_samples);
+    l.write_samples = l.write_samples.saturating_add(r.write_samples);
     l.sampled = match (l.sampled, r.sampled) {
         (Some(a), Some(b)) => Some(a.hull(b)),
         (a, b) => a.or(b),
@@ -232,7 +234,8 @@ pub fn merge_regions(
 }
 
 /// `damon_split_region_at`: `r` keeps `[start, start + sz)`; the returned right piece copies its
-/// statistics. Raw sample counts are shared in proportion to size, since they are additive.
+/// statistics. Raw sample counts are shared in proportion to size, since they are additive,
+/// and the read and write samples in proportion to them ([`Region::give_samples`]).
 ///
 /// With sampled sources the window's sampled span says more: samples go to the side they fell
 /// on, and a piece that got none of them was accessed in no interval of the window so far, so
@@ -260,8 +263,7 @@ pub fn split_region_at(r: &mut Region, sz: u64) -> Region {
         (Some(_), Some(_)) if r.raw_samples >= 2 => by_size.clamp(1, r.raw_samples - 1),
         _ => by_size,
     };
-    right.raw_samples = r.raw_samples - left_samples;
-    r.raw_samples = left_samples;
+    r.give_samples(&mut right, r.raw_samples - left_samples);
     if left_span.is_some() != right_span.is_some() {
         let unsampled = if left_span.is_none() {
             &mut *r
@@ -763,7 +765,7 @@ mod tests {
         // by chance in 6 % of windows.
         let cut_at = |past: &[u64]| {
             let mut recent = RecentSamples::default();
-            recent.add(past);
+            recent.add(past.iter().copied());
             recent.complete_window();
             let mut targets = [Target {
                 pid: None,
@@ -830,20 +832,39 @@ mod tests {
         let mut both_sides = sampled(0, 100, (10, 90), 5);
         let other = split_region_at(&mut both_sides, 50);
         assert_eq!((both_sides.nr_accesses, other.nr_accesses), (1, 1));
-        let mut l = sampled(0, 50, (10, 20), 2);
+        let mut l = Region {
+            read_samples: 2,
+            ..sampled(0, 50, (10, 20), 2)
+        };
+        let right = Region {
+            read_samples: 1,
+            write_samples: 5,
+            ..right
+        };
         merge_two(&mut l, &right, 20);
         assert_eq!(
-            (l.raw_samples, l.sampled),
-            (7, Some(AddrRange::new(10, 70)))
+            (l.raw_samples, l.read_samples, l.write_samples, l.sampled),
+            (7, 3, 5, Some(AddrRange::new(10, 70))),
+            "samples of each kind add up"
         );
         // Accessed-bit regions have no span; samples are shared by size.
         let mut r = Region {
             raw_samples: 10,
+            read_samples: 10,
+            write_samples: 2,
             ..Region::new(0, 100)
         };
         let right = split_region_at(&mut r, 30);
         assert_eq!((r.raw_samples, right.raw_samples), (3, 7));
         assert_eq!((r.sampled, right.sampled), (None, None));
+        assert_eq!(
+            [
+                (r.read_samples, r.write_samples),
+                (right.read_samples, right.write_samples)
+            ],
+            [(3, 1), (7, 1)],
+            "each kind shared as the samples are"
+        );
     }
 
     #[test]

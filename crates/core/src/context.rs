@@ -24,7 +24,7 @@ use crate::damos::{
 use crate::ops::{Clock, Operations, OpsError, TargetMemory};
 use crate::rand::Prng;
 use crate::recent_samples::RecentSamples;
-use crate::region::{AddrRange, Region, Target, mult_frac};
+use crate::region::{AddrRange, Region, SampledAccess, Target, mult_frac};
 use crate::region_index::RegionIndex;
 use crate::tuning;
 use std::ops::ControlFlow;
@@ -257,20 +257,24 @@ impl Context {
         }
     }
 
-    /// Count sample addresses that fell in target `target`'s regions during the interval just
-    /// finished: every hit adds to `raw_samples`, and each hit region gets `nr_accesses += 1`
-    /// once. Sorts `addrs` in place. The cost follows the number of samples: O(k log k) for k
-    /// samples, plus a lookup that stays in cache whatever the number of regions
-    /// (a two-level index over the region ends). Returns the samples that fell in a region.
-    /// A context that records sampled accesses merges its regions by sample density
-    /// ([`DENSITY_ALPHA`]) from then on.
-    pub fn record_sampled_accesses(&mut self, target: usize, addrs: &mut [u64]) -> usize {
+    /// Count the samples that fell in target `target`'s regions during the interval just
+    /// finished: every hit adds to `raw_samples` (and, by its kind, to `read_samples` and
+    /// `write_samples`), and each hit region gets `nr_accesses += 1` once. Sorts `samples` by
+    /// address in place. The cost follows the number of samples: O(k log k) for k samples, plus
+    /// a lookup that stays in cache whatever the number of regions (a two-level index over the
+    /// region ends). Returns the samples that fell in a region. A context that records sampled
+    /// accesses merges its regions by sample density ([`DENSITY_ALPHA`]) from then on.
+    pub fn record_sampled_accesses(
+        &mut self,
+        target: usize,
+        samples: &mut [SampledAccess],
+    ) -> usize {
         self.sampled = true;
-        addrs.sort_unstable();
+        samples.sort_unstable_by_key(|s| s.addr);
         if self.recent.len() <= target {
             self.recent.resize_with(target + 1, RecentSamples::default);
         }
-        self.recent[target].add(addrs);
+        self.recent[target].add(samples.iter().map(|s| s.addr));
         let targets = &self.targets;
         let index = &self.region_index.get_or_insert_with(|| {
             targets
@@ -281,14 +285,13 @@ impl Context {
         let regions = &mut self.targets[target].regions;
         let mut hits = 0;
         let mut last_hit: Option<usize> = None;
-        for &addr in addrs.iter() {
-            let i = index.first_ending_after(addr);
-            let Some(r) = regions.get_mut(i).filter(|r| r.start <= addr) else {
+        for &sample in samples.iter() {
+            let i = index.first_ending_after(sample.addr);
+            let Some(r) = regions.get_mut(i).filter(|r| r.start <= sample.addr) else {
                 continue;
             };
             hits += 1;
-            r.raw_samples = r.raw_samples.saturating_add(1);
-            r.note_sample(addr);
+            r.note_sample(sample);
             // Addresses ascend, so repeated hits on one region are adjacent.
             if last_hit != Some(i) {
                 r.nr_accesses = r.nr_accesses.saturating_add(1);
@@ -570,6 +573,8 @@ impl Context {
             r.last_nr_accesses = r.nr_accesses;
             r.nr_accesses = 0;
             r.raw_samples = 0;
+            r.read_samples = 0;
+            r.write_samples = 0;
             r.sampled = None;
         }
         for recent in &mut self.recent {
@@ -817,7 +822,7 @@ mod tests {
         fn prepare_access_checks(&mut self, _ctx: &mut Context) {}
         fn check_accesses(&mut self, ctx: &mut Context) {
             self.next = (self.next + 4096 + 8) % self.hot;
-            ctx.record_sampled_accesses(0, &mut [self.next]);
+            ctx.record_sampled_accesses(0, &mut [SampledAccess::at(self.next)]);
         }
     }
 
@@ -872,15 +877,41 @@ mod tests {
                 AddrRange::new(300, 400),
             ],
         ));
-        let mut addrs = vec![150, 10, 199, 250, 20, 399, 400, 5];
-        let hits = ctx.record_sampled_accesses(0, &mut addrs);
+        let (r, w) = (SampledAccess::read, SampledAccess::write);
+        let both = |addr| SampledAccess {
+            addr,
+            read: true,
+            write: true,
+        };
+        let mut samples = vec![
+            r(150),
+            w(10),
+            both(199),
+            r(250),
+            SampledAccess::at(20),
+            w(399),
+            r(400),
+            r(5),
+        ];
+        let hits = ctx.record_sampled_accesses(0, &mut samples);
         assert_eq!(hits, 6, "250 falls in a hole and 400 past the end");
-        let got: Vec<(u32, u32)> = ctx.targets()[0]
+        let got: Vec<(u32, u32, u32, u32)> = ctx.targets()[0]
             .regions
             .iter()
-            .map(|r| (r.nr_accesses, r.raw_samples))
+            .map(|r| {
+                (
+                    r.nr_accesses,
+                    r.raw_samples,
+                    r.read_samples,
+                    r.write_samples,
+                )
+            })
             .collect();
-        assert_eq!(got, [(1, 3), (1, 2), (1, 1)]);
+        assert_eq!(
+            got,
+            [(1, 3, 1, 1), (1, 2, 2, 1), (1, 1, 0, 1)],
+            "a read-write sample counts as both, one of unknown kind as neither"
+        );
         let spans: Vec<_> = ctx.targets()[0].regions.iter().map(|r| r.sampled).collect();
         assert_eq!(
             spans,
@@ -891,7 +922,8 @@ mod tests {
             ]
         );
         ctx.reset_aggregated();
-        assert!(ctx.targets()[0].regions.iter().all(|r| r.sampled.is_none()));
+        assert!(ctx.targets()[0].regions.iter().all(|r| r.sampled.is_none()
+            && (r.raw_samples, r.read_samples, r.write_samples) == (0, 0, 0)));
     }
 
     /// Sampled ops that put one sample per window at the start of a 120-page target and reset
@@ -917,7 +949,8 @@ mod tests {
         fn prepare_access_checks(&mut self, _ctx: &mut Context) {}
         fn check_accesses(&mut self, ctx: &mut Context) {
             if self.intervals.is_multiple_of(20) {
-                ctx.record_sampled_accesses(0, &mut [self.intervals / 20 % 2 * 4096 + 8]);
+                let addr = self.intervals / 20 % 2 * 4096 + 8;
+                ctx.record_sampled_accesses(0, &mut [SampledAccess::at(addr)]);
             }
             self.intervals += 1;
         }
@@ -989,7 +1022,7 @@ mod tests {
             for (t, base) in [0, SECOND].into_iter().enumerate() {
                 if t < ctx.targets().len() {
                     let addr = base + self.intervals % 4 * 4096 + 8;
-                    ctx.record_sampled_accesses(t, &mut [addr]);
+                    ctx.record_sampled_accesses(t, &mut [SampledAccess::at(addr)]);
                     let memory = TargetMemory {
                         resident_bytes: 100 * 4096,
                         ..TargetMemory::default()

@@ -33,8 +33,8 @@ pub struct RecentSamples {
 
 impl RecentSamples {
     /// Adds sample addresses of the current window.
-    pub fn add(&mut self, addrs: &[u64]) {
-        self.current.extend_from_slice(addrs);
+    pub fn add(&mut self, addrs: impl IntoIterator<Item = u64>) {
+        self.current.extend(addrs);
     }
 
     /// The current window's addresses so far, sorted.
@@ -129,11 +129,11 @@ mod tests {
     #[test]
     fn within_spans_the_completed_windows_only() {
         let mut h = RecentSamples::default();
-        h.add(&[500, 100]);
+        h.add([500, 100]);
         h.complete_window();
-        h.add(&[300, 900]);
+        h.add([300, 900]);
         h.complete_window();
-        h.add(&[200]);
+        h.add([200]);
         assert_eq!(
             h.within(AddrRange::new(100, 600)),
             Some((AddrRange::new(100, 501), 3)),
@@ -153,7 +153,7 @@ mod tests {
     #[test]
     fn windows_beyond_the_limit_are_forgotten() {
         let mut h = RecentSamples::default();
-        h.add(&[7]);
+        h.add([7]);
         h.complete_window();
         for _ in 0..RECENT_WINDOWS - 1 {
             h.complete_window();
@@ -162,7 +162,7 @@ mod tests {
         assert_eq!(h.within(everything), Some((AddrRange::new(7, 8), 1)));
         h.complete_window();
         assert_eq!(h.within(everything), None);
-        h.add(&[9]);
+        h.add([9]);
         h.complete_window();
         h.clear();
         assert_eq!(h.within(everything), None);
@@ -178,7 +178,7 @@ mod tests {
             let w: Vec<u64> = (0..rng.in_range(0, 40))
                 .map(|_| rng.in_range(0, 64))
                 .collect();
-            h.add(&w);
+            h.add(w.iter().copied());
             h.complete_window();
             windows.push(w);
             let recent = &windows[windows.len().saturating_sub(RECENT_WINDOWS)..];

@@ -19,6 +19,11 @@ pub struct Region {
     /// Raw sample addresses that fell in the region during the current window (sampled access
     /// sources only; always 0 for accessed-bit style sources such as `sim`).
     pub raw_samples: u32,
+    /// Of `raw_samples`, those whose instruction read memory (a read-modify-write counts here
+    /// and in `write_samples`; a sample of unknown kind in neither).
+    pub read_samples: u32,
+    /// Of `raw_samples`, those whose instruction wrote memory.
+    pub write_samples: u32,
     /// The span of the sample addresses that fell in the region since the last split, from the
     /// lowest to just past the highest (sampled access sources only; always `None` for
     /// accessed-bit style sources). The split step cuts off what lies outside it
@@ -54,10 +59,75 @@ impl Region {
         (clipped.start < clipped.end).then_some(clipped)
     }
 
-    /// Widens the sampled span to include `addr`.
-    pub fn note_sample(&mut self, addr: u64) {
-        let point = AddrRange::new(addr, addr.saturating_add(1));
+    /// Counts one sample that fell in the region, and widens the sampled span to include it.
+    pub fn note_sample(&mut self, sample: SampledAccess) {
+        self.raw_samples = self.raw_samples.saturating_add(1);
+        self.read_samples = self.read_samples.saturating_add(u32::from(sample.read));
+        self.write_samples = self.write_samples.saturating_add(u32::from(sample.write));
+        let point = AddrRange::new(sample.addr, sample.addr.saturating_add(1));
         self.sampled = Some(self.sampled.map_or(point, |s| s.hull(point)));
+    }
+
+    /// The read and write samples that go with `raw` of the region's raw samples when a part of
+    /// it takes them: their share in proportion, since which sample was which kind is not kept
+    /// per address. Every sample of a kind goes with all the raw samples, none with none.
+    pub fn kind_shares(&self, raw: u32) -> (u32, u32) {
+        let share = |n: u32| {
+            (u64::from(n) * u64::from(raw))
+                .checked_div(u64::from(self.raw_samples))
+                .map_or(0, |s| s.min(u64::from(n)) as u32)
+        };
+        (share(self.read_samples), share(self.write_samples))
+    }
+
+    /// Moves to `right` (a piece just split off the region, holding a copy of its counts) its
+    /// `right_raw` of the raw samples and its share of the read and write samples.
+    pub fn give_samples(&mut self, right: &mut Region, right_raw: u32) {
+        let right_raw = right_raw.min(self.raw_samples);
+        let (read, write) = self.kind_shares(right_raw);
+        right.raw_samples = right_raw;
+        right.read_samples = read;
+        right.write_samples = write;
+        self.raw_samples -= right_raw;
+        self.read_samples -= read;
+        self.write_samples -= write;
+    }
+}
+
+/// One sampled access of a sampled access source: its data address, and whether the
+/// instruction read, wrote or both (neither when the source cannot tell, as a PMU sample
+/// without the instruction).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct SampledAccess {
+    pub addr: u64,
+    pub read: bool,
+    pub write: bool,
+}
+
+impl SampledAccess {
+    /// A sample at `addr` of unknown kind.
+    pub const fn at(addr: u64) -> Self {
+        SampledAccess {
+            addr,
+            read: false,
+            write: false,
+        }
+    }
+
+    pub const fn read(addr: u64) -> Self {
+        SampledAccess {
+            addr,
+            read: true,
+            write: false,
+        }
+    }
+
+    pub const fn write(addr: u64) -> Self {
+        SampledAccess {
+            addr,
+            read: false,
+            write: true,
+        }
     }
 }
 
@@ -158,6 +228,37 @@ mod tests {
         assert_eq!(t.region_index_of(20), None);
         assert_eq!(t.region_index_of(40), Some(2));
         assert_eq!(t.region_index_of(45), None);
+    }
+
+    #[test]
+    fn a_piece_takes_its_share_of_each_kind_of_sample() {
+        let mut r = Region {
+            raw_samples: 10,
+            read_samples: 7,
+            write_samples: 4,
+            ..Region::new(0, 100)
+        };
+        assert_eq!(
+            r.kind_shares(10),
+            (7, 4),
+            "all the samples, all of each kind"
+        );
+        assert_eq!(r.kind_shares(0), (0, 0));
+        let mut right = r;
+        r.give_samples(&mut right, 5);
+        assert_eq!(
+            (right.raw_samples, right.read_samples, right.write_samples),
+            (5, 3, 2)
+        );
+        assert_eq!((r.raw_samples, r.read_samples, r.write_samples), (5, 4, 2));
+        let mut none = Region::new(0, 100);
+        let mut right = none;
+        none.give_samples(&mut right, 3);
+        assert_eq!(
+            (right.raw_samples, right.read_samples),
+            (0, 0),
+            "nothing to give"
+        );
     }
 
     #[test]

@@ -637,6 +637,37 @@ fn trimmed_pieces_merge_back_when_nothing_tells_them_apart() {
 }
 
 #[test]
+fn merge_back_keeps_a_written_region_apart_from_a_read_one() {
+    // Equal counts and ages, but one region was read and the other written in the window.
+    // (Merge-back may make regions of up to 12 / 3 pages.)
+    let mut t = [target(&[
+        (0, 1, 2, 5),
+        (1, 2, 2, 5),
+        (2, 3, 2, 5),
+        (3, 12, 0, 5),
+    ])];
+    let kinds = [(2, 0), (0, 2), (0, 2)];
+    for (r, (read, write)) in t[0].regions.iter_mut().zip(kinds) {
+        (r.raw_samples, r.read_samples, r.write_samples) = (2, read, write);
+    }
+    let mut s = Scheme::new(AccessPattern::default(), Action::Stat);
+    s.filters.push(Filter::new(FilterKind::Writes, true, true));
+    let mut schemes = [s];
+    let mut ops = Ops::new();
+    run(&mut t, &mut schemes, &boundary(0), &mut ops);
+    assert_eq!(ops.applied(), [(1, 2), (2, 3)], "the written regions only");
+    assert_eq!(
+        pages(&t[0]),
+        [(0, 1), (1, 3), (3, 12)],
+        "the written ones merged back, the read one kept apart"
+    );
+    assert_eq!(
+        (t[0].regions[1].raw_samples, t[0].regions[1].write_samples),
+        (4, 4)
+    );
+}
+
+#[test]
 fn merge_back_respects_the_region_size_limit() {
     // Equal neighbours are merged back only up to total / min_nr_regions (8 pages / 3).
     let mut t = [target(&[(0, 2, 0, 5), (2, 4, 0, 5), (4, 8, 1, 5)])];

@@ -12,11 +12,18 @@ use udamon_core::adjust::{
 use udamon_core::recent_samples::RecentSamples;
 use udamon_core::region::align_up;
 use udamon_core::{
-    AddrRange, Attrs, Callbacks, Context, Flow, Operations, OpsError, Prng, Region, Target,
-    VirtualClock,
+    AddrRange, Attrs, Callbacks, Context, Flow, Operations, OpsError, Prng, Region, SampledAccess,
+    Target, VirtualClock,
 };
 
 const PAGE: u64 = 4096;
+
+/// The read and write samples of all `regions`.
+fn kind_totals(regions: &[Region]) -> (u32, u32) {
+    regions.iter().fold((0, 0), |(r, w), x| {
+        (r + x.read_samples, w + x.write_samples)
+    })
+}
 
 /// Sorted, non-overlapping, page-aligned spans with holes between them.
 fn spans() -> impl Strategy<Value = Vec<AddrRange>> {
@@ -100,6 +107,7 @@ proptest! {
         // least one interval and at most one interval per sample.
         for (r, &n) in regions.iter_mut().zip(samples.iter().cycle()) {
             r.raw_samples = n;
+            (r.read_samples, r.write_samples) = (n / 2, n - n / 3);
             r.nr_accesses = if n == 0 { 0 } else { r.nr_accesses.clamp(1, n) };
         }
         let before = coverage(&regions);
@@ -111,11 +119,13 @@ proptest! {
             density_alpha: by_density.then_some(0.05),
             ..MergeRule::damon(threshold, 20)
         };
+        let kinds = kind_totals(&regions);
         merge_regions_of(&mut regions, rule, sz_limit, true, None);
         assert_well_formed(&regions, PAGE)?;
         prop_assert_eq!(coverage(&regions), before);
         prop_assert!(regions.len() <= n_before);
         prop_assert_eq!(regions.iter().map(|r| r.raw_samples).sum::<u32>(), total_samples);
+        prop_assert_eq!(kind_totals(&regions), kinds);
         for r in &regions {
             prop_assert!(r.nr_accesses <= 20);
             prop_assert!(r.size() <= sz_limit.max(max_region), "merge exceeded the size limit");
@@ -131,13 +141,14 @@ proptest! {
         spans in spans(),
         cuts in prop::collection::vec(0u64..512, 1..32),
         samples in prop::collection::vec((0u64..2048, 0u64..2048, 0u32..20), 1..32),
+        read_share in 0u32..=100,
         max_nr in 1u32..200,
         report in any::<bool>(),
         past in prop::collection::vec(0u64..(1 << 25), 0..64),
     ) {
         // Samples of recent windows, anywhere in or around the spans.
         let mut recent = RecentSamples::default();
-        recent.add(&past);
+        recent.add(past.iter().copied());
         recent.complete_window();
         let recent = [recent];
         let evidence = if report { IdleEvidence::Report } else { IdleEvidence::Refine };
@@ -146,12 +157,14 @@ proptest! {
             if n > 0 {
                 let (lo, hi) = (a.min(b) % r.size(), a.max(b) % r.size());
                 r.raw_samples = n;
+                (r.read_samples, r.write_samples) = (n * read_share / 100, n - n / 4);
                 r.sampled = Some(AddrRange::new(r.start + lo, r.start + hi + 1));
             }
         }
         let before = coverage(&regions);
         let n_before = regions.len();
         let total_samples: u32 = regions.iter().map(|r| r.raw_samples).sum();
+        let kinds = kind_totals(&regions);
         let mut targets = [Target { pid: None, regions }];
         split_at_sampled_extents(&mut targets, max_nr, PAGE, evidence, &recent);
         let regions = &targets[0].regions;
@@ -159,7 +172,12 @@ proptest! {
         prop_assert_eq!(coverage(regions), before);
         prop_assert!(regions.len() <= n_before.max(max_nr as usize), "{} regions", regions.len());
         prop_assert_eq!(regions.iter().map(|r| r.raw_samples).sum::<u32>(), total_samples);
+        prop_assert_eq!(kind_totals(regions), kinds, "read and write samples lost or made up");
         for r in regions {
+            prop_assert!(
+                r.read_samples <= r.raw_samples && r.write_samples <= r.raw_samples,
+                "more samples of a kind than samples {:?}", r
+            );
             // Every sample stays in a piece whose span lies within it.
             if let Some(s) = r.sampled {
                 prop_assert!(r.start <= s.start && s.end <= r.end, "{:?}", r);
@@ -277,7 +295,13 @@ impl Operations for SampledOps {
                 })
                 .map(|&(a, _)| a)
                 .unwrap_or_else(|| self.spans[rng.in_range(0, self.spans.len() as u64) as usize]);
-            addrs.push(rng.in_range(area.start, area.end));
+            let addr = rng.in_range(area.start, area.end);
+            let kind = rng.in_range(0, 4);
+            addrs.push(SampledAccess {
+                addr,
+                read: kind & 1 != 0,
+                write: kind & 2 != 0,
+            });
         }
         ctx.record_sampled_accesses(0, &mut addrs);
     }
@@ -322,6 +346,12 @@ impl Checker {
             .find(|r| r.raw_samples > 0 && r.nr_accesses == 0)
         {
             return Err(format!("samples but reported not accessed: {r:?}"));
+        }
+        if let Some(r) = regions
+            .iter()
+            .find(|r| r.read_samples > r.raw_samples || r.write_samples > r.raw_samples)
+        {
+            return Err(format!("more samples of a kind than samples: {r:?}"));
         }
         if regions.len() > attrs.max_nr_regions as usize {
             return Err(format!(

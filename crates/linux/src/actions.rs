@@ -36,7 +36,8 @@
 //! mapping), `unmapped` (not present) and `hugepage_size` (2 MiB for a PMD-mapped huge page,
 //! 4 KiB otherwise; a missing page has no size) are evaluated per run of pages. Page tables do
 //! not tell `active`, `young` or a cgroup apart, so those filters never find memory of their
-//! kind (as on the simulated address space).
+//! kind (as on the simulated address space). `tid` and `cpu` are about the window's samples,
+//! which the caller keeps: it answers them for the whole region (`sampled_kind`).
 
 pub mod paged_out;
 pub mod pagescan;
@@ -231,6 +232,27 @@ impl Actor {
         actor
     }
 
+    /// The process exec'd: the pidfd still names it, but the pagemap opened before reads the
+    /// address space that exec replaced (every scan fails with ESRCH).
+    pub fn exec(&mut self) {
+        if self.pidfd.is_none() {
+            return;
+        }
+        self.maps = None;
+        match PageMap::open(self.pid) {
+            Ok(pm) => self.pagemap = Some(pm),
+            Err(e) if is_gone(&e) => {}
+            Err(e) => self.note_once(
+                crate::vaddr::monotonic_us(),
+                "open",
+                format!(
+                    "schemes cannot act on process {} after its exec: cannot open its pagemap: {e}",
+                    self.pid
+                ),
+            ),
+        }
+    }
+
     /// Compute and report what would be done, without doing it.
     pub fn set_dry_run(&mut self, on: bool) {
         self.dry_run = on;
@@ -282,13 +304,21 @@ impl Actor {
 
     /// Apply `scheme.action` to `region` in apply pass `pass` (the context's sampling-interval
     /// count) at `now_us`: plan where to act, scan the pages there, act (or, in a dry run,
-    /// work out what acting would change), and measure what changed.
-    pub fn apply(&mut self, region: &Region, scheme: &Scheme, pass: u64, now_us: u64) -> Applied {
+    /// work out what acting would change), and measure what changed. `sampled_kind` says
+    /// whether the region is of a filter kind about samples (`tid`, `cpu`).
+    pub fn apply(
+        &mut self,
+        region: &Region,
+        scheme: &Scheme,
+        pass: u64,
+        now_us: u64,
+        sampled_kind: &dyn Fn(&FilterKind) -> bool,
+    ) -> Applied {
         let started = Instant::now();
         let Some(plan) = self.plan(region, scheme, pass, now_us) else {
             return Applied::default();
         };
-        let Some(scan) = self.scan(&plan, scheme, now_us) else {
+        let Some(scan) = self.scan(&plan, scheme, now_us, sampled_kind) else {
             return Applied::default();
         };
         let sz_applied = match plan.advice {
@@ -337,7 +367,13 @@ impl Actor {
     /// The pages of the plan's pieces as they are before acting, what of them the scheme's
     /// filters allow, and the ranges to act on; `None` if the pages cannot be read (noted
     /// once).
-    fn scan(&mut self, plan: &Plan, scheme: &Scheme, now_us: u64) -> Option<Scan> {
+    fn scan(
+        &mut self,
+        plan: &Plan,
+        scheme: &Scheme,
+        now_us: u64,
+        sampled_kind: &dyn Fn(&FilterKind) -> bool,
+    ) -> Option<Scan> {
         let pm = self.pagemap.as_ref().expect("opened with the pidfd");
         let mut runs = Vec::new();
         let mut scanned = Vec::new();
@@ -355,7 +391,10 @@ impl Actor {
         let passed: Vec<(PageRun, bool)> = scanned
             .into_iter()
             .filter(|(r, file)| {
-                !check_filters || scheme.filters.ops_allow(|k| is_of_kind(k, r, *file))
+                !check_filters
+                    || scheme
+                        .filters
+                        .ops_allow(|k| is_of_kind(k, r, *file, sampled_kind))
             })
             .collect();
         let mut targets = merge(passed.iter().map(|(r, _)| (r.start, r.end)));
@@ -507,8 +546,14 @@ fn applied_ranges(action: Action, before: &[PageRun], after: &[PageRun]) -> Vec<
     }
 }
 
-/// Whether a run of pages (in a file-backed mapping or not) is of a filter's kind.
-fn is_of_kind(kind: &FilterKind, r: &PageRun, file_mapping: bool) -> bool {
+/// Whether a run of pages (in a file-backed mapping or not) is of a filter's kind; kinds about
+/// samples are the region's (`sampled_kind`).
+fn is_of_kind(
+    kind: &FilterKind,
+    r: &PageRun,
+    file_mapping: bool,
+    sampled_kind: &dyn Fn(&FilterKind) -> bool,
+) -> bool {
     let present = r.is(PAGE_IS_PRESENT);
     match kind {
         FilterKind::Anon => {
@@ -528,8 +573,12 @@ fn is_of_kind(kind: &FilterKind, r: &PageRun, file_mapping: bool) -> bool {
                 })
         }
         FilterKind::Active | FilterKind::Young | FilterKind::Memcg { .. } => false,
+        FilterKind::Tid(_) | FilterKind::Cpu(_) => sampled_kind(kind),
         // Decided by the core before the operations set is asked.
-        FilterKind::Addr(_) | FilterKind::Target { .. } => false,
+        FilterKind::Addr(_)
+        | FilterKind::Target { .. }
+        | FilterKind::Reads
+        | FilterKind::Writes => false,
     }
 }
 
@@ -658,6 +707,19 @@ mod tests {
             end: 4096,
             categories: c,
         };
+        // The region got samples from thread 7 only.
+        let sampled_kind = |k: &FilterKind| *k == FilterKind::Tid(7);
+        let is_of_kind = |k: &FilterKind, r: &PageRun, file| is_of_kind(k, r, file, &sampled_kind);
+        assert!(is_of_kind(&FilterKind::Tid(7), &run(0), false));
+        assert!(!is_of_kind(
+            &FilterKind::Tid(8),
+            &run(PAGE_IS_PRESENT),
+            false
+        ));
+        assert!(
+            !is_of_kind(&FilterKind::Writes, &run(PAGE_IS_PRESENT), false),
+            "the core's"
+        );
         let anon = FilterKind::Anon;
         assert!(is_of_kind(&anon, &run(PAGE_IS_PRESENT), true), "a COW page");
         assert!(!is_of_kind(

@@ -11,7 +11,7 @@
 //!   [`EAGER_REFRESH_US`]) after perf reports a new mapping;
 //! - `check_accesses`: the interval's samples, their data addresses recovered by the
 //!   [`AddressDecoder`] (implicit stack references are counted but kept out of the regions),
-//!   counted per target with [`Context::record_sampled_accesses`];
+//!   counted per target, reads and writes apart, with [`Context::record_sampled_accesses`];
 //! - exec flushes the process's decode cache and the context's recent samples of it, reopens
 //!   its pagemap for the residency check, and re-reads its mappings; a new executable mapping
 //!   flushes the cache entries near it; a process whose threads have all exited is dropped
@@ -27,7 +27,8 @@
 //! - `check_residency`: the parts of accessed regions without a present page (`PAGEMAP_SCAN`)
 //!   are cut out before a window is reported: an access would have faulted them in;
 //! - `apply_scheme`: DAMOS actions through each process's [`Actor`] (pidfd, current mappings,
-//!   applied = what changed); `update` reports each target's memory to the context.
+//!   applied = what changed), with the `tid` and `cpu` filters answered from the window's
+//!   samples in the region; `update` reports each target's memory to the context.
 
 mod clock;
 pub mod facts;
@@ -68,9 +69,9 @@ use std::collections::VecDeque;
 use std::ffi::OsStr;
 use std::rc::Rc;
 use thiserror::Error;
-use udamon_core::damos::{Applied, ApplyEnv, Scheme};
+use udamon_core::damos::{Applied, ApplyEnv, FilterKind, Scheme};
 use udamon_core::layout::set_regions;
-use udamon_core::{AddrRange, Attrs, Context, Operations, OpsError, Region, Target};
+use udamon_core::{AddrRange, Attrs, Context, Operations, OpsError, Region, SampledAccess, Target};
 
 /// After perf reports a new mapping, regions are refreshed at most this often (µs) before the
 /// next update interval, so that memory mapped after start is monitored within a fraction of a
@@ -417,7 +418,8 @@ pub struct VaddrOps {
     procs: Vec<Proc>,
     feed: Feed,
     pending: VecDeque<PerfRecord>,
-    addrs: Vec<Vec<u64>>,
+    /// Each target's samples of the sampling interval being handled.
+    addrs: Vec<Vec<SampledAccess>>,
     stats: SourceStats,
     events: EventLog,
     /// How often the kernel's accessed bits are read (`set_referenced`), in µs.
@@ -696,6 +698,7 @@ impl VaddrOps {
                     // The pagemap opened before names the address space that exec replaced.
                     p.residency = Residency::open(pid);
                     p.footprint = Footprint::open(pid);
+                    p.actor.exec();
                     // The full command line while the process still runs the new program.
                     p.cmdline = match proc_cmdline(pid) {
                         c if c.is_empty() => comm.clone(),
@@ -819,7 +822,11 @@ impl VaddrOps {
                 self.stats.outside_mapped += 1;
             }
         }
-        self.addrs[t].push(addr);
+        self.addrs[t].push(SampledAccess {
+            addr,
+            read: matches!(access, Some(Access::Read | Access::ReadWrite)),
+            write: matches!(access, Some(Access::Write | Access::ReadWrite)),
+        });
         self.facts.push(t, p.pid, &p.maps, ip, |site| Fact {
             addr,
             site,
@@ -956,11 +963,32 @@ impl Operations for VaddrOps {
         scheme: &Scheme,
         env: &ApplyEnv,
     ) -> Applied {
+        // The window's samples in the region answer the scheme's filters about threads and
+        // CPUs, once per region (the actor asks for every run of pages).
+        let in_region = self
+            .facts
+            .current(target)
+            .iter()
+            .filter(|f| region.start <= f.addr && f.addr < region.end);
+        let answers: Vec<(&FilterKind, bool)> = scheme
+            .filters
+            .ops()
+            .iter()
+            .filter_map(|f| match f.kind {
+                FilterKind::Tid(tid) => Some((&f.kind, in_region.clone().any(|s| s.tid == tid))),
+                FilterKind::Cpu(cpu) => Some((&f.kind, in_region.clone().any(|s| s.cpu == cpu))),
+                _ => None,
+            })
+            .collect();
+        let sampled_kind = |kind: &FilterKind| answers.iter().any(|&(k, yes)| yes && k == kind);
         match self.procs.get_mut(target) {
-            Some(p) if !p.dropped => {
-                p.actor
-                    .apply(region, scheme, env.passed_sample_intervals, env.now_us)
-            }
+            Some(p) if !p.dropped => p.actor.apply(
+                region,
+                scheme,
+                env.passed_sample_intervals,
+                env.now_us,
+                &sampled_kind,
+            ),
             _ => Applied::default(),
         }
     }

@@ -77,7 +77,7 @@ fn pages_touched_again_after_a_pageout_count_as_refaulted() {
     let mut actor = Actor::new(w.pid());
     let pageout = scheme(Action::Pageout, (0, 0), 0);
     let applied = actor
-        .apply(&Region::new(start, end), &pageout, 1, 0)
+        .apply(&Region::new(start, end), &pageout, 1, 0, &|_| false)
         .sz_applied;
     let out = w.resident();
     let after_pageout = actor.memory().expect("the workload runs");

@@ -18,7 +18,9 @@ mod snapshots;
 
 use snapshots::{Collect, MIB, Snap, median};
 use udamon_core::layout::{initial_ranges, set_regions};
-use udamon_core::{AddrRange, Context, Operations, OpsError, Prng, Target, VirtualClock};
+use udamon_core::{
+    AddrRange, Context, Operations, OpsError, Prng, SampledAccess, Target, VirtualClock,
+};
 use udamon_linux::perf::{AccessSource, CpuClock, Rate};
 use udamon_linux::vaddr::{DEFAULT_CPUCLOCK_HZ, TICK_HZ, sampled_attrs};
 
@@ -163,7 +165,9 @@ impl Operations for SampledProcess {
         let end_us = ctx.interval_us().1 as f64;
         let mut addrs = Vec::new();
         while self.next_sample_us < end_us {
-            addrs.push(self.sample_at(self.next_sample_us as u64));
+            addrs.push(SampledAccess::at(
+                self.sample_at(self.next_sample_us as u64),
+            ));
             self.next_sample_us += self.sampler.period_us(&mut self.rng);
         }
         ctx.record_sampled_accesses(0, &mut addrs);

@@ -46,6 +46,8 @@ fn initial_regions(rng: &mut Rng, n: usize) -> Vec<RegionStat> {
                 nr_accesses: 0,
                 age: rng.below(500) as u32,
                 raw_samples: 0,
+                read_samples: 0,
+                write_samples: 0,
             }
         })
         .collect()

@@ -36,6 +36,22 @@ pub fn encode_snapshot(out: &mut Vec<u8>, s: &Snapshot) {
             prev_end = end;
         }
     }
+    // Read and write samples, after everything a version 2 snapshot holds, and only where
+    // there are any: records of accessed-bit sources stay as they were. They are counted
+    // among the raw samples, so only regions with raw samples carry them (most regions of a
+    // sampled source's window got none).
+    let sampled = || {
+        s.targets
+            .iter()
+            .flat_map(|t| &t.regions)
+            .filter(|r| r.raw_samples > 0)
+    };
+    if sampled().any(|r| r.read_samples > 0 || r.write_samples > 0) {
+        for r in sampled() {
+            varint::put_u64(out, r.read_samples as u64);
+            varint::put_u64(out, r.write_samples as u64);
+        }
+    }
 }
 
 /// The number of low zero bits shared by every boundary: 12 for page-aligned regions, which
@@ -79,10 +95,19 @@ pub fn decode_snapshot(bytes: &[u8]) -> Result<Snapshot, DecodeError> {
                 nr_accesses: c.u32()?,
                 age: c.u32()?,
                 raw_samples: c.u32()?,
+                read_samples: 0,
+                write_samples: 0,
             });
             prev_end = end;
         }
         targets.push(TargetSnapshot { target, regions });
+    }
+    if c.remaining() != 0 {
+        let sampled = targets.iter_mut().flat_map(|t| &mut t.regions);
+        for r in sampled.filter(|r| r.raw_samples > 0) {
+            r.read_samples = c.u32()?;
+            r.write_samples = c.u32()?;
+        }
     }
     if c.remaining() != 0 {
         return Err("bytes left over after the snapshot");
@@ -295,6 +320,8 @@ mod tests {
             nr_accesses,
             age,
             raw_samples,
+            read_samples: 0,
+            write_samples: 0,
         }
     }
 
@@ -327,6 +354,79 @@ mod tests {
         let first_gap_extra = 4;
         assert_eq!(out.len(), 11 + 3 + 100 * 5 + first_gap_extra);
         assert_eq!(decode_snapshot(&out), Ok(s));
+    }
+
+    #[test]
+    fn read_and_write_samples_round_trip_and_version_2_snapshots_read_as_none() {
+        let regions = vec![
+            RegionStat {
+                read_samples: 5,
+                write_samples: 1,
+                ..region(4096, 8192, 2, 3, 6)
+            },
+            region(8192, 65536, 0, 9, 0),
+            RegionStat {
+                write_samples: u32::MAX,
+                ..region(65536, 69632, 1, 0, u32::MAX)
+            },
+        ];
+        let mut s = Snapshot {
+            start_ns: 1,
+            end_ns: 2,
+            sample_us: 3,
+            aggr_us: 4,
+            targets: vec![
+                TargetSnapshot {
+                    target: 0,
+                    regions: regions.clone(),
+                },
+                TargetSnapshot {
+                    target: 1,
+                    regions: regions[1..2].to_vec(),
+                },
+            ],
+        };
+        let mut out = Vec::new();
+        encode_snapshot(&mut out, &s);
+        assert_eq!(decode_snapshot(&out), Ok(s.clone()));
+
+        // A version 2 snapshot, as the format documented it: no read or write samples.
+        let mut v2 = Vec::new();
+        for v in [1, 1, 3, 4, 2] {
+            varint::put_u64(&mut v2, v);
+        }
+        // The shift: the low zero bits of the target's boundaries.
+        for (target, regions, shift) in [(0, &regions[..], 12), (1, &regions[1..2], 13)] {
+            for v in [target, regions.len() as u64, shift] {
+                varint::put_u64(&mut v2, v);
+            }
+            let mut prev_end = 0;
+            for r in regions {
+                let gap = varint::zigzag(((r.start >> shift) - prev_end) as i64);
+                let size = (r.end - r.start) >> shift;
+                for v in [
+                    gap,
+                    size,
+                    r.nr_accesses.into(),
+                    r.age.into(),
+                    r.raw_samples.into(),
+                ] {
+                    varint::put_u64(&mut v2, v);
+                }
+                prev_end = r.end >> shift;
+            }
+        }
+        let old = decode_snapshot(&v2).unwrap();
+        for r in s.targets.iter_mut().flat_map(|t| &mut t.regions) {
+            (r.read_samples, r.write_samples) = (0, 0);
+        }
+        assert_eq!(old, s, "counts absent: none");
+        out.clear();
+        encode_snapshot(&mut out, &s);
+        assert_eq!(
+            out, v2,
+            "without read or write samples, version 2's encoding"
+        );
     }
 
     #[test]

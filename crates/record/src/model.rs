@@ -113,6 +113,17 @@ pub struct RegionStat {
     pub age: u32,
     /// Sample addresses that fell in the region during the window (sampled sources; else 0).
     pub raw_samples: u32,
+    /// Of `raw_samples`, those of reading instructions (a read-modify-write counts in both);
+    /// 0 in records written before they were counted.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub read_samples: u32,
+    /// Of `raw_samples`, those of writing instructions.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub write_samples: u32,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 impl RegionStat {

@@ -252,6 +252,8 @@ pub fn fill_snapshot(s: &mut Snapshot, ctx: &Context, start_us: u64) {
             nr_accesses: r.nr_accesses,
             age: r.age,
             raw_samples: r.raw_samples,
+            read_samples: r.read_samples,
+            write_samples: r.write_samples,
         }));
     }
 }

@@ -37,6 +37,8 @@ fn check_min_record(header: &Header, frames: &[Frame], ages: bool) {
                         nr_accesses: 20,
                         age,
                         raw_samples: 0,
+                        read_samples: 0,
+                        write_samples: 0,
                     },
                     RegionStat {
                         start: 1052672,
@@ -44,6 +46,8 @@ fn check_min_record(header: &Header, frames: &[Frame], ages: bool) {
                         nr_accesses: 0,
                         age,
                         raw_samples: 0,
+                        read_samples: 0,
+                        write_samples: 0,
                     },
                 ],
             }]

@@ -68,6 +68,8 @@ fn damo_reports_on_our_json_compressed() {
                 nr_accesses,
                 age: i as u32,
                 raw_samples: nr_accesses / 4,
+                read_samples: nr_accesses / 4,
+                write_samples: nr_accesses / 8,
             };
             Frame::Snapshot(snapshot(
                 i,

@@ -7,13 +7,13 @@ use common::header;
 use std::io::Write;
 use std::ops::ControlFlow;
 use udamon_core::{
-    AddrRange, Attrs, Callbacks, Context, Flow, Operations, OpsError, RunError, StopReason, Target,
-    VirtualClock,
+    AddrRange, Attrs, Callbacks, Context, Flow, Operations, OpsError, RunError, SampledAccess,
+    StopReason, Target, VirtualClock,
 };
 use udamon_record::model::{EventKind, Frame};
 use udamon_record::{RecordError, RecordReader, RecordWriter, Recorder, WriterOptions};
 
-/// One sampled address per sampling interval, always at `HOT`.
+/// One sampled write per sampling interval, always at `HOT`.
 struct OneHotAddress;
 
 const HOT: u64 = 0x10_0000;
@@ -31,7 +31,7 @@ impl Operations for OneHotAddress {
     fn prepare_access_checks(&mut self, _ctx: &mut Context) {}
 
     fn check_accesses(&mut self, ctx: &mut Context) {
-        ctx.record_sampled_accesses(0, &mut [HOT]);
+        ctx.record_sampled_accesses(0, &mut [SampledAccess::write(HOT)]);
     }
 }
 
@@ -118,12 +118,18 @@ fn records_one_snapshot_per_aggregation_and_the_stop_reason() {
         assert_eq!(regions.first().unwrap().start, MAPPING.start);
         assert_eq!(regions.last().unwrap().end, MAPPING.end);
         assert!(regions.windows(2).all(|w| w[0].end == w[1].start));
-        // The region holding HOT saw it in all 20 samples of the window, the others nothing.
+        // The region holding HOT saw it written in all 20 samples of the window, the others
+        // nothing.
         for r in regions {
             let hot = r.start <= HOT && HOT < r.end;
             assert_eq!(
-                (r.nr_accesses, r.raw_samples),
-                if hot { (20, 20) } else { (0, 0) },
+                (
+                    r.nr_accesses,
+                    r.raw_samples,
+                    r.read_samples,
+                    r.write_samples
+                ),
+                if hot { (20, 20, 0, 20) } else { (0, 0, 0, 0) },
                 "{r:?}"
             );
         }
@@ -221,7 +227,7 @@ impl Operations for OneHotAddressWithStat {
     fn prepare_access_checks(&mut self, _ctx: &mut Context) {}
 
     fn check_accesses(&mut self, ctx: &mut Context) {
-        ctx.record_sampled_accesses(0, &mut [HOT]);
+        ctx.record_sampled_accesses(0, &mut [SampledAccess::write(HOT)]);
     }
 
     fn apply_scheme(

@@ -31,6 +31,8 @@ fn udamon_records_skip_the_snapshot_with_an_inverted_region() {
                 nr_accesses: 1,
                 age: 0,
                 raw_samples: 0,
+                read_samples: 0,
+                write_samples: 0,
             }],
         )],
     ));
@@ -64,6 +66,8 @@ fn udamon_records_skip_the_snapshot_whose_regions_overlap() {
         nr_accesses: 0,
         age: 0,
         raw_samples: 0,
+        read_samples: 0,
+        write_samples: 0,
     };
     let frames = vec![
         Frame::Snapshot(snapshot(0, vec![(0, vec![region(0x1000, 0x3000)])])),

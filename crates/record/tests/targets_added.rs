@@ -7,7 +7,7 @@ mod common;
 use common::{header, snapshot, snapshots, write_record};
 use std::ops::ControlFlow;
 use udamon_core::{
-    AddrRange, Attrs, Callbacks, Context, Operations, OpsError, Target, VirtualClock,
+    AddrRange, Attrs, Callbacks, Context, Operations, OpsError, SampledAccess, Target, VirtualClock,
 };
 use udamon_record::damo::{self, DamoFormat};
 use udamon_record::model::{Event, EventKind, Frame, Header, RegionStat, Targets};
@@ -44,9 +44,9 @@ impl Operations for Forking {
                 &[AddrRange::new(1 << 30, (1 << 30) + (1 << 20))],
             ));
         }
-        ctx.record_sampled_accesses(0, &mut [4096]);
+        ctx.record_sampled_accesses(0, &mut [SampledAccess::at(4096)]);
         if ctx.targets().len() > 1 {
-            ctx.record_sampled_accesses(1, &mut [(1 << 30) + 4096]);
+            ctx.record_sampled_accesses(1, &mut [SampledAccess::at((1 << 30) + 4096)]);
         }
     }
 }
@@ -130,6 +130,8 @@ fn frames_with_an_added_target() -> Vec<Frame> {
                 nr_accesses: hot,
                 age: 1,
                 raw_samples: hot,
+                read_samples: 0,
+                write_samples: 0,
             },
             RegionStat {
                 start: base + (4 << 20),
@@ -137,6 +139,8 @@ fn frames_with_an_added_target() -> Vec<Frame> {
                 nr_accesses: 0,
                 age: 3,
                 raw_samples: 0,
+                read_samples: 0,
+                write_samples: 0,
             },
         ]
     };

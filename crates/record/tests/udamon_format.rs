@@ -73,6 +73,9 @@ fn arb_scattered_regions() -> impl Strategy<Value = Vec<RegionStat>> {
                     nr_accesses,
                     age,
                     raw_samples,
+                    // Any values in a region with raw samples; a region without has none.
+                    read_samples: if raw_samples > 0 { age } else { 0 },
+                    write_samples: if raw_samples > 0 { nr_accesses } else { 0 },
                 })
                 .collect()
         })
@@ -96,6 +99,8 @@ fn arb_sorted_regions() -> impl Strategy<Value = Vec<RegionStat>> {
                     nr_accesses,
                     age,
                     raw_samples,
+                    read_samples: raw_samples / 2,
+                    write_samples: raw_samples / 3,
                 }
             })
             .collect()
@@ -175,6 +180,8 @@ fn the_documented_layout_reads_back() {
         nr_accesses,
         age,
         raw_samples,
+        read_samples: 0,
+        write_samples: 0,
     };
     assert_eq!(
         frames,
@@ -506,12 +513,18 @@ fn a_newer_format_version_is_refused() {
 
 /// Bytes per region of a 1000-region snapshot with realistic values (`realistic_regions`):
 /// at most 1 (gap) + 2 (size < 2^14 pages) + 1 (nr_accesses <= 20) + 2 (age < 2^14) +
-/// 1 (raw samples < 8) = 7 bytes, 3 more for the one-in-100 gaps of up to 2^20 pages, and
-/// about 60 bytes for the frame, the times and the first region's absolute address.
+/// 1 (raw samples < 8) = 7 bytes, 3 more for the one-in-100 gaps of up to 2^20 pages, 2 more
+/// (read and write samples < 8) for a region with raw samples, and about 60 bytes for the
+/// frame, the times and the first region's absolute address.
 #[test]
 fn a_realistic_snapshot_takes_at_most_7_bytes_per_region() {
     let mut rng = Lcg(1);
     let snapshot = snapshot(0, vec![(0, realistic_regions(&mut rng, 1000))]);
+    let sampled = snapshot.targets[0]
+        .regions
+        .iter()
+        .filter(|r| r.raw_samples > 0)
+        .count() as u64;
     let mut sizes = Vec::new();
     for compress in [false, true] {
         let mut w =
@@ -520,7 +533,11 @@ fn a_realistic_snapshot_takes_at_most_7_bytes_per_region() {
         w.write_snapshot(&snapshot).unwrap();
         sizes.push(w.bytes_written() - before);
     }
-    assert!(sizes[0] <= 7 * 1000 + 3 * 10 + 60, "{} bytes", sizes[0]);
+    assert!(
+        sizes[0] <= 7 * 1000 + 3 * 10 + 2 * sampled + 60,
+        "{} bytes, {sampled} regions with samples",
+        sizes[0]
+    );
     assert!(sizes[1] < sizes[0], "{sizes:?}");
 }
 

@@ -1,12 +1,14 @@
 //! One snapshot's regions, as damo's `report access` (detailed style): where each region is, how
-//! big, how often it was accessed (percent of the maximum and Hz) and for how long that has held.
+//! big, how often it was accessed (percent of the maximum and Hz) and for how long that has held;
+//! for sampled sources, its samples, reads and writes apart, and only the regions that were read
+//! or written when asked.
 
 use crate::mappings::Layouts;
 use crate::{ReportError, Result, human, target_name};
 use serde::Serialize;
 use std::collections::VecDeque;
 use std::fmt::Write as _;
-use udamon_record::model::{Frame, Header, Snapshot, Targets};
+use udamon_record::model::{Frame, Header, RegionStat, Snapshot, Targets};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct AccessOptions {
@@ -14,6 +16,10 @@ pub struct AccessOptions {
     pub snapshot: i64,
     /// Only this target; `None` shows every target.
     pub target: Option<u32>,
+    /// Only regions with read samples (with `writes` too: with read or write samples).
+    pub reads: bool,
+    /// Only regions with write samples.
+    pub writes: bool,
 }
 
 impl Default for AccessOptions {
@@ -21,6 +27,20 @@ impl Default for AccessOptions {
         AccessOptions {
             snapshot: -1,
             target: None,
+            reads: false,
+            writes: false,
+        }
+    }
+}
+
+impl AccessOptions {
+    /// Whether a region with these read and write samples is shown.
+    fn keeps(&self, r: &RegionStat) -> bool {
+        match (self.reads, self.writes) {
+            (false, false) => true,
+            (true, false) => r.read_samples > 0,
+            (false, true) => r.write_samples > 0,
+            (true, true) => r.read_samples > 0 || r.write_samples > 0,
         }
     }
 }
@@ -40,6 +60,10 @@ pub struct RegionAccess {
     /// `age` as time.
     pub age_ns: u64,
     pub raw_samples: u32,
+    /// Of `raw_samples`, those of instructions that read memory (read-modify-writes included).
+    pub read_samples: u32,
+    /// Of `raw_samples`, those of instructions that wrote memory (read-modify-writes included).
+    pub write_samples: u32,
     /// The names of the mappings it overlaps, in address order (when the record has them).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub mappings: Vec<String>,
@@ -95,6 +119,7 @@ pub fn access(
             let regions: Vec<RegionAccess> = t
                 .regions
                 .iter()
+                .filter(|r| opts.keeps(r))
                 .map(|r| RegionAccess {
                     start: r.start,
                     end: r.end,
@@ -105,6 +130,8 @@ pub fn access(
                     age: r.age,
                     age_ns: u64::from(r.age).saturating_mul(snapshot.aggr_us.saturating_mul(1000)),
                     raw_samples: r.raw_samples,
+                    read_samples: r.read_samples,
+                    write_samples: r.write_samples,
                     mappings: layouts.names(t.target, r.start, r.end),
                 })
                 .collect();
@@ -247,6 +274,11 @@ pub fn render_text(report: &AccessReport) -> String {
         .iter()
         .flat_map(|t| &t.regions)
         .any(|r| r.raw_samples > 0);
+    let show_kinds = report
+        .targets
+        .iter()
+        .flat_map(|t| &t.regions)
+        .any(|r| r.read_samples > 0 || r.write_samples > 0);
     let show_mappings = report
         .targets
         .iter()
@@ -285,6 +317,9 @@ pub fn render_text(report: &AccessReport) -> String {
         if show_samples {
             line.push_str("  samples");
         }
+        if show_kinds {
+            line.push_str("    reads   writes");
+        }
         if show_mappings {
             line.push_str("  mappings");
         }
@@ -302,6 +337,13 @@ pub fn render_text(report: &AccessReport) -> String {
             );
             if show_samples {
                 let _ = write!(line, "  {:>7}", region.raw_samples);
+            }
+            if show_kinds {
+                let _ = write!(
+                    line,
+                    "  {:>7}  {:>7}",
+                    region.read_samples, region.write_samples
+                );
             }
             if show_mappings {
                 let _ = write!(line, "  {}", mapping_names(&region.mappings));

@@ -323,6 +323,8 @@ mod tests {
                         nr_accesses,
                         age: 0,
                         raw_samples: 0,
+                        read_samples: 0,
+                        write_samples: 0,
                     })
                     .collect(),
             }],

@@ -47,7 +47,7 @@ fn snapshot_indexes_count_from_either_end() {
             record(),
             &AccessOptions {
                 snapshot,
-                target: None,
+                ..AccessOptions::default()
             },
         )
         .map(|r| (r.snapshot, r.targets[0].regions[0].nr_accesses))
@@ -72,8 +72,8 @@ fn unknown_target_is_an_error() {
         &header(1),
         record(),
         &AccessOptions {
-            snapshot: -1,
             target: Some(4),
+            ..AccessOptions::default()
         },
     )
     .unwrap_err();
@@ -106,4 +106,66 @@ fn text_is_damo_like_and_shows_samples_only_when_present() {
     let text = render_text(&access(&header, frames, &AccessOptions::default()).unwrap());
     let line = text.lines().find(|l| l.starts_with("0 ")).unwrap();
     assert!(text.contains("samples") && line.ends_with("17"), "{text}");
+}
+
+#[test]
+fn reads_and_writes_are_columns_and_filters() {
+    let header = header(1);
+    let mut frames = record();
+    if let Frame::Snapshot(s) = &mut frames[2] {
+        let regions = &mut s.targets[0].regions;
+        (regions[0].raw_samples, regions[0].read_samples) = (9, 9);
+        (regions[1].raw_samples, regions[1].read_samples) = (4, 1);
+        regions[1].write_samples = 3;
+    }
+    let report = |reads, writes| {
+        let opts = AccessOptions {
+            reads,
+            writes,
+            ..AccessOptions::default()
+        };
+        access(&header, frames.clone(), &opts).unwrap()
+    };
+    let all = report(false, false);
+    let text = render_text(&all);
+    let line = |i: usize| {
+        let prefix = format!("{i} ");
+        text.lines()
+            .find(|l| l.starts_with(&prefix))
+            .unwrap()
+            .to_string()
+    };
+    assert!(text.contains("samples    reads   writes"), "{text}");
+    let cells = |l: String| {
+        l.split_whitespace()
+            .rev()
+            .take(3)
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    assert_eq!(cells(line(0)), "0 9 9", "{text}");
+    assert_eq!(cells(line(1)), "3 1 4", "{text}");
+
+    let starts = |r: &udamon_report::access::AccessReport| {
+        r.targets[0]
+            .regions
+            .iter()
+            .map(|r| r.start)
+            .collect::<Vec<_>>()
+    };
+    let (first, second) = (
+        all.targets[0].regions[0].start,
+        all.targets[0].regions[1].start,
+    );
+    assert_eq!(starts(&report(true, false)), [first, second]);
+    assert_eq!(starts(&report(false, true)), [second]);
+    assert_eq!(starts(&report(true, true)), [first, second]);
+    let written = report(false, true);
+    assert_eq!(
+        written.total_bytes, written.targets[0].regions[0].size,
+        "totals are those of the regions shown"
+    );
+    let json = serde_json::to_value(&written).unwrap();
+    assert_eq!(json["targets"][0]["regions"][0]["write_samples"], 3);
+    assert_eq!(json["targets"][0]["regions"][0]["read_samples"], 1);
 }

@@ -251,6 +251,8 @@ fn roaming(nr: u64, page: impl Fn(u64) -> u64) -> Vec<Frame> {
             let p = page(i);
             let mut regions = vec![RegionStat {
                 raw_samples: 50,
+                read_samples: 0,
+                write_samples: 0,
                 ..region(a, a + 4096, 40)
             }];
             if p > 1 {
@@ -258,6 +260,8 @@ fn roaming(nr: u64, page: impl Fn(u64) -> u64) -> Vec<Frame> {
             }
             regions.push(RegionStat {
                 raw_samples: 1,
+                read_samples: 0,
+                write_samples: 0,
                 ..region(a + p * 4096, a + (p + 1) * 4096, 1)
             });
             if p < 15 {
@@ -353,6 +357,8 @@ fn sampled(nr: u64, samples: impl Fn(u64) -> u32) -> Vec<Frame> {
         .map(|i| {
             let regions = vec![RegionStat {
                 raw_samples: samples(i),
+                read_samples: 0,
+                write_samples: 0,
                 ..region(0x10_0000, 0x10_1000, u32::from(samples(i) > 0))
             }];
             Frame::Snapshot(snapshot(i, vec![(0, regions)]))

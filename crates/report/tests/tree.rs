@@ -85,6 +85,7 @@ fn access_wss_and_heatmap_name_an_added_target_by_pid_and_command() {
     let opts = AccessOptions {
         snapshot: 3,
         target: Some(1),
+        ..AccessOptions::default()
     };
     let report = access(&h, tree_frames(), &opts).unwrap();
     assert_eq!(report.targets[0].pid, Some(2001));

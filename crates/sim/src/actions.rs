@@ -39,7 +39,9 @@
 //! The model keeps no LRU lists, accessed bits apart from the access checks, or cgroups, so
 //! `active`, `young` and `memcg` filters never find memory of their kind: a filter that
 //! excludes active, young or a cgroup's memory excludes nothing, and one that includes only
-//! such memory includes nothing.
+//! such memory includes nothing. Nor do the access checks take samples: `tid` and `cpu`
+//! filters never find memory of their kind either, and `reads` and `writes` (core filters)
+//! find regions with no read or write samples.
 
 use crate::memory::{Memory, Segment};
 use udamon_core::damos::{Action, Applied, FilterKind, HUGE_PAGE, Scheme};
@@ -66,8 +68,13 @@ impl Kind {
                 _ => false,
             },
             FilterKind::Active | FilterKind::Young | FilterKind::Memcg { .. } => false,
+            // The access checks take no samples: no thread or CPU is known.
+            FilterKind::Tid(_) | FilterKind::Cpu(_) => false,
             // Core filters are decided before the operations layer is asked.
-            FilterKind::Addr(_) | FilterKind::Target { .. } => false,
+            FilterKind::Addr(_)
+            | FilterKind::Target { .. }
+            | FilterKind::Reads
+            | FilterKind::Writes => false,
         }
     }
 }

@@ -339,6 +339,12 @@ pub enum ReportKind {
         /// Sort in descending order (damo's --sort_regions_dsc).
         #[arg(long, alias = "sort_regions_dsc")]
         sort_regions_dsc: bool,
+        /// Only regions that got samples of reading instructions (with --writes: of either).
+        #[arg(long)]
+        reads: bool,
+        /// Only regions that got samples of writing instructions (with --reads: of either).
+        #[arg(long)]
+        writes: bool,
     },
     /// Working set size: distribution over the record, or over time.
     Wss {

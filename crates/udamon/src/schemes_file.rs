@@ -228,6 +228,10 @@ struct FilterJson {
     address_range: Option<AddrJson>,
     damon_target_idx: Option<usize>,
     hugepage_size: Option<[Num; 2]>,
+    /// udamon's `tid` filter: the thread.
+    tid: Option<u32>,
+    /// udamon's `cpu` filter: the CPU.
+    cpu: Option<u32>,
 }
 
 fn yes() -> bool {
@@ -569,8 +573,12 @@ impl FilterJson {
                     .damon_target_idx
                     .ok_or_else(|| need("damon_target_idx"))?,
             },
+            "reads" => FilterKind::Reads,
+            "writes" => FilterKind::Writes,
+            "tid" => FilterKind::Tid(self.tid.ok_or_else(|| need("tid (a thread id)"))?),
+            "cpu" => FilterKind::Cpu(self.cpu.ok_or_else(|| need("cpu (a CPU number)"))?),
             other => bail!(
-                "filter_type: unknown type {other:?}: use anon, active, memcg, young, hugepage_size, unmapped, addr or target"
+                "filter_type: unknown type {other:?}: use anon, active, memcg, young, hugepage_size, unmapped, addr, target, reads, writes, tid or cpu"
             ),
         };
         Ok(Filter::new(kind, self.matching, self.allow))
@@ -689,6 +697,38 @@ mod tests {
         let filter = r#"[{"filters": [{"filter_type": "addr"}]}]"#;
         assert!(
             err(filter).contains("schemes[0]: filters[0]: filter type addr needs address_range")
+        );
+        let no_tid = r#"[{"filters": [{"filter_type": "anon"}, {"filter_type": "tid"}]}]"#;
+        assert!(
+            err(no_tid).contains("schemes[0]: filters[1]: filter type tid needs tid (a thread id)"),
+            "{}",
+            err(no_tid)
+        );
+        let bad_cpu = r#"[{"filters": [{"filter_type": "cpu", "cpu": -1}]}]"#;
+        assert!(err(bad_cpu).contains("cpu"), "{}", err(bad_cpu));
+    }
+
+    #[test]
+    fn sample_filters_read_with_their_arguments() {
+        let text = r#"[{"action": "pageout", "filters": [
+            {"filter_type": "writes", "matching": false, "allow": true},
+            {"filter_type": "reads", "matching": true, "allow": false},
+            {"filter_type": "tid", "tid": 4242, "matching": true, "allow": true},
+            {"filter_type": "cpu", "cpu": 3, "matching": false, "allow": false}]}]"#;
+        let s = &parse(text, &attrs()).unwrap()[0];
+        assert_eq!(
+            s.filters.core(),
+            [
+                Filter::new(FilterKind::Writes, false, true),
+                Filter::new(FilterKind::Reads, true, false)
+            ]
+        );
+        assert_eq!(
+            s.filters.ops(),
+            [
+                Filter::new(FilterKind::Tid(4242), true, true),
+                Filter::new(FilterKind::Cpu(3), false, false)
+            ]
         );
     }
 

@@ -82,6 +82,8 @@ mod tests {
                         nr_accesses: 1,
                         age: 2,
                         raw_samples: 0,
+                        read_samples: 0,
+                        write_samples: 0,
                     })
                     .collect(),
             }],

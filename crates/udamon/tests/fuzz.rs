@@ -188,6 +188,8 @@ fn udamon_record(compress: bool) -> Vec<u8> {
                 nr_accesses: (r * i % 21) as u32,
                 age: i as u32,
                 raw_samples: 0,
+                read_samples: 0,
+                write_samples: 0,
             })
             .collect();
         w.write_snapshot(&Snapshot {

@@ -139,12 +139,16 @@ pub fn apply_schemes(
     true
 }
 
-/// Merging loses nothing when both regions carry the same statistics.
+/// Merging loses nothing when both regions carry the same statistics, and were read, and
+/// written, alike (or a region written in one part would be reported, and filtered, as
+/// written all over).
 fn can_merge_back(prev: &Region, r: &Region, sz_limit: u64) -> bool {
     prev.end == r.start
         && prev.age == r.age
         && prev.last_nr_accesses == r.last_nr_accesses
         && prev.nr_accesses == r.nr_accesses
+        && (prev.read_samples > 0) == (r.read_samples > 0)
+        && (prev.write_samples > 0) == (r.write_samples > 0)
         && r.end - prev.start <= sz_limit
 }
 

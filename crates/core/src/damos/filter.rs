@@ -1,9 +1,10 @@
 //! DAMOS filters (docs/algorithms.md#damos-filters): include or exclude memory inside matching
 //! regions by what it is.
 //!
-//! `addr` and `target` filters are about regions and are evaluated here, in the core; the others
-//! are about pages (anonymous, active, young, ...) and only the operations set can evaluate
-//! them, page by page, with [`Filters::ops_allow`].
+//! `addr`, `target`, `reads` and `writes` filters are about regions and are evaluated here, in
+//! the core; the others only the operations set can evaluate, with [`Filters::ops_allow`]: page
+//! by page those about pages (anonymous, active, young, ...), region by region those about the
+//! window's samples that only it keeps (`tid`, `cpu`).
 
 use crate::adjust::split_region_at;
 use crate::region::{AddrRange, Region, align_down};
@@ -27,6 +28,16 @@ pub enum FilterKind {
     Addr(AddrRange),
     /// The monitoring target with this list index (core).
     Target { idx: usize },
+    /// Regions that got a sample of a reading instruction in the window so far (core; sampled
+    /// sources only).
+    Reads,
+    /// Regions that got a sample of a writing instruction in the window so far (core; sampled
+    /// sources only).
+    Writes,
+    /// Regions that got a sample from this thread in the window so far (sampled sources only).
+    Tid(u32),
+    /// Regions that got a sample taken on this CPU in the window so far (sampled sources only).
+    Cpu(u32),
 }
 
 impl FilterKind {
@@ -41,12 +52,22 @@ impl FilterKind {
             FilterKind::Unmapped => "unmapped",
             FilterKind::Addr(_) => "addr",
             FilterKind::Target { .. } => "target",
+            FilterKind::Reads => "reads",
+            FilterKind::Writes => "writes",
+            FilterKind::Tid(_) => "tid",
+            FilterKind::Cpu(_) => "cpu",
         }
     }
 
-    /// Handled by the core (`addr`, `target`) rather than the operations set.
+    /// Handled by the core (`addr`, `target`, `reads`, `writes`) rather than the operations set.
     pub fn is_core(&self) -> bool {
-        matches!(self, FilterKind::Addr(_) | FilterKind::Target { .. })
+        matches!(
+            self,
+            FilterKind::Addr(_)
+                | FilterKind::Target { .. }
+                | FilterKind::Reads
+                | FilterKind::Writes
+        )
     }
 }
 
@@ -82,6 +103,8 @@ impl Filter {
     ) -> bool {
         let is_of_kind = match &self.kind {
             FilterKind::Target { idx: t } => *t == target_idx,
+            FilterKind::Reads => regions[idx].read_samples > 0,
+            FilterKind::Writes => regions[idx].write_samples > 0,
             FilterKind::Addr(range) => {
                 let start = align_down(range.start, min_region_sz);
                 let end = align_down(range.end, min_region_sz);
@@ -244,6 +267,50 @@ mod tests {
             .collect();
         assert!(!filters.ops_allow(|_| false), "file memory rejected");
         assert!(filters.ops_allow(|_| true), "anon allowed by default");
+    }
+
+    #[test]
+    fn reads_and_writes_filters_judge_the_regions_samples_in_the_core() {
+        let filters: Filters = [
+            Filter::new(FilterKind::Writes, true, false),
+            Filter::new(FilterKind::Tid(7), true, true),
+            Filter::new(FilterKind::Reads, true, true),
+            Filter::new(FilterKind::Cpu(1), true, true),
+        ]
+        .into_iter()
+        .collect();
+        let names = |fs: &[Filter]| fs.iter().map(|f| f.kind.name()).collect::<Vec<_>>();
+        assert_eq!(names(filters.core()), ["writes", "reads"]);
+        assert_eq!(
+            names(filters.ops()),
+            ["tid", "cpu"],
+            "only vaddr keeps threads and CPUs"
+        );
+        let region = |read_samples, write_samples| Region {
+            raw_samples: read_samples + write_samples,
+            read_samples,
+            write_samples,
+            ..Region::new(0, 4096)
+        };
+        let mut regions = vec![region(3, 0), region(3, 1), region(0, 0)];
+        assert_eq!(
+            filters.core_filter_out(&mut regions, 0, 0, 4096),
+            (false, true),
+            "read only: allowed by the reads filter"
+        );
+        assert_eq!(
+            filters.core_filter_out(&mut regions, 1, 0, 4096),
+            (true, false),
+            "written: rejected by the first filter"
+        );
+        assert_eq!(
+            filters.core_filter_out(&mut regions, 2, 0, 4096),
+            (false, false),
+            "no samples: the operations-layer filters decide"
+        );
+        let never_written = Filter::new(FilterKind::Writes, false, true);
+        assert!(never_written.matches_region(&mut regions, 0, 0, 4096));
+        assert!(!never_written.matches_region(&mut regions, 1, 0, 4096));
     }
 
     #[test]

@@ -89,6 +89,11 @@ impl Facts {
         self.pending[t].facts.push(fact(site));
     }
 
+    /// Target `t`'s samples of the window being collected so far, in arrival order.
+    pub(super) fn current(&self, t: usize) -> &[Fact] {
+        self.pending.get(t).map_or(&[], |p| &p.facts)
+    }
+
     /// Target `t` exec'd: its IPs now name other code.
     pub(super) fn forget_sites(&mut self, t: usize) {
         self.sites.retain(|&(target, _), _| target != t);

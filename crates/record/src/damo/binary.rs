@@ -89,6 +89,8 @@ pub(super) fn read(
                                 nr_accesses,
                                 age: 0,
                                 raw_samples: 0,
+                                read_samples: 0,
+                                write_samples: 0,
                             })
                             .collect(),
                     });

@@ -3,8 +3,9 @@
 //! same text in a zlib stream.
 //!
 //! The writer emits plain integers and the keys damo 3.x needs, plus two keys damo ignores so
-//! that a round trip through damo's format loses nothing udamon records: `raw_samples` per
-//! region and `aggr_interval_us` per snapshot (when it differs from the record's).
+//! that a round trip through damo's format loses nothing udamon records: `raw_samples` (and,
+//! when there are any, `read_samples` and `write_samples`) per region and `aggr_interval_us`
+//! per snapshot (when it differs from the record's).
 
 use super::number::{Num, Unit};
 use super::{TargetRecord, TargetSnap, target_label};
@@ -57,6 +58,10 @@ struct JRegion {
     age: Option<JAge>,
     #[serde(default)]
     raw_samples: Option<Num>,
+    #[serde(default)]
+    read_samples: Option<Num>,
+    #[serde(default)]
+    write_samples: Option<Num>,
 }
 
 #[derive(Deserialize)]
@@ -161,6 +166,14 @@ fn convert_snapshot(s: JSnapshot, intervals: Option<Intervals>) -> Result<Target
     })
 }
 
+/// An optional count: absent is 0.
+fn count(n: &Option<Num>) -> Result<u32, String> {
+    Ok(n.as_ref()
+        .map(|n| n.u32(Unit::Count))
+        .transpose()?
+        .unwrap_or(0))
+}
+
 fn convert_region(
     r: JRegion,
     sample_us: Option<u64>,
@@ -203,11 +216,9 @@ fn convert_region(
         end: r.end.u64(Unit::Bytes)?,
         nr_accesses,
         age,
-        raw_samples: r
-            .raw_samples
-            .map(|n| n.u32(Unit::Count))
-            .transpose()?
-            .unwrap_or(0),
+        raw_samples: count(&r.raw_samples)?,
+        read_samples: count(&r.read_samples)?,
+        write_samples: count(&r.write_samples)?,
     })
 }
 
@@ -357,6 +368,14 @@ struct OutRegion {
     nr_accesses: OutNrAccesses,
     age: OutAge,
     raw_samples: u32,
+    #[serde(skip_serializing_if = "is_zero")]
+    read_samples: u32,
+    #[serde(skip_serializing_if = "is_zero")]
+    write_samples: u32,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 #[derive(Serialize)]
@@ -387,6 +406,8 @@ impl Serialize for OutRegions<'_> {
                     aggr_intervals: r.age,
                 },
                 raw_samples: r.raw_samples,
+                read_samples: r.read_samples,
+                write_samples: r.write_samples,
             })?;
         }
         seq.end()

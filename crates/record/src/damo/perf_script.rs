@@ -234,6 +234,8 @@ fn parse_line(line: &str) -> Result<Line<'_>, String> {
             nr_accesses,
             age,
             raw_samples: 0,
+            read_samples: 0,
+            write_samples: 0,
         },
         fake,
     }))

@@ -39,12 +39,16 @@ pub fn realistic_regions(rng: &mut Lcg, n: usize) -> Vec<RegionStat> {
         let size = (1 + rng.below(1024)) << 12;
         let hot = rng.below(4) == 0;
         let nr_accesses = if hot { rng.below(21) as u32 } else { 0 };
+        let age = rng.below(3000) as u32;
+        let raw_samples = if hot { rng.below(8) as u32 } else { 0 };
         regions.push(RegionStat {
             start: addr,
             end: addr + size,
             nr_accesses,
-            age: rng.below(3000) as u32,
-            raw_samples: if hot { rng.below(8) as u32 } else { 0 },
+            age,
+            raw_samples,
+            read_samples: raw_samples,
+            write_samples: raw_samples / 2,
         });
         addr += size;
     }

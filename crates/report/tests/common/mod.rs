@@ -21,6 +21,8 @@ pub fn region(start: u64, end: u64, nr_accesses: u32) -> RegionStat {
         nr_accesses,
         age: 3,
         raw_samples: 0,
+        read_samples: 0,
+        write_samples: 0,
     }
 }
 

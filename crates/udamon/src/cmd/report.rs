@@ -25,11 +25,15 @@ pub fn run(args: &ReportArgs) -> Result<()> {
             snapshot,
             sort_regions_by,
             sort_regions_dsc,
+            reads,
+            writes,
         } => {
             let (record, header, frames) = input.open()?;
             let opts = access::AccessOptions {
                 snapshot: *snapshot,
                 target: None,
+                reads: *reads,
+                writes: *writes,
             };
             let mut report = access::access(&header, frames, &opts)?;
             sort_regions(&mut report, *sort_regions_by, *sort_regions_dsc);
