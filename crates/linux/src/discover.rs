@@ -355,7 +355,7 @@ fn status_field(pid: u32, key: &str) -> Option<String> {
 /// access (PTRACE_MODE_READ_REALCREDS) as far as user space can check it. CAP_SYS_PTRACE
 /// allows every process; otherwise the caller's uid must equal the target's real, effective
 /// and saved uids, its gid the target's gids, and the target must be dumpable (a non-dumpable
-/// process's `/proc/PID` belongs to root). What this cannot check: Yama's ptrace_scope and LSMs,
+/// process's `/proc/PID/*` files belong to root). What this cannot check: Yama's ptrace_scope and LSMs,
 /// which can only refuse more; the service then fails to read the process, and says so.
 pub fn may_monitor(caller: &Credentials, pid: u32) -> Result<(), Denied> {
     let denied = Denied {
@@ -377,7 +377,10 @@ pub fn may_monitor(caller: &Credentials, pid: u32) -> Result<(), Denied> {
         return Err(denied);
     };
     let same = |all: &[u32], id: u32| all.len() >= 3 && all[..3].iter().all(|&x| x == id);
-    let dumpable = std::fs::metadata(format!("/proc/{pid}")).is_ok_and(|m| m.uid() == caller.uid);
+    // The files of a non-dumpable process's /proc directory belong to root (the directory
+    // itself keeps the process's euid).
+    let dumpable =
+        std::fs::metadata(format!("/proc/{pid}/stat")).is_ok_and(|m| m.uid() == caller.uid);
     if same(&uids, caller.uid) && same(&gids, caller.gid) && dumpable {
         Ok(())
     } else {

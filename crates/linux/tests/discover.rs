@@ -156,3 +156,43 @@ fn only_a_caller_who_could_ptrace_a_process_may_have_it_monitored() {
         "no such process"
     );
 }
+
+#[test]
+fn another_users_process_is_refused_and_its_own_user_allowed() {
+    use std::os::unix::process::CommandExt;
+    // SAFETY: geteuid cannot fail.
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("skipped: starting a process as another user needs root");
+        return;
+    }
+    const NOBODY: u32 = 65534;
+    let mut theirs = Command::new("sleep")
+        .arg("60")
+        .uid(NOBODY)
+        .gid(NOBODY)
+        .spawn()
+        .unwrap();
+    let nobody = Credentials {
+        pid: 1,
+        uid: NOBODY,
+        gid: NOBODY,
+        cap_sys_ptrace: false,
+    };
+    assert!(
+        may_monitor(&nobody, theirs.id()).is_ok(),
+        "its own user's process"
+    );
+    let e = may_monitor(&nobody, std::process::id()).unwrap_err();
+    assert!(e.to_string().contains("uid 65534"), "{e}");
+    let root_without_ptrace = Credentials {
+        uid: 0,
+        gid: 0,
+        ..nobody
+    };
+    assert!(
+        may_monitor(&root_without_ptrace, theirs.id()).is_err(),
+        "uid 0 without CAP_SYS_PTRACE is not enough"
+    );
+    theirs.kill().unwrap();
+    theirs.wait().unwrap();
+}
