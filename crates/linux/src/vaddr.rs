@@ -42,7 +42,7 @@ mod stats;
 pub mod tree;
 
 pub use clock::{BATCH, SampleClock, monotonic_us};
-pub use facts::{Fact, SampleBatch, Site};
+pub use facts::{Fact, SampleBatch, Site, Stack};
 pub use source::{
     ChosenSource, DEFAULT_CPUCLOCK_HZ, SourceChoice, choose_source, cpuclock_source, source_name,
 };
@@ -424,6 +424,8 @@ pub struct VaddrOps {
     referenced_period_us: Option<u64>,
     /// Every recovered sample's facts, for the record.
     facts: Facts,
+    /// Samples carry their user call chains ([`SamplerConfig::call_stacks`]).
+    call_stacks: bool,
 }
 
 impl VaddrOps {
@@ -458,6 +460,7 @@ impl VaddrOps {
             events,
             referenced_period_us: None,
             facts: Facts::default(),
+            call_stacks: config.call_stacks,
         };
         (ops, SampleClock::new(Rings::new(samplers, feed)))
     }
@@ -820,13 +823,19 @@ impl VaddrOps {
             }
         }
         self.addrs[t].push(addr);
-        self.facts.push(t, p.pid, &p.maps, ip, |site| Fact {
-            addr,
-            site,
-            tid: s.tid,
-            cpu: s.cpu,
-            access,
-        });
+        // The chain starts with the interrupted IP; its callers follow.
+        let callers = self
+            .call_stacks
+            .then(|| s.callchain.ips().get(1..).unwrap_or_default());
+        self.facts
+            .push(t, p.pid, &p.maps, ip, callers, |site, stack| Fact {
+                addr,
+                site,
+                tid: s.tid,
+                cpu: s.cpu,
+                access,
+                stack,
+            });
     }
 }
 
