@@ -4,7 +4,7 @@
 //! Two sample types: `samples/count` and `hot_bytes/bytes` (see [`stacks`](crate::stacks) for
 //! how bytes are shared). Each code site is a location at its instruction pointer, with one line
 //! naming its function (or, without one, its object in brackets); a function is one per
-//! distinct (name, object). The few `profile.proto` messages are written out here with
+//! distinct (name, object), a mapping one per object, spanning its sites. The few `profile.proto` messages are written out here with
 //! prost's derive, field numbers as in
 //! <https://github.com/google/pprof/blob/main/proto/profile.proto>.
 
@@ -21,6 +21,8 @@ pub struct Profile {
     pub sample_type: Vec<ValueType>,
     #[prost(message, repeated, tag = "2")]
     pub sample: Vec<Sample>,
+    #[prost(message, repeated, tag = "3")]
+    pub mapping: Vec<Mapping>,
     #[prost(message, repeated, tag = "4")]
     pub location: Vec<Location>,
     #[prost(message, repeated, tag = "5")]
@@ -50,10 +52,28 @@ pub struct Sample {
     pub value: Vec<i64>,
 }
 
+/// An object holding code: its sites' addresses, already symbolized (`has_functions`), so
+/// that pprof's tools look for no binary.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct Mapping {
+    #[prost(uint64, tag = "1")]
+    pub id: u64,
+    #[prost(uint64, tag = "2")]
+    pub memory_start: u64,
+    #[prost(uint64, tag = "3")]
+    pub memory_limit: u64,
+    #[prost(int64, tag = "5")]
+    pub filename: i64,
+    #[prost(bool, tag = "7")]
+    pub has_functions: bool,
+}
+
 #[derive(Clone, PartialEq, prost::Message)]
 pub struct Location {
     #[prost(uint64, tag = "1")]
     pub id: u64,
+    #[prost(uint64, tag = "2")]
+    pub mapping_id: u64,
     #[prost(uint64, tag = "3")]
     pub address: u64,
     #[prost(message, repeated, tag = "4")]
@@ -122,6 +142,8 @@ pub fn profile(p: &StackProfile, comment: &str) -> Profile {
     let mut function_ids: HashMap<(String, String), u64> = HashMap::new();
     let mut locations: Vec<Location> = Vec::new();
     let mut location_ids: HashMap<u32, u64> = HashMap::new();
+    let mut mappings: Vec<Mapping> = Vec::new();
+    let mut mapping_ids: HashMap<String, u64> = HashMap::new();
     let mut location = |site: u32| -> u64 {
         if let Some(&id) = location_ids.get(&site) {
             return id;
@@ -142,10 +164,26 @@ pub fn profile(p: &StackProfile, comment: &str) -> Profile {
                 });
                 next_function
             });
+        let address = code.map_or(0, |c| c.ip);
+        let next_mapping = mappings.len() as u64 + 1;
+        let mapping_id = *mapping_ids.entry(object.clone()).or_insert_with(|| {
+            mappings.push(Mapping {
+                id: next_mapping,
+                memory_start: address,
+                memory_limit: address + 1,
+                filename: strings.get(&object),
+                has_functions: true,
+            });
+            next_mapping
+        });
+        let m = &mut mappings[mapping_id as usize - 1];
+        (m.memory_start, m.memory_limit) =
+            (m.memory_start.min(address), m.memory_limit.max(address + 1));
         let id = locations.len() as u64 + 1;
         locations.push(Location {
             id,
-            address: code.map_or(0, |c| c.ip),
+            mapping_id,
+            address,
             line: vec![Line { function_id }],
         });
         location_ids.insert(site, id);
@@ -164,6 +202,7 @@ pub fn profile(p: &StackProfile, comment: &str) -> Profile {
     Profile {
         sample_type,
         sample,
+        mapping: mappings,
         location: locations,
         function: functions,
         string_table: strings.table,
@@ -222,5 +261,9 @@ mod tests {
         assert_eq!(total, 12288, "the hot bytes of a window");
         assert_eq!(decoded.sample.len(), 3);
         assert_eq!(decoded.function.len(), 5);
+        assert_eq!(decoded.mapping.len(), 1, "one object");
+        let m = &decoded.mapping[0];
+        assert!(decoded.location.iter().all(|l| l.mapping_id == 1
+            && (m.memory_start..m.memory_limit).contains(&l.address)));
     }
 }
