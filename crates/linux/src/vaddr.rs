@@ -826,7 +826,7 @@ impl VaddrOps {
         // The chain starts with the interrupted IP; its callers follow.
         let callers = self
             .call_stacks
-            .then(|| s.callchain.ips().get(1..).unwrap_or_default());
+            .then(|| s.callchain.get(1..).unwrap_or_default());
         self.facts
             .push(t, p.pid, &p.maps, ip, callers, |site, stack| Fact {
                 addr,

@@ -8,7 +8,7 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::PathBuf;
 
 /// One sample of the target.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Sample {
     pub pid: u32,
     pub tid: u32,
@@ -31,8 +31,10 @@ pub struct Sample {
     pub addr: Option<u64>,
     /// The physical data address, when asked for and provided.
     pub phys_addr: Option<u64>,
-    /// The user call chain (`PERF_SAMPLE_CALLCHAIN`), when asked for.
-    pub callchain: CallChain,
+    /// The user call chain (`PERF_SAMPLE_CALLCHAIN`), when asked for, innermost first: the
+    /// interrupted instruction pointer, then the return addresses found by walking the frame
+    /// pointers; at most [`MAX_CALL_STACK`]. Empty (no allocation) without call chains.
+    pub callchain: Vec<u64>,
 }
 
 /// Most user frames a sample's call chain keeps (`perf_event_attr.sample_max_stack`). Each
@@ -40,37 +42,6 @@ pub struct Sample {
 /// part of almost every program's stack (deep recursion is cut, its innermost frames kept),
 /// and stay well under the kernel's `perf_event_max_stack` (127 by default).
 pub const MAX_CALL_STACK: usize = 32;
-
-/// A user call chain, innermost first: the interrupted instruction pointer, then the return
-/// addresses found by walking the frame pointers. Fixed-size so that samples stay `Copy`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct CallChain {
-    ips: [u64; MAX_CALL_STACK],
-    len: u8,
-}
-
-impl Default for CallChain {
-    fn default() -> Self {
-        CallChain {
-            ips: [0; MAX_CALL_STACK],
-            len: 0,
-        }
-    }
-}
-
-impl CallChain {
-    /// The frames, innermost first; empty when no chain was asked for or none was found.
-    pub fn ips(&self) -> &[u64] {
-        &self.ips[..self.len as usize]
-    }
-
-    fn push(&mut self, ip: u64) {
-        if (self.len as usize) < MAX_CALL_STACK {
-            self.ips[self.len as usize] = ip;
-            self.len += 1;
-        }
-    }
-}
 
 /// `PERF_CONTEXT_*` markers in a call chain start at this value (`PERF_CONTEXT_MAX` = -4095):
 /// they say which mode the frames after them belong to.
@@ -321,7 +292,7 @@ fn parse_sample(body: &[u8], misc: u16, layout: Layout, cpu: u32) -> Option<Samp
         regs: [0; NR_SAMPLE_REGS],
         addr: None,
         phys_addr: None,
-        callchain: CallChain::default(),
+        callchain: Vec::new(),
     };
     if has(b::PERF_SAMPLE_IP) {
         s.ip = f.u64()?;
@@ -342,7 +313,7 @@ fn parse_sample(body: &[u8], misc: u16, layout: Layout, cpu: u32) -> Option<Samp
             let ip = f.u64()?;
             if ip >= PERF_CONTEXT_MAX {
                 user = ip == PERF_CONTEXT_USER;
-            } else if user {
+            } else if user && s.callchain.len() < MAX_CALL_STACK {
                 s.callchain.push(ip);
             }
         }
@@ -474,7 +445,7 @@ pub(crate) mod tests {
         let Some(PerfRecord::Sample(s)) = parse(&rec, layout, 0) else {
             panic!()
         };
-        assert_eq!(s.callchain.ips(), [0x401000, 0x402000, 0x403000]);
+        assert_eq!(s.callchain, [0x401000, 0x402000, 0x403000]);
         assert_eq!(s.regs[0], 7, "the registers follow the chain");
         // A record cut short is rejected rather than read past its end.
         assert_eq!(
