@@ -20,13 +20,27 @@ fn stacks() -> &'static PathBuf {
     })
 }
 
-/// Records the workload for 3 s with cpuclock (no privilege needed) into `dir/name`; the record
-/// and the workload's buffers, as hex strings.
-fn record(dir: &Path, name: &str, extra: &[&str]) -> (PathBuf, [(String, String); 2]) {
+/// The sources to record with: cpuclock (no privilege needed), and tick when root.
+fn sources() -> Vec<&'static str> {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    let root = unsafe { libc::geteuid() } == 0;
+    let mut sources = vec!["cpuclock"];
+    sources.extend(root.then_some("tick"));
+    sources
+}
+
+/// Records the workload for 3 s with `source` into `dir/name`; the record and the workload's
+/// buffers, as hex strings.
+fn record(
+    dir: &Path,
+    name: &str,
+    source: &str,
+    extra: &[&str],
+) -> (PathBuf, [(String, String); 2]) {
     let out = dir.join(name);
     let areas = dir.join(format!("{name}.areas"));
     udamon()
-        .args(["record", "--access-source", "cpuclock", "-o"])
+        .args(["record", "--access-source", source, "-o"])
         .arg(&out)
         .args(extra)
         .arg("--")
@@ -83,25 +97,39 @@ fn through(stacks: &HashMap<String, u64>, caller: &str) -> u64 {
 #[test]
 fn call_stacks_tell_apart_the_callers_of_one_function() {
     let dir = tempfile::tempdir().unwrap();
-    let (rec, [a, b]) = record(dir.path(), "rec", &["--call-stacks"]);
-
-    for (range, mine, other) in [(&a, "caller_a", "caller_b"), (&b, "caller_b", "caller_a")] {
-        let (text, stderr) = code(&rec, &["--folded", "--address-range", &range.0, &range.1]);
-        assert!(!stderr.contains("no call stacks"), "{stderr}");
-        let stacks = folded(&text);
-        let (mine, other) = (through(&stacks, mine), through(&stacks, other));
-        // Sampling noise: a sample early in touch (before its frame is set up) skips a frame.
-        assert!(mine >= 20 && other * 10 <= mine, "{range:?}: {text}");
-        assert!(
-            text.contains(";main;"),
-            "main calls both, outermost first: {text}"
-        );
+    let records: Vec<_> = sources()
+        .into_iter()
+        .map(|source| {
+            (
+                source,
+                record(dir.path(), source, source, &["--call-stacks"]),
+            )
+        })
+        .collect();
+    for (source, (rec, [a, b])) in &records {
+        for (range, mine, other) in [(a, "caller_a", "caller_b"), (b, "caller_b", "caller_a")] {
+            let (text, stderr) = code(rec, &["--folded", "--address-range", &range.0, &range.1]);
+            assert!(!stderr.contains("no call stacks"), "{stderr}");
+            let stacks = folded(&text);
+            let (mine, other) = (through(&stacks, mine), through(&stacks, other));
+            // Sampling noise: a sample early in touch (before its frame is set up) skips a
+            // frame.
+            assert!(
+                mine >= 20 && other * 10 <= mine,
+                "{source} {range:?}: {text}"
+            );
+            assert!(
+                text.contains(";main;"),
+                "main calls both, outermost first: {text}"
+            );
+        }
     }
 
     // The pprof profile over buffer A: named functions, values that add up.
+    let (_, (rec, [a, _])) = &records[0];
     let out = dir.path().join("a.pb.gz");
     code(
-        &rec,
+        rec,
         &[
             "--pprof",
             out.to_str().unwrap(),
@@ -124,7 +152,7 @@ fn call_stacks_tell_apart_the_callers_of_one_function() {
     for f in ["touch", "caller_a", "main"] {
         assert!(names.contains(&f), "{names:?}");
     }
-    let json = report_json(&["code", "--address-range", &a.0, &a.1], &rec);
+    let json = report_json(&["code", "--address-range", &a.0, &a.1], rec);
     let samples: i64 = p.sample.iter().map(|x| x.value[0]).sum();
     assert_eq!(samples as u64, json["samples"].as_u64().unwrap());
     let bytes: i64 = p.sample.iter().map(|x| x.value[1]).sum();
@@ -136,7 +164,7 @@ fn call_stacks_tell_apart_the_callers_of_one_function() {
 #[test]
 fn without_call_stacks_each_stack_is_the_sampled_function() {
     let dir = tempfile::tempdir().unwrap();
-    let (rec, [a, _]) = record(dir.path(), "rec", &[]);
+    let (rec, [a, _]) = record(dir.path(), "rec", "cpuclock", &[]);
     let (text, stderr) = code(&rec, &["--folded", "--address-range", &a.0, &a.1]);
     assert!(stderr.contains("no call stacks"), "{stderr}");
     let stacks = folded(&text);
