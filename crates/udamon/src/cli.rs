@@ -425,11 +425,11 @@ pub enum ReportKind {
         writes: bool,
         /// Print folded call stacks (`outer;inner;function SAMPLES` lines) for flame graphs
         /// (inferno-flamegraph, flamegraph.pl, speedscope) instead of the function list.
-        #[arg(long, conflicts_with = "pprof")]
+        #[arg(long, conflicts_with_all = ["pprof", "json"])]
         folded: bool,
         /// Write a gzipped pprof profile of hot samples and bytes by call stack to FILE (for
         /// `go tool pprof`, Pyroscope, Parca) instead of printing the function list.
-        #[arg(long, value_name = "FILE")]
+        #[arg(long, value_name = "FILE", conflicts_with = "json")]
         pprof: Option<PathBuf>,
     },
     /// Every snapshot and event as JSON lines.
