@@ -171,3 +171,18 @@ fn without_call_stacks_each_stack_is_the_sampled_function() {
     assert!(stacks.get("touch").is_some_and(|&n| n >= 20), "{text}");
     assert!(stacks.keys().all(|s| !s.contains(';')), "{text}");
 }
+
+#[test]
+fn call_stacks_of_a_simulation_are_refused_in_one_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = udamon()
+        .args(["record", "--sim", "builtin:demo", "--call-stacks", "-o"])
+        .arg(dir.path().join("sim.data"))
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(stderr.contains("drop --call-stacks"), "{stderr}");
+    assert!(!dir.path().join("sim.data").exists(), "nothing recorded");
+}
