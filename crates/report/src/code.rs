@@ -203,15 +203,15 @@ pub(crate) fn walk(
                     stacks,
                     samples,
                 },
-        }) = &frame
+        }) = frame
         {
             w.walked.stacks = true;
             for stack in stacks {
-                w.tables.stacks.insert(stack.index, stack.sites.clone());
+                w.tables.stacks.insert(stack.index, stack.sites);
             }
             if let Some(e) = pending.take() {
                 let theirs = matches!(&e.kind, EventKind::Samples { target: t, samples: s, .. }
-                    if *t == *target && e.time_ns == *time_ns && s.len() == samples.len());
+                    if *t == target && e.time_ns == time_ns && s.len() == samples.len());
                 w.samples(e, theirs.then_some(samples.as_slice()), &mut visit);
             }
             continue;

@@ -272,6 +272,27 @@ pub(crate) mod tests {
     }
 
     #[test]
+    fn stacks_that_do_not_match_their_samples_are_left_out() {
+        let mut frames = frames(true);
+        // The second window's stacks lost a sample: they cannot be paired with its samples.
+        let Frame::Event(Event {
+            kind: EventKind::Stacks { samples, .. },
+            ..
+        }) = &mut frames[5]
+        else {
+            panic!("the second window's stacks")
+        };
+        samples.pop();
+        let p = stack_profile(frames, &CodeOptions::default()).unwrap();
+        assert!(p.has_stacks);
+        assert_eq!(
+            render_folded(&p),
+            "[libfoo.so] 1\nmain;caller_a;touch 2\nmain;caller_b;[libfoo.so] 1\n\
+             main;caller_b;touch 1\ntouch 3\n"
+        );
+    }
+
+    #[test]
     fn without_stacks_the_sampled_site_stands_alone() {
         let p = stack_profile(frames(false), &CodeOptions::default()).unwrap();
         assert!(!p.has_stacks);
