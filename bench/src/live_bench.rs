@@ -13,7 +13,9 @@
 //! Every monitor run is a child process measured with `wait4` (CPU time, peak RSS). Workloads
 //! are compiled with `cc -O2` into a temporary directory.
 //! Run: `cargo build --release -p udamon && cargo run --release -p udamon-bench --bin live-bench`,
-//! followed by section names (`overhead`, `memory`, `accuracy`, `python`) to run only those.
+//! followed by section names (`overhead`, `memory`, `accuracy`, `python`) to run only those;
+//! `--call-stacks` adds to section 1 runs of each source that record call stacks, interleaved
+//! with the others.
 
 mod cc;
 
@@ -41,6 +43,8 @@ const ROUNDS: usize = 15;
 /// the 32 MiB L3, so that it is memory-bound like most monitored services, and noisier.
 const OVERHEAD_TARGETS: [(u64, &str); 2] = [(1, "cache-resident"), (256, "memory-bound")];
 const SOURCES: [&str; 2] = ["tick", "cpuclock"];
+/// Section 1's runs with call stacks (`live-bench --call-stacks`): `SOURCE --call-stacks`.
+const WITH_CALL_STACKS: [&str; 2] = ["tick --call-stacks", "cpuclock --call-stacks"];
 
 const PYTHON_SCRIPT: &str = "
 import random
@@ -265,7 +269,14 @@ fn median(v: &[f64]) -> f64 {
     v[v.len() / 2]
 }
 
-fn overhead(udamon: &Path, membound: &Path, dir: &Path, (mib, kind): (u64, &str)) {
+/// `runs`: the monitor runs to compare, each a source and maybe `--call-stacks`.
+fn overhead(
+    udamon: &Path,
+    membound: &Path,
+    dir: &Path,
+    (mib, kind): (u64, &str),
+    runs: &[&'static str],
+) {
     println!("### Target slowdown and monitor CPU: {kind} target\n");
     let target = Target::start(membound, mib, dir);
     sleep(Duration::from_secs(2));
@@ -293,10 +304,12 @@ fn overhead(udamon: &Path, membound: &Path, dir: &Path, (mib, kind): (u64, &str)
         });
     };
     for _ in 0..ROUNDS {
-        for source in SOURCES {
+        for &run in runs {
             off(&mut windows);
             let mut usage = None;
-            let args = [
+            let mut words = run.split(' ');
+            let source = words.next().expect("a source");
+            let mut args = vec![
                 "record",
                 "--pid",
                 &pid,
@@ -307,13 +320,14 @@ fn overhead(udamon: &Path, membound: &Path, dir: &Path, (mib, kind): (u64, &str)
                 "-o",
                 out.to_str().expect("a UTF-8 temp path"),
             ];
+            args.extend(words);
             let (wall_rate, cpu_rate) =
                 measure(&mut || usage = Some(run_udamon(udamon, &args, &log)));
             let rec = read_record(&out);
             assert_eq!(rec.source, source, "the record's source");
             let usage = usage.expect("measured");
             windows.push(Window {
-                source: Some(source),
+                source: Some(run),
                 wall_rate,
                 cpu_rate,
                 samples_per_s: rec.counter("samples") as f64 / usage.wall_s,
@@ -347,7 +361,7 @@ fn overhead(udamon: &Path, membound: &Path, dir: &Path, (mib, kind): (u64, &str)
     );
     println!("|---|---:|---:|---|---:|---:|---:|---:|");
     let mut summary = Vec::new();
-    for source in SOURCES {
+    for &source in runs {
         let on: Vec<usize> = (1..windows.len() - 1)
             .filter(|&i| windows[i].source == Some(source))
             .collect();
@@ -385,7 +399,7 @@ fn overhead(udamon: &Path, membound: &Path, dir: &Path, (mib, kind): (u64, &str)
     );
     println!("\nGoals:");
     for (source, m, se, cpu) in summary {
-        let goal = if source == "tick" { 0.5 } else { 2.0 };
+        let goal = if source.starts_with("tick") { 0.5 } else { 2.0 };
         println!(
             "- {source}: slowdown {:+.2} % ± {:.2} (standard error; goal ≤ {goal} %); monitor {:.2} % of one core (goal ≤ 1 %)",
             m * 100.0,
@@ -696,12 +710,18 @@ fn main() {
         nr_cpus()
     );
     // Sections named on the command line; none: every section.
-    let sections: Vec<String> = std::env::args().skip(1).collect();
-    let wanted = |section: &str| sections.is_empty() || sections.iter().any(|a| a == section);
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let call_stacks = args.iter().any(|a| a == "--call-stacks");
+    let sections: Vec<&String> = args.iter().filter(|a| *a != "--call-stacks").collect();
+    let wanted = |section: &str| sections.is_empty() || sections.iter().any(|a| *a == section);
     if wanted("overhead") {
         println!("## 1. Target slowdown and monitor CPU, alternating OFF/ON windows\n");
+        let mut runs = SOURCES.to_vec();
+        if call_stacks {
+            runs.extend(WITH_CALL_STACKS);
+        }
         for target in OVERHEAD_TARGETS {
-            overhead(&udamon, &membound, dir.path(), target);
+            overhead(&udamon, &membound, dir.path(), target, &runs);
         }
     }
     if wanted("memory") {

@@ -36,7 +36,7 @@ mod tracefs;
 pub use error::PerfError;
 pub use memory::ProcessMemory;
 pub use pmu::{DEFAULT_LDLAT, PmuKind, SYSFS_DEVICES, detect_pmu, detect_pmu_in};
-pub use record::{PerfRecord, Sample};
+pub use record::{MAX_CALL_STACK, PerfRecord, Sample};
 pub use sampler::{ChildExit, Counters, PollOutcome, Sampler, SamplerConfig};
 pub use source::{AccessSource, ClockEvent, CpuClock, PmuEvent, Rate};
 pub use tracefs::TICK_TRACEPOINT;

@@ -43,7 +43,7 @@ mod stats;
 pub mod tree;
 
 pub use clock::{BATCH, SampleClock, monotonic_us};
-pub use facts::{Fact, SampleBatch, Site};
+pub use facts::{Fact, SampleBatch, Site, Stack};
 pub use source::{
     ChosenSource, DEFAULT_CPUCLOCK_HZ, SourceChoice, choose_source, cpuclock_source, source_name,
 };
@@ -426,6 +426,8 @@ pub struct VaddrOps {
     referenced_period_us: Option<u64>,
     /// Every recovered sample's facts, for the record.
     facts: Facts,
+    /// Samples carry their user call chains ([`SamplerConfig::call_stacks`]).
+    call_stacks: bool,
 }
 
 impl VaddrOps {
@@ -460,6 +462,7 @@ impl VaddrOps {
             events,
             referenced_period_us: None,
             facts: Facts::default(),
+            call_stacks: config.call_stacks,
         };
         (ops, SampleClock::new(Rings::new(samplers, feed)))
     }
@@ -827,13 +830,19 @@ impl VaddrOps {
             read: matches!(access, Some(Access::Read | Access::ReadWrite)),
             write: matches!(access, Some(Access::Write | Access::ReadWrite)),
         });
-        self.facts.push(t, p.pid, &p.maps, ip, |site| Fact {
-            addr,
-            site,
-            tid: s.tid,
-            cpu: s.cpu,
-            access,
-        });
+        // The chain starts with the interrupted IP; its callers follow.
+        let callers = self
+            .call_stacks
+            .then(|| s.callchain.get(1..).unwrap_or_default());
+        self.facts
+            .push(t, p.pid, &p.maps, ip, callers, |site, stack| Fact {
+                addr,
+                site,
+                tid: s.tid,
+                cpu: s.cpu,
+                access,
+                stack,
+            });
     }
 }
 

@@ -3,7 +3,8 @@
 
 use crate::frame::MAX_RAW_PAYLOAD;
 use crate::model::{
-    CodeSite, Event, EventKind, RegionStat, SampleAccess, SampleFact, Snapshot, TargetSnapshot,
+    CallStack, CodeSite, Event, EventKind, RegionStat, SampleAccess, SampleFact, Snapshot,
+    TargetSnapshot,
 };
 use crate::varint::{self, Cursor, DecodeError};
 
@@ -269,6 +270,85 @@ pub fn decode_samples(bytes: &[u8]) -> Result<Event, DecodeError> {
     })
 }
 
+/// Appends the binary encoding of a stacks frame (the crate documentation describes it).
+pub fn encode_stacks(
+    out: &mut Vec<u8>,
+    time_ns: u64,
+    target: u32,
+    stacks: &[CallStack],
+    samples: &[u32],
+) {
+    varint::put_u64(out, time_ns);
+    varint::put_u64(out, target as u64);
+    varint::put_u64(out, stacks.len() as u64);
+    let (mut prev_index, mut prev_site) = (0u32, 0u32);
+    for stack in stacks {
+        varint::put_u64(
+            out,
+            varint::zigzag(stack.index.wrapping_sub(prev_index) as i32 as i64),
+        );
+        varint::put_u64(out, stack.sites.len() as u64);
+        for &site in &stack.sites {
+            varint::put_u64(
+                out,
+                varint::zigzag(site.wrapping_sub(prev_site) as i32 as i64),
+            );
+            prev_site = site;
+        }
+        prev_index = stack.index;
+    }
+    varint::put_u64(out, samples.len() as u64);
+    for &stack in samples {
+        varint::put_u64(out, stack as u64);
+    }
+}
+
+/// Undoes [`encode_stacks`] into the event it stands for.
+pub fn decode_stacks(bytes: &[u8]) -> Result<Event, DecodeError> {
+    let mut c = Cursor::new(bytes);
+    let time_ns = c.u64()?;
+    let target = c.u32()?;
+    let nr_stacks = c.u64()? as usize;
+    // A stack takes at least two bytes, a frame or a sample at least one: refuse counts the
+    // payload cannot hold before allocating for them.
+    if nr_stacks > c.remaining() / 2 {
+        return Err("more stacks than the payload can hold");
+    }
+    let mut stacks = Vec::with_capacity(nr_stacks);
+    let (mut index, mut site) = (0u32, 0u32);
+    for _ in 0..nr_stacks {
+        index = index.wrapping_add(varint::unzigzag(c.u64()?) as u32);
+        let depth = c.u64()? as usize;
+        if depth > c.remaining() {
+            return Err("a stack deeper than the payload can hold");
+        }
+        let mut sites = Vec::with_capacity(depth);
+        for _ in 0..depth {
+            site = site.wrapping_add(varint::unzigzag(c.u64()?) as u32);
+            sites.push(site);
+        }
+        stacks.push(CallStack { index, sites });
+    }
+    let nr_samples = c.u64()? as usize;
+    if nr_samples > c.remaining() {
+        return Err("more samples than the payload can hold");
+    }
+    let samples = (0..nr_samples)
+        .map(|_| c.u32())
+        .collect::<Result<Vec<_>, _>>()?;
+    if c.remaining() != 0 {
+        return Err("bytes left over after the stacks");
+    }
+    Ok(Event {
+        time_ns,
+        kind: EventKind::Stacks {
+            target,
+            stacks,
+            samples,
+        },
+    })
+}
+
 /// Compresses `raw` into `out` as `varint(raw.len()) ++ zstd frame`.
 pub fn compress(
     compressor: &mut zstd::bulk::Compressor<'static>,
@@ -474,6 +554,44 @@ mod tests {
             varint::put_u64(&mut huge, v);
         }
         assert!(decode_snapshot(&huge).is_err());
+    }
+
+    #[test]
+    fn stacks_round_trip_and_bad_ones_are_refused() {
+        let stacks = vec![
+            CallStack {
+                index: 0,
+                sites: vec![],
+            },
+            CallStack {
+                index: 1,
+                sites: vec![7, 3, 900],
+            },
+        ];
+        let samples = vec![1, 0, 1, 1];
+        let mut out = Vec::new();
+        encode_stacks(&mut out, 5_000, 2, &stacks, &samples);
+        // time (2), target, nr_stacks; index and depth per stack, a byte per frame but the
+        // jump to site 900 (2); count, one byte per sample.
+        assert_eq!(out.len(), 2 + 1 + 1 + 2 + (2 + 4) + 1 + 4);
+        let expected = Event {
+            time_ns: 5_000,
+            kind: EventKind::Stacks {
+                target: 2,
+                stacks,
+                samples,
+            },
+        };
+        assert_eq!(decode_stacks(&out), Ok(expected));
+        assert!(decode_stacks(&out[..out.len() - 1]).is_err());
+        let mut longer = out.clone();
+        longer.push(0);
+        assert!(decode_stacks(&longer).is_err());
+        let mut huge = Vec::new();
+        for v in [1, 0, u64::MAX >> 1] {
+            varint::put_u64(&mut huge, v);
+        }
+        assert!(decode_stacks(&huge).is_err(), "must not allocate");
     }
 
     #[test]

@@ -32,6 +32,9 @@ pub enum FrameType {
     Event = 3,
     /// A batch of samples ([`EventKind::Samples`](crate::model::EventKind::Samples)), binary.
     Samples = 4,
+    /// The call stacks of a samples frame's samples
+    /// ([`EventKind::Stacks`](crate::model::EventKind::Stacks)), binary.
+    Stacks = 5,
 }
 
 impl FrameType {
@@ -41,6 +44,7 @@ impl FrameType {
             2 => Some(FrameType::Snapshot),
             3 => Some(FrameType::Event),
             4 => Some(FrameType::Samples),
+            5 => Some(FrameType::Stacks),
             _ => None,
         }
     }

@@ -16,8 +16,8 @@
 //! ```text
 //! offset  size  field
 //! 0       4     sync marker F9 55 44 46 ("\xF9UDF")
-//! 4       1     type: 1 header, 2 snapshot, 3 event, 4 samples; bit 7 (0x80) set = payload
-//!               compressed
+//! 4       1     type: 1 header, 2 snapshot, 3 event, 4 samples, 5 stacks; bit 7 (0x80) set =
+//!               payload compressed
 //! 5       4     payload length N, u32 little-endian (at most 64 MiB)
 //! 9       N     payload
 //! 9+N     4     CRC-32 (IEEE, as zlib's crc32) of bytes 4 .. 9+N (type, length and payload),
@@ -92,6 +92,23 @@
 //!  "sites":[{"index":0,"ip":93824992235584,"function":"sum_buffer","object":"/usr/bin/prog"}],
 //!  "samples":[{"addr":140737337950208,"site":0,"tid":4242,"cpu":1,"access":"read"}]}
 //! ```
+//!
+//! ## Call stacks
+//!
+//! Records made with call stacks follow each samples frame with a stacks frame (type 5) for the
+//! same target and time, read as an event of kind `stacks`:
+//!
+//! ```text
+//! end_ns, target, nr_stacks,
+//! per new stack: zigzag(index - previous index), depth,
+//!                per frame: zigzag(site - previous frame's site)
+//! nr_samples,
+//! per sample (in the samples frame's order): stack index
+//! ```
+//!
+//! A stack is the code sites of a sample's return addresses, innermost first; stacks form a
+//! table that grows through the record like the code sites'. Readers that do not know stacks
+//! frames skip them and keep the samples (docs/record-format.md).
 
 pub mod damo;
 pub mod detect;

@@ -289,6 +289,17 @@ pub enum EventKind {
         sites: Vec<CodeSite>,
         samples: Vec<SampleFact>,
     },
+    /// The callers of each sample of the `samples` event just before it (same target, same
+    /// time), in records made with call stacks (`record --call-stacks`), with the entries of the
+    /// record's stack table first named here. Stored as a binary frame of its own (see the
+    /// crate documentation), so that readers without call stacks skip it and keep the samples.
+    Stacks {
+        target: u32,
+        /// New entries of the record's stack table, in index order.
+        stacks: Vec<CallStack>,
+        /// Per sample of that `samples` event, in its order: the stack index of its callers.
+        samples: Vec<u32>,
+    },
 }
 
 /// DAMOS statistics of one scheme (cumulative since monitoring started).
@@ -457,6 +468,15 @@ pub struct CodeSite {
     /// Why no function was found (a stripped binary, JIT code without a perf map, ...).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub missing: Option<String>,
+}
+
+/// One entry of a record's stack table: the callers of a sampled instruction, as code-site
+/// indexes of their return addresses, innermost first (the sampled site itself is the
+/// sample's). Indexes grow through the record like the code sites'.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CallStack {
+    pub index: u32,
+    pub sites: Vec<u32>,
 }
 
 /// Whether a sampled instruction read memory, wrote it, or both; `Unknown` when the source

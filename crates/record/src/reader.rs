@@ -207,6 +207,9 @@ impl<R: Read + Seek> RecordReader<R> {
             FrameType::Samples => codec::decode_samples(payload)
                 .map(Frame::Event)
                 .map_err(|e| undecodable(format!("samples: {e}"))),
+            FrameType::Stacks => codec::decode_stacks(payload)
+                .map(Frame::Event)
+                .map_err(|e| undecodable(format!("stacks: {e}"))),
             FrameType::Header => Err(undecodable(
                 "a second record header (were two records concatenated?)".into(),
             )),

@@ -100,31 +100,41 @@ impl<W: Write> RecordWriter<W> {
         self.emit(FrameType::Snapshot)
     }
 
-    /// Writes an event: a JSON event frame, except for sample batches, which take a binary
-    /// frame of their own (they are the bulk of a sampled record).
+    /// Writes an event: a JSON event frame, except for sample batches and their call stacks,
+    /// which take binary frames of their own (they are the bulk of a sampled record).
     pub fn write_event(&mut self, event: &Event) -> Result<(), RecordError> {
         self.check_usable()?;
         self.payload.clear();
-        let kind = if let EventKind::Samples {
-            target,
-            window_ns,
-            sites,
-            samples,
-        } = &event.kind
-        {
-            codec::encode_samples(
-                &mut self.payload,
-                event.time_ns,
-                *target,
-                *window_ns,
+        let kind = match &event.kind {
+            EventKind::Samples {
+                target,
+                window_ns,
                 sites,
                 samples,
-            );
-            FrameType::Samples
-        } else {
-            serde_json::to_writer(&mut self.payload, event)
-                .map_err(|e| self.encode_error("an event", e))?;
-            FrameType::Event
+            } => {
+                codec::encode_samples(
+                    &mut self.payload,
+                    event.time_ns,
+                    *target,
+                    *window_ns,
+                    sites,
+                    samples,
+                );
+                FrameType::Samples
+            }
+            EventKind::Stacks {
+                target,
+                stacks,
+                samples,
+            } => {
+                codec::encode_stacks(&mut self.payload, event.time_ns, *target, stacks, samples);
+                FrameType::Stacks
+            }
+            _ => {
+                serde_json::to_writer(&mut self.payload, event)
+                    .map_err(|e| self.encode_error("an event", e))?;
+                FrameType::Event
+            }
         };
         self.frame.clear();
         self.emit(kind)

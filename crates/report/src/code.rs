@@ -13,7 +13,7 @@ use crate::{ReportError, Result, human};
 use serde::Serialize;
 use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write as _;
-use udamon_record::model::{CodeSite, EventKind, Frame, RegionStat, SampleFact};
+use udamon_record::model::{CodeSite, Event, EventKind, Frame, RegionStat, SampleFact};
 
 /// A region is among a window's hottest when its access rate is at least this share of the
 /// window's highest.
@@ -80,86 +80,27 @@ type Key = (Option<String>, Option<String>);
 
 /// The report over `frames`; fails when they hold no samples.
 pub fn code(frames: impl IntoIterator<Item = Frame>, opts: &CodeOptions) -> Result<CodeReport> {
-    let mut sites: HashMap<u32, CodeSite> = HashMap::new();
-    let mut last_snapshot: BTreeMap<u32, (u64, Vec<RegionStat>)> = BTreeMap::new();
     let mut counts: HashMap<Key, Count> = HashMap::new();
     let mut missing: HashMap<Key, String> = HashMap::new();
-    let (mut recorded, mut in_scope) = (0u64, 0u64);
-    let mut layouts = Layouts::default();
-    for frame in frames {
-        layouts.observe(&frame);
-        match frame {
-            Frame::Snapshot(s) => {
-                for t in s.targets {
-                    last_snapshot.insert(t.target, (s.end_ns, t.regions));
-                }
-            }
-            Frame::Event(e) => {
-                let EventKind::Samples {
-                    target,
-                    window_ns,
-                    sites: new_sites,
-                    samples,
-                } = e.kind
-                else {
-                    continue;
-                };
-                for site in new_sites {
-                    sites.insert(site.index, site);
-                }
-                recorded += samples.len() as u64;
-                let start_ns = e.time_ns.saturating_sub(window_ns);
-                if opts
-                    .time_ns
-                    .is_some_and(|(from, to)| !(start_ns < to && e.time_ns > from))
-                {
-                    continue;
-                }
-                let hot = match (opts.address, &opts.mapping) {
-                    (Some(range), _) => vec![range],
-                    (None, Some(name)) => layouts
-                        .covering(target, 0, u64::MAX)
-                        .iter()
-                        .filter(|m| m.name.contains(name.as_str()))
-                        .map(|m| (m.start, m.end))
-                        .collect(),
-                    (None, None) => match last_snapshot.get(&target) {
-                        // The window's own snapshot, written just before its samples.
-                        Some((end_ns, regions)) if *end_ns == e.time_ns => hottest(regions),
-                        _ => continue,
-                    },
-                };
-                for s in samples
-                    .iter()
-                    .filter(|s| opts.wants(s) && within(&hot, s.addr))
-                {
-                    in_scope += 1;
-                    let site = sites.get(&s.site);
-                    let key = (
-                        site.and_then(|c| c.function.clone()),
-                        site.and_then(|c| c.object.clone()),
-                    );
-                    let count = counts.entry(key.clone()).or_default();
-                    count.samples += 1;
-                    count.reads += s.access.reads() as u64;
-                    count.writes += s.access.writes() as u64;
-                    if key.0.is_none() && !missing.contains_key(&key) {
-                        let why = site.map_or_else(
-                            || "the record lost this code site's description (damage)".into(),
-                            |c| c.missing.clone().unwrap_or_default(),
-                        );
-                        missing.insert(key, why);
-                    }
-                }
-            }
+    let walked = walk(frames, opts, |hit, _| {
+        let site = hit.site;
+        let key = (
+            site.and_then(|c| c.function.clone()),
+            site.and_then(|c| c.object.clone()),
+        );
+        let count = counts.entry(key.clone()).or_default();
+        count.samples += 1;
+        count.reads += hit.sample.access.reads() as u64;
+        count.writes += hit.sample.access.writes() as u64;
+        if key.0.is_none() && !missing.contains_key(&key) {
+            let why = site.map_or_else(
+                || LOST_SITE.into(),
+                |c| c.missing.clone().unwrap_or_default(),
+            );
+            missing.insert(key, why);
         }
-    }
-    if recorded == 0 {
-        return Err(ReportError::NoSamples);
-    }
-    if opts.mapping.is_some() && layouts.is_empty() {
-        return Err(ReportError::NoMappings);
-    }
+    })?;
+    let in_scope = walked.samples;
     let named: u64 = counts
         .iter()
         .filter(|(k, _)| k.0.is_some())
@@ -184,7 +125,222 @@ pub fn code(frames: impl IntoIterator<Item = Frame>, opts: &CodeOptions) -> Resu
             .then_with(|| a.function.cmp(&b.function))
             .then_with(|| a.object.cmp(&b.object))
     });
-    let scope = match (opts.address, &opts.mapping) {
+    Ok(CodeReport {
+        scope: walked.scope,
+        samples_recorded: walked.recorded,
+        samples: in_scope,
+        named_share: share(named),
+        functions,
+    })
+}
+
+/// Why a sample's site has no description.
+pub(crate) const LOST_SITE: &str = "the record lost this code site's description (damage)";
+
+/// One sample in scope, as [`walk`] hands it over.
+pub(crate) struct Hit<'a> {
+    pub sample: &'a SampleFact,
+    /// Its code site; `None` when the record lost the site's description.
+    pub site: Option<&'a CodeSite>,
+    /// The code-site indexes of its callers, innermost first; `None` when the record has no
+    /// call stack for it.
+    pub callers: Option<&'a [u32]>,
+    /// Its share of the memory in scope: the bytes of the part of its region (in its window's
+    /// snapshot) that lies in scope, divided among the samples in scope that fell there. Over
+    /// a window these add up to the memory in scope that samples touched.
+    pub bytes: f64,
+}
+
+/// What [`walk`] saw besides the samples in scope.
+pub(crate) struct Walked {
+    /// The memory looked at, in words.
+    pub scope: String,
+    /// Every sample the record holds, and those in scope and through the filters.
+    pub recorded: u64,
+    pub samples: u64,
+    /// Windows whose samples were looked at.
+    pub windows: u64,
+    /// Whether the record keeps call stacks.
+    pub stacks: bool,
+}
+
+/// The record's code sites and call stacks as far as it has been read.
+#[derive(Default)]
+pub(crate) struct Tables {
+    pub sites: HashMap<u32, CodeSite>,
+    pub stacks: HashMap<u32, Vec<u32>>,
+}
+
+/// Hands every sample of `frames` in scope and through `opts`' filters to `visit`, with the
+/// tables that name its site and callers; fails when the frames hold no samples. A window's
+/// stacks frame follows its samples frame, so a samples event waits for the next frame.
+pub(crate) fn walk(
+    frames: impl IntoIterator<Item = Frame>,
+    opts: &CodeOptions,
+    mut visit: impl FnMut(&Hit<'_>, &Tables),
+) -> Result<Walked> {
+    let mut w = Walker {
+        opts,
+        tables: Tables::default(),
+        last_snapshot: BTreeMap::new(),
+        layouts: Layouts::default(),
+        walked: Walked {
+            scope: scope_text(opts),
+            recorded: 0,
+            samples: 0,
+            windows: 0,
+            stacks: false,
+        },
+        last_window: None,
+    };
+    let mut pending: Option<Event> = None;
+    for frame in frames {
+        if let Frame::Event(Event {
+            time_ns,
+            kind:
+                EventKind::Stacks {
+                    target,
+                    stacks,
+                    samples,
+                },
+        }) = frame
+        {
+            w.walked.stacks = true;
+            for stack in stacks {
+                w.tables.stacks.insert(stack.index, stack.sites);
+            }
+            if let Some(e) = pending.take() {
+                let theirs = matches!(&e.kind, EventKind::Samples { target: t, samples: s, .. }
+                    if *t == target && e.time_ns == time_ns && s.len() == samples.len());
+                w.samples(e, theirs.then_some(samples.as_slice()), &mut visit);
+            }
+            continue;
+        }
+        if let Some(e) = pending.take() {
+            w.samples(e, None, &mut visit);
+        }
+        w.layouts.observe(&frame);
+        match frame {
+            Frame::Snapshot(s) => {
+                for t in s.targets {
+                    w.last_snapshot.insert(t.target, (s.end_ns, t.regions));
+                }
+            }
+            Frame::Event(e) if matches!(e.kind, EventKind::Samples { .. }) => pending = Some(e),
+            Frame::Event(_) => {}
+        }
+    }
+    if let Some(e) = pending.take() {
+        w.samples(e, None, &mut visit);
+    }
+    if w.walked.recorded == 0 {
+        return Err(ReportError::NoSamples);
+    }
+    if opts.mapping.is_some() && w.layouts.is_empty() {
+        return Err(ReportError::NoMappings);
+    }
+    Ok(w.walked)
+}
+
+struct Walker<'o> {
+    opts: &'o CodeOptions,
+    tables: Tables,
+    /// Each target's last snapshot: its end and regions.
+    last_snapshot: BTreeMap<u32, (u64, Vec<RegionStat>)>,
+    layouts: Layouts,
+    walked: Walked,
+    /// The end of the last window counted in `walked.windows`.
+    last_window: Option<u64>,
+}
+
+impl Walker<'_> {
+    /// One samples event, with the stack index of each of its samples when known.
+    fn samples(
+        &mut self,
+        e: Event,
+        stacks: Option<&[u32]>,
+        visit: &mut impl FnMut(&Hit<'_>, &Tables),
+    ) {
+        let EventKind::Samples {
+            target,
+            window_ns,
+            sites: new_sites,
+            samples,
+        } = e.kind
+        else {
+            return;
+        };
+        for site in new_sites {
+            self.tables.sites.insert(site.index, site);
+        }
+        self.walked.recorded += samples.len() as u64;
+        let opts = self.opts;
+        let start_ns = e.time_ns.saturating_sub(window_ns);
+        if opts
+            .time_ns
+            .is_some_and(|(from, to)| !(start_ns < to && e.time_ns > from))
+        {
+            return;
+        }
+        // The window's own snapshot, written just before its samples.
+        let regions = match self.last_snapshot.get(&target) {
+            Some((end_ns, regions)) if *end_ns == e.time_ns => regions.as_slice(),
+            _ => &[],
+        };
+        let scope = match (opts.address, &opts.mapping) {
+            (Some(range), _) => vec![range],
+            (None, Some(name)) => self
+                .layouts
+                .covering(target, 0, u64::MAX)
+                .iter()
+                .filter(|m| m.name.contains(name.as_str()))
+                .map(|m| (m.start, m.end))
+                .collect(),
+            (None, None) if regions.is_empty() => return,
+            (None, None) => hottest(regions),
+        };
+        if self.last_window.replace(e.time_ns) != Some(e.time_ns) {
+            self.walked.windows += 1;
+        }
+        // Each sample in scope, with the piece of memory it stands for: its region's part in
+        // the scope range that holds it.
+        let chosen: Vec<(usize, Option<(u64, u64)>)> = samples
+            .iter()
+            .enumerate()
+            .filter(|(_, s)| opts.wants(s))
+            .filter_map(|(i, s)| {
+                let range = scope[containing(&scope, s.addr)?];
+                let piece = containing(regions, s.addr).map(|r| {
+                    let r = &regions[r];
+                    (r.start.max(range.0), r.end.min(range.1))
+                });
+                Some((i, piece))
+            })
+            .collect();
+        let mut per_piece: HashMap<(u64, u64), u64> = HashMap::new();
+        for piece in chosen.iter().filter_map(|c| c.1) {
+            *per_piece.entry(piece).or_default() += 1;
+        }
+        for (i, piece) in chosen {
+            let sample = &samples[i];
+            let callers = stacks
+                .and_then(|s| self.tables.stacks.get(&s[i]))
+                .map(Vec::as_slice);
+            let bytes = piece.map_or(0.0, |p| (p.1 - p.0) as f64 / per_piece[&p] as f64);
+            self.walked.samples += 1;
+            let hit = Hit {
+                sample,
+                site: self.tables.sites.get(&sample.site),
+                callers,
+                bytes,
+            };
+            visit(&hit, &self.tables);
+        }
+    }
+}
+
+fn scope_text(opts: &CodeOptions) -> String {
+    match (opts.address, &opts.mapping) {
         (Some((start, end)), _) => {
             format!("data addresses {}-{}", human::hex(start), human::hex(end))
         }
@@ -193,14 +349,7 @@ pub fn code(frames: impl IntoIterator<Item = Frame>, opts: &CodeOptions) -> Resu
             "each window's hottest regions (access rate at least {:.0} % of the window's highest)",
             HOT_SHARE * 100.0
         ),
-    };
-    Ok(CodeReport {
-        scope,
-        samples_recorded: recorded,
-        samples: in_scope,
-        named_share: share(named),
-        functions,
-    })
+    }
 }
 
 impl CodeOptions {
@@ -230,10 +379,27 @@ fn hottest(regions: &[RegionStat]) -> Vec<(u64, u64)> {
         .collect()
 }
 
-/// Whether `addr` lies in one of the sorted, disjoint `ranges`.
-fn within(ranges: &[(u64, u64)], addr: u64) -> bool {
-    let i = ranges.partition_point(|r| r.1 <= addr);
-    ranges.get(i).is_some_and(|r| r.0 <= addr)
+/// Something with an address range.
+trait Span {
+    fn span(&self) -> (u64, u64);
+}
+
+impl Span for (u64, u64) {
+    fn span(&self) -> (u64, u64) {
+        *self
+    }
+}
+
+impl Span for RegionStat {
+    fn span(&self) -> (u64, u64) {
+        (self.start, self.end)
+    }
+}
+
+/// The index of the one of the sorted, disjoint `ranges` that holds `addr`.
+fn containing(ranges: &[impl Span], addr: u64) -> Option<usize> {
+    let i = ranges.partition_point(|r| r.span().1 <= addr);
+    ranges.get(i).filter(|r| r.span().0 <= addr).map(|_| i)
 }
 
 /// Rows of text that a long list is cut to.
@@ -305,7 +471,7 @@ fn object_name(row: &FunctionRow) -> &str {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use udamon_record::model::{Event, SampleAccess, Snapshot, TargetSnapshot};
+    use udamon_record::model::{SampleAccess, Snapshot, TargetSnapshot};
 
     fn snapshot(end_ns: u64, regions: &[(u64, u64, u32)]) -> Frame {
         Frame::Snapshot(Snapshot {

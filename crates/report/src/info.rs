@@ -245,6 +245,7 @@ fn add_event(sum: &mut EventSummary, time_ns: u64, kind: EventKind) {
         EventKind::Stopped { .. } => "stopped",
         EventKind::Note { .. } => "note",
         EventKind::Samples { .. } => "samples",
+        EventKind::Stacks { .. } => "stacks",
     };
     *sum.by_kind.entry(name.to_string()).or_default() += 1;
     let what = match kind {
@@ -255,7 +256,8 @@ fn add_event(sum: &mut EventSummary, time_ns: u64, kind: EventKind) {
         | EventKind::SchemeTriedRegions { .. }
         | EventKind::TargetMemory { .. }
         | EventKind::Referenced { .. }
-        | EventKind::Samples { .. } => None,
+        | EventKind::Samples { .. }
+        | EventKind::Stacks { .. } => None,
         EventKind::TargetAdded {
             target,
             pid,

@@ -15,7 +15,9 @@
 //! - [`schemes`]: what DAMOS schemes did, the memory they saved and the refaults that cost.
 //! - [`referenced`]: the kernel's accessed bits (`record --referenced`) against udamon's
 //!   working set over the same intervals.
-//! - [`code`]: the functions whose instructions touched the hot memory, reads and writes apart.
+//! - [`code`]: the functions whose instructions touched the hot memory, reads and writes apart;
+//!   [`stacks`] and [`pprof`]: the same samples by call stack, as folded stacks and a pprof
+//!   profile.
 
 pub mod access;
 pub mod code;
@@ -29,9 +31,11 @@ pub mod mappings;
 pub mod nr_regions;
 pub mod percentile;
 pub mod plot;
+pub mod pprof;
 pub mod raw;
 pub mod referenced;
 pub mod schemes;
+pub mod stacks;
 pub mod wss;
 
 use std::error::Error;

@@ -220,6 +220,11 @@ pub struct RecordArgs {
     /// set; costs about 28 ms of CPU per GiB resident per read (see `udamon report referenced`).
     #[arg(long, value_name = "PERIOD", value_parser = parse_duration_us)]
     pub referenced: Option<u64>,
+    /// Live processes: also record each sample's user call stack (up to 32 callers, found by
+    /// walking frame pointers: code built with -fno-omit-frame-pointer), for
+    /// `udamon report code --folded` and `--pprof`.
+    #[arg(long)]
+    pub call_stacks: bool,
     #[command(flatten)]
     pub monitoring: MonitoringArgs,
 }
@@ -440,6 +445,14 @@ pub enum ReportKind {
         /// Only instructions that wrote memory (read-modify-writes included).
         #[arg(long)]
         writes: bool,
+        /// Print folded call stacks (`outer;inner;function SAMPLES` lines) for flame graphs
+        /// (inferno-flamegraph, flamegraph.pl, speedscope) instead of the function list.
+        #[arg(long, conflicts_with_all = ["pprof", "json"])]
+        folded: bool,
+        /// Write a gzipped pprof profile of hot samples and bytes by call stack to FILE (for
+        /// `go tool pprof`, Pyroscope, Parca) instead of printing the function list.
+        #[arg(long, value_name = "FILE", conflicts_with = "json")]
+        pprof: Option<PathBuf>,
     },
     /// Every snapshot and event as JSON lines.
     Raw {

@@ -8,7 +8,7 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::PathBuf;
 
 /// One sample of the target.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Sample {
     pub pid: u32,
     pub tid: u32,
@@ -31,7 +31,22 @@ pub struct Sample {
     pub addr: Option<u64>,
     /// The physical data address, when asked for and provided.
     pub phys_addr: Option<u64>,
+    /// The user call chain (`PERF_SAMPLE_CALLCHAIN`), when asked for, innermost first: the
+    /// interrupted instruction pointer, then the return addresses found by walking the frame
+    /// pointers; at most [`MAX_CALL_STACK`]. Empty (no allocation) without call chains.
+    pub callchain: Vec<u64>,
 }
+
+/// Most user frames a sample's call chain keeps (`perf_event_attr.sample_max_stack`). Each
+/// frame costs 8 bytes in the ring and a site in the record; 32 frames hold the interesting
+/// part of almost every program's stack (deep recursion is cut, its innermost frames kept),
+/// and stay well under the kernel's `perf_event_max_stack` (127 by default).
+pub const MAX_CALL_STACK: usize = 32;
+
+/// `PERF_CONTEXT_*` markers in a call chain start at this value (`PERF_CONTEXT_MAX` = -4095):
+/// they say which mode the frames after them belong to.
+const PERF_CONTEXT_MAX: u64 = -4095i64 as u64;
+const PERF_CONTEXT_USER: u64 = -512i64 as u64;
 
 /// A record from the ring buffer. Every record carries the CLOCK_MONOTONIC time at which the
 /// kernel wrote it, so records from different CPUs can be merged in time order.
@@ -129,6 +144,7 @@ pub(crate) const SUPPORTED_SAMPLE_TYPE: u64 = (b::PERF_SAMPLE_IP
     | b::PERF_SAMPLE_TID
     | b::PERF_SAMPLE_TIME
     | b::PERF_SAMPLE_ADDR
+    | b::PERF_SAMPLE_CALLCHAIN
     | b::PERF_SAMPLE_REGS_USER
     | b::PERF_SAMPLE_PHYS_ADDR) as u64;
 
@@ -259,7 +275,8 @@ pub(crate) fn parse(rec: &[u8], layout: Layout, cpu: u32) -> Option<PerfRecord> 
 }
 
 /// `PERF_RECORD_SAMPLE`: the fields present are those of `sample_type`, in the kernel's fixed
-/// order (IP, TID, TIME, ADDR, ..., REGS_USER, ..., PHYS_ADDR).
+/// order (IP, TID, TIME, ADDR, ..., CALLCHAIN, ..., REGS_USER, ..., PHYS_ADDR). Only the user
+/// part of a call chain is kept.
 fn parse_sample(body: &[u8], misc: u16, layout: Layout, cpu: u32) -> Option<Sample> {
     let st = layout.sample_type;
     let has = |bit: u32| st & bit as u64 != 0;
@@ -275,6 +292,7 @@ fn parse_sample(body: &[u8], misc: u16, layout: Layout, cpu: u32) -> Option<Samp
         regs: [0; NR_SAMPLE_REGS],
         addr: None,
         phys_addr: None,
+        callchain: Vec::new(),
     };
     if has(b::PERF_SAMPLE_IP) {
         s.ip = f.u64()?;
@@ -287,6 +305,18 @@ fn parse_sample(body: &[u8], misc: u16, layout: Layout, cpu: u32) -> Option<Samp
     }
     if has(b::PERF_SAMPLE_ADDR) {
         s.addr = Some(f.u64()?);
+    }
+    if has(b::PERF_SAMPLE_CALLCHAIN) {
+        let nr = f.u64()?;
+        let mut user = false;
+        for _ in 0..nr {
+            let ip = f.u64()?;
+            if ip >= PERF_CONTEXT_MAX {
+                user = ip == PERF_CONTEXT_USER;
+            } else if user && s.callchain.len() < MAX_CALL_STACK {
+                s.callchain.push(ip);
+            }
+        }
     }
     if has(b::PERF_SAMPLE_REGS_USER) {
         s.abi = f.u64()?;
@@ -382,6 +412,46 @@ pub(crate) mod tests {
         assert_eq!(s.addr, None);
         // A record cut short is rejected rather than read past its end.
         assert_eq!(parse(&rec[..rec.len() - 8], REGS_LAYOUT, 1), None);
+    }
+
+    #[test]
+    fn user_call_chain_without_kernel_frames() {
+        let layout = Layout {
+            sample_type: (b::PERF_SAMPLE_IP
+                | b::PERF_SAMPLE_TID
+                | b::PERF_SAMPLE_TIME
+                | b::PERF_SAMPLE_CALLCHAIN
+                | b::PERF_SAMPLE_REGS_USER) as u64,
+        };
+        let kernel_context = -128i64 as u64;
+        let mut body = u64s(&[0xffff_ffff_8100_0000]);
+        body.extend(trailer(1, 2, 3));
+        body.extend(u64s(&[
+            6,
+            kernel_context,
+            0xffff_ffff_8100_0000,
+            PERF_CONTEXT_USER,
+            0x401000,
+            0x402000,
+            0x403000,
+        ]));
+        body.extend(u64s(&[super::super::REGS_ABI_64]));
+        body.extend(u64s(&[7; NR_SAMPLE_REGS]));
+        let rec = record(
+            b::PERF_RECORD_SAMPLE,
+            b::PERF_RECORD_MISC_KERNEL as u16,
+            &body,
+        );
+        let Some(PerfRecord::Sample(s)) = parse(&rec, layout, 0) else {
+            panic!()
+        };
+        assert_eq!(s.callchain, [0x401000, 0x402000, 0x403000]);
+        assert_eq!(s.regs[0], 7, "the registers follow the chain");
+        // A record cut short is rejected rather than read past its end.
+        assert_eq!(
+            parse(&rec[..rec.len() - 8 * NR_SAMPLE_REGS], layout, 0),
+            None
+        );
     }
 
     #[test]

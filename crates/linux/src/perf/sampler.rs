@@ -34,6 +34,9 @@ pub struct SamplerConfig {
     /// Also follow child processes (fork), not only new threads. Their samples carry their own
     /// pid.
     pub follow_forks: bool,
+    /// Also take each sample's user call chain ([`Sample::callchain`](super::Sample)), walked
+    /// by the kernel along the frame pointers.
+    pub call_stacks: bool,
 }
 
 impl Default for SamplerConfig {
@@ -42,6 +45,7 @@ impl Default for SamplerConfig {
             source: AccessSource::CpuClock(CpuClock::default()),
             ring_pages: 128,
             follow_forks: false,
+            call_stacks: false,
         }
     }
 }
@@ -56,6 +60,15 @@ impl SamplerConfig {
             )));
         }
         Ok(())
+    }
+
+    /// The event to open: the source's, with call chains when asked for.
+    fn spec(&self, notes: &mut Vec<String>) -> Result<EventSpec, PerfError> {
+        let mut spec = self.source.resolve(notes)?;
+        if self.call_stacks {
+            spec.sample_type |= sys::bindings::PERF_SAMPLE_CALLCHAIN as u64;
+        }
+        Ok(spec)
     }
 }
 
@@ -113,7 +126,7 @@ impl Sampler {
         config.validate()?;
         let tids = list_threads(pid)?;
         let mut notes = Vec::new();
-        let spec = config.source.resolve(&mut notes)?;
+        let spec = config.spec(&mut notes)?;
         let mut s = Sampler::open(pid, &spec, config, &tids, false)?;
         s.notes = notes;
         Ok(s)
@@ -128,7 +141,7 @@ impl Sampler {
     ) -> Result<Sampler, PerfError> {
         config.validate()?;
         let mut notes = Vec::new();
-        let spec = config.source.resolve(&mut notes)?;
+        let spec = config.spec(&mut notes)?;
         let args: Vec<OsString> = args.iter().map(|a| a.as_ref().to_owned()).collect();
         let child = PausedChild::fork(program.as_ref(), &args)?;
         let pid = child.pid();

@@ -3,6 +3,7 @@
 use super::SAMPLE_REGS_USER;
 use super::error::PerfError;
 use super::pmu::PmuKind;
+use super::record::MAX_CALL_STACK;
 use super::tracefs;
 use perf_event_open_sys::bindings as b;
 
@@ -205,6 +206,12 @@ impl EventSpec {
         a.__bindgen_anon_4.config2 = self.config2;
         if self.sample_type & b::PERF_SAMPLE_REGS_USER as u64 != 0 {
             a.sample_regs_user = SAMPLE_REGS_USER;
+        }
+        if self.sample_type & b::PERF_SAMPLE_CALLCHAIN as u64 != 0 {
+            // User frames only: kernel frames name no code of the target, and unprivileged
+            // users may not have them.
+            a.set_exclude_callchain_kernel(1);
+            a.sample_max_stack = MAX_CALL_STACK as u16;
         }
         a.set_precise_ip(self.precise_ip.into());
         a.set_exclude_kernel(self.exclude_kernel.into());

@@ -6,6 +6,10 @@
 //! forgets the process's sites: the same IP then holds other code and gets a new number. The
 //! facts of an aggregation window are handed over as one [`SampleBatch`] per target once the
 //! window is over, in address order (which keeps the record's address deltas small).
+//!
+//! With call stacks, each return address of a sample's call chain is a code site too (named by
+//! the call instruction before it), and the chain of caller sites is interned in a stack table
+//! numbered like the sites: a sample then names its callers with one number.
 
 use crate::decode::Access;
 use crate::maps::Maps;
@@ -20,6 +24,14 @@ pub struct Site {
     pub name: SiteName,
 }
 
+/// A caller chain first seen in a batch's window: the sites of the return addresses, innermost
+/// first (the sampled site itself is the sample's).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Stack {
+    pub index: u32,
+    pub sites: Vec<u32>,
+}
+
 /// One recovered sample.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Fact {
@@ -30,6 +42,8 @@ pub struct Fact {
     pub cpu: u32,
     /// `None` when the source gives the address without the instruction (PMU samples).
     pub access: Option<Access>,
+    /// The [`Stack`] index of its callers, when call stacks are recorded.
+    pub stack: Option<u32>,
 }
 
 /// One target's samples of one aggregation window.
@@ -41,12 +55,15 @@ pub struct SampleBatch {
     pub end_us: u64,
     /// Sites first used in this window, by index.
     pub sites: Vec<Site>,
+    /// Stacks first used in this window, by index.
+    pub stacks: Vec<Stack>,
     pub facts: Vec<Fact>,
 }
 
 #[derive(Default)]
 struct Pending {
     sites: Vec<Site>,
+    stacks: Vec<Stack>,
     facts: Vec<Fact>,
 }
 
@@ -57,36 +74,63 @@ pub(super) struct Facts {
     /// (target, IP) → site index.
     sites: HashMap<(usize, u64), u32>,
     next_site: u32,
+    /// Caller sites → stack index.
+    stacks: HashMap<Vec<u32>, u32>,
+    next_stack: u32,
     pending: Vec<Pending>,
     /// Where the window being collected started; `None` before the first sample interval.
     window_start_us: Option<u64>,
 }
 
 impl Facts {
-    /// Keeps one sample of target `t` (process `pid`, whose mappings are `maps`).
+    /// Keeps one sample of target `t` (process `pid`, whose mappings are `maps`) taken at
+    /// `ip`; `callers` are the return addresses of its call chain (innermost first) when call
+    /// stacks are recorded.
     pub(super) fn push(
         &mut self,
         t: usize,
         pid: u32,
         maps: &Maps,
         ip: u64,
-        fact: impl FnOnce(u32) -> Fact,
+        callers: Option<&[u64]>,
+        fact: impl FnOnce(u32, Option<u32>) -> Fact,
     ) {
         if self.pending.len() <= t {
             self.pending.resize_with(t + 1, Pending::default);
         }
-        let site = match self.sites.get(&(t, ip)) {
-            Some(&site) => site,
-            None => {
-                let index = self.next_site;
-                self.next_site += 1;
-                self.sites.insert((t, ip), index);
-                let name = self.symbolizer.name(pid, maps.lookup(ip), ip);
-                self.pending[t].sites.push(Site { index, ip, name });
-                index
+        let site = self.site(t, pid, maps, ip, ip);
+        let stack = callers.map(|callers| {
+            // A return address follows its call: the call instruction names the caller (a
+            // call ending a function would otherwise name the next one).
+            let sites: Vec<u32> = callers
+                .iter()
+                .map(|&ret| self.site(t, pid, maps, ret, ret.saturating_sub(1)))
+                .collect();
+            match self.stacks.get(&sites) {
+                Some(&stack) => stack,
+                None => {
+                    let index = self.next_stack;
+                    self.next_stack += 1;
+                    self.stacks.insert(sites.clone(), index);
+                    self.pending[t].stacks.push(Stack { index, sites });
+                    index
+                }
             }
-        };
-        self.pending[t].facts.push(fact(site));
+        });
+        self.pending[t].facts.push(fact(site, stack));
+    }
+
+    /// The site of `ip` in target `t`, named (by the code at `lookup`) when first seen.
+    fn site(&mut self, t: usize, pid: u32, maps: &Maps, ip: u64, lookup: u64) -> u32 {
+        if let Some(&site) = self.sites.get(&(t, ip)) {
+            return site;
+        }
+        let index = self.next_site;
+        self.next_site += 1;
+        self.sites.insert((t, ip), index);
+        let name = self.symbolizer.name(pid, maps.lookup(lookup), lookup);
+        self.pending[t].sites.push(Site { index, ip, name });
+        index
     }
 
     /// Target `t`'s samples of the window being collected so far, in arrival order.
@@ -117,7 +161,7 @@ impl Facts {
     fn take(&mut self, start_us: u64, end_us: u64) -> Vec<SampleBatch> {
         let mut batches = Vec::new();
         for (target, p) in self.pending.iter_mut().enumerate() {
-            if p.facts.is_empty() && p.sites.is_empty() {
+            if p.facts.is_empty() && p.sites.is_empty() && p.stacks.is_empty() {
                 continue;
             }
             let mut facts = std::mem::take(&mut p.facts);
@@ -127,6 +171,7 @@ impl Facts {
                 start_us,
                 end_us,
                 sites: std::mem::take(&mut p.sites),
+                stacks: std::mem::take(&mut p.stacks),
                 facts,
             });
         }
@@ -138,13 +183,14 @@ impl Facts {
 mod tests {
     use super::*;
 
-    fn fact(addr: u64) -> impl FnOnce(u32) -> Fact {
-        move |site| Fact {
+    fn fact(addr: u64) -> impl FnOnce(u32, Option<u32>) -> Fact {
+        move |site, stack| Fact {
             addr,
             site,
             tid: 1,
             cpu: 0,
             access: Some(Access::Read),
+            stack,
         }
     }
 
@@ -153,9 +199,9 @@ mod tests {
         let maps = Maps::default();
         let mut f = Facts::default();
         assert!(f.window(0).is_empty());
-        f.push(0, 1, &maps, 0x10, fact(0x300));
-        f.push(0, 1, &maps, 0x10, fact(0x100));
-        f.push(1, 2, &maps, 0x10, fact(0x200));
+        f.push(0, 1, &maps, 0x10, None, fact(0x300));
+        f.push(0, 1, &maps, 0x10, None, fact(0x100));
+        f.push(1, 2, &maps, 0x10, None, fact(0x200));
         assert!(f.window(0).is_empty(), "the window goes on");
         let batches = f.window(400);
         assert_eq!(batches.len(), 2);
@@ -172,14 +218,51 @@ mod tests {
             "another process's IP is another site"
         );
 
-        f.push(0, 1, &maps, 0x10, fact(0x100));
+        f.push(0, 1, &maps, 0x10, None, fact(0x100));
         let b = f.finish(500);
         assert!(b[0].sites.is_empty(), "already described");
         assert_eq!((b[0].facts[0].site, b[0].start_us), (0, 400));
 
         f.forget_sites(0);
-        f.push(0, 1, &maps, 0x10, fact(0x100));
+        f.push(0, 1, &maps, 0x10, None, fact(0x100));
         let b = f.finish(600);
         assert_eq!(b[0].sites[0].index, 2, "after an exec the IP is a new site");
+    }
+
+    #[test]
+    fn caller_chains_are_sites_and_interned_stacks() {
+        let maps = Maps::default();
+        let mut f = Facts::default();
+        f.window(0);
+        f.push(0, 1, &maps, 0x10, Some(&[0x20, 0x30]), fact(0x100));
+        f.push(0, 1, &maps, 0x11, Some(&[0x20, 0x30]), fact(0x200));
+        f.push(0, 1, &maps, 0x10, Some(&[0x40]), fact(0x300));
+        let b = f.window(100);
+        let ips: Vec<u64> = b[0].sites.iter().map(|s| s.ip).collect();
+        assert_eq!(
+            ips,
+            [0x10, 0x20, 0x30, 0x11, 0x40],
+            "return addresses are sites"
+        );
+        assert_eq!(
+            b[0].stacks,
+            [
+                Stack {
+                    index: 0,
+                    sites: vec![1, 2]
+                },
+                Stack {
+                    index: 1,
+                    sites: vec![4]
+                }
+            ],
+            "one entry per distinct caller chain"
+        );
+        let stacks: Vec<_> = b[0].facts.iter().map(|f| (f.site, f.stack)).collect();
+        assert_eq!(stacks, [(0, Some(0)), (3, Some(0)), (0, Some(1))]);
+        f.push(0, 1, &maps, 0x10, Some(&[0x40]), fact(0x100));
+        let b = f.finish(200);
+        assert!(b[0].stacks.is_empty(), "already described");
+        assert_eq!(b[0].facts[0].stack, Some(1));
     }
 }

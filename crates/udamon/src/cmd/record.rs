@@ -16,8 +16,8 @@ use udamon_linux::vaddr::{
     self, SampleBatch, SampleClock, VaddrError, VaddrEvent, VaddrEventKind, VaddrOps, monotonic_us,
 };
 use udamon_record::model::{
-    AccessSource, CodeSite, EventKind, MappingRecord, MappingResident, ReferencedMapping,
-    SampleAccess, SampleFact, TargetInfo,
+    AccessSource, CallStack, CodeSite, EventKind, MappingRecord, MappingResident,
+    ReferencedMapping, SampleAccess, SampleFact, TargetInfo,
 };
 use udamon_sim::{SimOps, SimOptions, Workload};
 
@@ -30,6 +30,12 @@ pub fn run(args: &RecordArgs) -> Result<()> {
             bail!(
                 "--referenced reads a live process's page tables (--pid or -- COMMAND); a \
                  simulation has exact accesses already: drop --referenced"
+            );
+        }
+        if args.call_stacks {
+            bail!(
+                "--call-stacks records live processes' call stacks (--pid or -- COMMAND); a \
+                 simulation runs no code: drop --call-stacks"
             );
         }
         if args.dry_run {
@@ -80,12 +86,13 @@ fn live_settings(args: &RecordArgs, source: &Source) -> Result<Settings> {
 impl RecordedOps for VaddrOps {
     fn record_events(&self) -> monitor::EventSource {
         let log = self.event_log();
-        Box::new(move || log.take().into_iter().map(record_event).collect())
+        Box::new(move || log.take().into_iter().flat_map(record_event).collect())
     }
 }
 
-/// A live process's event as the record has it, with its time (µs).
-fn record_event(e: VaddrEvent) -> (u64, EventKind) {
+/// A live process's event as the record has it, with its time (µs): one event, but two for a
+/// batch of samples with call stacks.
+fn record_event(e: VaddrEvent) -> Vec<(u64, EventKind)> {
     let kind = match e.kind {
         VaddrEventKind::Exec { target, comm } => EventKind::Exec {
             target: target as u32,
@@ -150,21 +157,33 @@ fn record_event(e: VaddrEvent) -> (u64, EventKind) {
                 .collect(),
         },
         VaddrEventKind::Note(text) => EventKind::Note { text },
-        VaddrEventKind::Samples(batch) => samples_event(batch),
+        VaddrEventKind::Samples(batch) => {
+            return samples_events(batch)
+                .into_iter()
+                .map(|kind| (e.time_us, kind))
+                .collect();
+        }
     };
-    (e.time_us, kind)
+    vec![(e.time_us, kind)]
 }
 
-/// A target's samples of one window as the record has them.
-fn samples_event(batch: SampleBatch) -> EventKind {
+/// A target's samples of one window as the record has them, followed by their call stacks
+/// when they have them.
+fn samples_events(batch: SampleBatch) -> Vec<EventKind> {
     let access = |a: Option<Access>| match a {
         None => SampleAccess::Unknown,
         Some(Access::Read) => SampleAccess::Read,
         Some(Access::Write) => SampleAccess::Write,
         Some(Access::ReadWrite) => SampleAccess::ReadWrite,
     };
-    EventKind::Samples {
-        target: batch.target as u32,
+    let target = batch.target as u32;
+    let stacks = batch
+        .facts
+        .iter()
+        .map(|f| f.stack)
+        .collect::<Option<Vec<u32>>>();
+    let mut events = vec![EventKind::Samples {
+        target,
         window_ns: (batch.end_us - batch.start_us) * 1000,
         sites: batch
             .sites
@@ -188,7 +207,22 @@ fn samples_event(batch: SampleBatch) -> EventKind {
                 access: access(f.access),
             })
             .collect(),
+    }];
+    if let Some(samples) = stacks.filter(|s| !s.is_empty() || !batch.stacks.is_empty()) {
+        events.push(EventKind::Stacks {
+            target,
+            stacks: batch
+                .stacks
+                .into_iter()
+                .map(|s| CallStack {
+                    index: s.index,
+                    sites: s.sites,
+                })
+                .collect(),
+            samples,
+        });
     }
+    events
 }
 
 /// Spawns (following the command's forks) or attaches (following forks with --children) with
@@ -197,6 +231,7 @@ fn start_live(args: &RecordArgs, source: Source) -> Result<(VaddrOps, SampleCloc
     let config = SamplerConfig {
         source,
         follow_forks: !args.command.is_empty(),
+        call_stacks: args.call_stacks,
         ..SamplerConfig::default()
     };
     match args.command.split_first() {

@@ -12,7 +12,8 @@ use std::path::Path;
 use udamon_report::dist::{self, DistOptions, RenderOptions};
 use udamon_report::heatmap::{self, AddressSelection, HeatmapOptions, term};
 use udamon_report::{
-    access, code, info, mappings, nr_regions, percentile, plot, raw, referenced, schemes, wss,
+    access, code, info, mappings, nr_regions, percentile, plot, pprof, raw, referenced, schemes,
+    stacks, wss,
 };
 
 /// `report wss --horizons` without values: one window, then spans from a second to a minute.
@@ -167,6 +168,8 @@ pub fn run(args: &ReportArgs) -> Result<()> {
             cpu,
             reads,
             writes,
+            folded,
+            pprof,
         } => {
             let (record, _, frames) = input.open()?;
             let selection = record.selection();
@@ -179,6 +182,20 @@ pub fn run(args: &ReportArgs) -> Result<()> {
                 reads: *reads,
                 writes: *writes,
             };
+            if *folded || pprof.is_some() {
+                let profile = stacks::stack_profile(frames, &opts)?;
+                record.warn_damage();
+                if !profile.has_stacks {
+                    eprintln!(
+                        "udamon: the record has no call stacks (record with --call-stacks): \
+                         each stack is the sampled function alone"
+                    );
+                }
+                return match pprof {
+                    Some(path) => write_pprof(&profile, path, input.path()),
+                    None => Ok(print(&stacks::render_folded(&profile))?),
+                };
+            }
             let report = code::code(frames, &opts)?;
             record.warn_damage();
             if input.json {
@@ -321,6 +338,23 @@ fn write_image(drawing: &impl plot::Drawing, path: &Path, record: &Path) -> Resu
         &plot::ImageOptions::default(),
     )
     .with_context(|| format!("cannot write {}", path.display()))?;
+    output.commit()?;
+    eprintln!("udamon: wrote {}", path.display());
+    Ok(())
+}
+
+/// Writes `profile` as a gzipped pprof profile to `path`, by the rule for outputs.
+fn write_pprof(profile: &stacks::StackProfile, path: &Path, record: &Path) -> Result<()> {
+    let comment = format!(
+        "udamon report code of {}: {} samples over {} windows",
+        record.display(),
+        profile.samples,
+        profile.windows
+    );
+    let bytes = pprof::gzipped(&pprof::profile(profile, &comment))?;
+    let output = Output::create(path, &[record])?;
+    std::fs::write(output.path(), bytes)
+        .with_context(|| format!("cannot write {}", path.display()))?;
     output.commit()?;
     eprintln!("udamon: wrote {}", path.display());
     Ok(())
