@@ -122,7 +122,7 @@ pub struct RegionStat {
     pub write_samples: u32,
 }
 
-fn is_zero(n: &u32) -> bool {
+pub(crate) fn is_zero(n: &u32) -> bool {
     *n == 0
 }
 

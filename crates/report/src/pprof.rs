@@ -4,8 +4,8 @@
 //! Two sample types: `samples/count` and `hot_bytes/bytes` (see [`stacks`](crate::stacks) for
 //! how bytes are shared). Each code site is a location at its instruction pointer, with one line
 //! naming its function (or, without one, its object in brackets); a function is one per
-//! distinct (name, object), a mapping one per object, spanning its sites. The few `profile.proto` messages are written out here with
-//! prost's derive, field numbers as in
+//! distinct (name, object), a mapping one per object, spanning its sites. The few
+//! `profile.proto` messages are written out here with prost's derive, field numbers as in
 //! <https://github.com/google/pprof/blob/main/proto/profile.proto>.
 
 use crate::stacks::StackProfile;

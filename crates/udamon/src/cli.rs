@@ -220,7 +220,7 @@ pub struct RecordArgs {
     /// set; costs about 28 ms of CPU per GiB resident per read (see `udamon report referenced`).
     #[arg(long, value_name = "PERIOD", value_parser = parse_duration_us)]
     pub referenced: Option<u64>,
-    /// Live processes: also record each sample's user call stack (up to 32 callers, found by
+    /// Live processes: also record each sample's user call stack (up to 31 callers, found by
     /// walking frame pointers: code built with -fno-omit-frame-pointer), for
     /// `udamon report code --folded` and `--pprof`.
     #[arg(long)]

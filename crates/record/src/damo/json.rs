@@ -368,14 +368,10 @@ struct OutRegion {
     nr_accesses: OutNrAccesses,
     age: OutAge,
     raw_samples: u32,
-    #[serde(skip_serializing_if = "is_zero")]
+    #[serde(skip_serializing_if = "crate::model::is_zero")]
     read_samples: u32,
-    #[serde(skip_serializing_if = "is_zero")]
+    #[serde(skip_serializing_if = "crate::model::is_zero")]
     write_samples: u32,
-}
-
-fn is_zero(n: &u32) -> bool {
-    *n == 0
 }
 
 #[derive(Serialize)]
