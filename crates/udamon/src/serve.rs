@@ -180,6 +180,7 @@ impl Served {
                     reason,
                 },
                 start_us: monotonic_us(),
+                live: true,
             })
         })
     }
@@ -205,6 +206,7 @@ fn start_sim(spec: String, fast: bool) -> Start {
             source,
             start_us: 0,
             metrics: None,
+            live: false,
         })
     })
 }
@@ -279,6 +281,9 @@ impl Serving {
     /// Starts the processes that came, stops those that went, collects threads that ended.
     fn rescan(&mut self, settings: &TargetSettings) {
         let changes = self.discovery.scan();
+        for warning in &changes.warnings {
+            log::warn(warning);
+        }
         for found in &changes.removed {
             let key = process_key(found);
             self.removed.remove(&key);

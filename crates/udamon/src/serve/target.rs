@@ -91,6 +91,8 @@ pub struct Monitored {
     pub start_us: u64,
     /// Where quota goals and watermarks read system metrics (none: upstream's fallbacks).
     pub metrics: Option<Box<dyn MetricSource>>,
+    /// A live process: scheme actions must be ones user space can do.
+    pub live: bool,
 }
 
 /// Builds a target's operations on its thread; fails with a one-line reason.
@@ -161,6 +163,7 @@ struct Served {
     /// The last complete window, for [`Command::Snapshot`].
     last: Option<Frame>,
     header: udamon_record::model::Header,
+    live: bool,
 }
 
 impl Served {
@@ -195,6 +198,12 @@ impl Served {
                 let result = crate::schemes_file::parse(&text, ctx.attrs())
                     .map_err(|e| format!("{e:#}"))
                     .and_then(|schemes| {
+                        if self.live {
+                            for (i, scheme) in schemes.iter().enumerate() {
+                                udamon_linux::actions::check_action(scheme.action)
+                                    .map_err(|why| format!("schemes[{i}]: {why}"))?;
+                            }
+                        }
                         let n = schemes.len();
                         schemes
                             .into_iter()
@@ -343,6 +352,7 @@ fn run(
         source,
         start_us,
         metrics,
+        live,
     } = start(&stop)?;
     let mut ctx = Context::new(settings.attrs, settings.seed).map_err(|e| e.to_string())?;
     ctx.set_start_time_us(start_us);
@@ -371,6 +381,7 @@ fn run(
         windows: 0,
         last: None,
         header,
+        live,
     };
     let result = ctx.run(ops.as_mut(), clock.as_mut(), &mut served);
     let why = match &result {
