@@ -5,28 +5,15 @@
 
 mod common;
 
-use common::{build_workload_as, report_json, report_text, udamon};
+use common::{build_workload_as, report_json, report_text, udamon, workload_area};
 use serde_json::Value;
 use std::collections::HashMap;
-use std::path::Path;
 
 /// From when regions have followed the buffers' bounds (three 400 ms windows).
 const SETTLED_NS: u64 = 1_200_000_000;
 
 /// An address range `[start, end)`.
 type Area = (u64, u64);
-
-/// The "area NAME START END" line the workload wrote.
-fn area(file: &Path, name: &str) -> Area {
-    let text = std::fs::read_to_string(file).unwrap();
-    let line = text
-        .lines()
-        .find(|l| l.starts_with(&format!("area {name} ")))
-        .unwrap_or_else(|| panic!("no area {name} in {text}"));
-    let f: Vec<&str> = line.split(' ').collect();
-    let hex = |s: &str| u64::from_str_radix(s, 16).unwrap();
-    (hex(f[2]), hex(f[3]))
-}
 
 /// The bytes `[start, end)` shares with `area`.
 fn overlap(start: u64, end: u64, area: Area) -> u64 {
@@ -102,7 +89,7 @@ fn regions_count_reads_and_writes_apart_and_schemes_filter_on_them_and_on_the_cp
         .arg(&areas)
         .assert()
         .success();
-    let (reader, writer) = (area(&areas, "anon"), area(&areas, "file"));
+    let (reader, writer) = (workload_area(&areas, "anon"), workload_area(&areas, "file"));
 
     // Each region's read and write samples, shared among the areas by the bytes it holds of
     // each (a region can reach over both). The first windows are left out: their regions,

@@ -6,7 +6,9 @@
 
 mod common;
 
-use common::{build_workload_as, info, report_json, report_text, udamon};
+use common::{
+    build_workload_as, info, range_args, report_json, report_text, udamon, workload_area,
+};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
@@ -44,17 +46,6 @@ fn record(dir: &Path, name: &str, program: &Path, args: &[&str]) -> PathBuf {
     out
 }
 
-/// The "area NAME START END" lines the workload wrote, as hex strings.
-fn area(file: &Path, name: &str) -> (String, String) {
-    let text = std::fs::read_to_string(file).unwrap();
-    let line = text
-        .lines()
-        .find(|l| l.starts_with(&format!("area {name} ")))
-        .unwrap_or_else(|| panic!("no area {name} in {text}"));
-    let f: Vec<&str> = line.split(' ').collect();
-    (format!("0x{}", f[2]), format!("0x{}", f[3]))
-}
-
 /// The report's rows as (function, samples, reads, writes).
 fn rows(report: &Value) -> Vec<(String, u64, u64, u64)> {
     report["functions"]
@@ -82,8 +73,8 @@ fn two_functions_on_two_buffers_are_named_and_told_apart() {
         &code().0,
         &["run", "3", areas.to_str().unwrap()],
     );
-    let (anon_start, anon_end) = area(&areas, "anon");
-    let (file_start, file_end) = area(&areas, "file");
+    let (anon_start, anon_end) = range_args(workload_area(&areas, "anon"));
+    let (file_start, file_end) = range_args(workload_area(&areas, "file"));
 
     let anon = report_json(&["code", "--address-range", &anon_start, &anon_end], &rec);
     let top = &rows(&anon)[0];

@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::{build_workload_as, report_json, udamon};
+use common::{build_workload_as, range_args, report_json, udamon, workload_area};
 use prost::Message;
 use std::collections::HashMap;
 use std::io::Read;
@@ -49,15 +49,7 @@ fn record(
         .arg(&areas)
         .assert()
         .success();
-    let text = std::fs::read_to_string(&areas).unwrap();
-    let area = |name: &str| {
-        let line = text
-            .lines()
-            .find(|l| l.starts_with(&format!("area {name} ")))
-            .unwrap_or_else(|| panic!("no area {name} in {text}"));
-        let f: Vec<&str> = line.split(' ').collect();
-        (format!("0x{}", f[2]), format!("0x{}", f[3]))
-    };
+    let area = |name| range_args(workload_area(&areas, name));
     (out, [area("a"), area("b")])
 }
 

@@ -126,3 +126,20 @@ pub fn parse_prometheus(text: &str) -> Vec<Sample> {
         })
         .collect()
 }
+
+/// The `area NAME START END` line (hex addresses) a test workload wrote to `file`.
+pub fn workload_area(file: &Path, name: &str) -> (u64, u64) {
+    let text = std::fs::read_to_string(file).unwrap();
+    let line = text
+        .lines()
+        .find(|l| l.starts_with(&format!("area {name} ")))
+        .unwrap_or_else(|| panic!("no area {name} in {text}"));
+    let f: Vec<&str> = line.split(' ').collect();
+    let hex = |s: &str| u64::from_str_radix(s, 16).unwrap();
+    (hex(f[2]), hex(f[3]))
+}
+
+/// An area as the two arguments of `--address-range`.
+pub fn range_args((start, end): (u64, u64)) -> (String, String) {
+    (format!("{start:#x}"), format!("{end:#x}"))
+}
