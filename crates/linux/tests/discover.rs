@@ -13,14 +13,17 @@ fn sleeper(path: &std::path::Path) -> Child {
     Command::new(path).arg("60").spawn().unwrap()
 }
 
-fn sleep_copy(dir: &std::path::Path, name: &str) -> std::path::PathBuf {
+/// `sleep(1)` under another command name. A symlink, not a copy: a copy is an executable
+/// written while other tests fork, and a child that inherits the writing descriptor makes
+/// exec fail with ETXTBSY.
+fn sleep_named(dir: &std::path::Path, name: &str) -> std::path::PathBuf {
     let sleep = ["/usr/bin/sleep", "/bin/sleep"]
         .into_iter()
         .find(|p| std::path::Path::new(p).exists())
         .expect("sleep(1) is installed");
-    let copy = dir.join(name);
-    std::fs::copy(sleep, &copy).unwrap();
-    copy
+    let link = dir.join(name);
+    std::os::unix::fs::symlink(sleep, &link).unwrap();
+    link
 }
 
 /// Scans until `pid` is added (or removed, with `gone`); a generous bound, not a timing.
@@ -60,7 +63,7 @@ fn a_cgroups_processes_come_and_go_across_scans() {
         "udamon's own process is never a target"
     );
     let dir = tempfile::tempdir().unwrap();
-    let mut child = sleeper(&sleep_copy(dir.path(), "udm-cg"));
+    let mut child = sleeper(&sleep_named(dir.path(), "udm-cg"));
     let pid = child.id();
     scan_until(&mut d, pid, false);
     assert!(d.scan().added.iter().all(|f| f.pid != pid), "added once");
@@ -73,8 +76,8 @@ fn a_cgroups_processes_come_and_go_across_scans() {
 fn a_match_takes_the_named_processes_only() {
     let dir = tempfile::tempdir().unwrap();
     let name = format!("udmm{}", std::process::id() % 100_000);
-    let mut mine = sleeper(&sleep_copy(dir.path(), &name));
-    let mut other = sleeper(&sleep_copy(dir.path(), "udm-other"));
+    let mut mine = sleeper(&sleep_named(dir.path(), &name));
+    let mut other = sleeper(&sleep_named(dir.path(), "udm-other"));
     let re = regex::Regex::new(&format!("^{name}$")).unwrap();
     let mut d = Discovery::new(vec![Selector::Match(re)]).unwrap();
     scan_until(&mut d, mine.id(), false);
@@ -95,7 +98,7 @@ fn a_match_takes_the_named_processes_only() {
 #[test]
 fn a_pid_is_followed_until_it_exits_and_bad_pids_are_refused() {
     let dir = tempfile::tempdir().unwrap();
-    let mut child = sleeper(&sleep_copy(dir.path(), "udm-pid"));
+    let mut child = sleeper(&sleep_named(dir.path(), "udm-pid"));
     let pid = child.id();
     let mut d = Discovery::new(vec![Selector::Pid(pid)]).unwrap();
     let first = d.scan();

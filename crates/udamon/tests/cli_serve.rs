@@ -232,7 +232,9 @@ fn a_matched_process_is_served_while_it_lives_and_its_series_go_with_it() {
     // A command name no other process has.
     let name = format!("udm{}", std::process::id() % 100_000);
     let sleeper = dir.path().join(&name);
-    std::fs::copy(which("sleep"), &sleeper).unwrap();
+    // A symlink, not a copy: an executable written while other tests fork can fail to
+    // exec with ETXTBSY. The command name is the link's.
+    std::os::unix::fs::symlink(which("sleep"), &sleeper).unwrap();
     let serve = Serve::start(
         dir.path(),
         &[
@@ -443,7 +445,7 @@ fn sighup_reads_the_configuration_again_and_a_bad_one_changes_nothing() {
     let (a, b) = (format!("udha{base}"), format!("udhb{base}"));
     let mut first = Command::new({
         let p = dir.path().join(&a);
-        std::fs::copy(which("sleep"), &p).unwrap();
+        std::os::unix::fs::symlink(which("sleep"), &p).unwrap();
         p
     })
     .arg("60")
@@ -451,7 +453,7 @@ fn sighup_reads_the_configuration_again_and_a_bad_one_changes_nothing() {
     .unwrap();
     let mut second = Command::new({
         let p = dir.path().join(&b);
-        std::fs::copy(which("sleep"), &p).unwrap();
+        std::os::unix::fs::symlink(which("sleep"), &p).unwrap();
         p
     })
     .arg("60")
