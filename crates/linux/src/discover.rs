@@ -39,8 +39,6 @@ pub struct Found {
     pub comm: String,
     /// Its cgroup v2 path (`/system.slice/x.service`), empty when unknown.
     pub cgroup: String,
-    /// The index of the selector that took it in (the first, when several do).
-    pub selector: usize,
 }
 
 /// What changed since the last scan.
@@ -68,8 +66,9 @@ pub enum DiscoverError {
 /// A selector with what the discovery knows of it.
 #[derive(Debug)]
 enum Watch {
-    /// The process and its start time; `None` once it is gone (a pid is never taken again).
-    Pid(Option<(u32, u64)>),
+    /// The process and its start time; dropped by the scan that finds it gone (a pid is
+    /// never taken again).
+    Pid(u32, u64),
     /// The cgroup's directory, and whether it was missing at the last scan.
     Cgroup {
         dir: PathBuf,
@@ -100,14 +99,14 @@ impl Discovery {
         Ok(d)
     }
 
-    fn watch(&mut self, selector: Selector) -> Result<usize, DiscoverError> {
+    fn watch(&mut self, selector: Selector) -> Result<(), DiscoverError> {
         let watch = match selector {
             Selector::Pid(pid) => {
                 let stat = ProcStat::read(pid).ok_or(MapsError::NoSuchProcess(pid))?;
                 if stat.is_kernel_thread() {
                     return Err(MapsError::KernelThread(pid).into());
                 }
-                Watch::Pid(Some((pid, stat.start_time)))
+                Watch::Pid(pid, stat.start_time)
             }
             Selector::Cgroup(path) => {
                 let root = self
@@ -126,18 +125,21 @@ impl Discovery {
             Selector::Match(re) => Watch::Match(re),
         };
         self.watches.push(watch);
-        Ok(self.watches.len() - 1)
+        Ok(())
     }
 
     /// Adds a selector of one process and takes it in at once (it is not in the next scan's
     /// `added`); returns it.
     pub fn add_pid(&mut self, pid: u32) -> Result<Found, DiscoverError> {
-        let selector = self.watch(Selector::Pid(pid))?;
-        let found = self
-            .take(pid, selector)
-            .ok_or(MapsError::NoSuchProcess(pid))?;
+        self.watch(Selector::Pid(pid))?;
+        let found = self.take(pid).ok_or(MapsError::NoSuchProcess(pid))?;
         self.known.insert(pid, found.clone());
         Ok(found)
+    }
+
+    /// How many selectors can still take processes in: a pid's goes with its process.
+    pub fn selectors(&self) -> usize {
+        self.watches.len()
     }
 
     /// The processes that came and went since the last scan.
@@ -145,20 +147,19 @@ impl Discovery {
         let mut changes = Changes::default();
         let mut now: BTreeMap<u32, Found> = BTreeMap::new();
         let mut comms: Option<Vec<(u32, String)>> = None;
-        for i in 0..self.watches.len() {
+        // A pid selector whose process is gone selects nothing ever again: dropped, so that a
+        // service told of short-lived pids for weeks keeps none of them.
+        let mut spent = vec![false; self.watches.len()];
+        for (i, spent) in spent.iter_mut().enumerate() {
             let candidates: Vec<u32> = match &mut self.watches[i] {
-                Watch::Pid(alive) => match *alive {
-                    Some((pid, start))
-                        if ProcStat::read(pid).is_some_and(|s| s.start_time == start) =>
-                    {
-                        vec![pid]
-                    }
-                    Some(_) => {
-                        *alive = None;
+                Watch::Pid(pid, start) => {
+                    if ProcStat::read(*pid).is_some_and(|s| s.start_time == *start) {
+                        vec![*pid]
+                    } else {
+                        *spent = true;
                         Vec::new()
                     }
-                    None => Vec::new(),
-                },
+                }
                 Watch::Cgroup { dir, missing } => match cgroup_pids(dir) {
                     Some(pids) => {
                         *missing = false;
@@ -186,7 +187,7 @@ impl Discovery {
                 if now.contains_key(&pid) {
                     continue;
                 }
-                if let Some(found) = self.take(pid, i) {
+                if let Some(found) = self.take(pid) {
                     now.insert(pid, found);
                 }
             }
@@ -215,12 +216,14 @@ impl Discovery {
                 self.known.remove(&gone.pid);
             }
         }
+        let mut spent = spent.into_iter();
+        self.watches.retain(|_| !spent.next().unwrap_or(false));
         changes
     }
 
-    /// Process `pid` as taken in by selector `selector`, unless it is not a monitoring target
-    /// at all: gone, a zombie, a kernel thread, or udamon itself.
-    fn take(&self, pid: u32, selector: usize) -> Option<Found> {
+    /// Process `pid` as taken in, unless it is not a monitoring target at all: gone, a zombie,
+    /// a kernel thread, or udamon itself.
+    fn take(&self, pid: u32) -> Option<Found> {
         if pid == std::process::id() {
             return None;
         }
@@ -233,7 +236,6 @@ impl Discovery {
             start_time: stat.start_time,
             comm: stat.comm,
             cgroup: process_cgroup(pid).unwrap_or_default(),
-            selector,
         })
     }
 }

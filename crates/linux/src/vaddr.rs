@@ -42,7 +42,7 @@ pub use footprint::MappingResident;
 mod stats;
 pub mod tree;
 
-pub use clock::{BATCH, SampleClock, monotonic_us};
+pub use clock::{BATCH, Batch, SampleClock, monotonic_us};
 pub use facts::{Fact, SampleBatch, Site, Stack};
 pub use source::{
     ChosenSource, DEFAULT_CPUCLOCK_HZ, SourceChoice, choose_source, cpuclock_source, source_name,

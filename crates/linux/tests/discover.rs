@@ -106,10 +106,8 @@ fn a_pid_is_followed_until_it_exits_and_bad_pids_are_refused() {
     child.kill().unwrap();
     child.wait().unwrap();
     assert_eq!(d.scan().removed.len(), 1);
-    assert!(
-        d.scan().added.is_empty(),
-        "a pid selector never takes a reused pid"
-    );
+    assert_eq!(d.selectors(), 0, "a spent pid selector is dropped");
+    assert!(d.scan().added.is_empty());
 
     let e = Discovery::new(vec![Selector::Pid(u32::MAX)]).err().unwrap();
     assert!(e.to_string().contains("does not exist"), "{e}");

@@ -25,7 +25,8 @@
 //! ```
 //!
 //! A compressed payload is `LEB128(uncompressed length) ++ one zstd frame`; the writer compresses
-//! only when asked, and per frame only when that makes the frame smaller.
+//! when asked (`udamon serve` does, and `record` unless `--no-compress`), and per frame only when
+//! that makes the frame smaller.
 //!
 //! Header and event payloads are JSON (serde's encoding of [`model::Header`] and
 //! [`model::Event`]). Version 2 added the `target_added` event (targets that join while

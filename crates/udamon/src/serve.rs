@@ -68,14 +68,8 @@ pub fn run(args: &ServeArgs) -> Result<()> {
         .with_context(|| format!("cannot serve metrics on {}", config.listen))?;
     let records = match &config.records {
         Some(r) => Some(Arc::new(
-            RecordPolicy::new(
-                r.dir.clone(),
-                r.every_us,
-                r.max_bytes,
-                r.retain_bytes,
-                false,
-            )
-            .map_err(|e| anyhow::anyhow!(e))?,
+            RecordPolicy::new(r.dir.clone(), r.every_us, r.max_bytes, r.retain_bytes)
+                .map_err(|e| anyhow::anyhow!(e))?,
         )),
         None => None,
     };
@@ -150,10 +144,7 @@ impl Served {
     /// What monitoring process `pid` with `settings` starts with, on its own thread.
     fn start(&self, pid: u32, settings: &TargetSettings) -> Start {
         let (source, reason) = (self.source, self.reason.clone());
-        // Waking once per half window rather than every 50 ms: with many targets, wake-ups are
-        // most of the service's cost, and a window is still published within half a window of
-        // its end.
-        let batch = Duration::from_micros(settings.attrs.aggr_interval_us / 2).max(vaddr::BATCH);
+        let aggr_us = settings.attrs.aggr_interval_us;
         Box::new(move |stop| {
             let config = SamplerConfig {
                 source,
@@ -162,7 +153,8 @@ impl Served {
             };
             let (ops, mut clock) = vaddr::attach(&[pid], &config).map_err(|e| e.to_string())?;
             clock.set_stop_flag(Arc::clone(stop));
-            clock.set_batch(batch);
+            let batch = clock.batch();
+            batch.set(target::wake_batch(aggr_us));
             let target = ops.targets().into_iter().next().ok_or("no target")?;
             let info = TargetInfo {
                 pid: Some(pid),
@@ -181,6 +173,7 @@ impl Served {
                 },
                 start_us: monotonic_us(),
                 live: true,
+                batch: Some(batch),
             })
         })
     }
@@ -207,6 +200,7 @@ fn start_sim(spec: String, fast: bool) -> Start {
             start_us: 0,
             metrics: None,
             live: false,
+            batch: None,
         })
     })
 }

@@ -385,3 +385,88 @@ fn wss_horizon_auto_keeps_damos_window_for_a_simulation_and_refuses_nonsense() {
         .failure()
         .stderr(contains("or auto"));
 }
+
+/// The type bytes of a udamon record's frames, from their heads (the format's layout).
+fn frame_types(record: &[u8]) -> Vec<u8> {
+    let mut types = Vec::new();
+    let mut at = 8;
+    while at + 9 <= record.len() {
+        assert_eq!(
+            &record[at..at + 4],
+            b"\xF9UDF",
+            "a frame starts at byte {at}"
+        );
+        let len = u32::from_le_bytes(record[at + 5..at + 9].try_into().unwrap()) as usize;
+        types.push(record[at + 4]);
+        at += 9 + len + 4;
+    }
+    assert_eq!(at, record.len(), "the last frame ends the file");
+    types
+}
+
+#[test]
+fn records_are_compressed_unless_told_not_to_and_read_the_same() {
+    let dir = tempfile::tempdir().unwrap();
+    let write = |name: &str, flag: Option<&str>| {
+        let out = dir.path().join(name);
+        udamon()
+            .args([
+                "record",
+                "--sim",
+                "builtin:stairs",
+                "--duration",
+                "5s",
+                "-o",
+            ])
+            .arg(&out)
+            .args(flag)
+            .assert()
+            .success();
+        out
+    };
+    let compressed = write("default.data", None);
+    let plain = write("plain.data", Some("--no-compress"));
+    // The flag of when compression was not the default still works, and means the default.
+    let asked = write("asked.data", Some("--compress"));
+    let is_compressed = |t: &u8| t & 0x80 != 0;
+    let (compressed_types, plain_types) = (
+        frame_types(&fs::read(&compressed).unwrap()),
+        frame_types(&fs::read(&plain).unwrap()),
+    );
+    assert!(compressed_types.iter().any(is_compressed));
+    assert!(!plain_types.iter().any(is_compressed));
+    assert_eq!(
+        frame_types(&fs::read(&asked).unwrap()),
+        compressed_types,
+        "--compress writes what the default writes"
+    );
+    assert!(fs::metadata(&compressed).unwrap().len() < fs::metadata(&plain).unwrap().len());
+    // Every snapshot and event reads back the same, compressed or not.
+    let raw = |path: &Path| {
+        let out = udamon().args(["report", "raw"]).arg(path).output().unwrap();
+        assert!(out.status.success());
+        String::from_utf8(out.stdout)
+            .unwrap()
+            .lines()
+            // The header says when the record started.
+            .filter(|l| !l.starts_with("{\"frame\":\"header\""))
+            .map(str::to_owned)
+            .collect::<Vec<_>>()
+    };
+    let (a, b) = (raw(&compressed), raw(&plain));
+    assert!(a.len() > 10, "{} frames", a.len());
+    assert_eq!(a, b);
+    udamon()
+        .args([
+            "record",
+            "--sim",
+            "builtin:stairs",
+            "--compress",
+            "--no-compress",
+            "-o",
+        ])
+        .arg(dir.path().join("both.data"))
+        .assert()
+        .failure()
+        .stderr(contains("cannot be used with"));
+}

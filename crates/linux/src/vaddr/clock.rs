@@ -14,7 +14,7 @@
 
 use super::rings::Rings;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 use udamon_core::Clock;
 
@@ -45,7 +45,26 @@ pub struct SampleClock {
     last_wake_us: u64,
     wakeups: u64,
     /// The least time between two batches ([`BATCH`] unless set).
-    batch_us: u64,
+    batch: Batch,
+}
+
+/// The least time between a [`SampleClock`]'s wake-ups, settable while the clock runs (by a
+/// control request between two of its waits, say).
+#[derive(Debug, Clone)]
+pub struct Batch(Arc<AtomicU64>);
+
+impl Batch {
+    /// Sleeps at least `batch` between two wake-ups instead of [`BATCH`]: fewer wake-ups for a
+    /// monitor of many processes, at the cost of windows reported that much later (a ring
+    /// that fills to its watermark still wakes it).
+    pub fn set(&self, batch: Duration) {
+        self.0
+            .store(batch.as_micros().max(1) as u64, Ordering::Relaxed);
+    }
+
+    fn us(&self) -> u64 {
+        self.0.load(Ordering::Relaxed)
+    }
 }
 
 impl SampleClock {
@@ -56,15 +75,13 @@ impl SampleClock {
             drained_to_us: 0,
             last_wake_us: 0,
             wakeups: 0,
-            batch_us: BATCH.as_micros() as u64,
+            batch: Batch(Arc::new(AtomicU64::new(BATCH.as_micros() as u64))),
         }
     }
 
-    /// Sleeps at least `batch` between two wake-ups instead of [`BATCH`]: fewer wake-ups for a
-    /// monitor of many processes, at the cost of windows reported that much later (a ring
-    /// that fills to its watermark still wakes it).
-    pub fn set_batch(&mut self, batch: Duration) {
-        self.batch_us = batch.as_micros().max(1) as u64;
+    /// The least time between two wake-ups, to change now or later.
+    pub fn batch(&self) -> Batch {
+        self.batch.clone()
     }
 
     /// Set this flag (e.g. from a signal handler) to stop waiting: every wait returns at once,
@@ -107,8 +124,9 @@ impl Clock for SampleClock {
                 return;
             }
             let now = monotonic_us();
-            let wake = (t_us + PUBLISH_SLACK_US).max(self.last_wake_us + self.batch_us);
-            let timeout = Duration::from_micros(wake.saturating_sub(now).min(self.batch_us));
+            let batch_us = self.batch.us();
+            let wake = (t_us + PUBLISH_SLACK_US).max(self.last_wake_us + batch_us);
+            let timeout = Duration::from_micros(wake.saturating_sub(now).min(batch_us));
             self.drain(timeout);
         }
     }

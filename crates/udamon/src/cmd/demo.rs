@@ -23,7 +23,7 @@ pub fn run(args: &DemoArgs) -> Result<()> {
             tmp.path()
         }
     };
-    let summary = record_sim(DEFAULT_SIM, &args.monitoring, path, false, None)?;
+    let summary = record_sim(DEFAULT_SIM, &args.monitoring, path, true, None)?;
     eprintln!("udamon: recorded the built-in demo workload: {summary}");
 
     let (record, header, frames) = Input::open(path)?;

@@ -49,7 +49,7 @@ pub fn run(args: &RecordArgs) -> Result<()> {
             sim,
             &args.monitoring,
             &args.out,
-            args.compress,
+            !args.no_compress,
             args.duration,
         )?
     } else {
@@ -295,7 +295,7 @@ fn record_live(args: &RecordArgs) -> Result<Summary> {
         },
         out: &args.out,
         inputs: args.monitoring.schemes.as_deref().into_iter().collect(),
-        compress: args.compress,
+        compress: !args.no_compress,
         expected_us: args.duration,
         stop: Some(stop),
         metrics: Some(Box::new(metrics)),

@@ -31,7 +31,6 @@ pub struct RecordPolicy {
     pub max_bytes: Option<u64>,
     /// Remove the oldest finished records while the directory's records hold more.
     pub retain_bytes: u64,
-    pub compress: bool,
     /// Records being written now: retention leaves them alone.
     open: Mutex<BTreeSet<PathBuf>>,
 }
@@ -42,7 +41,6 @@ impl RecordPolicy {
         every_us: Option<u64>,
         max_bytes: Option<u64>,
         retain_bytes: u64,
-        compress: bool,
     ) -> Result<Self, String> {
         std::fs::create_dir_all(&dir)
             .map_err(|e| format!("cannot create the record directory {}: {e}", dir.display()))?;
@@ -51,7 +49,6 @@ impl RecordPolicy {
             every_us,
             max_bytes,
             retain_bytes,
-            compress,
             open: Mutex::new(BTreeSet::new()),
         })
     }
@@ -268,9 +265,9 @@ fn start_record(
         file,
         &path,
         header,
-        WriterOptions {
-            compress: policy.compress,
-        },
+        // Compressed, as `record` writes by default: a week of serving is mostly mappings
+        // and samples, which compress 2-3 times.
+        WriterOptions { compress: true },
     )
     .map_err(|e| format!("cannot record to {}: {e}", path.display()))?;
     policy.opened(&path);
@@ -357,7 +354,7 @@ mod tests {
     #[test]
     fn retention_removes_the_oldest_finished_records_first() {
         let dir = tempfile::tempdir().unwrap();
-        let policy = RecordPolicy::new(dir.path().to_path_buf(), None, None, 250, false).unwrap();
+        let policy = RecordPolicy::new(dir.path().to_path_buf(), None, None, 250).unwrap();
         let mut paths = Vec::new();
         for i in 0..4 {
             let path = dir.path().join(format!("w-{i}.data"));

@@ -20,8 +20,10 @@ use std::ops::ControlFlow;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{Receiver, Sender, TryRecvError};
+use std::time::Duration;
 use udamon_core::damos::{MetricSource, Scheme};
 use udamon_core::{Attrs, Callbacks, Clock, Context, Flow, RunError, StopReason, Target};
+use udamon_linux::vaddr;
 use udamon_record::model::{AccessSource, EventKind, Frame, TargetInfo};
 use udamon_record::recorder::snapshot_from_context;
 
@@ -93,6 +95,15 @@ pub struct Monitored {
     pub metrics: Option<Box<dyn MetricSource>>,
     /// A live process: scheme actions must be ones user space can do.
     pub live: bool,
+    /// How long its clock sleeps between wake-ups, kept at [`wake_batch`] of the window.
+    pub batch: Option<vaddr::Batch>,
+}
+
+/// How long a served target's clock sleeps between wake-ups: half its aggregation window,
+/// rather than every 50 ms. With many targets, wake-ups are most of the service's cost, and a
+/// window is still published within half a window of its end.
+pub fn wake_batch(aggr_interval_us: u64) -> Duration {
+    Duration::from_micros(aggr_interval_us / 2).max(vaddr::BATCH)
 }
 
 /// Builds a target's operations on its thread; fails with a one-line reason.
@@ -164,6 +175,7 @@ struct Served {
     last: Option<Frame>,
     header: udamon_record::model::Header,
     live: bool,
+    batch: Option<vaddr::Batch>,
 }
 
 impl Served {
@@ -190,7 +202,13 @@ impl Served {
                 let attrs = tune.apply_to(ctx.attrs());
                 let result = ctx
                     .set_attrs(attrs)
-                    .map(|()| format!("{}: {}", self.labels, describe(ctx)))
+                    .map(|()| {
+                        // A shorter window must not wait out the old one's batch.
+                        if let Some(batch) = &self.batch {
+                            batch.set(wake_batch(attrs.aggr_interval_us));
+                        }
+                        format!("{}: {}", self.labels, describe(ctx))
+                    })
                     .map_err(|e| format!("{}: {e}", self.labels));
                 let _ = reply.send(result);
             }
@@ -353,6 +371,7 @@ fn run(
         start_us,
         metrics,
         live,
+        batch,
     } = start(&stop)?;
     let mut ctx = Context::new(settings.attrs, settings.seed).map_err(|e| e.to_string())?;
     ctx.set_start_time_us(start_us);
@@ -382,6 +401,7 @@ fn run(
         last: None,
         header,
         live,
+        batch,
     };
     let result = ctx.run(ops.as_mut(), clock.as_mut(), &mut served);
     let why = match &result {
