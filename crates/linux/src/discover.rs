@@ -11,6 +11,7 @@
 
 use crate::maps::MapsError;
 use crate::proc_stat::{self, ProcStat};
+use crate::proc_status::{CAP_SYS_PTRACE, ProcStatus};
 use regex::Regex;
 use std::collections::BTreeMap;
 use std::os::unix::fs::MetadataExt;
@@ -296,8 +297,17 @@ pub struct Credentials {
     pub pid: u32,
     pub uid: u32,
     pub gid: u32,
-    /// CAP_SYS_PTRACE in its effective set.
-    pub cap_sys_ptrace: bool,
+    /// Its effective capabilities (`CapEff`, a bit per capability).
+    pub cap_effective: u64,
+    /// Its permitted capabilities (`CapPrm`).
+    pub cap_permitted: u64,
+}
+
+impl Credentials {
+    /// CAP_SYS_PTRACE in its effective set: any process may be monitored for it.
+    pub fn cap_sys_ptrace(&self) -> bool {
+        self.cap_effective & (1 << CAP_SYS_PTRACE) != 0
+    }
 }
 
 #[derive(Debug, Error, PartialEq, Eq)]
@@ -308,8 +318,6 @@ pub struct Denied {
     pub pid: u32,
     pub uid: u32,
 }
-
-const CAP_SYS_PTRACE: u32 = 19;
 
 /// The credentials of the process at the other end of a connected Unix socket (SO_PEERCRED,
 /// which the kernel fills in at connect time: the peer cannot forge it).
@@ -334,48 +342,33 @@ pub fn peer_credentials(sock: &std::os::unix::net::UnixStream) -> std::io::Resul
     if rc != 0 {
         return Err(std::io::Error::last_os_error());
     }
-    let caps = status_field(cred.pid as u32, "CapEff")
-        .and_then(|v| u64::from_str_radix(v.trim(), 16).ok())
-        .unwrap_or(0);
+    // A caller whose status cannot be read (gone already) counts as having no capability.
+    let status = ProcStatus::read(cred.pid as u32).unwrap_or_default();
     Ok(Credentials {
         pid: cred.pid as u32,
         uid: cred.uid,
         gid: cred.gid,
-        cap_sys_ptrace: caps & (1 << CAP_SYS_PTRACE) != 0,
+        cap_effective: status.capabilities("CapEff").unwrap_or(0),
+        cap_permitted: status.capabilities("CapPrm").unwrap_or(0),
     })
-}
-
-/// A field of `/proc/PID/status`.
-fn status_field(pid: u32, key: &str) -> Option<String> {
-    let text = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    text.lines()
-        .find_map(|l| l.strip_prefix(key)?.strip_prefix(':'))
-        .map(str::to_string)
 }
 
 /// Whether `caller` may have udamon monitor process `pid` (and act on it): the rule of ptrace
 /// access (PTRACE_MODE_READ_REALCREDS) as far as user space can check it. CAP_SYS_PTRACE
 /// allows every process; otherwise the caller's uid must equal the target's real, effective
-/// and saved uids, its gid the target's gids, and the target must be dumpable (a non-dumpable
-/// process's `/proc/PID/*` files belong to root). What this cannot check: Yama's ptrace_scope and LSMs,
-/// which can only refuse more; the service then fails to read the process, and says so.
+/// and saved uids, its gid the target's gids, the target must be dumpable (a non-dumpable
+/// process's `/proc/PID/*` files belong to root), and it must hold no permitted capability the
+/// caller does not. What this cannot check: Yama's ptrace_scope and LSMs, which can only
+/// refuse more; the service then fails to read the process, and says so.
 pub fn may_monitor(caller: &Credentials, pid: u32) -> Result<(), Denied> {
     let denied = Denied {
         pid,
         uid: caller.uid,
     };
-    if caller.cap_sys_ptrace {
+    if caller.cap_sys_ptrace() {
         return Ok(());
     }
-    let ids = |key: &str| -> Option<Vec<u32>> {
-        let v = status_field(pid, key)?;
-        Some(
-            v.split_whitespace()
-                .filter_map(|x| x.parse().ok())
-                .collect(),
-        )
-    };
-    let (Some(uids), Some(gids)) = (ids("Uid"), ids("Gid")) else {
+    let Some(status) = ProcStatus::read(pid) else {
         return Err(denied);
     };
     let same = |all: &[u32], id: u32| all.len() >= 3 && all[..3].iter().all(|&x| x == id);
@@ -383,7 +376,16 @@ pub fn may_monitor(caller: &Credentials, pid: u32) -> Result<(), Denied> {
     // itself keeps the process's euid).
     let dumpable =
         std::fs::metadata(format!("/proc/{pid}/stat")).is_ok_and(|m| m.uid() == caller.uid);
-    if same(&uids, caller.uid) && same(&gids, caller.gid) && dumpable {
+    // A process holding capabilities its caller does not (file capabilities, ambient ones)
+    // is the kernel's to refuse (cap_ptrace_access_check), whoever owns it.
+    let no_more_capable = status
+        .capabilities("CapPrm")
+        .is_some_and(|c| c & !caller.cap_permitted == 0);
+    if same(&status.ids("Uid"), caller.uid)
+        && same(&status.ids("Gid"), caller.gid)
+        && dumpable
+        && no_more_capable
+    {
         Ok(())
     } else {
         Err(denied)

@@ -9,6 +9,7 @@
 //! - [`referenced`]: the kernel's accessed bits per mapping, an opt-in second opinion;
 //! - [`discover`]: which processes `udamon serve` monitors, and who may ask it to;
 //! - [`proc_stat`]: the fields udamon reads of `/proc/PID/stat`;
+//! - [`proc_status`]: the ids and capability sets udamon reads of `/proc/PID/status`;
 //! - [`symbolize`]: naming sampled instruction pointers (function, mapping) while recording.
 
 pub mod actions;
@@ -18,6 +19,7 @@ pub mod maps;
 pub mod metrics;
 pub mod perf;
 pub mod proc_stat;
+pub mod proc_status;
 pub mod referenced;
 pub mod symbolize;
 pub mod vaddr;

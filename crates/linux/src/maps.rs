@@ -4,6 +4,7 @@
 //! A snapshot goes stale as soon as the process maps or unmaps memory; callers re-read it (perf
 //! reports new mappings but never unmappings, so a periodic or miss-triggered re-read is needed).
 
+use crate::proc_status::ProcStatus;
 use std::ffi::OsStr;
 use std::io;
 use std::ops::Deref;
@@ -170,15 +171,8 @@ fn denial_advice(pid: u32) -> String {
     if unsafe { libc::geteuid() } != 0 {
         return "run as the process's owner or as root".to_string();
     }
-    let caps = |status_of: &str, field: &str| {
-        std::fs::read_to_string(format!("/proc/{status_of}/status"))
-            .ok()?
-            .lines()
-            .find_map(|l| l.strip_prefix(field))
-            .and_then(|v| u64::from_str_radix(v.trim(), 16).ok())
-    };
-    let held = caps(&pid.to_string(), "CapPrm:");
-    let ours = caps("self", "CapEff:");
+    let held = ProcStatus::read(pid).and_then(|s| s.capabilities("CapPrm"));
+    let ours = ProcStatus::read_self().and_then(|s| s.capabilities("CapEff"));
     let lacking = match (held, ours) {
         (Some(held), Some(ours)) => capability_names(held & !ours),
         _ => Vec::new(),

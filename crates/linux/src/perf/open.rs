@@ -3,13 +3,11 @@
 
 use super::error::PerfError;
 use super::source::{EventSpec, Rate};
+use crate::proc_status::{ProcStatus, perf_privileged};
 use perf_event_open_sys as sys;
 use perf_event_open_sys::bindings as b;
 use std::io;
 use std::os::fd::{FromRawFd, OwnedFd};
-
-const CAP_SYS_ADMIN: u32 = 21;
-const CAP_PERFMON: u32 = 38;
 
 /// Opens `attr` on thread `tid` (following its inherited children) on `cpu`.
 pub(crate) fn open_event(attr: &b::perf_event_attr, tid: i32, cpu: i32) -> io::Result<OwnedFd> {
@@ -52,22 +50,9 @@ fn read_trimmed(path: &str) -> Option<String> {
         .map(|s| s.trim().to_string())
 }
 
-/// Whether this process bypasses the paranoid checks: CAP_PERFMON or CAP_SYS_ADMIN in its
-/// effective set (root normally has both).
-pub(crate) fn privileged() -> bool {
-    let Some(status) = std::fs::read_to_string("/proc/self/status").ok() else {
-        return false;
-    };
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("CapEff:"))
-        .and_then(|hex| u64::from_str_radix(hex.trim(), 16).ok())
-        .is_some_and(|caps| caps & (1 << CAP_PERFMON | 1 << CAP_SYS_ADMIN) != 0)
-}
-
 /// Fails early, with the paranoid level in the message, when kernel-mode sampling cannot work.
 pub(crate) fn require_kernel_sampling(what: &'static str) -> Result<(), PerfError> {
-    if privileged() {
+    if perf_privileged() {
         return Ok(());
     }
     match paranoid() {
@@ -108,7 +93,7 @@ pub(crate) fn open_error(e: io::Error, spec: &EventSpec, pid: u32, nr_events: us
 }
 
 fn permission_error(e: io::Error, spec: &EventSpec, pid: u32) -> PerfError {
-    if !privileged() {
+    if !perf_privileged() {
         match paranoid() {
             Some(p) if p >= 3 => return PerfError::ParanoidTooHigh { paranoid: p },
             Some(p) if p >= 2 && !spec.exclude_kernel => {
@@ -120,7 +105,7 @@ fn permission_error(e: io::Error, spec: &EventSpec, pid: u32) -> PerfError {
             _ => {}
         }
         // Otherwise the kernel's ptrace_may_access(PTRACE_MODE_READ_REALCREDS) said no.
-        if let Some(owner) = real_uid(pid) {
+        if let Some(owner) = ProcStatus::read(pid).and_then(|s| s.uid()) {
             // SAFETY: geteuid has no preconditions and cannot fail.
             let me = unsafe { libc::geteuid() };
             // Our own process refused: it changed credentials (setuid) or is not dumpable.
@@ -138,19 +123,6 @@ fn permission_error(e: io::Error, spec: &EventSpec, pid: u32) -> PerfError {
         ),
         e,
     )
-}
-
-/// The real uid of process `pid` (the `Uid:` line of /proc/PID/status, readable by anyone;
-/// the owner of /proc/PID itself is root for non-dumpable processes).
-fn real_uid(pid: u32) -> Option<u32> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    status.lines().find_map(|l| {
-        l.strip_prefix("Uid:")?
-            .split_whitespace()
-            .next()?
-            .parse()
-            .ok()
-    })
 }
 
 /// The online CPUs, from `/sys/devices/system/cpu/online` (`0-3,5,7-8`).

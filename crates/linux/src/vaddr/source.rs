@@ -2,6 +2,7 @@
 //! this machine, and a sentence saying why, for the record's header.
 
 use crate::perf::{AccessSource, CpuClock, PerfError, Rate, detect_pmu};
+use crate::proc_status::perf_privileged;
 
 /// What the user asked for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -36,19 +37,6 @@ pub fn source_name(source: &AccessSource) -> &'static str {
         AccessSource::Tick => "tick",
         AccessSource::Pmu(_) => "pmu",
     }
-}
-
-/// CAP_PERFMON or CAP_SYS_ADMIN in our effective set (root has both): what the tick source needs.
-fn privileged() -> bool {
-    const CAP_SYS_ADMIN: u32 = 21;
-    const CAP_PERFMON: u32 = 38;
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            let hex = s.lines().find_map(|l| l.strip_prefix("CapEff:"))?;
-            u64::from_str_radix(hex.trim(), 16).ok()
-        })
-        .is_some_and(|caps| caps & (1 << CAP_PERFMON | 1 << CAP_SYS_ADMIN) != 0)
 }
 
 /// The `cpuclock` source sampling user mode at `hz`.
@@ -104,7 +92,7 @@ pub fn choose_source(choice: SourceChoice, rate_hz: u64) -> Result<ChosenSource,
                     cpuclock_reason("auto: the PMU event could not be opened; "),
                 )),
             },
-            Err(_) if privileged() => ChosenSource {
+            Err(_) if perf_privileged() => ChosenSource {
                 source: AccessSource::Tick,
                 reason: "auto: no PMU memory sampling here; with root/CAP_PERFMON the scheduler \
                          tick tracepoint costs no extra interrupts (about 0.4 % overhead)"
@@ -146,7 +134,7 @@ mod tests {
         let c = choose_source(SourceChoice::Auto, 500).unwrap();
         let want = if detect_pmu(Rate::Frequency(500)).is_ok() {
             "pmu"
-        } else if privileged() {
+        } else if perf_privileged() {
             "tick"
         } else {
             "cpuclock"
