@@ -38,11 +38,38 @@ use udamon_record::model::{AccessSource, TargetInfo};
 
 pub use control::request;
 
+/// Raises the soft limit on open files to the hard one, as long-running services do: each
+/// target holds a perf event per CPU and a few `/proc` files, so the usual soft limit of 1024
+/// runs out at a dozen targets on a 64-CPU host; a client that opens connections until
+/// accepting fails would stop the metrics endpoint. serve starts no program that could mind
+/// the higher limit (`record` starts its command, so it leaves the limit alone).
+fn raise_open_files_limit() {
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: a valid rlimit for the kernel to fill, then to read.
+    let raised = unsafe {
+        libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) == 0
+            && (limit.rlim_cur >= limit.rlim_max || {
+                limit.rlim_cur = limit.rlim_max;
+                libc::setrlimit(libc::RLIMIT_NOFILE, &limit) == 0
+            })
+    };
+    if !raised {
+        log::warn(&format!(
+            "cannot raise the open-files limit ({}): many targets may run out of file descriptors",
+            std::io::Error::last_os_error()
+        ));
+    }
+}
+
 /// How often the loop looks at its stop flag while it waits for requests.
 const POLL: Duration = Duration::from_millis(200);
 
 pub fn run(args: &ServeArgs) -> Result<()> {
     let config = Config::resolve(args)?;
+    raise_open_files_limit();
     let chosen = vaddr::choose_source(args.access_source.into(), args.sample_rate)
         .map_err(|e| anyhow::anyhow!("{e}"))?;
     let source = Served {

@@ -8,6 +8,7 @@ use common::{build_workload, info, udamon};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::os::unix::net::UnixStream;
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
@@ -27,7 +28,24 @@ struct Serve {
 impl Serve {
     fn start(dir: &Path, args: &[&str]) -> Serve {
         let control = dir.join("ctl.sock");
-        let mut child = Command::new(env!("CARGO_BIN_EXE_udamon"))
+        let mut serve = Command::new(env!("CARGO_BIN_EXE_udamon"));
+        // SAFETY: only async-signal-safe calls between fork and exec.
+        unsafe {
+            serve.pre_exec(|| {
+                // A soft open-files limit below the hard one, as systemd gives services, for
+                // serve to raise.
+                let mut limit = libc::rlimit {
+                    rlim_cur: 0,
+                    rlim_max: 0,
+                };
+                if libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) == 0 && limit.rlim_max > 512 {
+                    limit.rlim_cur = 512;
+                    libc::setrlimit(libc::RLIMIT_NOFILE, &limit);
+                }
+                Ok(())
+            });
+        }
+        let mut child = serve
             .arg("serve")
             .args(["--listen", "127.0.0.1:0", "--rescan", "200ms", "--control"])
             .arg(&control)
@@ -169,6 +187,15 @@ fn serve_exports_a_live_process_and_completes_its_record_on_sigterm() {
             records.to_str().unwrap(),
         ],
     );
+    // Started with a soft open-files limit of 512, serve runs with its hard limit.
+    let limits = std::fs::read_to_string(format!("/proc/{}/limits", serve.child.id())).unwrap();
+    let open_files: Vec<&str> = limits
+        .lines()
+        .find_map(|l| l.strip_prefix("Max open files"))
+        .unwrap()
+        .split_whitespace()
+        .collect();
+    assert_eq!(open_files[0], open_files[1], "soft = hard: {limits}");
     // The static pattern's 64 MiB hot area is touched all the time: once some windows have
     // passed, the working set over 10 s holds most of it, and no more than the process has.
     let samples = serve.metrics_until(
