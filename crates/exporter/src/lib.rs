@@ -6,7 +6,8 @@
 //! - [`Exporter`]: the registry of every served target's series, updated from the monitoring
 //!   threads and withdrawn when a target goes, encoded in the OpenMetrics text format by the
 //!   `prometheus-client` crate;
-//! - [`Server`]: `GET /metrics` over HTTP (`tiny_http`), on a thread of its own.
+//! - [`Server`]: `GET /metrics` over HTTP (`hyper` on a single-threaded `tokio` runtime), on
+//!   a thread of its own, with what each client can take bounded.
 
 mod exporter;
 mod observe;
@@ -14,4 +15,4 @@ mod server;
 
 pub use exporter::{Exporter, TargetLabels};
 pub use observe::{HORIZONS, IDLE_QUANTILES, Observation, SchemeCounters, observe};
-pub use server::Server;
+pub use server::{EXCHANGE_TIMEOUT, HEAD_TIMEOUT, MAX_CONNECTIONS, Server};

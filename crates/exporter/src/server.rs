@@ -1,61 +1,156 @@
-//! `GET /metrics` over HTTP, on a thread of its own (`tiny_http`: small and synchronous; a
-//! scrape every few seconds needs no async runtime). Any other path is 404, any other method
-//! 405; a request that fails to parse or a client that hangs up costs one log line at most.
+//! `GET /metrics` over HTTP: hyper on a single-threaded tokio runtime, on a thread of its own.
+//! Any other path is 404, any other method 405.
+//!
+//! The endpoint belongs to a service that may run as root on a shared host, where any local
+//! user can connect to it, so what a client can take is bounded: at most
+//! [`MAX_CONNECTIONS`] at a time (more are closed at once), one request per connection, the
+//! request head within [`HEAD_TIMEOUT`] and the whole exchange within [`EXCHANGE_TIMEOUT`].
+//! A failed `accept` (out of file descriptors, say) is logged and retried, never the end of
+//! the endpoint. Each kind of trouble costs one log line until it clears.
 
 use crate::Exporter;
+use bytes::Bytes;
+use http_body_util::Full;
+use hyper::body::Incoming;
+use hyper::{Method, Request, Response, StatusCode};
+use hyper_util::rt::{TokioIo, TokioTimer};
+use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::sync::Arc;
-use tiny_http::{Header, Method, Response};
+use std::time::Duration;
+use tokio::sync::{Semaphore, oneshot};
+
+/// Scrapers at once: Prometheus uses one connection per scrape, a few scrapers are plenty.
+pub const MAX_CONNECTIONS: usize = 32;
+
+/// A client must send its request head within this time.
+pub const HEAD_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// A connection is closed after this long, answered or not.
+pub const EXCHANGE_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// The pause after a failed `accept`, so that a lasting failure does not spin.
+const ACCEPT_RETRY: Duration = Duration::from_millis(100);
+
+const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
 
 /// The running HTTP server; stops when dropped.
 pub struct Server {
-    http: Arc<tiny_http::Server>,
     addr: SocketAddr,
+    stop: Option<oneshot::Sender<()>>,
     thread: Option<std::thread::JoinHandle<()>>,
 }
-
-const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
 
 impl Exporter {
     /// Serves this exporter's metrics on `addr` (port 0: any free port; see
     /// [`Server::local_addr`]).
     pub fn serve(&self, addr: SocketAddr) -> std::io::Result<Server> {
-        let http = tiny_http::Server::http(addr).map_err(std::io::Error::other)?;
-        let addr = http
-            .server_addr()
-            .to_ip()
-            .ok_or_else(|| std::io::Error::other("not an IP address"))?;
-        let http = Arc::new(http);
-        let serving = Arc::clone(&http);
+        let listener = std::net::TcpListener::bind(addr)?;
+        listener.set_nonblocking(true)?;
+        let addr = listener.local_addr()?;
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_io()
+            .enable_time()
+            .build()?;
+        let (stop, stopped) = oneshot::channel();
         let exporter = self.clone();
         let thread = std::thread::Builder::new()
             .name("udamon metrics".into())
             .spawn(move || {
-                for request in serving.incoming_requests() {
-                    let response = match (request.method(), request.url()) {
-                        (Method::Get, "/metrics") => Response::from_string(exporter.render())
-                            .with_header(
-                                Header::from_bytes("Content-Type", CONTENT_TYPE)
-                                    .expect("a valid header"),
-                            ),
-                        (Method::Get, _) => Response::from_string(
-                            "not found: udamon serves its metrics at /metrics\n",
-                        )
-                        .with_status_code(404),
-                        _ => Response::from_string("only GET /metrics\n").with_status_code(405),
-                    };
-                    // A client that hung up costs a line, never the service.
-                    if let Err(e) = request.respond(response) {
-                        eprintln!("udamon: metrics: could not answer a scrape: {e}");
+                runtime.block_on(async move {
+                    match tokio::net::TcpListener::from_std(listener) {
+                        Ok(listener) => accept_until(listener, exporter, stopped).await,
+                        Err(e) => eprintln!("udamon: metrics: cannot listen on {addr}: {e}"),
                     }
-                }
+                })
             })?;
         Ok(Server {
-            http,
             addr,
+            stop: Some(stop),
             thread: Some(thread),
         })
     }
+}
+
+async fn accept_until(
+    listener: tokio::net::TcpListener,
+    exporter: Exporter,
+    mut stopped: oneshot::Receiver<()>,
+) {
+    let slots = Arc::new(Semaphore::new(MAX_CONNECTIONS));
+    let mut failing: Option<std::io::ErrorKind> = None;
+    let mut full = false;
+    loop {
+        let accepted = tokio::select! {
+            _ = &mut stopped => return,
+            accepted = listener.accept() => accepted,
+        };
+        let stream = match accepted {
+            Ok((stream, _)) => {
+                failing = None;
+                stream
+            }
+            Err(e) => {
+                if failing != Some(e.kind()) {
+                    eprintln!("udamon: metrics: cannot accept a connection ({e}); retrying");
+                    failing = Some(e.kind());
+                }
+                tokio::time::sleep(ACCEPT_RETRY).await;
+                continue;
+            }
+        };
+        let Ok(slot) = Arc::clone(&slots).try_acquire_owned() else {
+            if !full {
+                eprintln!(
+                    "udamon: metrics: {MAX_CONNECTIONS} connections open; closing new ones until some end"
+                );
+                full = true;
+            }
+            continue;
+        };
+        full = false;
+        let exporter = exporter.clone();
+        tokio::spawn(async move {
+            let connection = hyper::server::conn::http1::Builder::new()
+                .timer(TokioTimer::new())
+                .header_read_timeout(HEAD_TIMEOUT)
+                .keep_alive(false)
+                .serve_connection(
+                    TokioIo::new(stream),
+                    hyper::service::service_fn(move |request| {
+                        let response = answer(&exporter, &request);
+                        async move { Ok::<_, Infallible>(response) }
+                    }),
+                );
+            // Garbage, a client that hangs up or one that is too slow ends its connection
+            // and nothing else; scrapers retry.
+            let _ = tokio::time::timeout(EXCHANGE_TIMEOUT, connection).await;
+            drop(slot);
+        });
+    }
+}
+
+fn answer(exporter: &Exporter, request: &Request<Incoming>) -> Response<Full<Bytes>> {
+    let (status, body) = match (request.method(), request.uri().path()) {
+        (&Method::GET, "/metrics") => (StatusCode::OK, exporter.render()),
+        (&Method::GET, _) => (
+            StatusCode::NOT_FOUND,
+            "not found: udamon serves its metrics at /metrics\n".to_string(),
+        ),
+        _ => (
+            StatusCode::METHOD_NOT_ALLOWED,
+            "only GET /metrics\n".to_string(),
+        ),
+    };
+    let mut response = Response::new(Full::new(Bytes::from(body)));
+    *response.status_mut() = status;
+    if status == StatusCode::OK {
+        response.headers_mut().insert(
+            hyper::header::CONTENT_TYPE,
+            hyper::header::HeaderValue::from_static(CONTENT_TYPE),
+        );
+    }
+    response
 }
 
 impl Server {
@@ -67,7 +162,9 @@ impl Server {
 
 impl Drop for Server {
     fn drop(&mut self) {
-        self.http.unblock();
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
