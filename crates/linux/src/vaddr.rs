@@ -33,6 +33,7 @@
 mod clock;
 pub mod facts;
 mod footprint;
+mod numbering;
 pub mod ranges;
 mod residency;
 mod rings;

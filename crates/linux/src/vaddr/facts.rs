@@ -10,11 +10,23 @@
 //! With call stacks, each return address of a sample's call chain is a code site too (named by
 //! the call instruction before it), and the chain of caller sites is interned in a stack table
 //! numbered like the sites: a sample then names its callers with one number.
+//!
+//! Sites and stacks keep their numbers for [`SITES_KEPT`] and [`STACKS_KEPT`] numbers after
+//! theirs ([`Numbering`]): the tables stay bounded however long a program whose code moves is
+//! monitored.
 
+use super::numbering::Numbering;
 use crate::decode::Access;
 use crate::maps::Maps;
 use crate::symbolize::{SiteName, Symbolizer};
-use std::collections::HashMap;
+use std::sync::Arc;
+
+/// A code site's number holds for this many sites numbered after it: a samples batch refers
+/// only to sites numbered within this of the newest.
+pub const SITES_KEPT: u32 = 1 << 17;
+
+/// A call stack's number holds for this many stacks numbered after it.
+pub const STACKS_KEPT: u32 = 1 << 16;
 
 /// A code site first seen in a batch's window.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -68,18 +80,27 @@ struct Pending {
 }
 
 /// Collects the facts of the current window, per target.
-#[derive(Default)]
 pub(super) struct Facts {
     symbolizer: Symbolizer,
     /// (target, IP) → site index.
-    sites: HashMap<(usize, u64), u32>,
-    next_site: u32,
+    sites: Numbering<(usize, u64)>,
     /// Caller sites → stack index.
-    stacks: HashMap<Vec<u32>, u32>,
-    next_stack: u32,
+    stacks: Numbering<Arc<[u32]>>,
     pending: Vec<Pending>,
     /// Where the window being collected started; `None` before the first sample interval.
     window_start_us: Option<u64>,
+}
+
+impl Default for Facts {
+    fn default() -> Self {
+        Facts {
+            symbolizer: Symbolizer::default(),
+            sites: Numbering::new(SITES_KEPT),
+            stacks: Numbering::new(STACKS_KEPT),
+            pending: Vec::new(),
+            window_start_us: None,
+        }
+    }
 }
 
 impl Facts {
@@ -106,12 +127,10 @@ impl Facts {
                 .iter()
                 .map(|&ret| self.site(t, pid, maps, ret, ret.saturating_sub(1)))
                 .collect();
-            match self.stacks.get(&sites) {
-                Some(&stack) => stack,
+            match self.stacks.get(&sites[..]) {
+                Some(stack) => stack,
                 None => {
-                    let index = self.next_stack;
-                    self.next_stack += 1;
-                    self.stacks.insert(sites.clone(), index);
+                    let index = self.stacks.assign(Arc::from(&sites[..]));
                     self.pending[t].stacks.push(Stack { index, sites });
                     index
                 }
@@ -122,12 +141,10 @@ impl Facts {
 
     /// The site of `ip` in target `t`, named (by the code at `lookup`) when first seen.
     fn site(&mut self, t: usize, pid: u32, maps: &Maps, ip: u64, lookup: u64) -> u32 {
-        if let Some(&site) = self.sites.get(&(t, ip)) {
+        if let Some(site) = self.sites.get(&(t, ip)) {
             return site;
         }
-        let index = self.next_site;
-        self.next_site += 1;
-        self.sites.insert((t, ip), index);
+        let index = self.sites.assign((t, ip));
         let name = self.symbolizer.name(pid, maps.lookup(lookup), lookup);
         self.pending[t].sites.push(Site { index, ip, name });
         index
@@ -140,7 +157,7 @@ impl Facts {
 
     /// Target `t` exec'd: its IPs now name other code.
     pub(super) fn forget_sites(&mut self, t: usize) {
-        self.sites.retain(|&(target, _), _| target != t);
+        self.sites.forget(|&(target, _)| target == t);
     }
 
     /// At the start of a sampling interval's handling, with the context's current window:

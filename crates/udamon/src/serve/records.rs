@@ -10,7 +10,8 @@
 //! What a record would otherwise take from the one before it is carried over: a new record
 //! starts with the target's last mappings and resident bytes, and a samples event names again
 //! every code site its samples use that the new record has not described yet (the operations
-//! number sites once per run, not once per file).
+//! number sites once per run, not once per file). Only the sites whose numbers can still come
+//! are kept: those within [`SITES_KEPT`] of the newest.
 
 use super::target::Labels;
 use crate::host::unix_now_ns;
@@ -18,6 +19,7 @@ use std::collections::{BTreeSet, HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use udamon_core::{Callbacks, Context, Flow};
+use udamon_linux::vaddr::facts::SITES_KEPT;
 use udamon_record::model::{CodeSite, EventKind, Header};
 use udamon_record::{RecordError, RecordWriter, Recorder, WriterOptions};
 
@@ -132,8 +134,10 @@ pub struct Rotation {
 /// What each record must repeat of what came before it.
 #[derive(Default)]
 struct Carried {
-    /// Every code site seen, by index.
+    /// The code sites seen whose numbers can still come, by index.
     sites: HashMap<u32, CodeSite>,
+    /// The highest site number seen.
+    newest: u32,
     /// The sites the current record has described.
     described: HashSet<u32>,
     /// The last `mappings` and `resident` events.
@@ -152,7 +156,9 @@ impl Carried {
                 for site in sites.iter() {
                     self.described.insert(site.index);
                     self.sites.insert(site.index, site.clone());
+                    self.newest = self.newest.max(site.index);
                 }
+                self.forget_spent_sites();
                 let mut missing: Vec<CodeSite> = samples
                     .iter()
                     .filter(|s| self.described.insert(s.site))
@@ -164,6 +170,17 @@ impl Carried {
                 }
             }
             _ => {}
+        }
+    }
+
+    /// Forgets the sites whose numbers the operations will not use again, once they are a
+    /// quarter more than can still come (so that forgetting costs little per site).
+    fn forget_spent_sites(&mut self) {
+        let limit = SITES_KEPT as usize + SITES_KEPT as usize / 4;
+        if self.sites.len() > limit || self.described.len() > limit {
+            let oldest = self.newest.saturating_sub(SITES_KEPT);
+            self.sites.retain(|&i, _| i >= oldest);
+            self.described.retain(|&i| i >= oldest);
         }
     }
 
@@ -349,6 +366,27 @@ mod tests {
         let mut later = samples(vec![], &[1, 2]);
         c.complete(&mut later);
         assert_eq!(sites_of(&later), Vec::<u32>::new(), "and not twice");
+    }
+
+    #[test]
+    fn only_the_sites_whose_numbers_can_still_come_are_carried() {
+        let mut c = Carried::default();
+        let total = SITES_KEPT + SITES_KEPT / 4 + 1;
+        for chunk in (0..total).collect::<Vec<_>>().chunks(4096) {
+            let mut event = samples(chunk.iter().map(|&i| site(i)).collect(), chunk);
+            c.complete(&mut event);
+        }
+        assert!(c.sites.len() <= SITES_KEPT as usize + SITES_KEPT as usize / 4);
+        assert!(c.described.len() <= c.sites.len());
+        c.restart();
+        let (newest, still, spent) = (total - 1, total - SITES_KEPT, 0);
+        let mut next = samples(vec![], &[newest, still, spent]);
+        c.complete(&mut next);
+        assert_eq!(
+            sites_of(&next),
+            [still, newest],
+            "sites within SITES_KEPT of the newest are described again; older ones are gone"
+        );
     }
 
     #[test]
