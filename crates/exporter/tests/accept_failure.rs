@@ -2,8 +2,10 @@
 //! this test process lowered to what it has open), it cannot take connections, and once they
 //! are back it serves again. Alone in its file: the limit is the whole process's.
 
-use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpStream};
+mod scrape;
+
+use scrape::scrape;
+use std::net::TcpStream;
 use std::time::{Duration, Instant};
 use udamon_exporter::Exporter;
 
@@ -23,16 +25,6 @@ fn open_files_limit() -> libc::rlimit {
 fn set_open_files_limit(limit: &libc::rlimit) {
     // SAFETY: a valid rlimit, a soft limit at most the hard one.
     assert_eq!(unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, limit) }, 0);
-}
-
-fn scrape(addr: SocketAddr) -> Option<u16> {
-    let mut s = TcpStream::connect(addr).ok()?;
-    s.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
-    s.write_all(b"GET /metrics HTTP/1.1\r\nHost: t\r\n\r\n")
-        .ok()?;
-    let mut text = String::new();
-    let _ = s.read_to_string(&mut text);
-    text.split_whitespace().nth(1)?.parse().ok()
 }
 
 #[test]

@@ -2,24 +2,16 @@
 //! are closed at once, a client that sends nothing is closed after the head timeout, and the
 //! endpoint serves again as soon as they are gone.
 
-use std::io::{Read, Write};
+mod scrape;
+
+use scrape::scrape;
+use std::io::Read;
 use std::net::{SocketAddr, TcpStream};
 use std::time::{Duration, Instant};
 use udamon_exporter::{Exporter, HEAD_TIMEOUT, MAX_CONNECTIONS};
 
 /// Generous: these machines are shared and slow; nothing here is a timing assertion.
 const PATIENCE: Duration = Duration::from_secs(60);
-
-/// The status of a GET of `/metrics`, or `None` when the server closed without answering.
-fn scrape(addr: SocketAddr) -> Option<u16> {
-    let mut s = TcpStream::connect(addr).ok()?;
-    s.set_read_timeout(Some(PATIENCE)).unwrap();
-    s.write_all(b"GET /metrics HTTP/1.1\r\nHost: t\r\n\r\n")
-        .ok()?;
-    let mut text = String::new();
-    let _ = s.read_to_string(&mut text);
-    text.split_whitespace().nth(1)?.parse().ok()
-}
 
 fn scrape_until_answered(addr: SocketAddr) {
     let deadline = Instant::now() + PATIENCE;
