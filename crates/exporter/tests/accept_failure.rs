@@ -4,9 +4,9 @@
 
 mod scrape;
 
-use scrape::scrape;
+use scrape::{scrape, scrape_until_answered};
 use std::net::TcpStream;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use udamon_exporter::Exporter;
 
 fn open_files_limit() -> libc::rlimit {
@@ -51,9 +51,5 @@ fn serving_resumes_after_accept_runs_out_of_file_descriptors() {
     drop(clients);
     set_open_files_limit(&saved);
 
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while scrape(addr) != Some(200) {
-        assert!(Instant::now() < deadline, "the endpoint never served again");
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    scrape_until_answered(addr);
 }

@@ -4,22 +4,14 @@
 
 mod scrape;
 
-use scrape::scrape;
+use scrape::{scrape, scrape_until_answered};
 use std::io::Read;
-use std::net::{SocketAddr, TcpStream};
+use std::net::TcpStream;
 use std::time::{Duration, Instant};
 use udamon_exporter::{Exporter, HEAD_TIMEOUT, MAX_CONNECTIONS};
 
 /// Generous: these machines are shared and slow; nothing here is a timing assertion.
 const PATIENCE: Duration = Duration::from_secs(60);
-
-fn scrape_until_answered(addr: SocketAddr) {
-    let deadline = Instant::now() + PATIENCE;
-    while scrape(addr) != Some(200) {
-        assert!(Instant::now() < deadline, "the endpoint never served again");
-        std::thread::sleep(Duration::from_millis(100));
-    }
-}
 
 #[test]
 fn connections_beyond_the_limit_are_closed_at_once_and_serving_resumes() {
