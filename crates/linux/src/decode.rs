@@ -18,7 +18,9 @@
 //!    otherwise gives no address at all.
 //!
 //! A rep-prefixed string instruction at IP is tried as *cur* first: an interrupted `rep movs`
-//! keeps IP on itself with live RSI/RDI, so a sample there is almost always inside it.
+//! keeps IP on itself with live RSI/RDI, so a sample there is almost always inside it. It
+//! touches two elements per step, so successive samples there give its two operands in turn:
+//! a copy's source shows as well as its destination.
 //!
 //! Decoding is the expensive part (tens of microseconds for a new IP), so [`AddressDecoder`]
 //! caches everything static about an IP; a cache hit plus the address computation does not
@@ -62,6 +64,11 @@ pub enum SamplePoint {
     /// ([`DropReason::InSyscall`]); otherwise the instruction at IP faulted or was interrupted
     /// before running, and is used as for [`SamplePoint::NotExecuted`].
     KernelEntry,
+    /// The scheduler tick's user registers: the task was in a system call
+    /// ([`DropReason::InSyscall`]) when the instruction before IP entered the kernel on purpose,
+    /// and otherwise interrupted between two user instructions, as for
+    /// [`SamplePoint::UserBoundary`].
+    Tick,
 }
 
 /// FS and GS segment bases of the sampled thread. They are not perf registers; without them,
@@ -107,7 +114,8 @@ pub enum Origin {
 ///
 /// An instruction with several memory operands (`movs`, `push (%rax)`) yields one: the first
 /// [`AccessKind::Data`] operand in iced-x86's order (for `movs`, the destination), else its stack
-/// reference.
+/// reference; except that an interrupted rep string instruction at IP yields its two operands
+/// in turn, one per sample.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Recovered {
     pub addr: u64,
@@ -224,6 +232,8 @@ struct Entry {
     chase: Option<Operand>,
     prev_enters_kernel: bool,
     rep_string_at_ip: bool,
+    /// The rep string instruction's other operand, when it has one.
+    cur_partner: Option<Operand>,
 }
 
 /// Recovers data addresses from samples of one address space, caching the analysis of each
@@ -235,13 +245,16 @@ struct Entry {
 ///
 /// The cache holds at most `max_entries` IPs, in two generations of `max_entries / 2`: when the
 /// young one fills up, the old one is discarded, and IPs sampled again since the last turnover
-/// survive. An IP takes 48 bytes in a hash table; with table slack the cache stays under about
-/// 3.2 MiB at [`AddressDecoder::DEFAULT_MAX_ENTRIES`]. Failures to read the code at IP are not
+/// survive. An IP takes 80 bytes in a hash table (its address and a 72-byte entry); with table
+/// slack the cache stays under about 5.3 MiB at [`AddressDecoder::DEFAULT_MAX_ENTRIES`], reached
+/// only by a program that has had that many distinct IPs sampled. Failures to read the code at IP are not
 /// cached (they are usually a task that just exited); every other outcome is.
 pub struct AddressDecoder {
     cache: BoundedMap<Entry>,
     info: InstructionInfoFactory,
     scratch: Box<[u8]>,
+    /// Which of a rep string instruction's operands the next sample in one gives.
+    partner_turn: bool,
 }
 
 impl Default for AddressDecoder {
@@ -264,6 +277,7 @@ impl AddressDecoder {
             cache: BoundedMap::new(max_entries),
             info: InstructionInfoFactory::new(),
             scratch: vec![0; scan::BRANCH_SCRATCH].into_boxed_slice(),
+            partner_turn: false,
         }
     }
 
@@ -279,6 +293,18 @@ impl AddressDecoder {
         point: SamplePoint,
     ) -> Result<Recovered, DropReason> {
         let entry = self.entry(code, regs.ip)?;
+        // The instruction at IP's operand; in turn, one of a rep string instruction's two.
+        let cur = match entry.cur_partner {
+            Some(partner) if entry.rep_string_at_ip => {
+                self.partner_turn = !self.partner_turn;
+                if self.partner_turn {
+                    Ok(partner)
+                } else {
+                    entry.cur
+                }
+            }
+            _ => entry.cur,
+        };
         let resolve = |op: Result<Operand, DropReason>, from| {
             let op = op?;
             let addr = op.address(regs, bases).map_err(DropReason::Unresolved)?;
@@ -290,9 +316,12 @@ impl AddressDecoder {
             })
         };
         match point {
-            SamplePoint::UserBoundary => {
+            SamplePoint::KernelEntry | SamplePoint::Tick if entry.prev_enters_kernel => {
+                Err(DropReason::InSyscall)
+            }
+            SamplePoint::UserBoundary | SamplePoint::Tick => {
                 if entry.rep_string_at_ip
-                    && let ok @ Ok(_) = resolve(entry.cur, Origin::Cur)
+                    && let ok @ Ok(_) = resolve(cur, Origin::Cur)
                 {
                     return ok;
                 }
@@ -300,7 +329,7 @@ impl AddressDecoder {
                     Ok(found) => return Ok(found),
                     Err(reason) => reason,
                 };
-                let cur = match resolve(entry.cur, Origin::Cur) {
+                let cur = match resolve(cur, Origin::Cur) {
                     Ok(found) => return Ok(found),
                     Err(reason) => reason,
                 };
@@ -315,9 +344,7 @@ impl AddressDecoder {
                     },
                 )
             }
-            SamplePoint::NotExecuted => resolve(entry.cur, Origin::Cur),
-            SamplePoint::KernelEntry if entry.prev_enters_kernel => Err(DropReason::InSyscall),
-            SamplePoint::KernelEntry => resolve(entry.cur, Origin::Cur),
+            SamplePoint::NotExecuted | SamplePoint::KernelEntry => resolve(cur, Origin::Cur),
         }
     }
 
@@ -349,13 +376,13 @@ impl AddressDecoder {
         if let Some(entry) = self.cache.get(ip) {
             return Ok(entry);
         }
-        let (cur, rep_string_at_ip) = match scan::instruction_at(code, ip) {
+        let (cur, rep_string_at_ip, cur_partner) = match scan::instruction_at(code, ip) {
             Ok(ins) => {
                 let a = analyze(&ins, &mut self.info);
-                (a.cur, a.rep_string)
+                (a.cur, a.rep_string, a.cur_partner)
             }
             Err(DropReason::CodeUnreadable) => return Err(DropReason::CodeUnreadable),
-            Err(reason) => (Err(reason), false),
+            Err(reason) => (Err(reason), false, None),
         };
         let (prev, chase, prev_enters_kernel) = match scan::previous_instruction(code, ip) {
             Ok(ins) => {
@@ -376,6 +403,7 @@ impl AddressDecoder {
             chase,
             prev_enters_kernel,
             rep_string_at_ip,
+            cur_partner,
         };
         self.cache.insert(ip, entry);
         Ok(entry)

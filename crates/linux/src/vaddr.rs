@@ -768,20 +768,9 @@ impl VaddrOps {
             let regs = UserRegs::from_perf(&s.regs);
             let bases = SegmentBases::default();
             let result = match self.point {
-                // A tick that interrupted a system call has no data address; one that
-                // interrupted user code is an instruction boundary, like cpu-clock's.
-                Point::Tick => {
-                    match p
-                        .decoder
-                        .recover(&mut p.code, &regs, bases, SamplePoint::KernelEntry)
-                    {
-                        Err(DropReason::InSyscall) => Err(DropReason::InSyscall),
-                        _ => {
-                            p.decoder
-                                .recover(&mut p.code, &regs, bases, SamplePoint::UserBoundary)
-                        }
-                    }
-                }
+                Point::Tick => p
+                    .decoder
+                    .recover(&mut p.code, &regs, bases, SamplePoint::Tick),
                 Point::User if s.in_kernel => {
                     p.decoder
                         .recover(&mut p.code, &regs, bases, SamplePoint::KernelEntry)

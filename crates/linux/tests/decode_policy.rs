@@ -220,13 +220,52 @@ fn rep_movsb_at_ip_gives_the_current_element() {
         &[0xf3, 0xa4],       // rep movsb          <- IP (interrupted midway)
         &[0x90],             // nop
     ]);
-    let regs = regs_at(at[1]);
+    let mut regs = regs_at(at[1]);
+    regs.si = 0x7f00_0000_1000;
+    regs.di = 0x7f00_0000_9000;
     // The previous instruction has a usable operand, but a sample on a rep string instruction
-    // is almost always inside it.
-    assert_eq!(
-        recover(&mut code, &regs, SamplePoint::UserBoundary),
-        Ok(data(regs.di, Access::Write, Origin::Cur))
-    );
+    // is almost always inside it; it copies an element each step, so one sample in two gives
+    // the destination it writes and the other the source it reads.
+    let mut decoder = AddressDecoder::new();
+    let mut sample = || {
+        decoder.recover(
+            &mut code,
+            &regs,
+            SegmentBases::default(),
+            SamplePoint::UserBoundary,
+        )
+    };
+    let (first, second) = (sample(), sample());
+    assert_eq!(first, Ok(data(regs.si, Access::Read, Origin::Cur)));
+    assert_eq!(second, Ok(data(regs.di, Access::Write, Origin::Cur)));
+    assert_eq!(sample(), first, "in turn");
+}
+
+#[test]
+fn rep_cmpsb_at_ip_gives_both_compared_elements_in_turn() {
+    let (mut code, at) = program(&[
+        &[0xf3, 0xa6], // repz cmpsb %es:(%rdi),%ds:(%rsi)   <- IP
+        &[0x90],       // nop
+    ]);
+    let mut regs = regs_at(at[0]);
+    regs.si = 0x7f00_0000_1000;
+    regs.di = 0x7f00_0000_9000;
+    let mut decoder = AddressDecoder::new();
+    let mut addrs: Vec<u64> = (0..4)
+        .map(|_| {
+            decoder
+                .recover(
+                    &mut code,
+                    &regs,
+                    SegmentBases::default(),
+                    SamplePoint::UserBoundary,
+                )
+                .unwrap()
+                .addr
+        })
+        .collect();
+    addrs.sort_unstable();
+    assert_eq!(addrs, [regs.si, regs.si, regs.di, regs.di]);
 }
 
 #[test]
@@ -389,6 +428,15 @@ fn kernel_entry_samples_use_the_instruction_at_ip_unless_after_a_syscall() {
     );
     assert_eq!(
         recover(&mut code, &regs, SamplePoint::UserBoundary),
+        Ok(data(regs.ax, Access::Read, Origin::Prev))
+    );
+    // The scheduler tick: in a system call after one, an instruction boundary otherwise.
+    assert_eq!(
+        recover(&mut code, &regs_at(at[1]), SamplePoint::Tick),
+        Err(DropReason::InSyscall)
+    );
+    assert_eq!(
+        recover(&mut code, &regs, SamplePoint::Tick),
         Ok(data(regs.ax, Access::Read, Origin::Prev))
     );
 }

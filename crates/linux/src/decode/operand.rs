@@ -82,6 +82,9 @@ pub(crate) struct Analysis {
     pub(crate) enters_kernel: bool,
     /// A rep-prefixed string instruction, which a sample usually interrupts midway.
     pub(crate) rep_string: bool,
+    /// A string instruction's other memory operand (`movs`: the source, `cmps`: the second),
+    /// for the instruction about to run.
+    pub(crate) cur_partner: Option<Operand>,
     /// When "prev" is unusable because a 64-bit load overwrote its own address register: the
     /// loaded pointer, in that register ([`AccessKind::Chased`]).
     pub(crate) chase: Option<Operand>,
@@ -126,6 +129,16 @@ pub(crate) fn analyze(ins: &Instruction, factory: &mut InstructionInfoFactory) -
 
     let mnemonic = ins.mnemonic();
     let falls_through = ins.flow_control() == FlowControl::Next;
+    // movs and cmps touch two elements: the second is the partner of the first.
+    let cur_partner = if ins.is_string_instruction() {
+        info.used_memory()
+            .iter()
+            .filter(|m| access_of(m.access()).is_some())
+            .nth(1)
+            .and_then(|m| template(m, AccessKind::Data).ok())
+    } else {
+        None
+    };
     let template = primary.map(|(m, kind)| template(m, kind));
     let cur = match template {
         None => Err(DropReason::NoMemoryOperand),
@@ -171,6 +184,7 @@ pub(crate) fn analyze(ins: &Instruction, factory: &mut InstructionInfoFactory) -
         ),
         rep_string: ins.is_string_instruction()
             && (ins.has_rep_prefix() || ins.has_repe_prefix() || ins.has_repne_prefix()),
+        cur_partner,
     }
 }
 

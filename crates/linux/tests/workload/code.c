@@ -8,6 +8,10 @@
  *                                      SECONDS, then execs OTHER (a copy of this program, e.g.
  *                                      stripped) with `run SECONDS OUT`: the same addresses then
  *                                      hold the other binary's code
+ *        code copy SECONDS OUT         copies 64 KiB chunks from random offsets of a 32 MiB
+ *                                      anonymous buffer into one 64 KiB buffer with
+ *                                      `rep movsb` (what glibc's memcpy does for such sizes on
+ *                                      most CPUs); "area src|dst START END" go to OUT first
  *        code jit SECONDS                 runs generated machine code (jit_sum, which sums
  *                                      strided words) from anonymous executable memory over a
  *                                      32 MiB buffer, naming it in /tmp/perf-PID.map as JITs do;
@@ -90,6 +94,43 @@ static void run(double seconds, const char *out_path) {
     printf("%lu\n", (unsigned long)(sum & 1));
 }
 
+/* Copies n bytes from src to dst with one rep movsb, which a sample interrupts midway. */
+__attribute__((noinline)) void copy_chunk(void *dst, const void *src, size_t n) {
+    __asm__ volatile("rep movsb" : "+D"(dst), "+S"(src), "+c"(n) : : "memory");
+}
+
+static void copy(double seconds, const char *out_path) {
+    const size_t chunk = 64 * 1024;
+    unsigned char *src = mmap(NULL, SIZE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    unsigned char *dst = mmap(NULL, chunk, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (src == MAP_FAILED || dst == MAP_FAILED) {
+        perror("code: copy mmap");
+        exit(1);
+    }
+    memset(src, 1, SIZE);
+    memset(dst, 1, chunk);
+    FILE *out = fopen(out_path, "w");
+    if (!out) {
+        perror(out_path);
+        exit(1);
+    }
+    fprintf(out, "area src %lx %lx\n", (unsigned long)src, (unsigned long)src + SIZE);
+    fprintf(out, "area dst %lx %lx\n", (unsigned long)dst, (unsigned long)dst + chunk);
+    fclose(out);
+    uint64_t x = 88172645463325252ULL, sum = 0;
+    double end = now_s() + seconds;
+    while (now_s() < end) {
+        for (int k = 0; k < 256; k++) {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            copy_chunk(dst, src + (x % (SIZE / chunk)) * chunk, chunk);
+            sum += dst[x % chunk];
+        }
+    }
+    printf("%lu\n", (unsigned long)(sum & 1));
+}
+
 /* sum = 0; do { sum += *buf; buf += 8 words; } while (--words); return sum; */
 static const unsigned char jit_sum_code[] = {
     0x31, 0xc0,             /* xor %eax,%eax */
@@ -133,6 +174,10 @@ int main(int argc, char **argv) {
         jit(atof(argv[2]));
         return 0;
     }
+    if (argc == 4 && strcmp(argv[1], "copy") == 0) {
+        copy(atof(argv[2]), argv[3]);
+        return 0;
+    }
     if (argc == 4 && strcmp(argv[1], "run") == 0) {
         run(atof(argv[2]), argv[3]);
         return 0;
@@ -152,6 +197,7 @@ int main(int argc, char **argv) {
         perror(argv[4]);
         return 1;
     }
-    fprintf(stderr, "usage: code run SECONDS OUT | code exec SECONDS OUT OTHER | code jit SECONDS\n");
+    fprintf(stderr, "usage: code run SECONDS OUT | code exec SECONDS OUT OTHER | code copy SECONDS OUT | "
+                    "code jit SECONDS\n");
     return 2;
 }

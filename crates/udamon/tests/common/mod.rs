@@ -26,7 +26,11 @@ pub fn build_workload(name: &str) -> PathBuf {
 pub fn build_workload_as(name: &str, suffix: &str, flags: &[&str]) -> PathBuf {
     let dir = Path::new(env!("CARGO_TARGET_TMPDIR"));
     let out = dir.join(format!("{name}-{suffix}"));
-    let tmp = dir.join(format!("{name}-{suffix}.{}", std::process::id()));
+    // Tests of one binary build the same workload at once: each into its own file, then
+    // renamed over the others' (atomically: a test never runs a half-written binary).
+    static BUILDS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let build = BUILDS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let tmp = dir.join(format!("{name}-{suffix}.{}.{build}", std::process::id()));
     let src = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../linux/tests/workload")
         .join(format!("{name}.c"));
