@@ -54,9 +54,10 @@ pub struct SampleClock {
 pub struct Batch(Arc<AtomicU64>);
 
 impl Batch {
-    /// Sleeps at least `batch` between two wake-ups instead of [`BATCH`]: fewer wake-ups for a
-    /// monitor of many processes, at the cost of windows reported that much later (a ring
-    /// that fills to its watermark still wakes it).
+    /// Has the clock sleep at least `batch` between two wake-ups instead of [`BATCH`]: fewer
+    /// wake-ups for a monitor of many processes, at the cost of windows reported that much
+    /// later (a ring that fills to its watermark still wakes it). Takes effect at its next
+    /// wait.
     pub fn set(&self, batch: Duration) {
         self.0
             .store(batch.as_micros().max(1) as u64, Ordering::Relaxed);
