@@ -40,6 +40,19 @@ static double now_s(void) {
     return ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
+/* Writes "area NAME START END" (hex) for two buffers to out_path, for the tests to read. */
+static void write_areas(const char *out_path, const char *a, const void *a_start, size_t a_len,
+                        const char *b, const void *b_start, size_t b_len) {
+    FILE *out = fopen(out_path, "w");
+    if (!out) {
+        perror(out_path);
+        exit(1);
+    }
+    fprintf(out, "area %s %lx %lx\n", a, (unsigned long)a_start, (unsigned long)a_start + a_len);
+    fprintf(out, "area %s %lx %lx\n", b, (unsigned long)b_start, (unsigned long)b_start + b_len);
+    fclose(out);
+}
+
 /* Sums strided 8-byte words: loads only. */
 __attribute__((noinline)) uint64_t read_anon_buffer(const volatile uint64_t *buf, size_t words,
                                                     size_t start) {
@@ -72,14 +85,7 @@ static void run(double seconds, const char *out_path) {
     }
     memset(anon, 1, SIZE);
     memset(file, 1, SIZE);
-    FILE *out = fopen(out_path, "w");
-    if (!out) {
-        perror(out_path);
-        exit(1);
-    }
-    fprintf(out, "area anon %lx %lx\n", (unsigned long)anon, (unsigned long)anon + SIZE);
-    fprintf(out, "area file %lx %lx\n", (unsigned long)file, (unsigned long)file + SIZE);
-    fclose(out);
+    write_areas(out_path, "anon", anon, SIZE, "file", file, SIZE);
     const size_t words = SIZE / 8, slice = 64 * 1024;
     uint64_t sum = 0;
     size_t at = 0;
@@ -109,14 +115,7 @@ static void copy(double seconds, const char *out_path) {
     }
     memset(src, 1, SIZE);
     memset(dst, 1, chunk);
-    FILE *out = fopen(out_path, "w");
-    if (!out) {
-        perror(out_path);
-        exit(1);
-    }
-    fprintf(out, "area src %lx %lx\n", (unsigned long)src, (unsigned long)src + SIZE);
-    fprintf(out, "area dst %lx %lx\n", (unsigned long)dst, (unsigned long)dst + chunk);
-    fclose(out);
+    write_areas(out_path, "src", src, SIZE, "dst", dst, chunk);
     uint64_t x = 88172645463325252ULL, sum = 0;
     double end = now_s() + seconds;
     while (now_s() < end) {
