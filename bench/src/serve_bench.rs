@@ -4,14 +4,24 @@
 //!   `udamon serve --match`, then alone again. Prints the targets' throughput served against
 //!   alone, the monitor's CPU (percent of one core) and memory, and how long a scrape of
 //!   `/metrics` takes at 20 targets.
+//! - `fleet`: a host's population: 1,000 idle `sleep` processes and 10 busy membound ones,
+//!   all served by one `udamon serve --match`. Prints the monitor's CPU, memory, threads and
+//!   scrape times, the series a scrape holds, and the busy targets' working sets against
+//!   `udamon record --pid` of the same processes.
+//!
+//! `cost` and `fleet` take `--baseline PATH`: another build of udamon (main's, say) served the
+//! same targets first, in the same run, and each line shows this build's ratio to it.
+//!
 //! - `soak`: `udamon serve --idle` keeps 20 simulated targets (bench/workloads/soak.cfg, ten
 //!   minutes each, in virtual time) coming and going until every one of the 20 slots has served
 //!   an hour of simulated time (`--hours`), and samples the monitor's resident memory all along:
 //!   flat memory is the goal.
 //!
-//! usage: serve-bench cost [--targets N] [--seconds S]
+//! usage: serve-bench cost [--targets N] [--seconds S] [--baseline PATH]
+//!        serve-bench fleet [--idle N] [--busy N] [--seconds S] [--baseline PATH]
 //!        serve-bench soak [--hours H] [--slots N]
 
+use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
@@ -28,12 +38,27 @@ fn main() {
             .and_then(|i| args.get(i + 1))
             .map_or(default, |v| v.parse().expect("a number"))
     };
+    let baseline = args
+        .iter()
+        .position(|a| a == "--baseline")
+        .and_then(|i| args.get(i + 1))
+        .map(String::as_str);
     match args.first().map(String::as_str) {
-        Some("cost") => cost(flag("--targets", 20) as usize, flag("--seconds", 20)),
+        Some("cost") => cost(
+            flag("--targets", 20) as usize,
+            flag("--seconds", 20),
+            baseline,
+        ),
+        Some("fleet") => fleet(
+            flag("--idle", 1000) as usize,
+            flag("--busy", 10) as usize,
+            flag("--seconds", 30),
+            baseline,
+        ),
         Some("soak") => soak(flag("--hours", 1), flag("--slots", 20) as usize),
         _ => {
             eprintln!(
-                "usage: serve-bench cost [--targets N] [--seconds S] | soak [--hours H] [--slots N]"
+                "usage: serve-bench cost [--targets N] [--seconds S] [--baseline PATH] | fleet [--idle N] [--busy N] [--seconds S] [--baseline PATH] | soak [--hours H] [--slots N]"
             );
             std::process::exit(2);
         }
@@ -53,17 +78,36 @@ fn udamon() -> PathBuf {
     bin
 }
 
+/// The binaries to compare: `--baseline PATH` (an older build, say main's) first, then this
+/// build's.
+fn builds(baseline: Option<&str>) -> Vec<(&'static str, PathBuf)> {
+    let mut builds = Vec::new();
+    if let Some(path) = baseline {
+        let path = PathBuf::from(path);
+        assert!(path.exists(), "--baseline {}: no such file", path.display());
+        builds.push(("baseline", path));
+    }
+    builds.push(("this build", udamon()));
+    builds
+}
+
 /// A running `udamon serve`, killed when dropped.
 struct Serve {
     child: Child,
     addr: SocketAddr,
     control: PathBuf,
+    bin: PathBuf,
 }
 
 impl Serve {
     fn start(dir: &Path, args: &[&str]) -> Serve {
+        Serve::start_with(&udamon(), dir, args)
+    }
+
+    fn start_with(bin: &Path, dir: &Path, args: &[&str]) -> Serve {
         let control = dir.join("ctl.sock");
-        let mut child = Command::new(udamon())
+        let _ = std::fs::remove_file(&control);
+        let mut child = Command::new(bin)
             .arg("serve")
             .args(["--listen", "127.0.0.1:0", "--control"])
             .arg(&control)
@@ -88,6 +132,7 @@ impl Serve {
             child,
             addr,
             control,
+            bin: bin.to_path_buf(),
         }
     }
 
@@ -110,7 +155,7 @@ impl Serve {
     }
 
     fn ctl(&self, args: &[&str]) -> String {
-        let out = Command::new(udamon())
+        let out = Command::new(&self.bin)
             .arg("ctl")
             .arg("--control")
             .arg(&self.control)
@@ -150,8 +195,8 @@ fn cpu_seconds(pid: u32) -> f64 {
     (ticks(11) + ticks(12)) / hz
 }
 
-/// A `/proc/PID/status` field in KiB (VmRSS, VmHWM).
-fn status_kib(pid: u32, key: &str) -> u64 {
+/// A `/proc/PID/status` field's number: VmRSS and VmHWM in KiB, Threads.
+fn status_field(pid: u32, key: &str) -> u64 {
     std::fs::read_to_string(format!("/proc/{pid}/status"))
         .unwrap_or_default()
         .lines()
@@ -180,11 +225,15 @@ impl Targets {
         // Until every target has written its memory once.
         let deadline = Instant::now() + Duration::from_secs(60);
         let targets = Targets { children, counters };
-        while targets.progress() == 0 || targets.counters.iter().any(|c| count(c) == 0) {
+        while n > 0 && (targets.progress() == 0 || targets.counters.iter().any(|c| count(c) == 0)) {
             assert!(Instant::now() < deadline, "the targets never started");
             std::thread::sleep(Duration::from_millis(100));
         }
         targets
+    }
+
+    fn pids(&self) -> Vec<u32> {
+        self.children.iter().map(Child::id).collect()
     }
 
     fn progress(&self) -> u64 {
@@ -266,7 +315,200 @@ fn render_ms(n: usize) -> f64 {
     percentile(&times, 0.5)
 }
 
-fn cost(n: usize, seconds: u64) {
+/// What one served phase measured.
+struct Phase {
+    /// Seconds from serve's start until it served every target.
+    took_in: f64,
+    cpu_percent: f64,
+    rss_mib: f64,
+    hwm_mib: f64,
+    threads: u64,
+    /// Scrape times, sorted (ms).
+    scrapes: Vec<f64>,
+    /// Lines of the last scrape's body that are samples.
+    series: usize,
+    /// Each busy target's median `udamon_working_set_bytes{horizon="window"}` over the
+    /// scrapes, by pid (absent: never exported).
+    working_sets: BTreeMap<u32, f64>,
+    /// Busy targets' throughput while served (blocks/s).
+    served_rate: f64,
+}
+
+/// Serves `targets` (matched by `pattern`, `expected` processes in all) with `bin` for
+/// `seconds`, scraping every `scrape_every`, after a warm-up.
+fn serve_phase(
+    bin: &Path,
+    dir: &Path,
+    pattern: &str,
+    expected: usize,
+    busy: &Targets,
+    seconds: u64,
+    scrape_every: Duration,
+) -> Phase {
+    let started = Instant::now();
+    let serve = Serve::start_with(bin, dir, &["--match", pattern]);
+    // Until every target is served, then a warm-up: attaching and naming code cost once.
+    let deadline = Instant::now() + Duration::from_secs(600);
+    while serve.ctl(&["targets"]).lines().count() < expected {
+        assert!(Instant::now() < deadline, "serve never took every target");
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    let took_in = started.elapsed().as_secs_f64();
+    std::thread::sleep(Duration::from_secs(10));
+    let cpu0 = cpu_seconds(serve.pid());
+    let t0 = Instant::now();
+    let c0 = busy.progress();
+    let mut scrapes = Vec::new();
+    let mut series = 0;
+    let mut seen: BTreeMap<u32, Vec<f64>> = BTreeMap::new();
+    let pids = busy.pids();
+    while t0.elapsed() < Duration::from_secs(seconds) {
+        let (took, body) = serve.scrape();
+        scrapes.push(took.as_secs_f64() * 1e3);
+        series = body
+            .lines()
+            .filter(|l| !l.starts_with('#') && !l.is_empty())
+            .count();
+        for (pid, bytes) in window_working_sets(&body) {
+            if pids.contains(&pid) {
+                seen.entry(pid).or_default().push(bytes);
+            }
+        }
+        std::thread::sleep(scrape_every);
+    }
+    let elapsed = t0.elapsed().as_secs_f64();
+    let served_rate = (busy.progress() - c0) as f64 / elapsed;
+    let cpu_percent = (cpu_seconds(serve.pid()) - cpu0) / elapsed * 100.0;
+    let phase = Phase {
+        took_in,
+        cpu_percent,
+        rss_mib: status_field(serve.pid(), "VmRSS") as f64 / 1024.0,
+        hwm_mib: status_field(serve.pid(), "VmHWM") as f64 / 1024.0,
+        threads: status_field(serve.pid(), "Threads"),
+        scrapes: {
+            scrapes.sort_by(f64::total_cmp);
+            scrapes
+        },
+        series,
+        working_sets: seen
+            .into_iter()
+            .map(|(pid, mut v)| {
+                v.sort_by(f64::total_cmp);
+                (pid, percentile(&v, 0.5))
+            })
+            .collect(),
+        served_rate,
+    };
+    drop(serve);
+    phase
+}
+
+/// Every `udamon_working_set_bytes{..., horizon="window"}` sample of a scrape, by pid.
+fn window_working_sets(body: &str) -> Vec<(u32, f64)> {
+    let label = |line: &str, name: &str| -> Option<String> {
+        let at = line.find(&format!("{name}=\""))? + name.len() + 2;
+        Some(line[at..].split('"').next()?.to_string())
+    };
+    body.lines()
+        .filter(|l| l.starts_with("udamon_working_set_bytes{"))
+        .filter(|l| label(l, "horizon").as_deref() == Some("window"))
+        .filter_map(|l| {
+            let pid = label(l, "pid")?.parse().ok()?;
+            let value = l.rsplit(' ').next()?.parse().ok()?;
+            Some((pid, value))
+        })
+        .collect()
+}
+
+/// `udamon record --pid` of `pids` for `seconds` with this build: each target's median
+/// working set per snapshot (`report wss --per-target`), by pid.
+fn recorded_working_sets(dir: &Path, pids: &[u32], seconds: u64) -> BTreeMap<u32, f64> {
+    let out = dir.join("busy.data");
+    let mut record = Command::new(udamon());
+    record.arg("record").arg("-o").arg(&out);
+    for pid in pids {
+        record.arg("--pid").arg(pid.to_string());
+    }
+    let status = record
+        .args(["--duration", &format!("{seconds}s")])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .unwrap();
+    assert!(status.success(), "udamon record --pid failed");
+    let report = Command::new(udamon())
+        .args(["report", "wss", "--per-target", "--json", "--exclude_samples", "5"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(report.status.success(), "udamon report wss failed");
+    let json: serde_json::Value = serde_json::from_slice(&report.stdout).unwrap();
+    json["distributions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|d| {
+            let pid = d["pid"].as_u64()? as u32;
+            let median = d["percentiles"]
+                .as_array()?
+                .iter()
+                .find(|p| p["percentile"].as_f64() == Some(50.0))?["value"]
+                .as_f64()?;
+            Some((pid, median))
+        })
+        .collect()
+}
+
+fn mib(bytes: f64) -> f64 {
+    bytes / 1048576.0
+}
+
+/// The median, least and most of some values, in MiB.
+fn spread(values: &[f64]) -> String {
+    if values.is_empty() {
+        return "none exported".into();
+    }
+    let mut v = values.to_vec();
+    v.sort_by(f64::total_cmp);
+    format!(
+        "{:.1} MiB (min {:.1}, max {:.1})",
+        mib(percentile(&v, 0.5)),
+        mib(v[0]),
+        mib(v[v.len() - 1])
+    )
+}
+
+/// Prints the phases side by side, each build's row with its ratio to the first.
+fn print_phases(phases: &[(&str, Phase)]) {
+    let row = |name: &str, unit: &str, value: &dyn Fn(&Phase) -> f64| {
+        let mut line = format!("{name:<28}");
+        let first = value(&phases[0].1);
+        for (i, (_, p)) in phases.iter().enumerate() {
+            let v = value(p);
+            line.push_str(&format!("{:>14}", format!("{v:.2}{unit}")));
+            if i > 0 && first > 0.0 {
+                line.push_str(&format!("  ({:.3}x)", v / first));
+            }
+        }
+        println!("{line}");
+    };
+    let mut head = format!("{:<28}", "");
+    for (label, _) in phases {
+        head.push_str(&format!("{label:>14}"));
+    }
+    println!("{head}");
+    row("serving every target took", " s", &|p| p.took_in);
+    row("monitor CPU", " %", &|p| p.cpu_percent);
+    row("monitor memory (resident)", " MiB", &|p| p.rss_mib);
+    row("monitor memory (peak)", " MiB", &|p| p.hwm_mib);
+    row("monitor threads", "", &|p| p.threads as f64);
+    row("scrape median", " ms", &|p| percentile(&p.scrapes, 0.5));
+    row("scrape p99", " ms", &|p| percentile(&p.scrapes, 0.99));
+    row("scrape max", " ms", &|p| percentile(&p.scrapes, 1.0));
+    row("series in a scrape", "", &|p| p.series as f64);
+}
+
+fn cost(n: usize, seconds: u64, baseline: Option<&str>) {
     let dir = tempfile::tempdir().unwrap();
     // A name of its own, so that --match takes these targets and nothing else.
     let name = format!("sbench{}", std::process::id() % 100_000);
@@ -277,57 +519,107 @@ fn cost(n: usize, seconds: u64) {
         render_ms(n)
     );
     let alone1 = targets.rate(seconds);
-    let serve = Serve::start(dir.path(), &["--match", &format!("^{name}$")]);
-    // Until every target is served, then a warm-up: attaching and naming code cost once.
-    let deadline = Instant::now() + Duration::from_secs(120);
-    while serve.ctl(&["targets"]).lines().count() < n {
-        assert!(Instant::now() < deadline, "serve never took every target");
-        std::thread::sleep(Duration::from_millis(200));
-    }
-    std::thread::sleep(Duration::from_secs(5));
-    let cpu0 = cpu_seconds(serve.pid());
-    let t0 = Instant::now();
-    let (c0, w0) = (targets.progress(), Instant::now());
-    let mut scrapes = Vec::new();
-    let mut series = 0;
-    while t0.elapsed() < Duration::from_secs(seconds) {
-        let (took, body) = serve.scrape();
-        scrapes.push(took.as_secs_f64() * 1e3);
-        series = body
-            .lines()
-            .filter(|l| l.starts_with("udamon_working_set_bytes{"))
-            .count();
-        std::thread::sleep(Duration::from_millis(250));
-    }
-    let served = (targets.progress() - c0) as f64 / w0.elapsed().as_secs_f64();
-    let cpu = (cpu_seconds(serve.pid()) - cpu0) / t0.elapsed().as_secs_f64() * 100.0;
-    let (rss, hwm) = (
-        status_kib(serve.pid(), "VmRSS"),
-        status_kib(serve.pid(), "VmHWM"),
-    );
-    drop(serve);
+    let phases: Vec<(&str, Phase)> = builds(baseline)
+        .into_iter()
+        .map(|(label, bin)| {
+            let phase = serve_phase(
+                &bin,
+                dir.path(),
+                &format!("^{name}$"),
+                n,
+                &targets,
+                seconds,
+                Duration::from_millis(250),
+            );
+            (label, phase)
+        })
+        .collect();
     let alone2 = targets.rate(seconds);
     let alone = (alone1 + alone2) / 2.0;
-    scrapes.sort_by(f64::total_cmp);
     println!("targets alone          {alone1:.0} / {alone2:.0} blocks/s (before / after)");
+    for (label, p) in &phases {
+        println!(
+            "targets served ({label}) {:.0} blocks/s: {:.3} of alone ({:+.2} %)",
+            p.served_rate,
+            p.served_rate / alone,
+            (p.served_rate / alone - 1.0) * 100.0
+        );
+    }
+    print_phases(&phases);
+}
+
+/// `sleep` processes under a command name of their own, killed when dropped.
+struct Sleepers(Vec<Child>);
+
+impl Sleepers {
+    fn start(dir: &Path, n: usize, name: &str) -> Sleepers {
+        let sleep = ["/bin/sleep", "/usr/bin/sleep"]
+            .into_iter()
+            .find(|p| Path::new(p).exists())
+            .expect("sleep(1)");
+        // A symlink, not a copy: the command name is the link's.
+        let link = dir.join(name);
+        std::os::unix::fs::symlink(sleep, &link).unwrap();
+        Sleepers(
+            (0..n)
+                .map(|_| Command::new(&link).arg("100000").spawn().unwrap())
+                .collect(),
+        )
+    }
+}
+
+impl Drop for Sleepers {
+    fn drop(&mut self) {
+        for c in &mut self.0 {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+fn fleet(idle: usize, busy: usize, seconds: u64, baseline: Option<&str>) {
+    let dir = tempfile::tempdir().unwrap();
+    let tag = std::process::id() % 100_000;
+    let (idle_name, busy_name) = (format!("sbidle{tag}"), format!("sbbusy{tag}"));
+    let _sleepers = Sleepers::start(dir.path(), idle, &idle_name);
+    let targets = Targets::start(dir.path(), busy, &busy_name);
     println!(
-        "targets served         {served:.0} blocks/s: {:.3} of alone ({:+.2} %)",
-        served / alone,
-        (served / alone - 1.0) * 100.0
+        "# serve-bench fleet: {idle} idle sleep processes + {busy} membound targets of 16 MiB, served by --match; {seconds} s measured after a 10 s warm-up"
     );
-    println!("monitor CPU            {cpu:.2} % of one core (goal <= 2 %)");
+    let pattern = format!("^({idle_name}|{busy_name})$");
+    let phases: Vec<(&str, Phase)> = builds(baseline)
+        .into_iter()
+        .map(|(label, bin)| {
+            let phase = serve_phase(
+                &bin,
+                dir.path(),
+                &pattern,
+                idle + busy,
+                &targets,
+                seconds,
+                Duration::from_secs(1),
+            );
+            (label, phase)
+        })
+        .collect();
+    print_phases(&phases);
+    if busy == 0 {
+        return;
+    }
+    let recorded = recorded_working_sets(dir.path(), &targets.pids(), seconds);
     println!(
-        "monitor memory         {:.1} MiB resident, {:.1} MiB peak (goal <= 64 MiB)",
-        rss as f64 / 1024.0,
-        hwm as f64 / 1024.0
+        "busy targets' working set (median per window; each touches 16 MiB at random):"
     );
-    println!(
-        "scrape of /metrics     median {:.2} ms, p99 {:.2} ms, max {:.2} ms over {} scrapes, {series} working-set series (goal <= 10 ms)",
-        percentile(&scrapes, 0.5),
-        percentile(&scrapes, 0.99),
-        percentile(&scrapes, 1.0),
-        scrapes.len()
-    );
+    for (label, p) in &phases {
+        let v: Vec<f64> = p.working_sets.values().copied().collect();
+        println!(
+            "  served ({label}): {} over {} of {busy} targets",
+            spread(&v),
+            v.len()
+        );
+    }
+    let v: Vec<f64> = recorded.values().copied().collect();
+    println!("  udamon record --pid (this build): {}", spread(&v));
 }
 
 fn soak(hours: u64, slots: usize) {
@@ -356,14 +648,14 @@ fn soak(hours: u64, slots: usize) {
             last_sample = Instant::now();
             rss.push((
                 start.elapsed().as_secs_f64(),
-                status_kib(serve.pid(), "VmRSS"),
+                status_field(serve.pid(), "VmRSS"),
                 started,
             ));
         }
         let _ = serve.scrape();
         std::thread::sleep(Duration::from_millis(50));
     }
-    let hwm = status_kib(serve.pid(), "VmHWM");
+    let hwm = status_field(serve.pid(), "VmHWM");
     let third = rss.len() / 3;
     let mean = |s: &[(f64, u64, usize)]| {
         s.iter().map(|x| x.1 as f64).sum::<f64>() / s.len().max(1) as f64 / 1024.0

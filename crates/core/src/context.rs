@@ -583,6 +583,61 @@ impl Context {
         self.window_start_us = self.now_us();
     }
 
+    /// True between two aggregation windows: the last step completed a window (or none ran
+    /// yet), and the next one starts a new window.
+    pub fn at_window_start(&self) -> bool {
+        self.window_start_us == self.now_us()
+    }
+
+    /// Passes `n` whole aggregation windows in which nothing was accessed, at once rather than
+    /// a sampling interval at a time: what a monitor of many processes does for one that did
+    /// not run (no sample can have fallen in it). Every region ages by `n` windows and counts
+    /// no access; the recent windows' samples age out as `n` empty windows would push them.
+    /// Regions are neither merged nor split meanwhile (idle neighbours would merge and split
+    /// again to about the same picture; their ages only grow alike). Deadlines move on with the
+    /// time line; an operations update that fell due meanwhile comes at the next step, once.
+    ///
+    /// Only at a window start, and only without schemes (a scheme must see idle memory age
+    /// window by window to act on it): otherwise nothing happens and false is returned.
+    pub fn pass_idle_windows(&mut self, n: u64) -> bool {
+        if n == 0 || !self.at_window_start() || !self.schemes.is_empty() || !self.started {
+            return false;
+        }
+        let windows = u32::try_from(n).unwrap_or(u32::MAX);
+        for r in self.targets.iter_mut().flat_map(|t| t.regions.iter_mut()) {
+            // As the merge counts ages: the first idle window after an accessed one restarts
+            // the age, every idle window after an idle one adds one.
+            r.age = if r.last_nr_accesses > 0 {
+                windows - 1
+            } else {
+                r.age.saturating_add(windows)
+            };
+            r.last_nr_accesses = 0;
+            r.nr_accesses = 0;
+        }
+        for recent in &mut self.recent {
+            for _ in 0..n.min(crate::recent_samples::RECENT_WINDOWS as u64) {
+                recent.complete_window();
+            }
+        }
+        let si = self.attrs.sample_divisor();
+        let window_sis = self.attrs.aggr_interval_us / si;
+        let skipped_sis = n * window_sis;
+        self.passed_sample_intervals += skipped_sis;
+        self.next_aggregation_sis += skipped_sis;
+        self.next_intervals_tune_sis += skipped_sis;
+        // Due at the next step, once: not once per interval that passed.
+        self.next_ops_update_sis = self
+            .next_ops_update_sis
+            .max(self.passed_sample_intervals + 1)
+            .min(self.passed_sample_intervals + self.attrs.ops_update_interval_us / si);
+        let now = self.now_us() + n * window_sis * self.attrs.sample_interval_us;
+        self.interval_us = (now, now);
+        self.window_start_us = now;
+        self.region_index = None;
+        true
+    }
+
     /// Start, step until a stop, then terminate: the whole monitoring run. The first error,
     /// of the operations or of a callback, ends it (after terminating) and is returned.
     pub fn run(
@@ -612,8 +667,9 @@ impl Context {
     }
 
     /// `before_terminate` callbacks, then the operations' cleanup (which happens even when a
-    /// callback fails).
-    fn terminate(
+    /// callback fails): the end of a run that [`Context::run`] does not drive (a monitor of
+    /// many contexts steps each one itself).
+    pub fn terminate(
         &mut self,
         ops: &mut dyn Operations,
         callbacks: &mut dyn Callbacks,
@@ -675,7 +731,7 @@ pub fn mvsum(current: u32, last: u32, left_bp: u64) -> u32 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::callbacks::Flow;
+    use crate::callbacks::{Flow, NoCallbacks};
     use crate::ops::VirtualClock;
     use crate::region::AddrRange;
 
@@ -842,6 +898,98 @@ mod tests {
             );
             Ok(ControlFlow::Continue(()))
         }
+    }
+
+    /// Sampled ops that sample the first `hot` bytes until `quiet_after_us`, then nothing.
+    struct GoesQuiet {
+        inner: SamplesAtTheStart,
+        quiet_after_us: u64,
+    }
+
+    impl Operations for GoesQuiet {
+        fn name(&self) -> &str {
+            "goes-quiet"
+        }
+        fn init(&mut self, ctx: &mut Context) -> Result<(), OpsError> {
+            self.inner.init(ctx)
+        }
+        fn prepare_access_checks(&mut self, _ctx: &mut Context) {}
+        fn check_accesses(&mut self, ctx: &mut Context) {
+            if ctx.now_us() <= self.quiet_after_us {
+                self.inner.check_accesses(ctx);
+            }
+        }
+    }
+
+    /// Each byte's age, summed over the target: what merging (size-weighted averages) and
+    /// splitting (ages kept) leave as it was.
+    fn byte_ages(ctx: &Context) -> u64 {
+        ctx.targets()[0]
+            .regions
+            .iter()
+            .map(|r| r.size() / 4096 * u64::from(r.age))
+            .sum()
+    }
+
+    #[test]
+    fn idle_windows_passed_at_once_age_memory_as_stepping_through_them_does() {
+        let quiet = || GoesQuiet {
+            inner: SamplesAtTheStart {
+                hot: 4 * 4096,
+                next: 0,
+            },
+            quiet_after_us: 300_000,
+        };
+        let (mut stepped, mut passed) = (ctx_with(5000, 100_000), ctx_with(5000, 100_000));
+        let (mut a, mut b) = (quiet(), quiet());
+        for (ctx, ops) in [(&mut stepped, &mut a), (&mut passed, &mut b)] {
+            ctx.add_target(Target::new(None));
+            ctx.start(ops).unwrap();
+            // Three windows with samples, then one idle window.
+            for _ in 0..80 {
+                let _ = ctx.step(ops, &mut VirtualClock, &mut NoCallbacks).unwrap();
+            }
+            assert!(ctx.at_window_start());
+        }
+        for _ in 0..20 * 7 {
+            let _ = stepped
+                .step(&mut a, &mut VirtualClock, &mut NoCallbacks)
+                .unwrap();
+        }
+        assert!(passed.pass_idle_windows(7));
+        assert_eq!(passed.now_us(), stepped.now_us());
+        assert_eq!(
+            passed.passed_sample_intervals(),
+            stepped.passed_sample_intervals()
+        );
+        assert!(passed.at_window_start());
+        let (want, got) = (byte_ages(&stepped), byte_ages(&passed));
+        assert!(
+            want.abs_diff(got) * 50 <= want,
+            "byte-windows of age: stepped {want}, passed {got}"
+        );
+        assert!(
+            passed.targets()[0]
+                .regions
+                .iter()
+                .all(|r| r.nr_accesses == 0 && r.last_nr_accesses == 0)
+        );
+        // Both go on alike: the next window ends at the same step.
+        let mut windows = (Windows::default(), Windows::default());
+        for _ in 0..20 {
+            let _ = stepped
+                .step(&mut a, &mut VirtualClock, &mut windows.0)
+                .unwrap();
+            let _ = passed
+                .step(&mut b, &mut VirtualClock, &mut windows.1)
+                .unwrap();
+        }
+        assert_eq!((windows.0.0.len(), windows.1.0.len()), (1, 1));
+        // Not in the middle of a window, and never with schemes.
+        let _ = passed
+            .step(&mut b, &mut VirtualClock, &mut NoCallbacks)
+            .unwrap();
+        assert!(!passed.pass_idle_windows(1));
     }
 
     #[test]
