@@ -437,7 +437,14 @@ fn recorded_working_sets(dir: &Path, pids: &[u32], seconds: u64) -> BTreeMap<u32
         .unwrap();
     assert!(status.success(), "udamon record --pid failed");
     let report = Command::new(udamon())
-        .args(["report", "wss", "--per-target", "--json", "--exclude_samples", "5"])
+        .args([
+            "report",
+            "wss",
+            "--per-target",
+            "--json",
+            "--exclude_samples",
+            "5",
+        ])
         .arg(&out)
         .output()
         .unwrap();
@@ -607,9 +614,7 @@ fn fleet(idle: usize, busy: usize, seconds: u64, baseline: Option<&str>) {
         return;
     }
     let recorded = recorded_working_sets(dir.path(), &targets.pids(), seconds);
-    println!(
-        "busy targets' working set (median per window; each touches 16 MiB at random):"
-    );
+    println!("busy targets' working set (median per window; each touches 16 MiB at random):");
     for (label, p) in &phases {
         let v: Vec<f64> = p.working_sets.values().copied().collect();
         println!(

@@ -600,9 +600,36 @@ impl Context {
     /// Only at a window start, and only without schemes (a scheme must see idle memory age
     /// window by window to act on it): otherwise nothing happens and false is returned.
     pub fn pass_idle_windows(&mut self, n: u64) -> bool {
-        if n == 0 || !self.at_window_start() || !self.schemes.is_empty() || !self.started {
+        if n == 0 || !self.may_pass_idle() {
             return false;
         }
+        self.age_idle(n);
+        self.window_start_us = self.now_us();
+        true
+    }
+
+    /// Passes one idle window as [`Context::pass_idle_windows`] does, and hands it to the
+    /// `after_aggregation` callbacks as a step completing it would (for a record that keeps
+    /// every window). Returns false, calling nothing, where it may not pass.
+    pub fn pass_idle_window(&mut self, callbacks: &mut dyn Callbacks) -> Result<bool, RunError> {
+        if !self.may_pass_idle() {
+            return Ok(false);
+        }
+        self.age_idle(1);
+        let flow = callbacks
+            .after_aggregation(self)
+            .map_err(RunError::Callback);
+        self.window_start_us = self.now_us();
+        flow.map(|_| true)
+    }
+
+    fn may_pass_idle(&self) -> bool {
+        self.started && self.at_window_start() && self.schemes.is_empty()
+    }
+
+    /// Ages every region by `n` idle windows and moves the time line and deadlines on; the
+    /// window start stays where the windows began.
+    fn age_idle(&mut self, n: u64) {
         let windows = u32::try_from(n).unwrap_or(u32::MAX);
         for r in self.targets.iter_mut().flat_map(|t| t.regions.iter_mut()) {
             // As the merge counts ages: the first idle window after an accessed one restarts
@@ -631,11 +658,9 @@ impl Context {
             .next_ops_update_sis
             .max(self.passed_sample_intervals + 1)
             .min(self.passed_sample_intervals + self.attrs.ops_update_interval_us / si);
-        let now = self.now_us() + n * window_sis * self.attrs.sample_interval_us;
+        let now = self.now_us() + skipped_sis * self.attrs.sample_interval_us;
         self.interval_us = (now, now);
-        self.window_start_us = now;
         self.region_index = None;
-        true
     }
 
     /// Start, step until a stop, then terminate: the whole monitoring run. The first error,
@@ -985,6 +1010,13 @@ mod tests {
                 .unwrap();
         }
         assert_eq!((windows.0.0.len(), windows.1.0.len()), (1, 1));
+        // One window handed to the callbacks spans a whole window.
+        let mut seen = Windows::default();
+        let before = passed.now_us();
+        assert!(passed.pass_idle_window(&mut seen).unwrap());
+        assert_eq!(seen.0.len(), 1);
+        assert!(seen.0[0].iter().all(|&(_, _, nr)| nr == 0));
+        assert_eq!(passed.window_us(), (before + 100_000, before + 100_000));
         // Not in the middle of a window, and never with schemes.
         let _ = passed
             .step(&mut b, &mut VirtualClock, &mut NoCallbacks)

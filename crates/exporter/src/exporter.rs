@@ -5,6 +5,7 @@
 //! reasons) or the target's own schemes. A target that goes takes every series it had with it,
 //! so that targets coming and going for weeks leave nothing behind.
 
+use crate::groups::GroupObservation;
 use crate::observe::{HORIZONS, IDLE_QUANTILES, Observation};
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
@@ -23,6 +24,38 @@ pub struct TargetLabels {
     pub comm: String,
     /// Its cgroup v2 path; empty when unknown.
     pub cgroup: String,
+}
+
+/// A cgroup's series' label.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct CgroupLabels {
+    cgroup: String,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct CgroupHorizonLabels {
+    cgroup: String,
+    horizon: String,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct CgroupQuantileLabels {
+    cgroup: String,
+    quantile: String,
+}
+
+/// The host's series have no label: there is one host. They exist only once it is observed.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct HostLabels {}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct OnlyHorizon {
+    horizon: String,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct OnlyQuantile {
+    quantile: String,
 }
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -79,6 +112,17 @@ struct Families {
     recovered: Family<TargetLabels, Counter>,
     lost: Family<TargetLabels, Counter>,
     dropped: Family<ReasonLabels, Counter>,
+    cgroup_processes: Family<CgroupLabels, Gauge>,
+    cgroup_working_set: Family<CgroupHorizonLabels, Gauge>,
+    cgroup_bandwidth: Family<CgroupLabels, GaugeF>,
+    cgroup_idle: Family<CgroupQuantileLabels, GaugeF>,
+    cgroup_monitored: Family<CgroupLabels, Gauge>,
+    cgroup_resident: Family<CgroupLabels, Gauge>,
+    host_working_set: Family<OnlyHorizon, Gauge>,
+    host_bandwidth: Family<HostLabels, GaugeF>,
+    host_idle: Family<OnlyQuantile, GaugeF>,
+    host_monitored: Family<HostLabels, Gauge>,
+    host_regions: Family<HostLabels, Gauge>,
     targets: Gauge,
     cpu: CounterF,
     memory: Gauge,
@@ -95,6 +139,8 @@ struct Inner {
     registry: Registry,
     families: Arc<Families>,
     targets: Mutex<HashMap<TargetLabels, Created>>,
+    /// The cgroups with series.
+    cgroups: Mutex<BTreeSet<String>>,
 }
 
 /// Every served target's metrics; cheap to clone and shared between the monitoring threads
@@ -236,6 +282,61 @@ impl Exporter {
             "Samples without a data address, by reason",
             f.dropped.clone(),
         );
+        r.register(
+            "udamon_cgroup_processes",
+            "Processes served in the cgroup (and its descendants' own series)",
+            f.cgroup_processes.clone(),
+        );
+        r.register(
+            "udamon_cgroup_working_set_bytes",
+            "The working sets of the cgroup's served processes, summed, per horizon",
+            f.cgroup_working_set.clone(),
+        );
+        r.register(
+            "udamon_cgroup_access_bandwidth_bytes_per_second",
+            "The estimated access bandwidth of the cgroup's served processes, summed",
+            f.cgroup_bandwidth.clone(),
+        );
+        r.register(
+            "udamon_cgroup_idle_time_seconds",
+            "Idle-time percentiles over every monitored byte of the cgroup's served processes",
+            f.cgroup_idle.clone(),
+        );
+        r.register(
+            "udamon_cgroup_monitored_bytes",
+            "Bytes the cgroup's served processes' regions cover",
+            f.cgroup_monitored.clone(),
+        );
+        r.register(
+            "udamon_cgroup_resident_bytes",
+            "Resident bytes of the cgroup's served processes, summed",
+            f.cgroup_resident.clone(),
+        );
+        r.register(
+            "udamon_host_working_set_bytes",
+            "Physical memory accessed within the horizon, every page counted once however many processes map it",
+            f.host_working_set.clone(),
+        );
+        r.register(
+            "udamon_host_access_bandwidth_bytes_per_second",
+            "Estimated access bandwidth of all physical memory (DAMON_STAT's estimate)",
+            f.host_bandwidth.clone(),
+        );
+        r.register(
+            "udamon_host_idle_time_seconds",
+            "Idle-time percentiles over all physical memory (DAMON_STAT's)",
+            f.host_idle.clone(),
+        );
+        r.register(
+            "udamon_host_monitored_bytes",
+            "Physical memory the host's regions cover",
+            f.host_monitored.clone(),
+        );
+        r.register(
+            "udamon_host_regions",
+            "Monitoring regions of the host's physical memory",
+            f.host_regions.clone(),
+        );
         r.register("udamon_targets", "Targets served", f.targets.clone());
         r.register(
             "process_cpu_seconds",
@@ -251,6 +352,7 @@ impl Exporter {
             registry: r,
             families,
             targets: Mutex::new(HashMap::new()),
+            cgroups: Mutex::new(BTreeSet::new()),
         }))
     }
 
@@ -344,7 +446,6 @@ impl Exporter {
                 }
             }
         }
-        f.targets.set(targets.len() as i64);
     }
 
     /// Target `labels` left: every series of it goes.
@@ -384,7 +485,103 @@ impl Exporter {
                 reason,
             });
         }
-        f.targets.set(targets.len() as i64);
+    }
+
+    /// How many targets are served (with series of their own or not).
+    pub fn set_targets(&self, served: usize) {
+        self.0.families.targets.set(served as i64);
+    }
+
+    /// Every cgroup's series, as now: a cgroup not in `groups` any more loses its series.
+    pub fn publish_cgroups<'a>(
+        &self,
+        groups: impl IntoIterator<Item = (&'a String, &'a GroupObservation)>,
+    ) {
+        let f = &self.0.families;
+        let mut known = self.0.cgroups.lock().expect("not poisoned");
+        let mut now = BTreeSet::new();
+        for (cgroup, g) in groups {
+            let l = CgroupLabels {
+                cgroup: cgroup.clone(),
+            };
+            f.cgroup_processes.get_or_create(&l).set(g.processes as i64);
+            f.cgroup_bandwidth
+                .get_or_create(&l)
+                .set(g.bandwidth_bytes_per_second);
+            f.cgroup_monitored
+                .get_or_create(&l)
+                .set(g.monitored_bytes as i64);
+            f.cgroup_resident
+                .get_or_create(&l)
+                .set(g.resident_bytes as i64);
+            for (&(horizon, _), &bytes) in HORIZONS.iter().zip(&g.working_set_bytes) {
+                f.cgroup_working_set
+                    .get_or_create(&CgroupHorizonLabels {
+                        cgroup: cgroup.clone(),
+                        horizon: horizon.to_string(),
+                    })
+                    .set(bytes as i64);
+            }
+            for (&q, &seconds) in IDLE_QUANTILES.iter().zip(&g.idle_seconds) {
+                f.cgroup_idle
+                    .get_or_create(&CgroupQuantileLabels {
+                        cgroup: cgroup.clone(),
+                        quantile: quantile_label(q),
+                    })
+                    .set(seconds);
+            }
+            now.insert(cgroup.clone());
+        }
+        for gone in known.difference(&now) {
+            let l = CgroupLabels {
+                cgroup: gone.clone(),
+            };
+            f.cgroup_processes.remove(&l);
+            f.cgroup_bandwidth.remove(&l);
+            f.cgroup_monitored.remove(&l);
+            f.cgroup_resident.remove(&l);
+            for (horizon, _) in HORIZONS {
+                f.cgroup_working_set.remove(&CgroupHorizonLabels {
+                    cgroup: gone.clone(),
+                    horizon: horizon.to_string(),
+                });
+            }
+            for q in IDLE_QUANTILES {
+                f.cgroup_idle.remove(&CgroupQuantileLabels {
+                    cgroup: gone.clone(),
+                    quantile: quantile_label(q),
+                });
+            }
+        }
+        *known = now;
+    }
+
+    /// The host's physical memory's last window (`udamon_host_*`).
+    pub fn update_host(&self, obs: &Observation) {
+        let f = &self.0.families;
+        for (&(horizon, _), &bytes) in HORIZONS.iter().zip(&obs.working_set_bytes) {
+            f.host_working_set
+                .get_or_create(&OnlyHorizon {
+                    horizon: horizon.to_string(),
+                })
+                .set(bytes as i64);
+        }
+        for (&q, &seconds) in IDLE_QUANTILES.iter().zip(&obs.idle_seconds) {
+            f.host_idle
+                .get_or_create(&OnlyQuantile {
+                    quantile: quantile_label(q),
+                })
+                .set(seconds);
+        }
+        f.host_bandwidth
+            .get_or_create(&HostLabels {})
+            .set(obs.bandwidth_bytes_per_second);
+        f.host_monitored
+            .get_or_create(&HostLabels {})
+            .set(obs.monitored_bytes as i64);
+        f.host_regions
+            .get_or_create(&HostLabels {})
+            .set(obs.regions as i64);
     }
 
     /// Every series, in the OpenMetrics text format, with the monitor's own CPU and memory read

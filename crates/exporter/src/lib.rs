@@ -3,6 +3,8 @@
 //! - [`observe`]: what one target's aggregation window says (working set over a few
 //!   horizons, estimated access bandwidth, idle-time percentiles, scheme counters), computed
 //!   from the core's context;
+//! - [`aggregate`]: a cgroup's processes together (working set, bandwidth, idle-time
+//!   percentiles over all their bytes), for the per-cgroup series;
 //! - [`Exporter`]: the registry of every served target's series, updated from the monitoring
 //!   threads and withdrawn when a target goes, encoded in the OpenMetrics text format by the
 //!   `prometheus-client` crate;
@@ -10,9 +12,11 @@
 //!   a thread of its own, with what each client can take bounded.
 
 mod exporter;
+mod groups;
 mod observe;
 mod server;
 
 pub use exporter::{Exporter, TargetLabels};
-pub use observe::{HORIZONS, IDLE_QUANTILES, Observation, SchemeCounters, observe};
+pub use groups::{GroupObservation, aggregate};
+pub use observe::{HORIZONS, IDLE_QUANTILES, Observation, SchemeCounters, idle_quantiles, observe};
 pub use server::{EXCHANGE_TIMEOUT, HEAD_TIMEOUT, MAX_CONNECTIONS, Server};

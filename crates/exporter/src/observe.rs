@@ -52,6 +52,9 @@ pub struct Observation {
     /// The access source's running totals by name (`samples`, `recovered`, `lost`,
     /// `dropped_<reason>`, ...).
     pub source: BTreeMap<String, u64>,
+    /// The idle-time distribution the percentiles come from: (µs idle, bytes), sorted, one
+    /// pair per region; what a cgroup's percentiles are taken over (see [`idle_quantiles`]).
+    pub idle_bytes: Vec<(u64, u64)>,
 }
 
 /// Target `target` of `ctx` at an aggregation boundary (from `Callbacks::after_aggregation`,
@@ -93,29 +96,16 @@ pub fn observe(ctx: &Context, target: usize) -> Observation {
         .sum();
     // As current DAMON_STAT counts it: an idle region has been idle for its age plus the
     // window that just ended without an access.
-    let mut by_idle: Vec<(u64, u64)> = regions
+    let mut idle_bytes: Vec<(u64, u64)> = regions
         .iter()
         .map(|r| match r.nr_accesses {
             0 => (idle_us(r) + aggr_us, r.size()),
             _ => (0, r.size()),
         })
         .collect();
-    by_idle.sort_unstable();
-    let total: u64 = by_idle.iter().map(|x| x.1).sum();
-    let idle_seconds = IDLE_QUANTILES
-        .iter()
-        .map(|&q| {
-            let want = (q * total as f64).ceil() as u64;
-            let mut seen = 0;
-            by_idle
-                .iter()
-                .find(|&&(_, size)| {
-                    seen += size;
-                    seen >= want.max(1)
-                })
-                .map_or(0.0, |&(idle, _)| idle as f64 / 1e6)
-        })
-        .collect();
+    idle_bytes.sort_unstable();
+    let total: u64 = idle_bytes.iter().map(|x| x.1).sum();
+    let idle_seconds = idle_quantiles(&idle_bytes);
     let memory = ctx.target_memory(target);
     Observation {
         window_seconds: aggr_s,
@@ -142,7 +132,29 @@ pub fn observe(ctx: &Context, target: usize) -> Observation {
             })
             .collect(),
         source: BTreeMap::new(),
+        idle_bytes,
     }
+}
+
+/// The [`IDLE_QUANTILES`] (seconds) of an idle-time distribution: (µs idle, bytes) pairs
+/// sorted by idle time. Several targets' distributions, concatenated and sorted, give their
+/// union's (a cgroup's).
+pub fn idle_quantiles(idle_bytes: &[(u64, u64)]) -> Vec<f64> {
+    let total: u64 = idle_bytes.iter().map(|x| x.1).sum();
+    IDLE_QUANTILES
+        .iter()
+        .map(|&q| {
+            let want = (q * total as f64).ceil() as u64;
+            let mut seen = 0;
+            idle_bytes
+                .iter()
+                .find(|&&(_, size)| {
+                    seen += size;
+                    seen >= want.max(1)
+                })
+                .map_or(0.0, |&(idle, _)| idle as f64 / 1e6)
+        })
+        .collect()
 }
 
 impl Observation {

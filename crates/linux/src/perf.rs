@@ -16,12 +16,17 @@
 //! records so the monitor can track the target's life. [`ProcessMemory`] reads the target's code
 //! bytes for the instruction decoder.
 //!
+//! A [`CpuSampler`] opens the source once per CPU for every process instead (root or
+//! CAP_PERFMON), for a monitor of a whole host: its records carry their pid, for the caller to
+//! hand each to its process's monitoring.
+//!
 //! Submodules: `error` (one-line actionable errors), `source` (what to sample and the
 //! `perf_event_attr` for it), `open` (the system call, privilege checks and errno mapping),
 //! `record` (record layouts, parsed from bytes), `ring` (the mmap'ed ring buffer), `sampler`
-//! (attach/spawn, poll, drain), `spawn` (fork, open, exec), `pmu` (sysfs detection), `tracefs`
+//! (attach/spawn, poll, drain), `cpu_wide` (one event per CPU for every process), `spawn` (fork, open, exec), `pmu` (sysfs detection), `tracefs`
 //! (the tick tracepoint id), `memory` (process_vm_readv).
 
+mod cpu_wide;
 mod error;
 mod memory;
 mod open;
@@ -33,6 +38,7 @@ mod source;
 mod spawn;
 mod tracefs;
 
+pub use cpu_wide::CpuSampler;
 pub use error::PerfError;
 pub use memory::ProcessMemory;
 pub use pmu::{DEFAULT_LDLAT, PmuKind, SYSFS_DEVICES, detect_pmu, detect_pmu_in};

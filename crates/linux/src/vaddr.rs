@@ -37,11 +37,16 @@ mod numbering;
 pub mod ranges;
 mod residency;
 mod rings;
+mod shared;
 mod source;
 
 pub use footprint::MappingResident;
 mod stats;
 pub mod tree;
+mod walks;
+
+pub use shared::{Drained, SharedSampling};
+pub use walks::WalkBudget;
 
 pub use clock::{BATCH, Batch, SampleClock, monotonic_us};
 pub use facts::{Fact, SampleBatch, Site, Stack};
@@ -429,24 +434,29 @@ pub struct VaddrOps {
     facts: Facts,
     /// Samples carry their user call chains ([`SamplerConfig::call_stacks`]).
     call_stacks: bool,
+    /// The page-table walks' budget, when shared with other processes' monitoring.
+    walks: Option<WalkBudget>,
 }
 
 impl VaddrOps {
     fn build(parts: Vec<(Sampler, Proc)>, config: &SamplerConfig) -> (VaddrOps, SampleClock) {
         let feed = Feed::default();
+        let (samplers, procs): (Vec<Sampler>, Vec<Proc>) = parts.into_iter().unzip();
+        let notes: Vec<String> = samplers.iter().flat_map(|s| s.notes().to_vec()).collect();
+        let ops = VaddrOps::fed(procs, &notes, config, feed.clone());
+        (ops, SampleClock::new(Rings::new(samplers, feed)))
+    }
+
+    /// Operations on `procs` whose records come through `feed`, from samplers someone else
+    /// drains; `notes` are the samplers' notes for the record.
+    fn fed(procs: Vec<Proc>, notes: &[String], config: &SamplerConfig, feed: Feed) -> VaddrOps {
         let now = monotonic_us();
         let events = EventLog::default();
-        let mut samplers = Vec::with_capacity(parts.len());
-        let mut procs = Vec::with_capacity(parts.len());
-        for (sampler, proc) in parts {
-            for note in sampler.notes() {
-                events.push(now, VaddrEventKind::Note(note.clone()));
-            }
-            procs.push(proc);
-            samplers.push(sampler);
+        for note in notes {
+            events.push(now, VaddrEventKind::Note(note.clone()));
         }
         let source = &config.source;
-        let ops = VaddrOps {
+        VaddrOps {
             name: format!("vaddr/{}", source_name(source)),
             follow_forks: config.follow_forks,
             dry_run: false,
@@ -464,8 +474,8 @@ impl VaddrOps {
             referenced_period_us: None,
             facts: Facts::default(),
             call_stacks: config.call_stacks,
-        };
-        (ops, SampleClock::new(Rings::new(samplers, feed)))
+            walks: None,
+        }
     }
 
     /// One empty target per process, in the order given: add them to the context before
@@ -505,6 +515,12 @@ impl VaddrOps {
     /// holds the operations (each event is read once, through this or [`Self::take_events`]).
     pub fn event_log(&self) -> EventLog {
         self.events.clone()
+    }
+
+    /// Has its page-table walks (residency checks and footprints) draw on `budget`, shared
+    /// with other processes' monitoring, instead of a budget per window of its own.
+    pub fn share_walks(&mut self, budget: WalkBudget) {
+        self.walks = Some(budget);
     }
 
     /// Compute and report (as notes, one per apply pass and action) what schemes would do,
@@ -928,18 +944,26 @@ impl Operations for VaddrOps {
             if p.dropped {
                 continue;
             }
+            let grant = |want| match &self.walks {
+                Some(shared) => shared.grant(want),
+                None => want,
+            };
+            let started = std::time::Instant::now();
             // A failed scan (the process just exited) tells nothing: the regions stay as they are.
             if let Ok(absent) = p
                 .residency
-                .absent(&ctx.targets()[t].regions, residency::WALK_BUDGET)
+                .absent(&ctx.targets()[t].regions, grant(residency::WALK_BUDGET))
             {
                 let cut = ctx.cut_absent(t, &absent);
                 self.stats.absent_bytes_cut += cut;
             }
-            if let Some(mappings) = p
+            let walked = p
                 .footprint
-                .walk(&p.maps, footprint::WALK_BUDGET, ctx.now_us())
-            {
+                .walk(&p.maps, grant(footprint::WALK_BUDGET), ctx.now_us());
+            if let Some(shared) = &self.walks {
+                shared.charge(started.elapsed());
+            }
+            if let Some(mappings) = walked {
                 self.events.push(
                     ctx.now_us(),
                     VaddrEventKind::Resident {

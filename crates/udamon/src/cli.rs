@@ -618,6 +618,11 @@ pub struct ServeArgs {
     /// Remove the oldest finished records while the directory's records hold more [default: 1G].
     #[arg(long, value_name = "SIZE", value_parser = parse_size, requires = "record_dir")]
     pub retain: Option<u64>,
+    /// Export series of their own (labelled by pid) for the N processes with the most resident
+    /// memory, besides those named by --pid or `ctl add`; every process counts in its cgroup's
+    /// series [default: 50].
+    #[arg(long, value_name = "N")]
+    pub process_series: Option<usize>,
     /// The access source, as for `record`.
     #[arg(long, value_enum, default_value_t = SourceArg::Auto)]
     pub access_source: SourceArg,

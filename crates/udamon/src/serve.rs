@@ -1,14 +1,16 @@
 //! `udamon serve`: a long-running monitor (docs/serve.md).
 //!
-//! The serving loop owns the targets ([`Supervisor`]): at every rescan it asks the discovery
-//! which processes its selectors (`--pid`, `--cgroup`, `--match`) now take in and which left,
-//! starts and stops monitoring threads to match, and collects the threads of targets that
-//! ended. Between rescans it answers the control socket. Metrics go to the exporter from each
-//! target's own thread; the loop only starts the HTTP server. SIGTERM and Ctrl-C stop every
-//! target with its record complete; SIGHUP reads the configuration file again.
+//! The serving loop owns the list of targets ([`Supervisor`]): at every rescan it asks the
+//! discovery which processes its selectors (`--pid`, `--cgroup`, `--match`) now take in and
+//! which left, and has the monitoring loop ([`engine`]) start and stop them; between rescans it
+//! answers the control socket. The monitoring loop runs every target on one thread, fed by one
+//! sampler per CPU, and publishes their windows to the exporter; the serving loop only starts
+//! the HTTP server. SIGTERM and Ctrl-C stop every target with its record complete; SIGHUP
+//! reads the configuration file again.
 
 mod config;
 pub(crate) mod control;
+mod engine;
 mod log;
 mod metrics;
 mod records;
@@ -28,8 +30,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{self, Receiver};
 use std::time::{Duration, Instant};
 use supervisor::{Key, Supervisor};
-use target::{Command, Labels, Monitored, Start, TargetId, TargetSettings};
-use udamon_core::{Target, VirtualClock};
+use target::{Command, Labels, Monitored, Pace, Start, TargetId, TargetSettings};
+use udamon_core::Target;
 use udamon_linux::discover::{Credentials, Discovery, Found, Selector, may_monitor};
 use udamon_linux::metrics::ProcMetrics;
 use udamon_linux::perf::{AccessSource as Source, SamplerConfig};
@@ -39,8 +41,8 @@ use udamon_record::model::{AccessSource, TargetInfo};
 pub use control::request;
 
 /// Raises the soft limit on open files to the hard one, as long-running services do: each
-/// target holds a perf event per CPU and a few `/proc` files, so the usual soft limit of 1024
-/// runs out at a dozen targets on a 64-CPU host; a client that opens connections until
+/// target holds a few `/proc` files (and, unprivileged, a perf event per CPU), so the usual
+/// soft limit of 1024 runs out at a few hundred targets; a client that opens connections until
 /// accepting fails would stop the metrics endpoint. serve starts no program that could mind
 /// the higher limit (`record` starts its command, so it leaves the limit alone).
 fn raise_open_files_limit() {
@@ -108,10 +110,14 @@ pub fn run(args: &ServeArgs) -> Result<()> {
         config.control.display(),
         vaddr::source_name(&source.source)
     ));
+    let sink = metrics::ExporterSink::new(exporter, config.process_series);
+    let supervisor = Supervisor::new(source.sampler_config(), Box::new(sink), records)
+        .context("cannot start the monitoring loop")?;
     let mut serving = Serving {
-        supervisor: Supervisor::new(Arc::new(metrics::ExporterSink(exporter)), records),
+        supervisor,
         discovery,
         removed: BTreeSet::new(),
+        named: config.pids.iter().copied().collect(),
         next_sim: 0,
         source,
     };
@@ -168,20 +174,21 @@ impl Served {
         })
     }
 
-    /// What monitoring process `pid` with `settings` starts with, on its own thread.
-    fn start(&self, pid: u32, settings: &TargetSettings) -> Start {
-        let (source, reason) = (self.source, self.reason.clone());
-        let aggr_us = settings.attrs.aggr_interval_us;
-        Box::new(move |stop| {
-            let config = SamplerConfig {
-                source,
-                follow_forks: false,
-                ..SamplerConfig::default()
-            };
-            let (ops, mut clock) = vaddr::attach(&[pid], &config).map_err(|e| e.to_string())?;
-            clock.set_stop_flag(Arc::clone(stop));
-            let batch = clock.batch();
-            batch.set(target::wake_batch(aggr_us));
+    /// How every process is sampled.
+    fn sampler_config(&self) -> SamplerConfig {
+        SamplerConfig {
+            source: self.source,
+            follow_forks: false,
+            ..SamplerConfig::default()
+        }
+    }
+
+    /// What monitoring process `pid` starts with, on the monitoring loop.
+    fn start(&self, pid: u32) -> Start {
+        let reason = self.reason.clone();
+        Box::new(move |hub| {
+            let source = hub.config().source;
+            let ops = hub.attach(pid)?;
             let target = ops.targets().into_iter().next().ok_or("no target")?;
             let info = TargetInfo {
                 pid: Some(pid),
@@ -191,7 +198,6 @@ impl Served {
             Ok(Monitored {
                 metrics: Some(Box::new(ProcMetrics::new(ops.pids()))),
                 ops: Box::new(ops),
-                clock: Box::new(clock),
                 target,
                 info,
                 source: AccessSource {
@@ -199,8 +205,7 @@ impl Served {
                     reason,
                 },
                 start_us: monotonic_us(),
-                live: true,
-                batch: Some(batch),
+                pace: Pace::Live { pid },
             })
         })
     }
@@ -209,56 +214,27 @@ impl Served {
 /// A simulated workload's monitoring (for trying serve out, and for its soak bench): in real
 /// time, so that its metrics change as a live process's do, or `fast`, in virtual time.
 fn start_sim(spec: String, fast: bool) -> Start {
-    Box::new(move |stop| {
+    Box::new(move |_| {
         let workload = crate::cmd::record::load_workload(&spec).map_err(|e| format!("{e:#}"))?;
         let time = if fast { "virtual time" } else { "real time" };
         let (info, source) = crate::cmd::record::sim_identity(workload.name(), time);
         let ops = udamon_sim::SimOps::new(workload, udamon_sim::SimOptions::default());
         Ok(Monitored {
             ops: Box::new(ops),
-            clock: if fast {
-                Box::new(VirtualClock)
-            } else {
-                Box::new(PacedClock::new(Arc::clone(stop)))
-            },
             target: Target::new(None),
             info,
             source,
             start_us: 0,
             metrics: None,
-            live: false,
-            batch: None,
+            pace: if fast {
+                Pace::Fast
+            } else {
+                Pace::RealTime {
+                    origin: Instant::now(),
+                }
+            },
         })
     })
-}
-
-/// Real time for a simulation: its time line starts at 0 when it starts, and a stop ends
-/// every wait at once.
-struct PacedClock {
-    origin: Instant,
-    stop: Arc<AtomicBool>,
-}
-
-impl PacedClock {
-    fn new(stop: Arc<AtomicBool>) -> Self {
-        PacedClock {
-            origin: Instant::now(),
-            stop,
-        }
-    }
-}
-
-impl udamon_core::Clock for PacedClock {
-    fn wait_until(&mut self, t_us: u64) {
-        let due = self.origin + Duration::from_micros(t_us);
-        while !self.stop.load(Ordering::Relaxed) {
-            let now = Instant::now();
-            if now >= due {
-                return;
-            }
-            std::thread::sleep((due - now).min(POLL));
-        }
-    }
 }
 
 /// The discovery's selectors from the configuration.
@@ -287,6 +263,8 @@ struct Serving {
     discovery: Discovery,
     /// Processes removed through the control socket: not started again while they live.
     removed: BTreeSet<Key>,
+    /// Processes named by `--pid` or `udamon ctl add`: they always get series of their own.
+    named: BTreeSet<u32>,
     next_sim: u64,
     source: Served,
 }
@@ -323,12 +301,13 @@ impl Serving {
             id: TargetId::Pid(found.pid),
             comm: found.comm.clone(),
             cgroup: found.cgroup.clone(),
+            named: self.named.contains(&found.pid),
         };
         if !self.removed.contains(&key) {
             self.supervisor.start(
                 key,
                 labels.clone(),
-                self.source.start(found.pid, settings),
+                self.source.start(found.pid),
                 settings.clone(),
             );
         }
@@ -341,6 +320,7 @@ impl Serving {
         let config = Config::resolve(args)?;
         let settings = self.source.settings(&config)?;
         let discovery = Discovery::new(selectors(&config)?).map_err(|e| anyhow::anyhow!("{e}"))?;
+        self.named = config.pids.iter().copied().collect();
         // The new discovery has seen nothing yet, so everything it finds comes as added: what
         // runs but is not found any more is stopped here.
         self.discovery = discovery;
@@ -417,6 +397,7 @@ impl Serving {
                     id: TargetId::Sim(self.next_sim),
                     comm: spec.trim_start_matches("builtin:").to_string(),
                     cgroup: String::new(),
+                    named: true,
                 };
                 self.supervisor.start(
                     key,
@@ -496,6 +477,7 @@ impl Serving {
     ) -> Result<String, String> {
         may_monitor(caller, pid).map_err(|e| e.to_string())?;
         let found = self.discovery.add_pid(pid).map_err(|e| e.to_string())?;
+        self.named.insert(pid);
         self.removed.remove(&process_key(&found));
         let labels = self.start_process(&found, settings);
         Ok(format!("serving {labels}"))

@@ -28,6 +28,11 @@ pub enum PerfError {
     )]
     ParanoidTooHigh { paranoid: i32 },
 
+    #[error(
+        "sampling every process needs root or CAP_PERFMON (kernel.perf_event_paranoid is {paranoid}): run as root, or monitor your own processes with `udamon record --pid`"
+    )]
+    CpuWideDenied { paranoid: String },
+
     #[error("{event} is not supported by this kernel or machine ({cause}): {advice}")]
     Unsupported {
         event: String,

@@ -92,6 +92,29 @@ pub(crate) fn open_error(e: io::Error, spec: &EventSpec, pid: u32, nr_events: us
     }
 }
 
+/// The error for a failed perf_event_open of `spec` on a whole CPU (every process).
+pub(crate) fn cpu_wide_error(e: io::Error, spec: &EventSpec) -> PerfError {
+    match e.raw_os_error() {
+        Some(libc::EACCES | libc::EPERM) => PerfError::CpuWideDenied {
+            paranoid: paranoid().map_or("unknown".into(), |p| p.to_string()),
+        },
+        Some(libc::EMFILE | libc::ENFILE) => PerfError::TooManyFiles {
+            events: online_cpus().map_or(1, |c| c.len()),
+        },
+        Some(libc::ENOENT | libc::ENODEV | libc::EOPNOTSUPP | libc::EINVAL | libc::E2BIG) => {
+            PerfError::Unsupported {
+                event: spec.name.clone(),
+                cause: e,
+                advice: spec.advice,
+            }
+        }
+        _ => PerfError::io(
+            format!("perf_event_open for {} on every process", spec.name),
+            e,
+        ),
+    }
+}
+
 fn permission_error(e: io::Error, spec: &EventSpec, pid: u32) -> PerfError {
     if !perf_privileged() {
         match paranoid() {

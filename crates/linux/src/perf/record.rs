@@ -274,6 +274,27 @@ pub(crate) fn parse(rec: &[u8], layout: Layout, cpu: u32) -> Option<PerfRecord> 
     })
 }
 
+/// The process a record is about, read without parsing the rest (nothing allocated): what a
+/// sampler of every process checks before it parses a record of one it does not serve.
+/// `None` for records about no process in particular (lost, throttled) and for records too
+/// short to tell.
+pub(crate) fn pid(rec: &[u8], layout: Layout) -> Option<u32> {
+    let (ty, _, _) = header(rec.first_chunk::<HEADER>()?);
+    let body = &rec[HEADER..];
+    let at = match ty {
+        // IP comes before TID when sampled.
+        b::PERF_RECORD_SAMPLE if layout.sample_type & b::PERF_SAMPLE_IP as u64 != 0 => 8,
+        b::PERF_RECORD_SAMPLE => 0,
+        b::PERF_RECORD_COMM
+        | b::PERF_RECORD_MMAP
+        | b::PERF_RECORD_MMAP2
+        | b::PERF_RECORD_FORK
+        | b::PERF_RECORD_EXIT => 0,
+        _ => return None,
+    };
+    Fields(body.get(at..)?).u32()
+}
+
 /// `PERF_RECORD_SAMPLE`: the fields present are those of `sample_type`, in the kernel's fixed
 /// order (IP, TID, TIME, ADDR, ..., CALLCHAIN, ..., REGS_USER, ..., PHYS_ADDR). Only the user
 /// part of a call chain is kept.
@@ -393,6 +414,30 @@ pub(crate) mod tests {
 
     pub(crate) fn layout() -> Layout {
         REGS_LAYOUT
+    }
+
+    #[test]
+    fn the_pid_is_read_without_parsing() {
+        assert_eq!(
+            pid(&sample_bytes(10, 11, 12345, 0x401000), REGS_LAYOUT),
+            Some(10)
+        );
+        let no_ip = Layout {
+            sample_type: (b::PERF_SAMPLE_TID | b::PERF_SAMPLE_TIME) as u64,
+        };
+        let bare = record(b::PERF_RECORD_SAMPLE, 0, &trailer(7, 8, 9));
+        assert_eq!(pid(&bare, no_ip), Some(7));
+        let exit = [u64s(&[]), trailer(42, 41, 0), trailer(42, 41, 5)].concat();
+        assert_eq!(
+            pid(&record(b::PERF_RECORD_EXIT, 0, &exit), REGS_LAYOUT),
+            Some(42)
+        );
+        let lost = [u64s(&[1, 3]), trailer(0, 0, 5)].concat();
+        assert_eq!(
+            pid(&record(b::PERF_RECORD_LOST, 0, &lost), REGS_LAYOUT),
+            None
+        );
+        assert_eq!(pid(&[1, 2, 3], REGS_LAYOUT), None);
     }
 
     #[test]

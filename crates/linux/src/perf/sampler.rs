@@ -52,7 +52,7 @@ impl Default for SamplerConfig {
 
 impl SamplerConfig {
     /// Checked before anything is opened or mounted.
-    fn validate(&self) -> Result<(), PerfError> {
+    pub(super) fn validate(&self) -> Result<(), PerfError> {
         if !self.ring_pages.is_power_of_two() {
             return Err(PerfError::Config(format!(
                 "ring buffer pages must be a power of two, not {}",
@@ -63,7 +63,7 @@ impl SamplerConfig {
     }
 
     /// The event to open: the source's, with call chains when asked for.
-    fn spec(&self, notes: &mut Vec<String>) -> Result<EventSpec, PerfError> {
+    pub(super) fn spec(&self, notes: &mut Vec<String>) -> Result<EventSpec, PerfError> {
         let mut spec = self.source.resolve(notes)?;
         if self.call_stacks {
             spec.sample_type |= sys::bindings::PERF_SAMPLE_CALLCHAIN as u64;
@@ -82,6 +82,8 @@ pub struct Counters {
     pub throttled: u64,
     /// Records of types udamon does not use, or damaged ones.
     pub skipped: u64,
+    /// Records of processes not asked for, skipped unread (a sampler of every process).
+    pub others: u64,
 }
 
 /// What [`Sampler::poll`] saw.
@@ -288,24 +290,14 @@ impl Sampler {
     /// Hands every published record to `f`, ring by ring (CPU by CPU). Within one CPU records
     /// are in time order; across CPUs they are not (see [`Sampler::drain_sorted`]). Samples
     /// are not allocated; exec/comm/mmap records allocate their strings.
-    pub fn drain(&mut self, mut f: impl FnMut(PerfRecord)) {
-        let layout = self.layout;
-        let counters = &mut self.counters;
-        for (cpu, ring) in &mut self.rings {
-            let drained = ring.drain(|bytes| match record::parse(bytes, layout, *cpu) {
-                Some(rec) => {
-                    match rec {
-                        PerfRecord::Sample(_) => counters.samples += 1,
-                        PerfRecord::Lost { lost, .. } => counters.lost += lost,
-                        PerfRecord::Throttle { .. } => counters.throttled += 1,
-                        _ => {}
-                    }
-                    f(rec)
-                }
-                None => counters.skipped += 1,
-            });
-            counters.skipped += u64::from(drained.corrupt);
-        }
+    pub fn drain(&mut self, f: impl FnMut(PerfRecord)) {
+        drain_rings(
+            &mut self.rings,
+            self.layout,
+            &mut self.counters,
+            |_| true,
+            f,
+        );
     }
 
     /// Appends every published record to `out` and sorts the appended part by time (stable:
@@ -373,6 +365,39 @@ impl Sampler {
                 cpu_time: tv(ru.ru_utime) + tv(ru.ru_stime),
             }));
         }
+    }
+}
+
+/// Hands every published record of `rings` whose process `wanted` takes (and every record about
+/// no process in particular) to `f`, ring by ring, counting into `counters`. Records of other
+/// processes are skipped unparsed.
+pub(super) fn drain_rings(
+    rings: &mut [(u32, Ring)],
+    layout: Layout,
+    counters: &mut Counters,
+    wanted: impl Fn(u32) -> bool,
+    mut f: impl FnMut(PerfRecord),
+) {
+    for (cpu, ring) in rings {
+        let drained = ring.drain(|bytes| {
+            if record::pid(bytes, layout).is_some_and(|pid| !wanted(pid)) {
+                counters.others += 1;
+                return;
+            }
+            match record::parse(bytes, layout, *cpu) {
+                Some(rec) => {
+                    match rec {
+                        PerfRecord::Sample(_) => counters.samples += 1,
+                        PerfRecord::Lost { lost, .. } => counters.lost += lost,
+                        PerfRecord::Throttle { .. } => counters.throttled += 1,
+                        _ => {}
+                    }
+                    f(rec)
+                }
+                None => counters.skipped += 1,
+            }
+        });
+        counters.skipped += u64::from(drained.corrupt);
     }
 }
 

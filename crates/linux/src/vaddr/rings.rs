@@ -27,7 +27,7 @@ pub(crate) enum FeedMsg {
 pub(crate) struct Feed(Rc<RefCell<VecDeque<FeedMsg>>>);
 
 impl Feed {
-    fn send(&self, msg: FeedMsg) {
+    pub(crate) fn send(&self, msg: FeedMsg) {
         self.0.borrow_mut().push_back(msg);
     }
 

@@ -28,6 +28,7 @@ pub struct File {
     pub update: Option<String>,
     pub min_regions: Option<u32>,
     pub max_regions: Option<u32>,
+    pub process_series: Option<usize>,
     pub records: Option<Records>,
 }
 
@@ -61,10 +62,13 @@ pub struct Config {
     /// The intervals and region bounds, as `record`'s flags give them.
     pub monitoring: crate::cli::MonitoringArgs,
     pub records: Option<RecordsConfig>,
+    /// Processes with series of their own besides those named (docs/serve.md, "Metrics").
+    pub process_series: usize,
 }
 
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:9580";
 const DEFAULT_RESCAN_US: u64 = 2_000_000;
+const DEFAULT_PROCESS_SERIES: usize = 50;
 /// Rotation defaults: hourly, as damo splits its records, and 1 GiB of records in all.
 const DEFAULT_ROTATE_US: u64 = 3_600_000_000;
 const DEFAULT_RETAIN_BYTES: u64 = 1 << 30;
@@ -186,6 +190,10 @@ impl Config {
             rescan_us,
             monitoring,
             records,
+            process_series: args
+                .process_series
+                .or(file.process_series)
+                .unwrap_or(DEFAULT_PROCESS_SERIES),
         })
     }
 }

@@ -1,11 +1,36 @@
-//! The served targets' windows as Prometheus metrics: the exporter as the serving loop's
+//! The served targets' windows as Prometheus metrics: the exporter as the monitoring loop's
 //! [`Sink`].
+//!
+//! **Bounded label sets.** Every served process counts in its cgroup's series
+//! (`udamon_cgroup_*`, labelled by the cgroup alone), whatever their number. Series of a
+//! process of its own (labelled `pid`, `comm`, `cgroup`) exist only for the processes named
+//! (`--pid`, `udamon ctl add`) and for the `process_series` largest others by resident memory,
+//! chosen again at every publication: a host of ten thousand processes exports as many series
+//! as one of a hundred. A process that drops out of the largest loses its series (its
+//! counters start again if it comes back, which Prometheus reads as a reset).
 
-use super::target::{Labels, Sink, Told};
-use udamon_core::Context;
-use udamon_exporter::{Exporter, TargetLabels, observe};
+use super::engine::Sink;
+use super::target::Labels;
+use std::collections::{BTreeMap, BTreeSet};
+use udamon_exporter::{Exporter, Observation, TargetLabels, aggregate};
 
-pub struct ExporterSink(pub Exporter);
+pub struct ExporterSink {
+    pub exporter: Exporter,
+    /// Processes with series of their own besides those named.
+    pub process_series: usize,
+    /// The targets whose series are exported now.
+    exported: BTreeSet<Labels>,
+}
+
+impl ExporterSink {
+    pub fn new(exporter: Exporter, process_series: usize) -> Self {
+        ExporterSink {
+            exporter,
+            process_series,
+            exported: BTreeSet::new(),
+        }
+    }
+}
 
 fn labels_of(labels: &Labels) -> TargetLabels {
     TargetLabels {
@@ -15,15 +40,90 @@ fn labels_of(labels: &Labels) -> TargetLabels {
     }
 }
 
+/// The targets that get series of their own: every one named, and the `n` largest others by
+/// resident memory (by monitored memory where residency is unknown).
+fn with_own_series<'a>(
+    targets: &[(&'a Labels, &'a Observation)],
+    n: usize,
+) -> BTreeSet<&'a Labels> {
+    let mut others: Vec<&(&Labels, &Observation)> =
+        targets.iter().filter(|(l, _)| !l.named).collect();
+    others.sort_by_key(|(l, o)| {
+        (
+            std::cmp::Reverse(o.resident_bytes.unwrap_or(o.monitored_bytes)),
+            *l,
+        )
+    });
+    targets
+        .iter()
+        .filter(|(l, _)| l.named)
+        .chain(others.into_iter().take(n))
+        .map(|(l, _)| *l)
+        .collect()
+}
+
 impl Sink for ExporterSink {
-    fn window(&self, labels: &Labels, ctx: &Context, told: &Told) {
-        let observation = observe(ctx, 0)
-            .with_source_counters(told.counters.clone())
-            .with_resident_bytes(told.resident_bytes);
-        self.0.update(&labels_of(labels), &observation);
+    fn publish(&mut self, targets: &[(&Labels, &Observation)], served: usize) {
+        let chosen = with_own_series(targets, self.process_series);
+        for (labels, obs) in targets {
+            if chosen.contains(labels) {
+                self.exporter.update(&labels_of(labels), obs);
+            }
+        }
+        let now: BTreeSet<Labels> = chosen.into_iter().cloned().collect();
+        for gone in self.exported.difference(&now) {
+            self.exporter.remove(&labels_of(gone));
+        }
+        self.exported = now;
+        let mut cgroups: BTreeMap<&String, Vec<&Observation>> = BTreeMap::new();
+        for (labels, obs) in targets {
+            if !labels.cgroup.is_empty() {
+                cgroups.entry(&labels.cgroup).or_default().push(obs);
+            }
+        }
+        let groups: Vec<(String, udamon_exporter::GroupObservation)> = cgroups
+            .into_iter()
+            .map(|(cgroup, members)| (cgroup.clone(), aggregate(members)))
+            .collect();
+        self.exporter
+            .publish_cgroups(groups.iter().map(|(c, g)| (c, g)));
+        self.exporter.set_targets(served);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::serve::target::TargetId;
+
+    fn labels(pid: u32, named: bool) -> Labels {
+        Labels {
+            id: TargetId::Pid(pid),
+            comm: "p".into(),
+            cgroup: "/c".into(),
+            named,
+        }
     }
 
-    fn gone(&self, labels: &Labels) {
-        self.0.remove(&labels_of(labels));
+    fn resident(bytes: u64) -> Observation {
+        Observation {
+            resident_bytes: Some(bytes),
+            ..Observation::default()
+        }
+    }
+
+    #[test]
+    fn the_named_and_the_largest_processes_get_series_of_their_own() {
+        let (a, b, c, d) = (
+            labels(1, false),
+            labels(2, true),
+            labels(3, false),
+            labels(4, false),
+        );
+        let (small, big, bigger) = (resident(1), resident(100), resident(200));
+        let targets = [(&a, &big), (&b, &small), (&c, &bigger), (&d, &small)];
+        let chosen = with_own_series(&targets, 2);
+        assert_eq!(chosen, [&a, &b, &c].into_iter().collect());
+        assert_eq!(with_own_series(&targets, 0), [&b].into_iter().collect());
     }
 }

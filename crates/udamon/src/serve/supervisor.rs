@@ -1,14 +1,15 @@
-//! The served targets: starting one on a thread of its own, telling it what to change,
-//! stopping it, and collecting the threads of targets that ended, so that none outlives its
-//! target.
+//! The served targets as the serving loop sees them: which are served, under which labels, and
+//! the orders that start, stop, ask and end them, carried out by the monitoring loop
+//! ([`super::engine`]) on its one thread.
 
+use super::engine::{self, Msg, Sink};
 use super::records::RecordPolicy;
-use super::target::{self, Command, Labels, Reply, Sink, Start, TargetSettings};
+use super::target::{Command, Labels, Reply, Start, TargetSettings};
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc::{self, Sender};
+use std::sync::mpsc::{self, Receiver, Sender};
 use std::thread::JoinHandle;
+use udamon_linux::perf::SamplerConfig;
 
 /// What identifies a served target across its life: a process by pid and start time (a pid
 /// reused by another process is another target), a simulated workload by a number of its own.
@@ -18,126 +19,97 @@ pub enum Key {
     Sim(u64),
 }
 
-struct Running {
-    labels: Labels,
-    stop: Arc<AtomicBool>,
-    commands: Sender<Command>,
-    thread: JoinHandle<()>,
-}
-
 pub struct Supervisor {
-    running: BTreeMap<Key, Running>,
-    sink: Arc<dyn Sink>,
-    records: Option<Arc<RecordPolicy>>,
+    /// The targets served, from their start until the monitoring loop says they ended.
+    running: BTreeMap<Key, Labels>,
+    orders: Sender<Msg>,
+    ended: Receiver<Key>,
+    engine: Option<JoinHandle<()>>,
 }
 
 impl Supervisor {
-    pub fn new(sink: Arc<dyn Sink>, records: Option<Arc<RecordPolicy>>) -> Self {
-        Supervisor {
+    /// Starts the monitoring loop: processes sampled with `config`, windows published to
+    /// `sink`, records kept by `records`.
+    pub fn new(
+        config: SamplerConfig,
+        sink: Box<dyn Sink>,
+        records: Option<Arc<RecordPolicy>>,
+    ) -> std::io::Result<Self> {
+        let (orders, taken) = mpsc::channel();
+        let (tell_ended, ended) = mpsc::channel();
+        let engine = std::thread::Builder::new()
+            .name("udamon monitor".into())
+            .spawn(move || engine::run(config, sink, records, taken, tell_ended))?;
+        Ok(Supervisor {
             running: BTreeMap::new(),
-            sink,
-            records,
-        }
+            orders,
+            ended,
+            engine: Some(engine),
+        })
     }
 
-    /// Starts monitoring a target on its own thread (nothing if it is served already).
+    /// Starts monitoring a target (nothing if it is served already).
     pub fn start(&mut self, key: Key, labels: Labels, start: Start, settings: TargetSettings) {
         if self.running.contains_key(&key) {
             return;
         }
-        let stop = Arc::new(AtomicBool::new(false));
-        let (commands, receiver) = mpsc::channel();
-        let thread_stop = Arc::clone(&stop);
-        let sink = Arc::clone(&self.sink);
-        let records = self.records.clone();
-        let thread_labels = labels.clone();
-        let spawned = std::thread::Builder::new()
-            .name(format!("udamon {}", labels.comm))
-            .spawn(move || {
-                target::serve_target(
-                    thread_labels,
-                    start,
-                    settings,
-                    sink,
-                    records,
-                    receiver,
-                    thread_stop,
-                )
-            });
-        match spawned {
-            Ok(thread) => {
-                self.running.insert(
-                    key,
-                    Running {
-                        labels,
-                        stop,
-                        commands,
-                        thread,
-                    },
-                );
-            }
-            Err(e) => super::log::error(&format!("{labels}: cannot start a thread: {e}")),
-        }
+        self.running.insert(key, labels.clone());
+        let _ = self.orders.send(Msg::Start {
+            key,
+            labels,
+            start,
+            settings,
+        });
     }
 
-    /// Asks a target to stop; its thread ends after its current step.
+    /// Stops a target; its record is completed.
     pub fn stop(&mut self, key: &Key) {
-        if let Some(r) = self.running.get(key) {
-            r.stop.store(true, Ordering::Relaxed);
+        if self.running.contains_key(key) {
+            let _ = self.orders.send(Msg::Stop(*key));
         }
     }
 
-    /// Collects the threads of targets that ended; returns their keys.
+    /// Forgets the targets that ended; returns their keys.
     pub fn reap(&mut self) -> Vec<Key> {
-        let ended: Vec<Key> = self
-            .running
-            .iter()
-            .filter(|(_, r)| r.thread.is_finished())
-            .map(|(k, _)| *k)
-            .collect();
+        let ended: Vec<Key> = self.ended.try_iter().collect();
         for key in &ended {
-            if let Some(r) = self.running.remove(key) {
-                let _ = r.thread.join();
-            }
+            self.running.remove(key);
         }
         ended
     }
 
     /// The served targets, in key order.
     pub fn targets(&self) -> impl Iterator<Item = (&Key, &Labels)> {
-        self.running.iter().map(|(k, r)| (k, &r.labels))
+        self.running.iter()
     }
 
     pub fn len(&self) -> usize {
         self.running.len()
     }
 
-    /// Sends `make(reply)` to target `key`; the reply comes on the receiver returned, or the
-    /// error says the target is not served.
+    /// Sends `make(reply)` to target `key`; the reply comes on the receiver returned (which
+    /// hangs up if the target ends first), or the error says the target is not served.
     pub fn ask(
         &self,
         key: &Key,
         make: impl FnOnce(Reply) -> Command,
     ) -> Result<mpsc::Receiver<Result<String, String>>, String> {
-        let running = self
+        let labels = self
             .running
             .get(key)
             .ok_or_else(|| "no such target: `udamon ctl targets` lists them".to_string())?;
         let (reply, receiver) = mpsc::channel();
-        running
-            .commands
-            .send(make(reply))
-            .map_err(|_| format!("{}: it is ending", running.labels))?;
+        self.orders
+            .send(Msg::Ask(*key, make(reply)))
+            .map_err(|_| format!("{labels}: it is ending"))?;
         Ok(receiver)
     }
 
     /// Stops every target and waits for each to finish its record.
     pub fn stop_all(mut self) {
-        for r in self.running.values() {
-            r.stop.store(true, Ordering::Relaxed);
-        }
-        for (_, r) in std::mem::take(&mut self.running) {
-            let _ = r.thread.join();
+        let _ = self.orders.send(Msg::StopAll);
+        if let Some(engine) = self.engine.take() {
+            let _ = engine.join();
         }
     }
 }

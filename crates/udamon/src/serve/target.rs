@@ -1,29 +1,32 @@
-//! One served target: a process (or a simulated workload) monitored on a thread of its own, by
-//! the core's one loop, until it ends or is told to stop.
+//! One served target: a process (or a simulated workload) with its own context, intervals,
+//! schemes and record, stepped by the service's one loop ([`super::engine`]) as its samples
+//! come, and asleep while it has none.
 //!
-//! A thread per target keeps targets apart: each has its own context, intervals and schemes,
-//! one that is slow to attach or to symbolize holds no other back, and one that leaves takes
-//! everything it owned with it (its regions, its events, its record, its metrics), so that a
-//! week of targets coming and going leaves nothing behind. The operations set is built on the
-//! thread itself: a live process's sampler is not meant to move between threads.
+//! A [`Running`] target publishes every aggregation window as an [`Observation`] for the
+//! metrics, drains its operations' events whether or not a record is kept (so they never pile
+//! up), writes its record through [`Rotation`] when records are on, and takes [`Command`]s
+//! between steps, where the core lets a running context change. Everything it owns goes with
+//! it (its regions, its samples, its record, its series), so that a week of targets coming and
+//! going leaves nothing behind.
 //!
-//! The thread publishes every aggregation window to the [`Sink`] (the metrics), drains the
-//! operations' events whether or not a record is kept (so they never pile up), writes the
-//! record through [`Rotation`] when records are on, and takes [`Command`]s between steps, where
-//! the core lets a running context change.
+//! **Asleep.** A live target whose samplers delivered nothing since its window began (its
+//! process did not run) is not stepped: it stops at the end of that window, and the windows
+//! that pass while nothing comes are passed at once when it is next needed (records arrive, a
+//! command, a publication, its record), each region ageing by the windows passed
+//! ([`Context::pass_idle_windows`]). A thousand sleeping processes so cost nothing per window.
+//! A target with schemes never sleeps: its schemes must see idle memory age window by window.
 
+use super::engine::Hub;
 use super::log;
 use super::records::{RecordPolicy, Rotation};
 use crate::monitor::{EventSource, RecordedOps};
 use std::collections::BTreeMap;
 use std::ops::ControlFlow;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc::{Receiver, Sender, TryRecvError};
-use std::time::Duration;
+use std::sync::mpsc::Sender;
 use udamon_core::damos::{MetricSource, Scheme};
-use udamon_core::{Attrs, Callbacks, Clock, Context, Flow, RunError, StopReason, Target};
-use udamon_linux::vaddr;
+use udamon_core::{Attrs, Callbacks, Context, Flow, RunError, StopReason, Target, VirtualClock};
+use udamon_exporter::Observation;
 use udamon_record::model::{AccessSource, EventKind, Frame, TargetInfo};
 use udamon_record::recorder::snapshot_from_context;
 
@@ -35,6 +38,8 @@ pub struct Labels {
     pub comm: String,
     /// The cgroup v2 path it was found in; empty when not selected by cgroup.
     pub cgroup: String,
+    /// Named by `--pid` or `udamon ctl add`: it always has series of its own. Not a label.
+    pub named: bool,
 }
 
 /// A target as `udamon ctl` and the metrics' `pid` label name it: a process id, or `sim:N`
@@ -64,15 +69,6 @@ impl std::fmt::Display for Labels {
     }
 }
 
-/// Where each aggregation window of every target goes: the metrics.
-pub trait Sink: Send + Sync {
-    /// Target `labels`' window just completed in `ctx` (its only target is index 0), with what
-    /// its operations told besides.
-    fn window(&self, labels: &Labels, ctx: &Context, told: &Told);
-    /// The target ended or was removed: forget it.
-    fn gone(&self, labels: &Labels);
-}
-
 /// What a target's operations told through their events, for the metrics.
 #[derive(Debug, Default, Clone)]
 pub struct Told {
@@ -82,32 +78,35 @@ pub struct Told {
     pub resident_bytes: Option<u64>,
 }
 
-/// A target's monitoring, ready to start: what [`Start`] builds on the target's thread.
+/// A target's monitoring, ready to start: what [`Start`] builds on the service's loop.
 pub struct Monitored {
     pub ops: Box<dyn RecordedOps>,
-    pub clock: Box<dyn Clock>,
     pub target: Target,
     pub info: TargetInfo,
     pub source: AccessSource,
-    /// The context's time at the start (its clock's time line).
+    /// The context's time at the start (its time line).
     pub start_us: u64,
     /// Where quota goals and watermarks read system metrics (none: upstream's fallbacks).
     pub metrics: Option<Box<dyn MetricSource>>,
-    /// A live process: scheme actions must be ones user space can do.
-    pub live: bool,
-    /// How long its clock sleeps between wake-ups, kept at [`wake_batch`] of the window.
-    pub batch: Option<vaddr::Batch>,
+    /// What drives its time.
+    pub pace: Pace,
 }
 
-/// How long a served target's clock sleeps between wake-ups: half its aggregation window,
-/// rather than every 50 ms. With many targets, wake-ups are most of the service's cost, and a
-/// window is still published within half a window of its end.
-pub fn wake_batch(aggr_interval_us: u64) -> Duration {
-    Duration::from_micros(aggr_interval_us / 2).max(vaddr::BATCH)
+/// How a target's time passes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Pace {
+    /// A live process of the shared samplers (`pid`): its time is CLOCK_MONOTONIC, stepped as
+    /// far as they were drained. It sleeps while it gets nothing.
+    Live { pid: u32 },
+    /// A simulation in real time: its time line starts at 0 when it starts.
+    RealTime { origin: std::time::Instant },
+    /// A simulation in virtual time: as fast as the loop gives it time.
+    Fast,
 }
 
-/// Builds a target's operations on its thread; fails with a one-line reason.
-pub type Start = Box<dyn FnOnce(&Arc<AtomicBool>) -> Result<Monitored, String> + Send>;
+/// Builds a target's operations on the service's loop, with its shared samplers; fails with
+/// a one-line reason.
+pub type Start = Box<dyn FnOnce(&mut Hub) -> Result<Monitored, String> + Send>;
 
 /// What a target is monitored with: the serve-wide settings, copied at its start.
 #[derive(Debug, Clone)]
@@ -160,22 +159,20 @@ pub enum Command {
     Status(Reply),
 }
 
-/// The callbacks of a served target's loop.
+/// The callbacks of a served target's steps.
 struct Served {
     labels: Labels,
-    sink: Arc<dyn Sink>,
     events: EventSource,
     told: Told,
     rotation: Option<Rotation>,
-    commands: Receiver<Command>,
-    stop: Arc<AtomicBool>,
     start_us: u64,
     windows: u64,
     /// The last complete window, for [`Command::Snapshot`].
     last: Option<Frame>,
+    /// The last complete window, as the metrics show it.
+    observation: Option<Observation>,
     header: udamon_record::model::Header,
     live: bool,
-    batch: Option<vaddr::Batch>,
 }
 
 impl Served {
@@ -202,13 +199,7 @@ impl Served {
                 let attrs = tune.apply_to(ctx.attrs());
                 let result = ctx
                     .set_attrs(attrs)
-                    .map(|()| {
-                        // A shorter window must not wait out the old one's batch.
-                        if let Some(batch) = &self.batch {
-                            batch.set(wake_batch(attrs.aggr_interval_us));
-                        }
-                        format!("{}: {}", self.labels, describe(ctx))
-                    })
+                    .map(|()| format!("{}: {}", self.labels, describe(ctx)))
                     .map_err(|e| format!("{}: {e}", self.labels));
                 let _ = reply.send(result);
             }
@@ -298,21 +289,18 @@ fn describe(ctx: &Context) -> String {
     )
 }
 
-impl Callbacks for Served {
-    fn control(&mut self, ctx: &mut Context) -> Flow {
-        if self.stop.load(Ordering::Relaxed) {
-            return Ok(ControlFlow::Break(()));
-        }
-        loop {
-            match self.commands.try_recv() {
-                Ok(command) => self.answer(ctx, command),
-                Err(TryRecvError::Empty) => return Ok(ControlFlow::Continue(())),
-                // The supervisor is gone: nobody serves this target any more.
-                Err(TryRecvError::Disconnected) => return Ok(ControlFlow::Break(())),
-            }
-        }
+impl Served {
+    /// The window just completed (or passed idle), as the metrics show it.
+    fn observe(&mut self, ctx: &Context) {
+        self.observation = Some(
+            udamon_exporter::observe(ctx, 0)
+                .with_source_counters(self.told.counters.clone())
+                .with_resident_bytes(self.told.resident_bytes),
+        );
     }
+}
 
+impl Callbacks for Served {
     fn after_sampling(&mut self, _ctx: &Context) -> Flow {
         self.drain_events()?;
         Ok(ControlFlow::Continue(()))
@@ -325,7 +313,7 @@ impl Callbacks for Served {
 
     fn after_aggregation(&mut self, ctx: &Context) -> Flow {
         self.windows += 1;
-        self.sink.window(&self.labels, ctx, &self.told);
+        self.observe(ctx);
         self.last = Some(Frame::Snapshot(snapshot_from_context(ctx, self.start_us)));
         match &mut self.rotation {
             Some(rotation) => rotation.after_aggregation(ctx),
@@ -334,91 +322,260 @@ impl Callbacks for Served {
     }
 }
 
-/// Monitors the target `start` builds until it ends, `stop` is raised, or the supervisor goes.
-/// Everything ends with it: its metrics are withdrawn and its record finished.
-pub fn serve_target(
-    labels: Labels,
-    start: Start,
-    settings: TargetSettings,
-    sink: Arc<dyn Sink>,
-    records: Option<Arc<RecordPolicy>>,
-    commands: Receiver<Command>,
-    stop: Arc<AtomicBool>,
-) {
-    let outcome = run(&labels, start, settings, &sink, records, commands, stop);
-    sink.gone(&labels);
-    match outcome {
-        Ok(why) => log::info(&format!("{labels}: monitoring ended: {why}")),
-        Err(why) => log::warn(&format!("{labels}: {why}")),
+/// A served target, started: stepped by the loop until it ends or is stopped.
+pub struct Running {
+    pub labels: Labels,
+    ctx: Context,
+    ops: Box<dyn RecordedOps>,
+    served: Served,
+    pub pace: Pace,
+    /// Not stepped until something comes for it (see the module documentation).
+    asleep: bool,
+    /// Every record delivered to it so far was stamped before this time (µs): the time it
+    /// was last heard of.
+    heard_to_us: u64,
+    /// While it sleeps: no record delivered since it fell asleep was stamped before this time.
+    woken_at_us: Option<u64>,
+}
+
+impl Running {
+    /// Builds the target's monitoring with `start` and starts its context.
+    pub fn start(
+        labels: Labels,
+        start: Start,
+        settings: TargetSettings,
+        records: Option<Arc<RecordPolicy>>,
+        hub: &mut Hub,
+    ) -> Result<Running, String> {
+        let Monitored {
+            ops,
+            target,
+            info,
+            source,
+            start_us,
+            metrics,
+            pace,
+        } = start(hub)?;
+        let mut ctx = Context::new(settings.attrs, settings.seed).map_err(|e| e.to_string())?;
+        ctx.set_start_time_us(start_us);
+        if let Some(metrics) = metrics {
+            ctx.set_metric_source(metrics);
+        }
+        for scheme in settings.schemes {
+            ctx.add_scheme(scheme).map_err(|e| e.to_string())?;
+        }
+        ctx.add_target(target);
+        let header = crate::monitor::header(&settings.attrs, settings.seed, source, vec![info]);
+        let rotation = match records {
+            Some(policy) => Some(Rotation::open(policy, &labels, header.clone(), start_us)?),
+            None => None,
+        };
+        let served = Served {
+            labels: labels.clone(),
+            events: ops.record_events(),
+            told: Told::default(),
+            rotation,
+            start_us,
+            windows: 0,
+            last: None,
+            observation: None,
+            header,
+            live: matches!(pace, Pace::Live { .. }),
+        };
+        let mut running = Running {
+            labels,
+            ctx,
+            ops,
+            served,
+            pace,
+            asleep: false,
+            heard_to_us: start_us,
+            woken_at_us: None,
+        };
+        running
+            .ctx
+            .start(running.ops.as_mut())
+            .map_err(|e| format!("monitoring failed: {e}"))?;
+        log::info(&format!(
+            "{}: monitoring started; {}",
+            running.labels,
+            describe(&running.ctx)
+        ));
+        Ok(running)
+    }
+
+    /// Where the next sampling interval ends, on its time line.
+    fn next_end_us(&self) -> u64 {
+        self.ctx.now_us() + self.ctx.attrs().sample_interval_us
+    }
+
+    /// Where the current aggregation window ends.
+    fn window_end_us(&self) -> u64 {
+        self.ctx.window_us().0 + self.ctx.attrs().aggr_interval_us
+    }
+
+    /// Records stamped from `from_us` (the last drain's end) to before `to_us` were delivered
+    /// to it.
+    pub fn heard(&mut self, from_us: u64, to_us: u64) {
+        self.heard_to_us = self.heard_to_us.max(to_us);
+        if self.asleep && self.woken_at_us.is_none() {
+            self.woken_at_us = Some(from_us);
+        }
+    }
+
+    /// Steps it through every sampling interval that ended by `due_us` (its time line), or as
+    /// many as `max_steps` allows; a quiet live target stops at a window's end and sleeps.
+    /// Returns why it ended, if it did.
+    pub fn advance(&mut self, due_us: u64, max_steps: usize) -> Option<Ended> {
+        if self.asleep {
+            let Some(woken) = self.woken_at_us.take() else {
+                return None;
+            };
+            // Woken: the whole windows that passed before its records are passed at once.
+            let windows = woken.min(due_us).saturating_sub(self.ctx.now_us())
+                / self.ctx.attrs().aggr_interval_us.max(1);
+            self.pass_idle(windows);
+            self.asleep = false;
+        }
+        let quiet = |r: &Self| {
+            matches!(r.pace, Pace::Live { .. })
+                && r.ctx.schemes().is_empty()
+                && r.ctx.window_us().0 >= r.heard_to_us
+        };
+        // Nothing came since its window began: the window is stepped only once it is over.
+        if quiet(self) && self.window_end_us() > due_us {
+            return None;
+        }
+        for _ in 0..max_steps {
+            if self.next_end_us() > due_us {
+                break;
+            }
+            let windows = self.served.windows;
+            match self
+                .ctx
+                .step(self.ops.as_mut(), &mut VirtualClock, &mut self.served)
+            {
+                Ok(ControlFlow::Continue(())) => {}
+                Ok(ControlFlow::Break(StopReason::NoValidTarget)) => {
+                    return Some(Ended::normally("the target ended"));
+                }
+                Ok(ControlFlow::Break(StopReason::Requested)) => {
+                    return Some(Ended::normally("stopped on request"));
+                }
+                Err(e) => {
+                    return Some(Ended {
+                        why: why_failed(&e),
+                        failed: true,
+                    });
+                }
+            }
+            if self.served.windows != windows && quiet(self) {
+                self.asleep = true;
+                break;
+            }
+        }
+        None
+    }
+
+    /// Passes the whole windows that ended by `due_us` while it sleeps, so that its metrics
+    /// and record are as of now.
+    pub fn catch_up(&mut self, due_us: u64) {
+        // Not past records waiting for it.
+        let due_us = self.woken_at_us.map_or(due_us, |w| w.min(due_us));
+        if self.asleep && self.window_end_us() <= due_us {
+            let windows = (due_us - self.ctx.now_us()) / self.ctx.attrs().aggr_interval_us.max(1);
+            self.pass_idle(windows);
+        }
+    }
+
+    /// Passes `n` idle windows: at once, or one by one when each is recorded.
+    fn pass_idle(&mut self, n: u64) {
+        if n == 0 {
+            return;
+        }
+        if self.served.rotation.is_some() {
+            for _ in 0..n {
+                match self.ctx.pass_idle_window(&mut self.served) {
+                    Ok(true) => {}
+                    Ok(false) => return,
+                    Err(e) => {
+                        log::warn(&format!(
+                            "{}: {}; its record ends here",
+                            self.labels,
+                            why_failed(&e)
+                        ));
+                        self.served.rotation = None;
+                    }
+                }
+            }
+        } else if self.ctx.pass_idle_windows(n) {
+            self.served.windows += n;
+            self.served.observe(&self.ctx);
+        }
+    }
+
+    /// Whether it sleeps now.
+    pub fn is_asleep(&self) -> bool {
+        self.asleep
+    }
+
+    /// Its time line's now: the end of its last step (or of the idle windows passed).
+    pub fn now_us(&self) -> u64 {
+        self.ctx.now_us()
+    }
+
+    /// Its last window, as the metrics show it.
+    pub fn observation(&self) -> Option<&Observation> {
+        self.served.observation.as_ref()
+    }
+
+    /// Answers a command now, waking it first: what it answers is as of now.
+    pub fn answer(&mut self, command: Command, due_us: u64) {
+        self.catch_up(due_us);
+        self.served.answer(&mut self.ctx, command);
+    }
+
+    /// Ends its monitoring: its operations' last events, its record finished with why; one
+    /// line in the log says why, a warning when it failed or its record is incomplete.
+    pub fn finish(mut self, ended: &Ended) {
+        let (why, failed) = (ended.why.as_str(), ended.failed);
+        let _ = self.ctx.terminate(self.ops.as_mut(), &mut self.served);
+        // The operations' last events, then why it ended; best effort, as `record` does.
+        let _ = self.served.drain_events();
+        let mut warning = failed.then(|| why.to_string());
+        if let Some(rotation) = self.served.rotation.take()
+            && let Err(e) = rotation.finish(self.ctx.now_us(), why)
+        {
+            warning = Some(format!("its record is incomplete: {e}"));
+        }
+        match warning {
+            None => log::info(&format!("{}: monitoring ended: {why}", self.labels)),
+            Some(w) => log::warn(&format!("{}: {w}", self.labels)),
+        }
     }
 }
 
-fn run(
-    labels: &Labels,
-    start: Start,
-    settings: TargetSettings,
-    sink: &Arc<dyn Sink>,
-    records: Option<Arc<RecordPolicy>>,
-    commands: Receiver<Command>,
-    stop: Arc<AtomicBool>,
-) -> Result<String, String> {
-    let Monitored {
-        mut ops,
-        mut clock,
-        target,
-        info,
-        source,
-        start_us,
-        metrics,
-        live,
-        batch,
-    } = start(&stop)?;
-    let mut ctx = Context::new(settings.attrs, settings.seed).map_err(|e| e.to_string())?;
-    ctx.set_start_time_us(start_us);
-    if let Some(metrics) = metrics {
-        ctx.set_metric_source(metrics);
+/// Why a target's monitoring ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Ended {
+    pub why: String,
+    /// Monitoring failed (its record may be incomplete), rather than ending as it should.
+    pub failed: bool,
+}
+
+impl Ended {
+    pub fn normally(why: &str) -> Ended {
+        Ended {
+            why: why.to_string(),
+            failed: false,
+        }
     }
-    for scheme in settings.schemes {
-        ctx.add_scheme(scheme).map_err(|e| e.to_string())?;
-    }
-    ctx.add_target(target);
-    let header = crate::monitor::header(&settings.attrs, settings.seed, source, vec![info]);
-    let rotation = match records {
-        Some(policy) => Some(Rotation::open(policy, labels, header.clone(), start_us)?),
-        None => None,
-    };
-    log::info(&format!("{labels}: monitoring started; {}", describe(&ctx)));
-    let mut served = Served {
-        labels: labels.clone(),
-        sink: Arc::clone(sink),
-        events: ops.record_events(),
-        told: Told::default(),
-        rotation,
-        commands,
-        stop,
-        start_us,
-        windows: 0,
-        last: None,
-        header,
-        live,
-        batch,
-    };
-    let result = ctx.run(ops.as_mut(), clock.as_mut(), &mut served);
-    let why = match &result {
-        Ok(StopReason::Requested) => "stopped on request".to_string(),
-        Ok(StopReason::NoValidTarget) => "the target ended".to_string(),
-        Err(RunError::Callback(e)) => format!("the record could not be written: {e}"),
-        Err(RunError::Ops(e)) => format!("monitoring failed: {e}"),
-    };
-    // The operations' last events, then why it ended; best effort, as `record` does.
-    let _ = served.drain_events();
-    if let Some(rotation) = served.rotation.take() {
-        rotation
-            .finish(ctx.now_us(), &why)
-            .map_err(|e| format!("its record is incomplete: {e}"))?;
-    }
-    match result {
-        Ok(_) => Ok(why),
-        Err(_) => Err(why),
+}
+
+/// Why a run failed, in a line.
+fn why_failed(e: &RunError) -> String {
+    match e {
+        RunError::Callback(e) => format!("the record could not be written: {e}"),
+        RunError::Ops(e) => format!("monitoring failed: {e}"),
     }
 }

@@ -1,0 +1,310 @@
+//! The service's one monitoring loop: every served target on one thread, whatever their number.
+//!
+//! The loop owns the [`Hub`] (the shared samplers: one per CPU for every process when serve
+//! may, see [`SharedSampling`]) and every [`Running`] target. Every [`TICK`] it drains the
+//! samplers, tells each process what came for it, and steps the targets as far as the samples
+//! were drained; a target nothing came for sleeps and costs nothing (see [`super::target`]).
+//! Every [`PUBLISH`] it hands every target's last window to the [`Sink`] (the metrics),
+//! passing sleepers' idle windows first when they are [`SLEEPER_REFRESH_US`] behind.
+//!
+//! It takes its orders from the serving loop ([`Msg`]): start, stop, a command for a target,
+//! stop everything. A command is answered when it comes, not at the next tick. Targets that
+//! end are reported back, so that the serving loop's list follows.
+
+use super::records::RecordPolicy;
+use super::supervisor::Key;
+use super::target::{Command, Ended, Labels, Pace, Running, Start, TargetSettings};
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender};
+use std::time::{Duration, Instant};
+use udamon_exporter::Observation;
+use udamon_linux::perf::SamplerConfig;
+use udamon_linux::vaddr::{self, SharedSampling, VaddrOps, WalkBudget, monotonic_us};
+
+/// How often the samplers are drained and the targets stepped. Windows are published within
+/// this of their end (the service's per-target clocks used to wake every half window).
+pub const TICK: Duration = Duration::from_millis(200);
+
+/// How often every target's last window goes to the metrics.
+pub const PUBLISH: Duration = Duration::from_secs(1);
+
+/// A sleeping target's metrics are brought up to date when they are this far behind (µs):
+/// its idle time grows and its working set over a horizon shrinks as it sleeps.
+pub const SLEEPER_REFRESH_US: u64 = 10_000_000;
+
+/// Page-table walking time per second for every process together (residency checks and
+/// footprints; see [`WalkBudget`]): 0.2 % of a core, what four processes' own budgets used to
+/// allow at most.
+pub const WALK_RATE: Duration = Duration::from_millis(2);
+
+/// Sampling intervals a simulation in virtual time gets per turn, so that it shares the loop.
+const FAST_SLICE: usize = 2_000;
+
+/// What the serving loop asks of the monitoring loop.
+pub enum Msg {
+    Start {
+        key: Key,
+        labels: Labels,
+        start: Start,
+        settings: TargetSettings,
+    },
+    Stop(Key),
+    Ask(Key, Command),
+    /// Stop every target, completing its record, and end.
+    StopAll,
+}
+
+/// Every target's last window, each time the metrics are published.
+pub trait Sink: Send {
+    /// `targets` are every served target with a window completed; `served` counts them all.
+    fn publish(&mut self, targets: &[(&Labels, &Observation)], served: usize);
+}
+
+/// What targets are built with on the loop: the shared samplers and walking budget.
+pub struct Hub {
+    config: SamplerConfig,
+    sampling: Option<SharedSampling>,
+    walks: WalkBudget,
+}
+
+impl Hub {
+    fn new(config: SamplerConfig) -> Hub {
+        Hub {
+            config,
+            sampling: None,
+            walks: WalkBudget::new(WALK_RATE),
+        }
+    }
+
+    /// The access source every process is sampled with.
+    pub fn config(&self) -> &SamplerConfig {
+        &self.config
+    }
+
+    /// The shared samplers, opened on first use: one per CPU for every process if serve may,
+    /// else one per process.
+    fn sampling(&mut self) -> &mut SharedSampling {
+        self.sampling
+            .get_or_insert_with(|| match SharedSampling::per_cpu(&self.config) {
+                Ok(s) => {
+                    super::log::info(&format!(
+                        "sampling every process with one {} event per CPU",
+                        vaddr::source_name(&self.config.source)
+                    ));
+                    s
+                }
+                Err(e) => {
+                    super::log::info(&format!(
+                        "sampling each process with events of its own ({e})"
+                    ));
+                    SharedSampling::per_process(&self.config)
+                }
+            })
+    }
+
+    /// Starts sampling process `pid`; its operations share the host's walking budget.
+    pub fn attach(&mut self, pid: u32) -> Result<VaddrOps, String> {
+        let mut ops = self.sampling().attach(pid).map_err(|e| e.to_string())?;
+        ops.share_walks(self.walks.clone());
+        Ok(ops)
+    }
+
+    fn detach(&mut self, pid: u32) {
+        if let Some(s) = &mut self.sampling {
+            s.detach(pid);
+        }
+    }
+}
+
+struct Engine {
+    hub: Hub,
+    targets: BTreeMap<Key, Running>,
+    records: Option<Arc<RecordPolicy>>,
+    sink: Box<dyn Sink>,
+    ended: Sender<Key>,
+    /// Every record stamped before this (CLOCK_MONOTONIC µs) was handed over.
+    drained_to_us: u64,
+    next_tick: Instant,
+    next_publish: Instant,
+}
+
+/// Runs the loop until [`Msg::StopAll`] (or the serving loop is gone).
+pub fn run(
+    config: SamplerConfig,
+    sink: Box<dyn Sink>,
+    records: Option<Arc<RecordPolicy>>,
+    orders: Receiver<Msg>,
+    ended: Sender<Key>,
+) {
+    let now = Instant::now();
+    let mut engine = Engine {
+        hub: Hub::new(config),
+        targets: BTreeMap::new(),
+        records,
+        sink,
+        ended,
+        drained_to_us: monotonic_us(),
+        next_tick: now,
+        next_publish: now + PUBLISH,
+    };
+    loop {
+        let fast = engine
+            .targets
+            .values()
+            .any(|r| matches!(r.pace, Pace::Fast));
+        let wait = if fast {
+            Duration::ZERO
+        } else {
+            engine.next_tick.saturating_duration_since(Instant::now())
+        };
+        match orders.recv_timeout(wait) {
+            Ok(Msg::StopAll) | Err(RecvTimeoutError::Disconnected) => break,
+            Ok(msg) => engine.order(msg),
+            Err(RecvTimeoutError::Timeout) => {}
+        }
+        if fast {
+            engine.step_fast();
+        }
+        if Instant::now() >= engine.next_tick {
+            engine.tick();
+        }
+        if Instant::now() >= engine.next_publish {
+            engine.publish();
+        }
+    }
+    let due = engine.drained_to_us;
+    for (key, running) in std::mem::take(&mut engine.targets) {
+        engine.end(key, running, &Ended::normally("stopped on request"), due);
+    }
+}
+
+impl Engine {
+    fn order(&mut self, msg: Msg) {
+        match msg {
+            Msg::Start {
+                key,
+                labels,
+                start,
+                settings,
+            } => {
+                if self.targets.contains_key(&key) {
+                    return;
+                }
+                match Running::start(
+                    labels.clone(),
+                    start,
+                    settings,
+                    self.records.clone(),
+                    &mut self.hub,
+                ) {
+                    Ok(running) => {
+                        self.targets.insert(key, running);
+                    }
+                    Err(why) => {
+                        super::log::warn(&format!("{labels}: {why}"));
+                        if let Key::Process { pid, .. } = key {
+                            self.hub.detach(pid);
+                        }
+                        let _ = self.ended.send(key);
+                    }
+                }
+            }
+            Msg::Stop(key) => {
+                if let Some(running) = self.targets.remove(&key) {
+                    let due = self.drained_to_us;
+                    self.end(key, running, &Ended::normally("stopped on request"), due);
+                }
+            }
+            Msg::Ask(key, command) => {
+                // A target gone meanwhile drops the command, and its caller hears so.
+                let due = self.drained_to_us;
+                if let Some(running) = self.targets.get_mut(&key) {
+                    running.answer(command, due);
+                }
+            }
+            Msg::StopAll => {}
+        }
+    }
+
+    /// Drains the samplers and steps every target that is due.
+    fn tick(&mut self) {
+        self.next_tick = Instant::now() + TICK;
+        let from_us = self.drained_to_us;
+        if let Some(sampling) = &mut self.hub.sampling {
+            let drained = sampling.drain();
+            self.drained_to_us = drained.to_us;
+            for (_, running) in self.targets.iter_mut() {
+                if let Pace::Live { pid } = running.pace
+                    && drained.heard.binary_search(&pid).is_ok()
+                {
+                    running.heard(from_us, drained.to_us);
+                }
+            }
+        } else {
+            self.drained_to_us = monotonic_us();
+        }
+        let mut ended = Vec::new();
+        for (key, running) in self.targets.iter_mut() {
+            let due = match running.pace {
+                Pace::Live { .. } => self.drained_to_us,
+                Pace::RealTime { origin } => origin.elapsed().as_micros() as u64,
+                Pace::Fast => continue,
+            };
+            if let Some(why) = running.advance(due, usize::MAX) {
+                ended.push((*key, why));
+            }
+        }
+        self.end_all(ended);
+    }
+
+    /// Gives every simulation in virtual time a slice of steps.
+    fn step_fast(&mut self) {
+        let mut ended = Vec::new();
+        for (key, running) in self.targets.iter_mut() {
+            if running.pace == Pace::Fast
+                && let Some(why) = running.advance(u64::MAX, FAST_SLICE)
+            {
+                ended.push((*key, why));
+            }
+        }
+        self.end_all(ended);
+    }
+
+    fn end_all(&mut self, ended: Vec<(Key, Ended)>) {
+        let due = self.drained_to_us;
+        for (key, why) in ended {
+            if let Some(running) = self.targets.remove(&key) {
+                self.end(key, running, &why, due);
+            }
+        }
+    }
+
+    /// Finishes a target (its record completed) and tells the serving loop.
+    fn end(&mut self, key: Key, mut running: Running, why: &Ended, due_us: u64) {
+        if let Pace::Live { pid } = running.pace {
+            // Its record covers the windows it slept through.
+            running.catch_up(due_us);
+            self.hub.detach(pid);
+        }
+        running.finish(why);
+        let _ = self.ended.send(key);
+    }
+
+    /// Every target's last window to the metrics, sleepers brought up to date first.
+    fn publish(&mut self) {
+        self.next_publish = Instant::now() + PUBLISH;
+        let due = self.drained_to_us;
+        for running in self.targets.values_mut() {
+            if running.is_asleep() && due.saturating_sub(running.now_us()) >= SLEEPER_REFRESH_US {
+                running.catch_up(due);
+            }
+        }
+        let published: Vec<(&Labels, &Observation)> = self
+            .targets
+            .values()
+            .filter_map(|r| Some((&r.labels, r.observation()?)))
+            .collect();
+        self.sink.publish(&published, self.targets.len());
+    }
+}
