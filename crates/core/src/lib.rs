@@ -12,6 +12,8 @@
 //! - [`absent`]: cutting memory that holds no pages out of accessed regions;
 //! - [`density`]: the test by which sampled sources tell regions' sample densities apart;
 //! - [`recent_samples`]: where a target's samples fell over its last few windows;
+//! - [`census`]: distinct pages touched over a horizon, estimated from samples (for memory
+//!   whose pages are scattered, such as physical memory);
 //! - [`layout`]: regions from address ranges (three-regions construction, `set_regions`);
 //! - [`tuning`]: monitoring intervals auto-tuning and the feedback loop;
 //! - [`ops`]: the operations interface and clocks; [`callbacks`]: hooks into the loop;
@@ -28,6 +30,7 @@ pub mod absent;
 pub mod adjust;
 pub mod attrs;
 pub mod callbacks;
+pub mod census;
 pub mod context;
 pub mod damos;
 pub mod density;

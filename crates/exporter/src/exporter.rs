@@ -119,6 +119,7 @@ struct Families {
     cgroup_monitored: Family<CgroupLabels, Gauge>,
     cgroup_resident: Family<CgroupLabels, Gauge>,
     host_working_set: Family<OnlyHorizon, Gauge>,
+    host_working_set_samples: Family<OnlyHorizon, Gauge>,
     host_bandwidth: Family<HostLabels, GaugeF>,
     host_idle: Family<OnlyQuantile, GaugeF>,
     host_monitored: Family<HostLabels, Gauge>,
@@ -316,6 +317,11 @@ impl Exporter {
             "udamon_host_working_set_bytes",
             "Physical memory accessed within the horizon, every page counted once however many processes map it",
             f.host_working_set.clone(),
+        );
+        r.register(
+            "udamon_host_working_set_samples",
+            "Samples the host's working set over the horizon rests on (tens of thousands for a few percent)",
+            f.host_working_set_samples.clone(),
         );
         r.register(
             "udamon_host_access_bandwidth_bytes_per_second",
@@ -556,9 +562,17 @@ impl Exporter {
         *known = now;
     }
 
-    /// The host's physical memory's last window (`udamon_host_*`).
-    pub fn update_host(&self, obs: &Observation) {
+    /// The host's physical memory's last window (`udamon_host_*`), with the samples each
+    /// horizon's working set rests on.
+    pub fn update_host(&self, obs: &Observation, samples: &[u64]) {
         let f = &self.0.families;
+        for (&(horizon, _), &n) in HORIZONS.iter().zip(samples) {
+            f.host_working_set_samples
+                .get_or_create(&OnlyHorizon {
+                    horizon: horizon.to_string(),
+                })
+                .set(n as i64);
+        }
         for (&(horizon, _), &bytes) in HORIZONS.iter().zip(&obs.working_set_bytes) {
             f.host_working_set
                 .get_or_create(&OnlyHorizon {

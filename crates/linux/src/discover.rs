@@ -4,7 +4,14 @@
 //! and, at every [`Discovery::scan`], says which processes came and which went since the scan
 //! before: a process that exited, left its cgroup, or whose pid now names another process
 //! (processes are told apart by pid and start time). It remembers only the processes it
-//! currently takes, so its state follows what is monitored, not how long it ran.
+//! currently takes, and the command names of the host's processes, so its state follows what
+//! runs, not how long it ran.
+//!
+//! A scan costs what changed, not what runs: a process already taken is not read again (when
+//! it ends, its monitoring ends, and [`Discovery::ended`] forgets it, so that a pid reused is
+//! read anew), and command names are read once per process ([`Comms`]), except at every
+//! [`FULL_SCAN_EVERY`]-th scan, which reads them all again: a process that executed another
+//! program under the same pid is seen then.
 //!
 //! [`may_monitor`] is the rule of the service's control socket: a caller may make udamon watch
 //! or act on a process only if it could ptrace that process itself.
@@ -13,7 +20,7 @@ use crate::maps::MapsError;
 use crate::proc_stat::{self, ProcStat};
 use crate::proc_status::{CAP_SYS_PTRACE, ProcStatus};
 use regex::Regex;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use thiserror::Error;
@@ -78,11 +85,54 @@ enum Watch {
     Match(Regex),
 }
 
+/// Every this many scans, everything is read again (30 s at the default 2 s rescan).
+pub const FULL_SCAN_EVERY: u32 = 15;
+
 pub struct Discovery {
     watches: Vec<Watch>,
     cgroup_root: Option<PathBuf>,
     /// The processes taken in, by pid.
     known: BTreeMap<u32, Found>,
+    /// The host's command names, when a selector matches them.
+    comms: Comms,
+    scans: u32,
+}
+
+/// The command name of every process of the host, read once per process (and again at full
+/// scans): a host of a thousand processes is not read a thousand times per scan. A process is
+/// read at the first two scans that see it, since a new process usually executes its program
+/// just after it appears, under the name of the one that forked it.
+#[derive(Debug, Default)]
+struct Comms {
+    by_pid: HashMap<u32, String>,
+    /// The processes first seen by the last scan.
+    young: HashSet<u32>,
+}
+
+impl Comms {
+    /// Brings the command names up to date: every process's if `again`, else those of
+    /// processes new or young.
+    fn refresh(&mut self, again: bool) {
+        if again {
+            self.by_pid.clear();
+        }
+        let live: HashSet<u32> = proc_stat::pids().collect();
+        self.by_pid.retain(|pid, _| live.contains(pid));
+        let mut young = HashSet::new();
+        for pid in live {
+            let new = !self.by_pid.contains_key(&pid);
+            if (new || self.young.contains(&pid))
+                && let Ok(comm) = std::fs::read_to_string(format!("/proc/{pid}/comm"))
+            {
+                self.by_pid
+                    .insert(pid, comm.trim_end_matches('\n').to_string());
+            }
+            if new {
+                young.insert(pid);
+            }
+        }
+        self.young = young;
+    }
 }
 
 impl Discovery {
@@ -93,6 +143,8 @@ impl Discovery {
             watches: Vec::new(),
             cgroup_root: cgroup2_mount(),
             known: BTreeMap::new(),
+            comms: Comms::default(),
+            scans: 0,
         };
         for s in selectors {
             d.watch(s)?;
@@ -143,11 +195,32 @@ impl Discovery {
         self.watches.len()
     }
 
+    /// A served process's monitoring ended: if it is gone, or its pid names another process
+    /// now, it is forgotten, so that the next scan takes in whatever the pid names then.
+    pub fn ended(&mut self, pid: u32, start_time: u64) {
+        let same =
+            ProcStat::read(pid).is_some_and(|s| s.start_time == start_time && !s.is_zombie());
+        if !same
+            && self
+                .known
+                .get(&pid)
+                .is_some_and(|f| f.start_time == start_time)
+        {
+            self.known.remove(&pid);
+            self.comms.by_pid.remove(&pid);
+        }
+    }
+
     /// The processes that came and went since the last scan.
     pub fn scan(&mut self) -> Changes {
         let mut changes = Changes::default();
         let mut now: BTreeMap<u32, Found> = BTreeMap::new();
-        let mut comms: Option<Vec<(u32, String)>> = None;
+        let full = self.scans % FULL_SCAN_EVERY == 0;
+        self.scans = self.scans.wrapping_add(1);
+        let mut comms = std::mem::take(&mut self.comms);
+        if self.watches.iter().any(|w| matches!(w, Watch::Match(_))) {
+            comms.refresh(full);
+        }
         // A pid selector whose process is gone selects nothing ever again: dropped, so that a
         // service told of short-lived pids for weeks keeps none of them.
         let mut spent = vec![false; self.watches.len()];
@@ -178,7 +251,7 @@ impl Discovery {
                     }
                 },
                 Watch::Match(re) => comms
-                    .get_or_insert_with(all_comms)
+                    .by_pid
                     .iter()
                     .filter(|(_, comm)| re.is_match(comm))
                     .map(|(pid, _)| *pid)
@@ -188,7 +261,13 @@ impl Discovery {
                 if now.contains_key(&pid) {
                     continue;
                 }
-                if let Some(found) = self.take(pid) {
+                // A process taken before is not read again: if it ends, its monitoring ends
+                // and [`Discovery::ended`] forgets it.
+                let found = match self.known.get(&pid) {
+                    Some(known) => Some(known.clone()),
+                    None => self.take(pid),
+                };
+                if let Some(found) = found {
                     now.insert(pid, found);
                 }
             }
@@ -219,6 +298,7 @@ impl Discovery {
         }
         let mut spent = spent.into_iter();
         self.watches.retain(|_| !spent.next().unwrap_or(false));
+        self.comms = comms;
         changes
     }
 
@@ -271,16 +351,6 @@ fn cgroup_pids(dir: &Path) -> Option<Vec<u32>> {
         }
     }
     Some(pids)
-}
-
-/// Every process's command name.
-fn all_comms() -> Vec<(u32, String)> {
-    proc_stat::pids()
-        .filter_map(|pid| {
-            let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).ok()?;
-            Some((pid, comm.trim_end_matches('\n').to_string()))
-        })
-        .collect()
 }
 
 /// A process's cgroup v2 path (the `0::PATH` line of `/proc/PID/cgroup`).

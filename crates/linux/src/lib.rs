@@ -4,6 +4,7 @@
 //! - [`perf`]: perf_event_open sampling sources and their ring buffers;
 //! - [`maps`]: `/proc/PID/maps` parsing;
 //! - [`vaddr`]: the operations on live processes, driven by sample timestamps;
+//! - [`paddr`]: the host's physical memory as one target, from processes' samples (root);
 //! - [`actions`]: DAMOS actions on live processes (`process_madvise` through a pidfd);
 //! - [`metrics`]: system and process metrics for quota goals and watermarks;
 //! - [`referenced`]: the kernel's accessed bits per mapping, an opt-in second opinion;
@@ -17,6 +18,7 @@ pub mod decode;
 pub mod discover;
 pub mod maps;
 pub mod metrics;
+pub mod paddr;
 pub mod perf;
 pub mod proc_stat;
 pub mod proc_status;

@@ -36,7 +36,7 @@ mod footprint;
 mod numbering;
 pub mod ranges;
 mod residency;
-mod rings;
+pub(crate) mod rings;
 mod shared;
 mod source;
 
@@ -45,7 +45,8 @@ mod stats;
 pub mod tree;
 mod walks;
 
-pub use shared::{Drained, SharedSampling};
+pub use rings::Feed;
+pub use shared::{Drained, SharedSampling, Tapped};
 pub use walks::WalkBudget;
 
 pub use clock::{BATCH, Batch, SampleClock, monotonic_us};
@@ -69,7 +70,7 @@ use crate::referenced::{Referenced, ReferencedProbe};
 use facts::Facts;
 use footprint::Footprint;
 use residency::Residency;
-use rings::{Feed, FeedMsg, Rings};
+use rings::{FeedMsg, Rings};
 use std::cell::RefCell;
 use std::collections::VecDeque;
 use std::ffi::OsStr;
@@ -211,7 +212,7 @@ pub struct VaddrEvent {
 pub struct EventLog(Rc<RefCell<Vec<VaddrEvent>>>);
 
 impl EventLog {
-    fn push(&self, time_us: u64, kind: VaddrEventKind) {
+    pub(crate) fn push(&self, time_us: u64, kind: VaddrEventKind) {
         self.0.borrow_mut().push(VaddrEvent { time_us, kind });
     }
 
@@ -324,7 +325,7 @@ fn attach_procs(
 }
 
 /// Reads a process's code for the decoder.
-struct Code(ProcessMemory);
+pub(crate) struct Code(pub(crate) ProcessMemory);
 
 impl CodeReader for Code {
     fn read_code(&mut self, addr: u64, buf: &mut [u8]) -> bool {
@@ -334,13 +335,23 @@ impl CodeReader for Code {
 
 /// Where the sampled registers of a source stand.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Point {
+pub(crate) enum Point {
     /// cpu-clock of user mode: the interrupted instruction boundary.
     User,
     /// The tick tracepoint: the interrupted user context, or the entry of a system call.
     Tick,
     /// The PMU gives the data address itself.
     Pmu,
+}
+
+impl Point {
+    pub(crate) fn of(source: &AccessSource) -> Point {
+        match source {
+            AccessSource::CpuClock(_) => Point::User,
+            AccessSource::Tick => Point::Tick,
+            AccessSource::Pmu(_) => Point::Pmu,
+        }
+    }
 }
 
 struct Proc {
@@ -460,11 +471,7 @@ impl VaddrOps {
             name: format!("vaddr/{}", source_name(source)),
             follow_forks: config.follow_forks,
             dry_run: false,
-            point: match source {
-                AccessSource::CpuClock(_) => Point::User,
-                AccessSource::Tick => Point::Tick,
-                AccessSource::Pmu(_) => Point::Pmu,
-            },
+            point: Point::of(source),
             addrs: vec![Vec::new(); procs.len()],
             procs,
             feed: feed.clone(),
@@ -772,52 +779,15 @@ impl VaddrOps {
         };
         self.stats.samples += 1;
         let p = &mut self.procs[t];
-        let (addr, ip, access) = if let Some(addr) = s.addr {
-            (addr, s.ip, None)
-        } else if s.abi == REGS_ABI_32 {
-            self.stats.abi32 += 1;
+        let Some((addr, ip, access)) = recover_address(
+            self.point,
+            &mut p.decoder,
+            &mut p.code,
+            &p.maps,
+            s,
+            &mut self.stats,
+        ) else {
             return;
-        } else if s.abi != REGS_ABI_64 || self.point == Point::Pmu {
-            self.stats.no_user_regs += 1;
-            return;
-        } else {
-            let regs = UserRegs::from_perf(&s.regs);
-            let bases = SegmentBases::default();
-            let result = match self.point {
-                Point::Tick => p
-                    .decoder
-                    .recover(&mut p.code, &regs, bases, SamplePoint::Tick),
-                Point::User if s.in_kernel => {
-                    p.decoder
-                        .recover(&mut p.code, &regs, bases, SamplePoint::KernelEntry)
-                }
-                _ => p
-                    .decoder
-                    .recover(&mut p.code, &regs, bases, SamplePoint::UserBoundary),
-            };
-            match result {
-                Ok(r) if r.kind == AccessKind::Stack => {
-                    self.stats.stack += 1;
-                    return;
-                }
-                // A loaded value is an address only if it points into data memory: anything
-                // else was a number, and the load's own address is lost.
-                Ok(r) if r.kind == AccessKind::Chased => {
-                    let data = |m: &crate::maps::Mapping| m.perms.read && !m.perms.exec;
-                    if !p.maps.lookup(r.addr).is_some_and(data) {
-                        self.stats.dropped[DropReason::Clobbered.index()] += 1;
-                        return;
-                    }
-                    self.stats.chased += 1;
-                    // The program reads the next node at the address found.
-                    (r.addr, regs.ip, Some(Access::Read))
-                }
-                Ok(r) => (r.addr, regs.ip, Some(r.access)),
-                Err(reason) => {
-                    self.stats.dropped[reason.index()] += 1;
-                    return;
-                }
-            }
         };
         self.stats.recovered += 1;
         let now_us = s.time_ns / 1000;
@@ -850,6 +820,61 @@ impl VaddrOps {
                 stack,
             });
     }
+}
+
+/// A sample's data address, the IP of its instruction and how it accessed memory (unknown
+/// for a PMU's), recovered from its registers (`point` says where they were taken) or given
+/// by the PMU; `None`, counted in `stats`, when there is none to use.
+pub(crate) fn recover_address(
+    point: Point,
+    decoder: &mut AddressDecoder,
+    code: &mut Code,
+    maps: &Maps,
+    s: &Sample,
+    stats: &mut SourceStats,
+) -> Option<(u64, u64, Option<Access>)> {
+    Some(if let Some(addr) = s.addr {
+        (addr, s.ip, None)
+    } else if s.abi == REGS_ABI_32 {
+        stats.abi32 += 1;
+        return None;
+    } else if s.abi != REGS_ABI_64 || point == Point::Pmu {
+        stats.no_user_regs += 1;
+        return None;
+    } else {
+        let regs = UserRegs::from_perf(&s.regs);
+        let bases = SegmentBases::default();
+        let result = match point {
+            Point::Tick => decoder.recover(code, &regs, bases, SamplePoint::Tick),
+            Point::User if s.in_kernel => {
+                decoder.recover(code, &regs, bases, SamplePoint::KernelEntry)
+            }
+            _ => decoder.recover(code, &regs, bases, SamplePoint::UserBoundary),
+        };
+        match result {
+            Ok(r) if r.kind == AccessKind::Stack => {
+                stats.stack += 1;
+                return None;
+            }
+            // A loaded value is an address only if it points into data memory: anything
+            // else was a number, and the load's own address is lost.
+            Ok(r) if r.kind == AccessKind::Chased => {
+                let data = |m: &crate::maps::Mapping| m.perms.read && !m.perms.exec;
+                if !maps.lookup(r.addr).is_some_and(data) {
+                    stats.dropped[DropReason::Clobbered.index()] += 1;
+                    return None;
+                }
+                stats.chased += 1;
+                // The program reads the next node at the address found.
+                (r.addr, regs.ip, Some(Access::Read))
+            }
+            Ok(r) => (r.addr, regs.ip, Some(r.access)),
+            Err(reason) => {
+                stats.dropped[reason.index()] += 1;
+                return None;
+            }
+        }
+    })
 }
 
 impl Operations for VaddrOps {

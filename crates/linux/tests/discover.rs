@@ -236,3 +236,54 @@ fn another_users_process_is_refused_and_its_own_user_allowed() {
     capable.kill().unwrap();
     capable.wait().unwrap();
 }
+
+#[test]
+fn a_process_that_executes_a_matching_program_later_is_taken_in_by_a_full_scan() {
+    let dir = tempfile::tempdir().unwrap();
+    let name = format!("udmx{}", std::process::id() % 100_000);
+    let link = sleep_named(dir.path(), &name);
+    let re = regex::Regex::new(&format!("^{name}$")).unwrap();
+    let mut d = Discovery::new(vec![Selector::Match(re)]).unwrap();
+    // A shell that runs a while under its own name, then becomes the matching program.
+    let mut shell = Command::new("sh")
+        .arg("-c")
+        .arg(format!("read _; exec {} 60", link.display()))
+        .stdin(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Seen (as sh) by enough scans to be neither new nor young.
+    for _ in 0..3 {
+        assert!(d.scan().added.is_empty());
+    }
+    drop(shell.stdin.take());
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let mut scans = 0;
+    loop {
+        let added = d.scan().added;
+        scans += 1;
+        if added.iter().any(|f| f.pid == shell.id() && f.comm == name) {
+            break;
+        }
+        assert!(Instant::now() < deadline, "never taken in");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(
+        scans <= udamon_linux::discover::FULL_SCAN_EVERY as usize + 1,
+        "{scans} scans"
+    );
+    // Its monitoring ends while it runs: it stays known (not taken in again); once it is
+    // gone, it is forgotten.
+    let start_time = udamon_linux::proc_stat::ProcStat::read(shell.id())
+        .unwrap()
+        .start_time;
+    d.ended(shell.id(), start_time);
+    assert!(d.scan().added.is_empty());
+    shell.kill().unwrap();
+    shell.wait().unwrap();
+    d.ended(shell.id(), start_time);
+    let after = d.scan();
+    assert!(
+        after.added.is_empty() && after.removed.is_empty(),
+        "forgotten, not reported gone: {after:?}"
+    );
+}

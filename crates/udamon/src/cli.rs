@@ -181,6 +181,11 @@ pub struct RecordArgs {
     /// (repeat for several processes).
     #[arg(long, value_name = "PID", conflicts_with = "command")]
     pub pid: Vec<u32>,
+    /// Monitor the host's physical memory (root), as kernel DAMON's paddr does: every
+    /// process's samples (or only --pid's) translated to physical frames, so that memory
+    /// processes share counts once. The record's one target is physical memory.
+    #[arg(long, conflicts_with_all = ["sim", "command", "children", "referenced", "call_stacks", "dry_run"])]
+    pub host: bool,
     /// With --pid: also monitor every descendant process of PID, running now or forked later,
     /// each as a target of its own (damo's --include_child_tasks).
     #[arg(
@@ -618,6 +623,10 @@ pub struct ServeArgs {
     /// Remove the oldest finished records while the directory's records hold more [default: 1G].
     #[arg(long, value_name = "SIZE", value_parser = parse_size, requires = "record_dir")]
     pub retain: Option<u64>,
+    /// Also monitor the physical memory of the processes served (root), as kernel DAMON's
+    /// paddr does: memory they share counts once (the `udamon_host_*` series).
+    #[arg(long)]
+    pub host: bool,
     /// Export series of their own (labelled by pid) for the N processes with the most resident
     /// memory, besides those named by --pid or `ctl add`; every process counts in its cgroup's
     /// series [default: 50].

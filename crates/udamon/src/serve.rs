@@ -111,7 +111,12 @@ pub fn run(args: &ServeArgs) -> Result<()> {
         vaddr::source_name(&source.source)
     ));
     let sink = metrics::ExporterSink::new(exporter, config.process_series);
-    let supervisor = Supervisor::new(source.sampler_config(), Box::new(sink), records)
+    if config.host {
+        // What the monitoring loop needs for it, checked before anything starts.
+        udamon_linux::paddr::system_ram().map_err(|e| anyhow::anyhow!("--host: {e}"))?;
+    }
+    let host = config.host.then_some(settings.seed);
+    let supervisor = Supervisor::new(source.sampler_config(), host, Box::new(sink), records)
         .context("cannot start the monitoring loop")?;
     let mut serving = Serving {
         supervisor,
@@ -291,7 +296,11 @@ impl Serving {
         for found in &changes.added {
             self.start_process(found, settings);
         }
-        self.supervisor.reap();
+        for key in self.supervisor.reap() {
+            if let Key::Process { pid, start_time } = key {
+                self.discovery.ended(pid, start_time);
+            }
+        }
     }
 
     /// Starts serving a process the discovery found, unless the control socket removed it.

@@ -525,3 +525,126 @@ fn sighup_reads_the_configuration_again_and_a_bad_one_changes_nothing() {
     }
     assert!(serve.stop());
 }
+
+/// Starts `shared FILE PRIVATE_MIB 120` and waits until it has touched all its memory.
+fn shared_workload(file: &Path, private_mib: u32) -> Child {
+    let mut child = Command::new(build_workload("shared"))
+        .arg(file)
+        .arg(private_mib.to_string())
+        .arg("120")
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.as_mut().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    assert_eq!(line.trim(), "ready");
+    child
+}
+
+#[test]
+fn the_host_view_counts_memory_two_processes_share_once() {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("skipped: the host's physical memory needs root");
+        return;
+    }
+    const MIB: f64 = 1048576.0;
+    let dir = tempfile::tempdir().unwrap();
+    // Two processes map the same 256 MiB file; the first also has a private 64 MiB.
+    let file = dir.path().join("shared");
+    std::fs::File::create(&file)
+        .unwrap()
+        .set_len(256 << 20)
+        .unwrap();
+    let mut both = [shared_workload(&file, 64), shared_workload(&file, 0)];
+    let pids: Vec<String> = both.iter().map(|c| c.id().to_string()).collect();
+    let serve = Serve::start(
+        dir.path(),
+        &[
+            "--host",
+            "--pid",
+            &pids[0],
+            "--pid",
+            &pids[1],
+            "--access-source",
+            "cpuclock",
+            "--sample-rate",
+            "5000",
+        ],
+    );
+    let over = |s: &[common::Sample], name: &str, horizon: &str| {
+        s.iter()
+            .find(|x| {
+                x.name == name && x.labels.get("horizon").map(String::as_str) == Some(horizon)
+            })
+            .map(|x| x.value)
+    };
+    // The estimate is within a few percent once it rests on some 30,000 samples: on a busy
+    // machine the two processes run less, and only the longer horizon gathers as many.
+    let enough = |s: &[common::Sample]| {
+        ["10s", "60s"]
+            .into_iter()
+            .find(|h| over(s, "udamon_host_working_set_samples", h).is_some_and(|n| n >= 30_000.0))
+    };
+    let deadline = Instant::now() + Duration::from_secs(150);
+    let samples = loop {
+        let samples = serve.metrics();
+        if enough(&samples).is_some() || Instant::now() >= deadline {
+            break samples;
+        }
+        std::thread::sleep(Duration::from_millis(500));
+    };
+    let Some(horizon) = enough(&samples) else {
+        eprintln!(
+            "skipped: the machine is too busy for the two processes to be sampled 30,000 times \
+             in a minute"
+        );
+        return;
+    };
+    let host = over(&samples, "udamon_host_working_set_bytes", horizon).unwrap();
+    eprintln!(
+        "the host's working set over {horizon}: {:.1} MiB from {} samples",
+        host / MIB,
+        over(&samples, "udamon_host_working_set_samples", horizon).unwrap()
+    );
+    // 256 MiB shared + 64 MiB private, touched evenly: 320 MiB of physical memory.
+    assert!(
+        (host / (320.0 * MIB) - 1.0).abs() <= 0.1,
+        "the host's working set over {horizon}: {:.1} MiB, not 320 MiB",
+        host / MIB
+    );
+    // Each process counts the file it maps: together they count it twice.
+    let per_process: f64 = pids
+        .iter()
+        .flat_map(|pid| series(&samples, "udamon_working_set_bytes", pid))
+        .filter(|s| s.labels["horizon"] == horizon)
+        .map(|s| s.value)
+        .sum();
+    assert!(
+        per_process > 1.4 * host,
+        "per process {:.1} MiB, host {:.1} MiB",
+        per_process / MIB,
+        host / MIB
+    );
+    for name in [
+        "udamon_host_access_bandwidth_bytes_per_second",
+        "udamon_host_monitored_bytes",
+    ] {
+        assert!(
+            samples.iter().any(|s| s.name == name && s.value > 0.0),
+            "{name}"
+        );
+    }
+    let quantiles = samples
+        .iter()
+        .filter(|s| s.name == "udamon_host_idle_time_seconds")
+        .count();
+    assert_eq!(quantiles, 6);
+    assert!(serve.stop());
+    for c in &mut both {
+        c.kill().unwrap();
+        c.wait().unwrap();
+    }
+}

@@ -72,6 +72,19 @@ impl PageMap {
         File::open(format!("/proc/{pid}/pagemap")).map(PageMap)
     }
 
+    /// The physical frame number of the page at `addr`: `None` when it is not in memory (never
+    /// touched, or swapped out), or when frames are hidden from us (without CAP_SYS_ADMIN the
+    /// kernel reports every frame as 0).
+    pub fn frame(&self, addr: u64) -> io::Result<Option<u64>> {
+        use std::os::unix::fs::FileExt;
+        let mut entry = [0u8; 8];
+        self.0.read_exact_at(&mut entry, addr / 4096 * 8)?;
+        let entry = u64::from_ne_bytes(entry);
+        // Bit 63: present; bits 0-54: the frame.
+        let pfn = entry & ((1 << 55) - 1);
+        Ok((entry >> 63 == 1 && pfn != 0).then_some(pfn))
+    }
+
     /// Appends to `out` the runs of `[start, end)` (page aligned) in address order. Pages with
     /// no page table entry are in runs with no category; the parts of the range that are not
     /// mapped at all are left out.

@@ -10,9 +10,11 @@
 //! interval or the number of regions.
 //!
 //! Samples are stamped with CLOCK_MONOTONIC (perf's `use_clockid`), which is also the context's
-//! time line. Draining itself is [`Rings`]' work.
+//! time line. Draining itself is [`Rings`]' work, or [`SharedSampling`]'s for samplers shared
+//! with other monitoring (the host's physical view).
 
 use super::rings::Rings;
+use super::shared::SharedSampling;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
@@ -36,9 +38,54 @@ pub fn monotonic_us() -> u64 {
     ts.tv_sec as u64 * 1_000_000 + ts.tv_nsec as u64 / 1_000
 }
 
+/// What the clock drains at each wake-up.
+pub(crate) trait Drain {
+    /// Waits up to `timeout` for records, then hands every record over; returns the time up to
+    /// which every record is handed over (CLOCK_MONOTONIC µs).
+    fn wait_and_drain(&mut self, timeout: Duration) -> u64;
+    /// No record will come any more.
+    fn all_gone(&self) -> bool;
+    /// The spawned child still running, if any.
+    fn running_child(&self) -> Option<u32>;
+}
+
+impl Drain for Rings {
+    fn wait_and_drain(&mut self, timeout: Duration) -> u64 {
+        // Everything stamped before the drain started (less the slack) was in the rings by
+        // then.
+        self.poll_and_drain(timeout)
+            .saturating_sub(PUBLISH_SLACK_US)
+    }
+
+    fn all_gone(&self) -> bool {
+        Rings::all_gone(self)
+    }
+
+    fn running_child(&self) -> Option<u32> {
+        Rings::running_child(self)
+    }
+}
+
+/// Shared samplers have no descriptor to wait on that says a process ended: they sleep out the
+/// timeout, and sample until told to stop.
+impl Drain for SharedSampling {
+    fn wait_and_drain(&mut self, timeout: Duration) -> u64 {
+        std::thread::sleep(timeout);
+        self.drain().to_us
+    }
+
+    fn all_gone(&self) -> bool {
+        false
+    }
+
+    fn running_child(&self) -> Option<u32> {
+        None
+    }
+}
+
 /// The [`Clock`] of live monitoring: sleeps in batches, draining the rings at each wake-up.
 pub struct SampleClock {
-    rings: Rings,
+    rings: Box<dyn Drain>,
     stop: Arc<AtomicBool>,
     /// Every record stamped before this time has been drained.
     drained_to_us: u64,
@@ -70,6 +117,16 @@ impl Batch {
 
 impl SampleClock {
     pub(crate) fn new(rings: Rings) -> Self {
+        SampleClock::draining(Box::new(rings))
+    }
+
+    /// The clock of operations fed by `sampling` (say, through a
+    /// [`tap`](SharedSampling::tap)): it drains them at each wake-up.
+    pub fn shared(sampling: SharedSampling) -> Self {
+        SampleClock::draining(Box::new(sampling))
+    }
+
+    fn draining(rings: Box<dyn Drain>) -> Self {
         SampleClock {
             rings,
             stop: Arc::new(AtomicBool::new(false)),
@@ -103,11 +160,9 @@ impl SampleClock {
     }
 
     fn drain(&mut self, timeout: Duration) {
-        let now = self.rings.poll_and_drain(timeout);
+        self.drained_to_us = self.rings.wait_and_drain(timeout);
         self.wakeups += 1;
-        self.last_wake_us = now;
-        // Everything stamped before now (less the slack) was in the rings by then.
-        self.drained_to_us = now.saturating_sub(PUBLISH_SLACK_US);
+        self.last_wake_us = self.drained_to_us + PUBLISH_SLACK_US;
     }
 }
 

@@ -24,7 +24,7 @@ pub(crate) enum FeedMsg {
 /// The queue from the rings to the operations: the clock fills it while the core waits, the
 /// operations empty it when they check accesses, both on the monitoring thread.
 #[derive(Clone, Default)]
-pub(crate) struct Feed(Rc<RefCell<VecDeque<FeedMsg>>>);
+pub struct Feed(Rc<RefCell<VecDeque<FeedMsg>>>);
 
 impl Feed {
     pub(crate) fn send(&self, msg: FeedMsg) {

@@ -16,7 +16,7 @@ use super::rings::{Feed, FeedMsg};
 use super::{Proc, VaddrError, VaddrOps, monotonic_us, proc_cmdline};
 use crate::maps::{MapsError, is_kernel_thread, read_maps};
 use crate::perf::{CpuSampler, PerfRecord, Sampler, SamplerConfig};
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 /// A record stamped this long before a drain started is sure to be in its ring by then.
 const PUBLISH_SLACK_US: u64 = 1_000;
@@ -26,11 +26,24 @@ enum Samplers {
     PerProcess(HashMap<u32, Sampler>),
 }
 
+/// Which processes' records a [`SharedSampling::tap`] gets besides their operations.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Tapped {
+    /// Those of the processes attached.
+    Attached,
+    /// Those of these processes.
+    Pids(HashSet<u32>),
+    /// Every process's (per-CPU samplers only).
+    All,
+}
+
 /// The samplers of every process served, and where each process's records go.
 pub struct SharedSampling {
     config: SamplerConfig,
     samplers: Samplers,
     feeds: HashMap<u32, Feed>,
+    /// Where a copy of some processes' records goes too (the host's physical view).
+    tap: Option<(Feed, Tapped)>,
     /// A drain's records, reused.
     records: Vec<PerfRecord>,
     /// Records the kernel dropped with a full ring, of any process (the CPUs' rings are
@@ -69,9 +82,27 @@ impl SharedSampling {
             },
             samplers,
             feeds: HashMap::new(),
+            tap: None,
             records: Vec::new(),
             lost: 0,
         }
+    }
+
+    /// Hands a copy of the records of the `tapped` processes to `feed` as well, in time
+    /// order, at every drain (for [`crate::paddr`]). Per-process samplers sample only the
+    /// processes attached, so that is all they can tap.
+    pub fn tap(&mut self, feed: Feed, tapped: Tapped) {
+        self.tap = Some((feed, tapped));
+    }
+
+    /// Whether the records of process `pid` are drained at all.
+    fn wanted(&self, pid: u32) -> bool {
+        self.feeds.contains_key(&pid)
+            || match &self.tap {
+                Some((_, Tapped::All)) => true,
+                Some((_, Tapped::Pids(pids))) => pids.contains(&pid),
+                _ => false,
+            }
     }
 
     /// Whether one sampler per CPU serves every process.
@@ -144,19 +175,34 @@ impl SharedSampling {
     pub fn drain(&mut self) -> Drained {
         let started = monotonic_us();
         let mut records = std::mem::take(&mut self.records);
-        let feeds = &self.feeds;
-        match &mut self.samplers {
-            Samplers::PerCpu(cpus) => {
-                cpus.drain(|pid| feeds.contains_key(&pid), |r| records.push(r))
-            }
+        let mut samplers =
+            std::mem::replace(&mut self.samplers, Samplers::PerProcess(HashMap::new()));
+        match &mut samplers {
+            Samplers::PerCpu(cpus) => cpus.drain(|pid| self.wanted(pid), |r| records.push(r)),
             Samplers::PerProcess(samplers) => {
                 for s in samplers.values_mut() {
                     s.drain(|r| records.push(r));
                 }
             }
         }
+        self.samplers = samplers;
         // Stable: a CPU's records keep their order where times are equal.
         records.sort_by_key(PerfRecord::time_ns);
+        if let Some((feed, tapped)) = &self.tap {
+            let copied: Vec<PerfRecord> = records
+                .iter()
+                .filter(|r| match (record_pid(r), tapped) {
+                    (Some(pid), Tapped::Attached) => self.feeds.contains_key(&pid),
+                    (Some(pid), Tapped::Pids(pids)) => pids.contains(&pid),
+                    (Some(_), Tapped::All) => true,
+                    (None, _) => false,
+                })
+                .cloned()
+                .collect();
+            if !copied.is_empty() {
+                feed.send(FeedMsg::Records(copied));
+            }
+        }
         let mut by_pid: HashMap<u32, Vec<PerfRecord>> = HashMap::new();
         for r in records.drain(..) {
             match record_pid(&r) {

@@ -34,6 +34,9 @@ pub struct SourceStats {
     /// Bytes of accessed regions reported not accessed because they held no present page,
     /// summed over windows.
     pub absent_bytes_cut: u64,
+    /// Physical views: recovered addresses whose page had no frame to count (not in memory,
+    /// or frames hidden from a user without CAP_SYS_ADMIN).
+    pub no_frame: u64,
 }
 
 impl SourceStats {
@@ -57,6 +60,7 @@ impl SourceStats {
             ("outside_mapped", self.outside_mapped),
             ("outside_regions", self.outside_regions),
             ("absent_bytes_cut", self.absent_bytes_cut),
+            ("no_frame", self.no_frame),
         ] {
             m.insert(name.to_string(), v);
         }
@@ -86,7 +90,7 @@ mod tests {
         assert_eq!(c["samples"], 10);
         assert_eq!(c["dropped_clobbered"], 3);
         assert_eq!(c["dropped_abi32"], 1);
-        assert_eq!(c.len(), 11 + DropReason::COUNT);
+        assert_eq!(c.len(), 12 + DropReason::COUNT);
         assert_eq!(s.dropped_total(), 4);
     }
 }

@@ -11,9 +11,11 @@ use udamon_core::{Target, VirtualClock};
 use udamon_linux::actions::check_action;
 use udamon_linux::decode::Access;
 use udamon_linux::metrics::ProcMetrics;
+use udamon_linux::paddr::{self, PaddrOps};
 use udamon_linux::perf::{AccessSource as Source, SamplerConfig};
 use udamon_linux::vaddr::{
-    self, SampleBatch, SampleClock, VaddrError, VaddrEvent, VaddrEventKind, VaddrOps, monotonic_us,
+    self, SampleBatch, SampleClock, SharedSampling, Tapped, VaddrError, VaddrEvent, VaddrEventKind,
+    VaddrOps, monotonic_us,
 };
 use udamon_record::model::{
     AccessSource, CallStack, CodeSite, EventKind, MappingRecord, MappingResident,
@@ -25,7 +27,9 @@ use udamon_sim::{SimOps, SimOptions, Workload};
 pub const DEFAULT_SIM: &str = "builtin:demo";
 
 pub fn run(args: &RecordArgs) -> Result<()> {
-    let summary = if args.command.is_empty() && args.pid.is_empty() {
+    let summary = if args.host {
+        record_host(args)?
+    } else if args.command.is_empty() && args.pid.is_empty() {
         if args.referenced.is_some() {
             bail!(
                 "--referenced reads a live process's page tables (--pid or -- COMMAND); a \
@@ -81,6 +85,13 @@ fn live_settings(args: &RecordArgs, source: &Source) -> Result<Settings> {
         );
     }
     Ok(settings)
+}
+
+impl RecordedOps for PaddrOps {
+    fn record_events(&self) -> monitor::EventSource {
+        let log = self.event_log();
+        Box::new(move || log.take().into_iter().flat_map(record_event).collect())
+    }
 }
 
 impl RecordedOps for VaddrOps {
@@ -306,6 +317,76 @@ fn record_live(args: &RecordArgs) -> Result<Summary> {
         eprintln!("udamon: process {pid} keeps running; monitoring stopped");
     }
     Ok(summary)
+}
+
+/// Records the host's physical memory from every process's samples (or `--pid`'s), until
+/// `--duration` passes or Ctrl-C/SIGTERM.
+fn record_host(args: &RecordArgs) -> Result<Summary> {
+    if args.monitoring.schemes.is_some() {
+        bail!(
+            "--host monitors physical memory, which schemes cannot act on: drop --schemes, or \
+             record the processes (--pid) to act on their memory"
+        );
+    }
+    let chosen = vaddr::choose_source(args.access_source.into(), args.sample_rate)
+        .map_err(|e| anyhow::anyhow!("{e}"))?;
+    let settings = args
+        .monitoring
+        .resolve(&paddr::host_attrs(&chosen.source), args.duration)?;
+    let one_line = |e: &dyn std::fmt::Display| anyhow::anyhow!("{e}");
+    let mut ops = PaddrOps::new(&chosen.source, &[]).map_err(|e| one_line(&e))?;
+    let config = SamplerConfig {
+        source: chosen.source,
+        ..SamplerConfig::default()
+    };
+    let mut sampling = SharedSampling::per_cpu(&config).map_err(|e| one_line(&e))?;
+    let (tapped, cmdline) = if args.pid.is_empty() {
+        (Tapped::All, "physical memory: every process".to_string())
+    } else {
+        for &pid in &args.pid {
+            if udamon_linux::proc_stat::ProcStat::read(pid).is_none() {
+                bail!("process {pid} does not exist (it may have exited)");
+            }
+        }
+        let pids: Vec<String> = args.pid.iter().map(u32::to_string).collect();
+        (
+            Tapped::Pids(args.pid.iter().copied().collect()),
+            format!("physical memory: processes {}", pids.join(", ")),
+        )
+    };
+    sampling.tap(ops.feed(), tapped);
+    let stop = Arc::new(AtomicBool::new(false));
+    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register(sig, Arc::clone(&stop))
+            .context("cannot install the Ctrl-C/SIGTERM handler")?;
+    }
+    let mut clock = SampleClock::shared(sampling);
+    clock.set_stop_flag(Arc::clone(&stop));
+    let session = Session {
+        settings,
+        targets: vec![(
+            Target::new(None),
+            TargetInfo {
+                pid: None,
+                cmdline,
+                parent: None,
+            },
+        )],
+        source: AccessSource {
+            name: format!("paddr/{}", vaddr::source_name(&chosen.source)),
+            reason: format!(
+                "{}; data addresses translated to physical frames through /proc/PID/pagemap",
+                chosen.reason
+            ),
+        },
+        out: &args.out,
+        inputs: Vec::new(),
+        compress: !args.no_compress,
+        expected_us: args.duration,
+        stop: Some(stop),
+        metrics: None,
+    };
+    monitor::run(session, &mut ops, &mut clock, monotonic_us())
 }
 
 /// Loads `builtin:NAME` or a masim-format file.

@@ -29,6 +29,8 @@ pub struct File {
     pub min_regions: Option<u32>,
     pub max_regions: Option<u32>,
     pub process_series: Option<usize>,
+    #[serde(default)]
+    pub host: bool,
     pub records: Option<Records>,
 }
 
@@ -64,6 +66,8 @@ pub struct Config {
     pub records: Option<RecordsConfig>,
     /// Processes with series of their own besides those named (docs/serve.md, "Metrics").
     pub process_series: usize,
+    /// The physical memory of the processes served is monitored too.
+    pub host: bool,
 }
 
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:9580";
@@ -194,6 +198,7 @@ impl Config {
                 .process_series
                 .or(file.process_series)
                 .unwrap_or(DEFAULT_PROCESS_SERIES),
+            host: args.host || file.host,
         })
     }
 }

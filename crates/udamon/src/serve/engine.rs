@@ -15,12 +15,15 @@ use super::records::RecordPolicy;
 use super::supervisor::Key;
 use super::target::{Command, Ended, Labels, Pace, Running, Start, TargetSettings};
 use std::collections::BTreeMap;
+use std::ops::ControlFlow;
 use std::sync::Arc;
 use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender};
 use std::time::{Duration, Instant};
+use udamon_core::{Callbacks, Context, Flow, VirtualClock};
 use udamon_exporter::Observation;
+use udamon_linux::paddr::{self, PaddrOps};
 use udamon_linux::perf::SamplerConfig;
-use udamon_linux::vaddr::{self, SharedSampling, VaddrOps, WalkBudget, monotonic_us};
+use udamon_linux::vaddr::{self, SharedSampling, Tapped, VaddrOps, WalkBudget, monotonic_us};
 
 /// How often the samplers are drained and the targets stepped. Windows are published within
 /// this of their end (the service's per-target clocks used to wake every half window).
@@ -59,6 +62,63 @@ pub enum Msg {
 pub trait Sink: Send {
     /// `targets` are every served target with a window completed; `served` counts them all.
     fn publish(&mut self, targets: &[(&Labels, &Observation)], served: usize);
+    /// The physical memory of the processes served, when it is monitored (`serve --host`),
+    /// with the samples each horizon's working set rests on.
+    fn publish_host(&mut self, host: &Observation, samples: &[u64]);
+}
+
+/// The physical memory of the processes served (`serve --host`): one context over the host's
+/// RAM, fed a copy of every served process's records, stepped as they are drained.
+struct HostView {
+    ctx: Context,
+    ops: PaddrOps,
+    window: LastWindow,
+}
+
+/// The host's last window, as the metrics show it.
+#[derive(Default)]
+struct LastWindow(Option<Observation>);
+
+impl Callbacks for LastWindow {
+    fn after_aggregation(&mut self, ctx: &Context) -> Flow {
+        self.0 = Some(udamon_exporter::observe(ctx, 0));
+        Ok(ControlFlow::Continue(()))
+    }
+}
+
+impl HostView {
+    fn start(
+        config: &SamplerConfig,
+        seed: u64,
+        sampling: &mut SharedSampling,
+    ) -> Result<Self, String> {
+        let horizons: Vec<u64> = udamon_exporter::HORIZONS.iter().map(|h| h.1).collect();
+        let mut ops = PaddrOps::new(&config.source, &horizons).map_err(|e| e.to_string())?;
+        let mut ctx =
+            Context::new(paddr::host_attrs(&config.source), seed).map_err(|e| e.to_string())?;
+        ctx.set_start_time_us(monotonic_us());
+        ctx.start(&mut ops).map_err(|e| e.to_string())?;
+        sampling.tap(ops.feed(), Tapped::Attached);
+        Ok(HostView {
+            ctx,
+            ops,
+            window: LastWindow::default(),
+        })
+    }
+
+    /// Steps it to `due_us`; its last window, once one completed, with the working set counted
+    /// in pages rather than regions (see [`udamon_linux::paddr`]).
+    fn advance(&mut self, due_us: u64) -> Option<(Observation, Vec<u64>)> {
+        while self.ctx.now_us() + self.ctx.attrs().sample_interval_us <= due_us {
+            // Physical memory never ends, and no callback of its stops it.
+            let _ = self
+                .ctx
+                .step(&mut self.ops, &mut VirtualClock, &mut self.window);
+        }
+        let mut observation = self.window.0.clone()?;
+        observation.working_set_bytes = self.ops.working_set_bytes();
+        Some((observation, self.ops.working_set_samples()))
+    }
 }
 
 /// What targets are built with on the loop: the shared samplers and walking budget.
@@ -84,7 +144,7 @@ impl Hub {
 
     /// The shared samplers, opened on first use: one per CPU for every process if serve may,
     /// else one per process.
-    fn sampling(&mut self) -> &mut SharedSampling {
+    pub fn sampling(&mut self) -> &mut SharedSampling {
         self.sampling
             .get_or_insert_with(|| match SharedSampling::per_cpu(&self.config) {
                 Ok(s) => {
@@ -119,6 +179,7 @@ impl Hub {
 
 struct Engine {
     hub: Hub,
+    host: Option<HostView>,
     targets: BTreeMap<Key, Running>,
     records: Option<Arc<RecordPolicy>>,
     sink: Box<dyn Sink>,
@@ -127,19 +188,31 @@ struct Engine {
     drained_to_us: u64,
     next_tick: Instant,
     next_publish: Instant,
+    /// The host's last window, when its physical memory is monitored, and its samples per
+    /// horizon.
+    host_window: Option<(Observation, Vec<u64>)>,
 }
 
-/// Runs the loop until [`Msg::StopAll`] (or the serving loop is gone).
+/// Runs the loop until [`Msg::StopAll`] (or the serving loop is gone); with `host` (a seed),
+/// the physical memory of the processes served is monitored too.
 pub fn run(
     config: SamplerConfig,
+    host: Option<u64>,
     sink: Box<dyn Sink>,
     records: Option<Arc<RecordPolicy>>,
     orders: Receiver<Msg>,
     ended: Sender<Key>,
 ) {
     let now = Instant::now();
+    let mut hub = Hub::new(config);
+    let host = host.and_then(|seed| {
+        HostView::start(&config, seed, hub.sampling())
+            .map_err(|e| super::log::error(&format!("the host's physical memory: {e}")))
+            .ok()
+    });
     let mut engine = Engine {
-        hub: Hub::new(config),
+        hub,
+        host,
         targets: BTreeMap::new(),
         records,
         sink,
@@ -147,6 +220,7 @@ pub fn run(
         drained_to_us: monotonic_us(),
         next_tick: now,
         next_publish: now + PUBLISH,
+        host_window: None,
     };
     loop {
         let fast = engine
@@ -244,6 +318,11 @@ impl Engine {
         } else {
             self.drained_to_us = monotonic_us();
         }
+        if let Some(host) = &mut self.host
+            && let Some(observation) = host.advance(self.drained_to_us)
+        {
+            self.host_window = Some(observation);
+        }
         let mut ended = Vec::new();
         for (key, running) in self.targets.iter_mut() {
             let due = match running.pace {
@@ -306,5 +385,8 @@ impl Engine {
             .filter_map(|r| Some((&r.labels, r.observation()?)))
             .collect();
         self.sink.publish(&published, self.targets.len());
+        if let Some((host, samples)) = &self.host_window {
+            self.sink.publish_host(host, samples);
+        }
     }
 }

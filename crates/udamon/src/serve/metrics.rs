@@ -89,6 +89,10 @@ impl Sink for ExporterSink {
             .publish_cgroups(groups.iter().map(|(c, g)| (c, g)));
         self.exporter.set_targets(served);
     }
+
+    fn publish_host(&mut self, host: &Observation, samples: &[u64]) {
+        self.exporter.update_host(host, samples);
+    }
 }
 
 #[cfg(test)]

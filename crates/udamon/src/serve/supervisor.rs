@@ -29,9 +29,10 @@ pub struct Supervisor {
 
 impl Supervisor {
     /// Starts the monitoring loop: processes sampled with `config`, windows published to
-    /// `sink`, records kept by `records`.
+    /// `sink`, records kept by `records`; with `host` (a seed), their physical memory too.
     pub fn new(
         config: SamplerConfig,
+        host: Option<u64>,
         sink: Box<dyn Sink>,
         records: Option<Arc<RecordPolicy>>,
     ) -> std::io::Result<Self> {
@@ -39,7 +40,7 @@ impl Supervisor {
         let (tell_ended, ended) = mpsc::channel();
         let engine = std::thread::Builder::new()
             .name("udamon monitor".into())
-            .spawn(move || engine::run(config, sink, records, taken, tell_ended))?;
+            .spawn(move || engine::run(config, host, sink, records, taken, tell_ended))?;
         Ok(Supervisor {
             running: BTreeMap::new(),
             orders,

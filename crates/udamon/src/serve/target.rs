@@ -312,6 +312,8 @@ impl Callbacks for Served {
     }
 
     fn after_aggregation(&mut self, ctx: &Context) -> Flow {
+        // The window's own events (its residency walk's resident bytes) go with it.
+        self.drain_events()?;
         self.windows += 1;
         self.observe(ctx);
         self.last = Some(Frame::Snapshot(snapshot_from_context(ctx, self.start_us)));
