@@ -34,9 +34,20 @@ impl ProcStat {
         })
     }
 
-    /// Reads process `pid`'s; `None` when it is gone.
+    /// Reads process `pid`'s; `None` when it is gone (or could not be read).
     pub fn read(pid: u32) -> Option<ProcStat> {
-        ProcStat::parse(&std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?)
+        ProcStat::try_read(pid).ok().flatten()
+    }
+
+    /// Reads process `pid`'s: `Ok(None)` when it is gone, an error when `/proc` could not be
+    /// read (out of file descriptors, say), so that a caller can tell a process that left from
+    /// one it failed to see.
+    pub fn try_read(pid: u32) -> std::io::Result<Option<ProcStat>> {
+        match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+            Ok(text) => Ok(ProcStat::parse(&text)),
+            Err(e) if gone(&e) => Ok(None),
+            Err(e) => Err(e),
+        }
     }
 
     pub fn is_kernel_thread(&self) -> bool {
@@ -48,6 +59,12 @@ impl ProcStat {
     }
 }
 
+/// Whether reading a file of `/proc/PID` failed because the process is gone (the directory
+/// went, or the process is exiting), rather than for a reason of the reader's own.
+pub fn gone(e: &std::io::Error) -> bool {
+    e.kind() == std::io::ErrorKind::NotFound || e.raw_os_error() == Some(libc::ESRCH)
+}
+
 /// The pids of `/proc`, in no particular order.
 pub fn pids() -> impl Iterator<Item = u32> {
     std::fs::read_dir("/proc")
@@ -55,6 +72,17 @@ pub fn pids() -> impl Iterator<Item = u32> {
         .flatten()
         .flatten()
         .filter_map(|e| e.file_name().to_str()?.parse().ok())
+}
+
+/// The pids of `/proc`, or the error that kept the directory from being read.
+pub fn try_pids() -> std::io::Result<Vec<u32>> {
+    let mut pids = Vec::new();
+    for entry in std::fs::read_dir("/proc")? {
+        if let Some(pid) = entry?.file_name().to_str().and_then(|n| n.parse().ok()) {
+            pids.push(pid);
+        }
+    }
+    Ok(pids)
 }
 
 #[cfg(test)]

@@ -6,7 +6,8 @@ use std::os::unix::net::UnixStream;
 use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 use udamon_linux::discover::{
-    Credentials, Discovery, Selector, may_monitor, peer_credentials, process_cgroup,
+    AskedFor, Credentials, Departure, Discovery, Selector, may_monitor, peer_credentials,
+    process_cgroup,
 };
 
 fn sleeper(path: &std::path::Path) -> Child {
@@ -26,14 +27,29 @@ fn sleep_named(dir: &std::path::Path, name: &str) -> std::path::PathBuf {
     link
 }
 
+/// Selectors asked for by this process (whoever runs the tests).
+fn asked_by_me(selectors: Vec<Selector>) -> Vec<AskedFor> {
+    selectors
+        .into_iter()
+        .map(|selector| AskedFor {
+            selector,
+            by: Credentials::of_this_process(),
+        })
+        .collect()
+}
+
 /// Scans until `pid` is added (or removed, with `gone`); a generous bound, not a timing.
-fn scan_until(d: &mut Discovery, pid: u32, gone: bool) {
+/// Returns why it went.
+fn scan_until(d: &mut Discovery, pid: u32, gone: bool) -> Option<Departure> {
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
         let c = d.scan();
-        let list = if gone { &c.removed } else { &c.added };
-        if list.iter().any(|f| f.pid == pid) {
-            return;
+        if gone {
+            if let Some(g) = c.removed.iter().find(|g| g.found.pid == pid) {
+                return Some(g.why.clone());
+            }
+        } else if c.added.iter().any(|f| f.pid == pid) {
+            return None;
         }
         assert!(
             Instant::now() < deadline,
@@ -50,7 +66,7 @@ fn a_cgroups_processes_come_and_go_across_scans() {
         eprintln!("skipped: this process is in no cgroup v2");
         return;
     };
-    let mut d = Discovery::new(vec![Selector::Cgroup(own.clone().into())]).unwrap();
+    let mut d = Discovery::new(asked_by_me(vec![Selector::Cgroup(own.clone().into())])).unwrap();
     let first = d.scan();
     assert!(
         first
@@ -69,7 +85,7 @@ fn a_cgroups_processes_come_and_go_across_scans() {
     assert!(d.scan().added.iter().all(|f| f.pid != pid), "added once");
     child.kill().unwrap();
     child.wait().unwrap();
-    scan_until(&mut d, pid, true);
+    assert_eq!(scan_until(&mut d, pid, true), Some(Departure::Exited));
 }
 
 #[test]
@@ -79,7 +95,7 @@ fn a_match_takes_the_named_processes_only() {
     let mut mine = sleeper(&sleep_named(dir.path(), &name));
     let mut other = sleeper(&sleep_named(dir.path(), "udm-other"));
     let re = regex::Regex::new(&format!("^{name}$")).unwrap();
-    let mut d = Discovery::new(vec![Selector::Match(re)]).unwrap();
+    let mut d = Discovery::new(asked_by_me(vec![Selector::Match(re)])).unwrap();
     scan_until(&mut d, mine.id(), false);
     let again = d.scan();
     assert!(
@@ -92,7 +108,8 @@ fn a_match_takes_the_named_processes_only() {
     }
     let gone = d.scan();
     assert_eq!(gone.removed.len(), 1, "{gone:?}");
-    assert_eq!(gone.removed[0].comm, name);
+    assert_eq!(gone.removed[0].found.comm, name);
+    assert_eq!(gone.removed[0].why, Departure::Exited);
 }
 
 #[test]
@@ -100,7 +117,7 @@ fn a_pid_is_followed_until_it_exits_and_bad_pids_are_refused() {
     let dir = tempfile::tempdir().unwrap();
     let mut child = sleeper(&sleep_named(dir.path(), "udm-pid"));
     let pid = child.id();
-    let mut d = Discovery::new(vec![Selector::Pid(pid)]).unwrap();
+    let mut d = Discovery::new(asked_by_me(vec![Selector::Pid(pid)])).unwrap();
     let first = d.scan();
     assert_eq!(first.added.iter().map(|f| f.pid).collect::<Vec<_>>(), [pid]);
     child.kill().unwrap();
@@ -109,15 +126,21 @@ fn a_pid_is_followed_until_it_exits_and_bad_pids_are_refused() {
     assert_eq!(d.selectors(), 0, "a spent pid selector is dropped");
     assert!(d.scan().added.is_empty());
 
-    let e = Discovery::new(vec![Selector::Pid(u32::MAX)]).err().unwrap();
-    assert!(e.to_string().contains("does not exist"), "{e}");
-    let e = Discovery::new(vec![Selector::Cgroup("/no/such/cgroup".into())])
+    let e = Discovery::new(asked_by_me(vec![Selector::Pid(u32::MAX)]))
         .err()
         .unwrap();
+    assert!(e.to_string().contains("does not exist"), "{e}");
+    let e = Discovery::new(asked_by_me(vec![Selector::Cgroup(
+        "/no/such/cgroup".into(),
+    )]))
+    .err()
+    .unwrap();
     assert!(e.to_string().contains("cgroup"), "{e}");
     // kthreadd, when this pid namespace shows it.
     if std::fs::read_to_string("/proc/2/comm").is_ok_and(|c| c.trim() == "kthreadd") {
-        let e = Discovery::new(vec![Selector::Pid(2)]).err().unwrap();
+        let e = Discovery::new(asked_by_me(vec![Selector::Pid(2)]))
+            .err()
+            .unwrap();
         assert!(e.to_string().contains("kernel thread"), "{e}");
     }
 }
@@ -235,4 +258,176 @@ fn another_users_process_is_refused_and_its_own_user_allowed() {
     );
     capable.kill().unwrap();
     capable.wait().unwrap();
+}
+
+/// Whether this test can start processes as another user and run a setuid program as one:
+/// root, setpriv (util-linux) and su(1).
+fn setuid_cases_run() -> bool {
+    // SAFETY: geteuid cannot fail.
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("skipped: starting a process as another user needs root");
+        return false;
+    }
+    if Command::new("setpriv").arg("--version").output().is_err()
+        || !std::path::Path::new("/usr/bin/su").exists()
+    {
+        eprintln!("skipped: setpriv (util-linux) or /usr/bin/su is not installed");
+        return false;
+    }
+    true
+}
+
+/// `program ARGS` as nobody, its stdin a pipe kept open (su waits on it for a password).
+fn as_nobody(program: &std::path::Path, args: &[&str]) -> Child {
+    Command::new("setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+        .arg(program)
+        .args(args)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap()
+}
+
+/// Waits until process `pid`'s effective uid is `euid` (setpriv, then su, exec in place).
+fn wait_euid(pid: u32, euid: u32) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+        let uids: Vec<u32> = status
+            .lines()
+            .find_map(|l| l.strip_prefix("Uid:"))
+            .unwrap()
+            .split_whitespace()
+            .map(|x| x.parse().unwrap())
+            .collect();
+        if uids[1] == euid && uids[0] == 65534 {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "process {pid} never ran as {euid}"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// A directory that nobody can read, for the links its processes run.
+fn shared_dir() -> tempfile::TempDir {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    dir
+}
+
+#[test]
+fn a_setuid_program_started_under_a_matched_name_is_not_taken() {
+    if !setuid_cases_run() {
+        return;
+    }
+    let dir = shared_dir();
+    let name = format!("udms{}", std::process::id() % 100_000);
+    // The user's own process under the name is taken; su, setuid root, under the same name
+    // (a link the user made) is not, though root asked for the name.
+    let su = dir.path().join("su");
+    std::fs::create_dir(&su).unwrap();
+    let link = su.join(&name);
+    std::os::unix::fs::symlink("/usr/bin/su", &link).unwrap();
+    let mut theirs = as_nobody(&sleep_named(dir.path(), &name), &["60"]);
+    let mut setuid = as_nobody(&link, &["root"]);
+    wait_euid(setuid.id(), 0);
+    let re = regex::Regex::new(&format!("^{name}$")).unwrap();
+    let mut d = Discovery::new(asked_by_me(vec![Selector::Match(re)])).unwrap();
+    scan_until(&mut d, theirs.id(), false);
+    let mut warned = Vec::new();
+    for _ in 0..3 {
+        let c = d.scan();
+        assert!(
+            c.added.iter().all(|f| f.pid != setuid.id()),
+            "the setuid program is taken: {c:?}"
+        );
+        warned.extend(c.warnings);
+    }
+    let first = d.scan();
+    assert!(first.added.is_empty(), "{first:?}");
+    let about: Vec<_> = warned
+        .iter()
+        .filter(|w| w.contains(&setuid.id().to_string()))
+        .collect();
+    assert!(about.len() <= 1, "warned once at most: {warned:?}");
+    // Named by pid, by root, it is root's to monitor.
+    let by_pid = Discovery::new(asked_by_me(vec![Selector::Pid(setuid.id())]));
+    assert!(by_pid.is_ok(), "root may name it");
+    // Asked for by nobody, it is refused outright.
+    let nobody = Credentials::of_user(65534, 65534);
+    let e = Discovery::new(vec![AskedFor {
+        selector: Selector::Pid(setuid.id()),
+        by: nobody,
+    }])
+    .err()
+    .unwrap();
+    assert!(e.to_string().contains("could not ptrace"), "{e}");
+    for c in [&mut theirs, &mut setuid] {
+        c.kill().unwrap();
+        c.wait().unwrap();
+    }
+}
+
+#[test]
+fn a_process_that_changes_credentials_is_dropped() {
+    if !setuid_cases_run() {
+        return;
+    }
+    use std::io::Write;
+    let dir = shared_dir();
+    let name = format!("udmc{}", std::process::id() % 100_000);
+    // The same command name before and after: a shell, then su exec'd in its place.
+    let (shells, sus) = (dir.path().join("sh"), dir.path().join("su"));
+    std::fs::create_dir(&shells).unwrap();
+    std::fs::create_dir(&sus).unwrap();
+    std::os::unix::fs::symlink("/bin/sh", shells.join(&name)).unwrap();
+    std::os::unix::fs::symlink("/usr/bin/su", sus.join(&name)).unwrap();
+    let script = format!("read x; exec {} root", sus.join(&name).display());
+    let mut by_name = as_nobody(&shells.join(&name), &["-c", &script]);
+    let mut by_pid = as_nobody(&shells.join(&name), &["-c", &script]);
+    wait_euid(by_name.id(), 65534);
+    wait_euid(by_pid.id(), 65534);
+    let re = regex::Regex::new(&format!("^{name}$")).unwrap();
+    let mut d = Discovery::new(asked_by_me(vec![
+        Selector::Match(re),
+        Selector::Pid(by_pid.id()),
+    ]))
+    .unwrap();
+    let first = d.scan();
+    let mut pids: Vec<u32> = first.added.iter().map(|f| f.pid).collect();
+    pids.sort();
+    let mut both = vec![by_name.id(), by_pid.id()];
+    both.sort();
+    assert_eq!(pids, both, "{first:?}");
+    // The shells exec su: setuid root, started by nobody.
+    for c in [&mut by_name, &mut by_pid] {
+        c.stdin.as_mut().unwrap().write_all(b"go\n").unwrap();
+        wait_euid(c.id(), 0);
+    }
+    let c = d.scan();
+    for pid in [by_name.id(), by_pid.id()] {
+        let gone = c.removed.iter().find(|g| g.found.pid == pid);
+        assert_eq!(
+            gone.map(|g| &g.why),
+            Some(&Departure::CredentialsChanged),
+            "{c:?}"
+        );
+    }
+    // ... and neither comes back: the pid's selector is spent (root named the process it
+    // was), and the name takes no setuid program.
+    assert_eq!(d.selectors(), 1, "the match only");
+    for _ in 0..3 {
+        let c = d.scan();
+        assert!(c.added.is_empty(), "{c:?}");
+    }
+    for c in [&mut by_name, &mut by_pid] {
+        c.kill().unwrap();
+        c.wait().unwrap();
+    }
 }
