@@ -475,20 +475,27 @@ impl Discovery {
 
 /// Why `old`, which the last scan took and this one did not, is no longer taken.
 fn departure(old: &Found, refused: Option<&(Found, Denied)>) -> Departure {
-    let Some(stat) = ProcStat::read(old.pid).filter(|s| !s.is_zombie()) else {
-        return Departure::Exited;
+    match (changed(old), refused) {
+        (Some(why), _) => why,
+        (None, Some((_, denied))) => Departure::Refused(denied.to_string()),
+        (None, None) => Departure::Unselected,
+    }
+}
+
+/// How process `found` is no longer what was taken in: it exited, its pid was reused, or its
+/// credentials changed; `None` while it is still the same (for a monitor that lost it, to
+/// say why).
+pub fn changed(found: &Found) -> Option<Departure> {
+    let Some(stat) = ProcStat::read(found.pid).filter(|s| !s.is_zombie()) else {
+        return Some(Departure::Exited);
     };
-    if stat.start_time != old.start_time {
-        return Departure::PidReused;
+    if stat.start_time != found.start_time {
+        return Some(Departure::PidReused);
     }
-    let identity = ProcStatus::read(old.pid).map(|s| Identity::of(&s));
-    if identity.is_some_and(|i| i != old.identity) {
-        return Departure::CredentialsChanged;
-    }
-    match refused {
-        Some((_, denied)) => Departure::Refused(denied.to_string()),
-        None => Departure::Unselected,
-    }
+    let identity = ProcStatus::read(found.pid).map(|s| Identity::of(&s));
+    identity
+        .is_some_and(|i| i != found.identity)
+        .then_some(Departure::CredentialsChanged)
 }
 
 /// Where the cgroup2 file system is mounted (usually `/sys/fs/cgroup`).

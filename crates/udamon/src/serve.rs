@@ -31,7 +31,9 @@ use std::time::{Duration, Instant};
 use supervisor::{Key, Started, Supervisor};
 use target::{Command, Labels, Monitored, Start, TargetId, TargetSettings};
 use udamon_core::{Target, VirtualClock};
-use udamon_linux::discover::{AskedFor, Credentials, Discovery, Found, Selector, may_monitor};
+use udamon_linux::discover::{
+    AskedFor, Credentials, Discovery, Found, Selector, changed, may_monitor,
+};
 use udamon_linux::metrics::ProcMetrics;
 use udamon_linux::perf::{AccessSource as Source, SamplerConfig};
 use udamon_linux::vaddr::{self, monotonic_us};
@@ -177,9 +179,10 @@ impl Served {
         })
     }
 
-    /// What monitoring process `pid` with `settings` starts with, on its own thread.
-    fn start(&self, pid: u32, settings: &TargetSettings) -> Start {
+    /// What monitoring process `found` with `settings` starts with, on its own thread.
+    fn start(&self, found: &Found, settings: &TargetSettings) -> Start {
         let (source, reason) = (self.source, self.reason.clone());
+        let (pid, found) = (found.pid, found.clone());
         let aggr_us = settings.attrs.aggr_interval_us;
         Box::new(move |stop| {
             let config = SamplerConfig {
@@ -210,6 +213,10 @@ impl Served {
                 start_us: monotonic_us(),
                 live: true,
                 batch: Some(batch),
+                gone: Box::new(move || match changed(&found) {
+                    Some(why) => why.to_string(),
+                    None => "the process can no longer be monitored".to_string(),
+                }),
             })
         })
     }
@@ -254,6 +261,7 @@ fn start_sim(workload: Workload, fast: bool) -> Start {
             metrics: None,
             live: false,
             batch: None,
+            gone: Box::new(|| "the target ended".to_string()),
         })
     })
 }
@@ -367,7 +375,7 @@ impl Serving {
         let started = self.supervisor.start(
             key,
             labels.clone(),
-            self.source.start(found.pid, settings),
+            self.source.start(found, settings),
             settings.clone(),
         );
         (labels, started)

@@ -101,6 +101,8 @@ pub const MIN_INTERVAL_US: u64 = 100;
 pub const MAX_SAMPLE_US: u64 = 10_000_000;
 /// The longest aggregation and update intervals.
 pub const MAX_INTERVAL_US: u64 = 3_600_000_000;
+// Any interval is a duration udamon takes.
+const _: () = assert!(MAX_INTERVAL_US < MAX_DURATION_US);
 /// The most regions a target may be split into (memory and records grow with them).
 pub const MAX_REGIONS: u32 = 100_000;
 
@@ -131,7 +133,6 @@ pub fn check_attrs(attrs: &Attrs) -> Result<()> {
         );
     }
     attrs.validate().context("invalid monitoring attributes")?;
-    debug_assert!(MAX_INTERVAL_US < MAX_DURATION_US);
     Ok(())
 }
 

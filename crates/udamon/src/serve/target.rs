@@ -97,6 +97,8 @@ pub struct Monitored {
     pub live: bool,
     /// How long its clock sleeps between wake-ups, kept at [`wake_batch`] of the window.
     pub batch: Option<vaddr::Batch>,
+    /// Why the target is gone once its operations find nothing left to monitor.
+    pub gone: Box<dyn Fn() -> String + Send>,
 }
 
 /// How long a served target's clock sleeps between wake-ups: half its aggregation window,
@@ -461,6 +463,7 @@ fn run(
         metrics,
         live,
         batch,
+        gone,
     } = start(stop.flag())?;
     let mut ctx = Context::new(settings.attrs, settings.seed).map_err(|e| e.to_string())?;
     ctx.set_start_time_us(start_us);
@@ -495,7 +498,7 @@ fn run(
     let result = ctx.run(ops.as_mut(), clock.as_mut(), &mut served);
     let why = match &result {
         Ok(StopReason::Requested) => served.stop.why(),
-        Ok(StopReason::NoValidTarget) => "the target ended".to_string(),
+        Ok(StopReason::NoValidTarget) => gone(),
         Err(RunError::Callback(e)) => format!("the record could not be written: {e}"),
         Err(RunError::Ops(e)) => format!("monitoring failed: {e}"),
     };
