@@ -2,6 +2,8 @@
 //! it starts and kills, a command-name match, pids, and the ptrace rule of the control socket.
 //! No cgroup is created and nothing system-wide changes.
 
+mod users;
+
 use std::os::unix::net::UnixStream;
 use std::process::{Child, Command};
 use std::time::{Duration, Instant};
@@ -9,6 +11,7 @@ use udamon_linux::discover::{
     AskedFor, Credentials, Departure, Discovery, Selector, may_monitor, peer_credentials,
     process_cgroup,
 };
+use users::{link, nobody_runs, setuid_cases_run, shared_dir, wait_euid};
 
 fn sleeper(path: &std::path::Path) -> Child {
     Command::new(path).arg("60").spawn().unwrap()
@@ -260,67 +263,6 @@ fn another_users_process_is_refused_and_its_own_user_allowed() {
     capable.wait().unwrap();
 }
 
-/// Whether this test can start processes as another user and run a setuid program as one:
-/// root, setpriv (util-linux) and su(1).
-fn setuid_cases_run() -> bool {
-    // SAFETY: geteuid cannot fail.
-    if unsafe { libc::geteuid() } != 0 {
-        eprintln!("skipped: starting a process as another user needs root");
-        return false;
-    }
-    if Command::new("setpriv").arg("--version").output().is_err()
-        || !std::path::Path::new("/usr/bin/su").exists()
-    {
-        eprintln!("skipped: setpriv (util-linux) or /usr/bin/su is not installed");
-        return false;
-    }
-    true
-}
-
-/// `program ARGS` as nobody, its stdin a pipe kept open (su waits on it for a password).
-fn as_nobody(program: &std::path::Path, args: &[&str]) -> Child {
-    Command::new("setpriv")
-        .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
-        .arg(program)
-        .args(args)
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap()
-}
-
-/// Waits until process `pid`'s effective uid is `euid` (setpriv, then su, exec in place).
-fn wait_euid(pid: u32, euid: u32) {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-        let uids: Vec<u32> = status
-            .lines()
-            .find_map(|l| l.strip_prefix("Uid:"))
-            .unwrap()
-            .split_whitespace()
-            .map(|x| x.parse().unwrap())
-            .collect();
-        if uids[1] == euid && uids[0] == 65534 {
-            return;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "process {pid} never ran as {euid}"
-        );
-        std::thread::sleep(Duration::from_millis(10));
-    }
-}
-
-/// A directory that nobody can read, for the links its processes run.
-fn shared_dir() -> tempfile::TempDir {
-    use std::os::unix::fs::PermissionsExt;
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
-    dir
-}
-
 #[test]
 fn a_setuid_program_started_under_a_matched_name_is_not_taken() {
     if !setuid_cases_run() {
@@ -330,12 +272,9 @@ fn a_setuid_program_started_under_a_matched_name_is_not_taken() {
     let name = format!("udms{}", std::process::id() % 100_000);
     // The user's own process under the name is taken; su, setuid root, under the same name
     // (a link the user made) is not, though root asked for the name.
-    let su = dir.path().join("su");
-    std::fs::create_dir(&su).unwrap();
-    let link = su.join(&name);
-    std::os::unix::fs::symlink("/usr/bin/su", &link).unwrap();
-    let mut theirs = as_nobody(&sleep_named(dir.path(), &name), &["60"]);
-    let mut setuid = as_nobody(&link, &["root"]);
+    let su = link(dir.path(), "su", &name, std::path::Path::new("/usr/bin/su"));
+    let mut theirs = nobody_runs(&sleep_named(dir.path(), &name), &["60"]);
+    let mut setuid = nobody_runs(&su, &["root"]);
     wait_euid(setuid.id(), 0);
     let re = regex::Regex::new(&format!("^{name}$")).unwrap();
     let mut d = Discovery::new(asked_by_me(vec![Selector::Match(re)])).unwrap();
@@ -383,14 +322,11 @@ fn a_process_that_changes_credentials_is_dropped() {
     let dir = shared_dir();
     let name = format!("udmc{}", std::process::id() % 100_000);
     // The same command name before and after: a shell, then su exec'd in its place.
-    let (shells, sus) = (dir.path().join("sh"), dir.path().join("su"));
-    std::fs::create_dir(&shells).unwrap();
-    std::fs::create_dir(&sus).unwrap();
-    std::os::unix::fs::symlink("/bin/sh", shells.join(&name)).unwrap();
-    std::os::unix::fs::symlink("/usr/bin/su", sus.join(&name)).unwrap();
-    let script = format!("read x; exec {} root", sus.join(&name).display());
-    let mut by_name = as_nobody(&shells.join(&name), &["-c", &script]);
-    let mut by_pid = as_nobody(&shells.join(&name), &["-c", &script]);
+    let sh = link(dir.path(), "sh", &name, std::path::Path::new("/bin/sh"));
+    let su = link(dir.path(), "su", &name, std::path::Path::new("/usr/bin/su"));
+    let script = format!("read x; exec {} root", su.display());
+    let mut by_name = nobody_runs(&sh, &["-c", &script]);
+    let mut by_pid = nobody_runs(&sh, &["-c", &script]);
     wait_euid(by_name.id(), 65534);
     wait_euid(by_pid.id(), 65534);
     let re = regex::Regex::new(&format!("^{name}$")).unwrap();

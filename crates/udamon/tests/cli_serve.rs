@@ -335,22 +335,18 @@ fn sighup_reads_the_configuration_again_and_a_bad_one_changes_nothing() {
             "cpuclock",
         ],
     );
-    let hup = |serve: &Serve| {
-        // SAFETY: signalling our own child.
-        unsafe { libc::kill(serve.child.id() as i32, libc::SIGHUP) };
-    };
     serve.metrics_until("the first match", |s| {
         !series(s, "udamon_working_set_bytes", &pa).is_empty()
     });
     std::fs::write(&config, "match = [\"(\"]\n").unwrap();
-    hup(&serve);
+    serve.signal(libc::SIGHUP);
     serve.wait_log("reload refused, nothing changed");
     assert!(
         serve.ctl_ok(&["targets"]).contains(&pa),
         "the bad file changed nothing"
     );
     std::fs::write(&config, format!("match = [\"^{b}$\"]\n")).unwrap();
-    hup(&serve);
+    serve.signal(libc::SIGHUP);
     serve.wait_log("configuration read again");
     serve.metrics_until("the second match only", |s| {
         series(s, "udamon_working_set_bytes", &pa).is_empty()

@@ -5,9 +5,11 @@
 //! a log that says what changed and why each target ended.
 
 mod common;
+#[path = "../../linux/tests/users/mod.rs"]
+mod users;
 
 use common::serve::{PATIENCE, Serve, series, which};
-use common::{info, is_root, udamon};
+use common::{info, udamon};
 use std::io::{BufRead, BufReader, Write};
 use std::os::fd::FromRawFd;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
@@ -15,34 +17,14 @@ use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
+use users::{
+    NOBODY, as_user, link, nobody_runs, other_users_run, setuid_cases_run, shared_dir, wait_euid,
+};
 
-const NOBODY: u32 = 65534;
 /// Another unprivileged user, who needs no account: the kernel takes any uid.
 const MALLORY: u32 = 4242;
 
-/// Whether processes can be started as other users here: root and setpriv (util-linux).
-fn other_users_run() -> bool {
-    if !is_root() {
-        eprintln!("skipped: starting processes as other users needs root");
-        return false;
-    }
-    if Command::new("setpriv").arg("--version").output().is_err() {
-        eprintln!("skipped: setpriv (util-linux) is not installed");
-        return false;
-    }
-    true
-}
-
-/// ... and whether su(1), setuid root, is there to be started by one.
-fn setuid_cases_run() -> bool {
-    if !Path::new("/usr/bin/su").exists() {
-        eprintln!("skipped: /usr/bin/su is not installed");
-        return false;
-    }
-    other_users_run()
-}
-
-/// ... and whether other users can run this build's udamon (its path may be private).
+/// Whether other users can run this build's udamon (its path may be private).
 fn others_run_udamon() -> bool {
     if !other_users_run() {
         return false;
@@ -60,66 +42,6 @@ fn others_run_udamon() -> bool {
         );
     }
     ok
-}
-
-/// `program` as user `uid` (group `uid`, no supplementary groups).
-fn as_user(uid: u32, program: &Path) -> Command {
-    let mut c = Command::new("setpriv");
-    c.arg(format!("--reuid={uid}"))
-        .arg(format!("--regid={uid}"))
-        .arg("--clear-groups")
-        .arg(program);
-    c
-}
-
-/// `program ARGS` as nobody, its stdin a pipe kept open (su waits on it for a password).
-fn nobody_runs(program: &Path, args: &[&str]) -> Child {
-    as_user(NOBODY, program)
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap()
-}
-
-/// Waits until process `pid`'s effective uid is `euid` (setpriv, then su, exec in place).
-fn wait_euid(pid: u32, euid: u32) {
-    let deadline = Instant::now() + PATIENCE;
-    loop {
-        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-        let uids: Vec<u32> = status
-            .lines()
-            .find_map(|l| l.strip_prefix("Uid:"))
-            .unwrap()
-            .split_whitespace()
-            .map(|x| x.parse().unwrap())
-            .collect();
-        if uids[1] == euid {
-            return;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "process {pid} never ran as {euid}"
-        );
-        std::thread::sleep(Duration::from_millis(10));
-    }
-}
-
-/// A directory every user can read, for the links other users' processes run.
-fn shared_dir() -> tempfile::TempDir {
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
-    dir
-}
-
-/// `dir/sub/name`, a link to `target`.
-fn link(dir: &Path, sub: &str, name: &str, target: &Path) -> PathBuf {
-    let d = dir.join(sub);
-    std::fs::create_dir_all(&d).unwrap();
-    let l = d.join(name);
-    std::os::unix::fs::symlink(target, &l).unwrap();
-    l
 }
 
 fn stop(children: &mut [&mut Child]) {
@@ -141,8 +63,7 @@ fn raw(serve: &Serve, request: &str) -> serde_json::Value {
 
 /// Waits for serve to exit after SIGTERM, for `PATIENCE` at most; its success.
 fn stopped_in_time(mut serve: Serve) -> bool {
-    // SAFETY: signalling our own child.
-    unsafe { libc::kill(serve.child.id() as i32, libc::SIGTERM) };
+    serve.signal(libc::SIGTERM);
     let deadline = Instant::now() + PATIENCE;
     loop {
         if let Some(status) = serve.child.try_wait().unwrap() {
@@ -642,15 +563,11 @@ fn sighup_keeps_targets_added_at_runtime_and_says_why_others_end() {
             "cpuclock",
         ],
     );
-    let hup = |serve: &Serve| {
-        // SAFETY: signalling our own child.
-        unsafe { libc::kill(serve.child.id() as i32, libc::SIGHUP) };
-    };
     wait_served(&serve, &pm);
     assert!(serve.ctl_ok(&["add", "--pid", &pa]).contains("serving"));
     wait_served(&serve, &pa);
     // The same file again: nothing changes.
-    hup(&serve);
+    serve.signal(libc::SIGHUP);
     let read = serve.wait_log("configuration read again");
     assert!(read.contains("0 stopping"), "{read}");
     std::thread::sleep(Duration::from_secs(1));
@@ -658,7 +575,7 @@ fn sighup_keeps_targets_added_at_runtime_and_says_why_others_end() {
     assert!(listed.contains(&pm) && listed.contains(&pa), "{listed}");
     // A file that no longer takes the matched process: it ends, saying why; the added stays.
     std::fs::write(&config, "match = [\"^nothing-at-all$\"]\n").unwrap();
-    hup(&serve);
+    serve.signal(libc::SIGHUP);
     let ended = wait_ended(&mut serve, &pm);
     assert!(ended.contains("no selector takes it any more"), "{ended}");
     assert!(serve.ctl_ok(&["targets"]).contains(&pa));

@@ -150,10 +150,15 @@ impl Serve {
         String::from_utf8(out).unwrap()
     }
 
+    /// Sends signal `sig` (SIGHUP to read the configuration again, say).
+    pub fn signal(&self, sig: i32) {
+        // SAFETY: signalling our own child.
+        unsafe { libc::kill(self.child.id() as i32, sig) };
+    }
+
     /// SIGTERM; waits for the exit and returns its success.
     pub fn stop(mut self) -> bool {
-        // SAFETY: signalling our own child.
-        unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
+        self.signal(libc::SIGTERM);
         let status = self.child.wait().unwrap();
         status.success()
     }
