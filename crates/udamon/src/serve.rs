@@ -535,7 +535,7 @@ impl Serving {
         self.next_sim += 1;
         let labels = Labels {
             id: TargetId::Sim(self.next_sim),
-            comm: spec.trim_start_matches("builtin:").to_string(),
+            comm: control::short(spec.trim_start_matches("builtin:")),
             cgroup: String::new(),
         };
         self.supervisor.start(

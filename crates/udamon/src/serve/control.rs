@@ -96,24 +96,38 @@ impl Request {
         )
     }
 
-    /// The request in a few words for the log, without the text it carries.
+    /// The request in a few words for the log, without the text it carries (a client's
+    /// strings cut short).
     fn describe(&self) -> String {
         match self {
             Request::Targets => "targets".to_string(),
             Request::Add { pid: Some(pid), .. } => format!("add --pid {pid}"),
-            Request::Add { sim: Some(sim), .. } => format!("add --sim {sim}"),
+            Request::Add { sim: Some(sim), .. } => format!("add --sim {}", short(sim)),
             Request::Add { .. } => "add".to_string(),
-            Request::Remove { target } => format!("remove {target}"),
-            Request::Tune { target, tune } => format!("tune {target} {tune}"),
+            Request::Remove { target } => format!("remove {}", short(target)),
+            Request::Tune { target, tune } => format!("tune {} {tune}", short(target)),
             Request::AddSchemes { target, schemes } => {
-                format!("add-schemes {target} ({} bytes)", schemes.len())
+                format!("add-schemes {} ({} bytes)", short(target), schemes.len())
             }
-            Request::RemoveScheme { target, index } => format!("remove-scheme {target} {index}"),
-            Request::Snapshot { target, .. } => format!("snapshot {target}"),
-            Request::Status { target } => format!("status {target}"),
+            Request::RemoveScheme { target, index } => {
+                format!("remove-scheme {} {index}", short(target))
+            }
+            Request::Snapshot { target, .. } => format!("snapshot {}", short(target)),
+            Request::Status { target } => format!("status {}", short(target)),
         }
     }
 }
+
+/// A client's string for the log: at most [`SHORT`] characters.
+pub fn short(text: &str) -> String {
+    match text.char_indices().nth(SHORT) {
+        Some((cut, _)) => format!("{}...", &text[..cut]),
+        None => text.to_string(),
+    }
+}
+
+/// The most characters of a client's string the log and labels keep.
+const SHORT: usize = 64;
 
 /// The answer: `{"ok": true, "text": "..."}` or `{"ok": false, "error": "..."}`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
