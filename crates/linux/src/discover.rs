@@ -486,7 +486,7 @@ fn departure(old: &Found, refused: Option<&(Found, Denied)>) -> Departure {
 /// credentials changed; `None` while it is still the same (for a monitor that lost it, to
 /// say why).
 pub fn changed(found: &Found) -> Option<Departure> {
-    let Some(stat) = ProcStat::read(found.pid).filter(|s| !s.is_zombie()) else {
+    let Some(stat) = ProcStat::read(found.pid).filter(|s| !s.is_exiting()) else {
         return Some(Departure::Exited);
     };
     if stat.start_time != found.start_time {

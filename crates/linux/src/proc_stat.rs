@@ -17,6 +17,7 @@ pub struct ProcStat {
     pub start_time: u64,
 }
 
+const PF_EXITING: u64 = 0x0000_0004;
 const PF_KTHREAD: u64 = 0x0020_0000;
 
 impl ProcStat {
@@ -56,6 +57,12 @@ impl ProcStat {
 
     pub fn is_zombie(&self) -> bool {
         matches!(self.state, 'Z' | 'X')
+    }
+
+    /// Whether it is exiting or has exited: between its exit starting (when its perf events
+    /// report it gone) and its reaping.
+    pub fn is_exiting(&self) -> bool {
+        self.is_zombie() || self.flags & PF_EXITING != 0
     }
 }
 
@@ -98,7 +105,9 @@ mod tests {
             (s.state, s.ppid, s.flags, s.start_time),
             ('S', 1, 4194560, 12345)
         );
-        assert!(!s.is_kernel_thread() && !s.is_zombie());
+        assert!(!s.is_kernel_thread() && !s.is_zombie() && !s.is_exiting());
+        let exiting = text.replace("4194560", "4194564");
+        assert!(ProcStat::parse(&exiting).unwrap().is_exiting(), "PF_EXITING");
         assert_eq!(ProcStat::parse("42 (x) S 1"), None, "cut short");
     }
 
