@@ -107,7 +107,10 @@ mod tests {
         );
         assert!(!s.is_kernel_thread() && !s.is_zombie() && !s.is_exiting());
         let exiting = text.replace("4194560", "4194564");
-        assert!(ProcStat::parse(&exiting).unwrap().is_exiting(), "PF_EXITING");
+        assert!(
+            ProcStat::parse(&exiting).unwrap().is_exiting(),
+            "PF_EXITING"
+        );
         assert_eq!(ProcStat::parse("42 (x) S 1"), None, "cut short");
     }
 
