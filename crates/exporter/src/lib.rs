@@ -19,4 +19,4 @@ mod server;
 pub use exporter::{Exporter, TargetLabels};
 pub use groups::{GroupObservation, aggregate};
 pub use observe::{HORIZONS, IDLE_QUANTILES, Observation, SchemeCounters, idle_quantiles, observe};
-pub use server::{EXCHANGE_TIMEOUT, HEAD_TIMEOUT, MAX_CONNECTIONS, Server};
+pub use server::{EXCHANGE_TIMEOUT, HEAD_TIMEOUT, MAX_CONNECTIONS, MAX_HEAD_BYTES, Server};

@@ -120,6 +120,8 @@ fn scraped_series_parse_and_a_removed_target_leaves_none() {
     let obs = observed_at(2_000_000).with_source_counters(counters);
     exporter.update(&labels("42"), &obs);
     exporter.update(&labels("43"), &obs);
+    // Served, with series of their own or not.
+    exporter.set_targets(2);
 
     let (status, body) = get(server.local_addr(), "/metrics");
     assert_eq!(status, 200);

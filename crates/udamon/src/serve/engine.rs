@@ -48,14 +48,25 @@ const FAST_SLICE: usize = 2_000;
 pub enum Msg {
     Start {
         key: Key,
+        /// Which start of the key this is, for [`News::Ended`].
+        generation: u64,
         labels: Labels,
         start: Start,
         settings: TargetSettings,
     },
-    Stop(Key),
+    /// Stop a target, for this reason.
+    Stop(Key, String),
     Ask(Key, Command),
-    /// Stop every target, completing its record, and end.
-    StopAll,
+    /// Stop every target for this reason, completing its record, and end.
+    StopAll(String),
+}
+
+/// What the monitoring loop tells the serving loop.
+pub enum News {
+    /// The target's monitoring (its `generation`-th start) ended.
+    Ended(Key, u64),
+    /// The process executed a program.
+    Executed(Key),
 }
 
 /// Every target's last window, each time the metrics are published.
@@ -180,10 +191,11 @@ impl Hub {
 struct Engine {
     hub: Hub,
     host: Option<HostView>,
-    targets: BTreeMap<Key, Running>,
+    /// Every target with the generation it was started as.
+    targets: BTreeMap<Key, (u64, Running)>,
     records: Option<Arc<RecordPolicy>>,
     sink: Box<dyn Sink>,
-    ended: Sender<Key>,
+    news: Sender<News>,
     /// Every record stamped before this (CLOCK_MONOTONIC µs) was handed over.
     drained_to_us: u64,
     next_tick: Instant,
@@ -201,7 +213,7 @@ pub fn run(
     sink: Box<dyn Sink>,
     records: Option<Arc<RecordPolicy>>,
     orders: Receiver<Msg>,
-    ended: Sender<Key>,
+    news: Sender<News>,
 ) {
     let now = Instant::now();
     let mut hub = Hub::new(config);
@@ -216,7 +228,7 @@ pub fn run(
         targets: BTreeMap::new(),
         records,
         sink,
-        ended,
+        news,
         drained_to_us: monotonic_us(),
         next_tick: now,
         next_publish: now + PUBLISH,
@@ -226,14 +238,18 @@ pub fn run(
         let fast = engine
             .targets
             .values()
-            .any(|r| matches!(r.pace, Pace::Fast));
+            .any(|(_, r)| matches!(r.pace, Pace::Fast));
         let wait = if fast {
             Duration::ZERO
         } else {
             engine.next_tick.saturating_duration_since(Instant::now())
         };
         match orders.recv_timeout(wait) {
-            Ok(Msg::StopAll) | Err(RecvTimeoutError::Disconnected) => break,
+            Ok(Msg::StopAll(why)) => {
+                engine.stop_all(&why);
+                return;
+            }
+            Err(RecvTimeoutError::Disconnected) => break,
             Ok(msg) => engine.order(msg),
             Err(RecvTimeoutError::Timeout) => {}
         }
@@ -247,10 +263,7 @@ pub fn run(
             engine.publish();
         }
     }
-    let due = engine.drained_to_us;
-    for (key, running) in std::mem::take(&mut engine.targets) {
-        engine.end(key, running, &Ended::normally("stopped on request"), due);
-    }
+    engine.stop_all("udamon serve stopped");
 }
 
 impl Engine {
@@ -258,6 +271,7 @@ impl Engine {
         match msg {
             Msg::Start {
                 key,
+                generation,
                 labels,
                 start,
                 settings,
@@ -273,31 +287,38 @@ impl Engine {
                     &mut self.hub,
                 ) {
                     Ok(running) => {
-                        self.targets.insert(key, running);
+                        self.targets.insert(key, (generation, running));
                     }
                     Err(why) => {
                         super::log::warn(&format!("{labels}: {why}"));
                         if let Key::Process { pid, .. } = key {
                             self.hub.detach(pid);
                         }
-                        let _ = self.ended.send(key);
+                        let _ = self.news.send(News::Ended(key, generation));
                     }
                 }
             }
-            Msg::Stop(key) => {
+            Msg::Stop(key, why) => {
                 if let Some(running) = self.targets.remove(&key) {
                     let due = self.drained_to_us;
-                    self.end(key, running, &Ended::normally("stopped on request"), due);
+                    self.end(key, running, &Ended::normally(&why), due);
                 }
             }
             Msg::Ask(key, command) => {
                 // A target gone meanwhile drops the command, and its caller hears so.
                 let due = self.drained_to_us;
-                if let Some(running) = self.targets.get_mut(&key) {
+                if let Some((_, running)) = self.targets.get_mut(&key) {
                     running.answer(command, due);
                 }
             }
-            Msg::StopAll => {}
+            Msg::StopAll(_) => {}
+        }
+    }
+
+    fn stop_all(&mut self, why: &str) {
+        let due = self.drained_to_us;
+        for (key, running) in std::mem::take(&mut self.targets) {
+            self.end(key, running, &Ended::normally(why), due);
         }
     }
 
@@ -308,7 +329,7 @@ impl Engine {
         if let Some(sampling) = &mut self.hub.sampling {
             let drained = sampling.drain();
             self.drained_to_us = drained.to_us;
-            for (_, running) in self.targets.iter_mut() {
+            for (_, (_, running)) in self.targets.iter_mut() {
                 if let Pace::Live { pid } = running.pace
                     && drained.heard.binary_search(&pid).is_ok()
                 {
@@ -324,7 +345,7 @@ impl Engine {
             self.host_window = Some(observation);
         }
         let mut ended = Vec::new();
-        for (key, running) in self.targets.iter_mut() {
+        for (key, (_, running)) in self.targets.iter_mut() {
             let due = match running.pace {
                 Pace::Live { .. } => self.drained_to_us,
                 Pace::RealTime { origin } => origin.elapsed().as_micros() as u64,
@@ -333,6 +354,9 @@ impl Engine {
             if let Some(why) = running.advance(due, usize::MAX) {
                 ended.push((*key, why));
             }
+            if running.take_executed() {
+                let _ = self.news.send(News::Executed(*key));
+            }
         }
         self.end_all(ended);
     }
@@ -340,7 +364,7 @@ impl Engine {
     /// Gives every simulation in virtual time a slice of steps.
     fn step_fast(&mut self) {
         let mut ended = Vec::new();
-        for (key, running) in self.targets.iter_mut() {
+        for (key, (_, running)) in self.targets.iter_mut() {
             if running.pace == Pace::Fast
                 && let Some(why) = running.advance(u64::MAX, FAST_SLICE)
             {
@@ -360,21 +384,22 @@ impl Engine {
     }
 
     /// Finishes a target (its record completed) and tells the serving loop.
-    fn end(&mut self, key: Key, mut running: Running, why: &Ended, due_us: u64) {
+    fn end(&mut self, key: Key, target: (u64, Running), why: &Ended, due_us: u64) {
+        let (generation, mut running) = target;
         if let Pace::Live { pid } = running.pace {
             // Its record covers the windows it slept through.
             running.catch_up(due_us);
             self.hub.detach(pid);
         }
         running.finish(why);
-        let _ = self.ended.send(key);
+        let _ = self.news.send(News::Ended(key, generation));
     }
 
     /// Every target's last window to the metrics, sleepers brought up to date first.
     fn publish(&mut self) {
         self.next_publish = Instant::now() + PUBLISH;
         let due = self.drained_to_us;
-        for running in self.targets.values_mut() {
+        for (_, running) in self.targets.values_mut() {
             if running.is_asleep() && due.saturating_sub(running.now_us()) >= SLEEPER_REFRESH_US {
                 running.catch_up(due);
             }
@@ -382,7 +407,7 @@ impl Engine {
         let published: Vec<(&Labels, &Observation)> = self
             .targets
             .values()
-            .filter_map(|r| Some((&r.labels, r.observation()?)))
+            .filter_map(|(_, r)| Some((&r.labels, r.observation()?)))
             .collect();
         self.sink.publish(&published, self.targets.len());
         if let Some((host, samples)) = &self.host_window {

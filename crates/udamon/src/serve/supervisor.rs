@@ -1,8 +1,10 @@
 //! The served targets as the serving loop sees them: which are served, under which labels, and
-//! the orders that start, stop, ask and end them, carried out by the monitoring loop
-//! ([`super::engine`]) on its one thread.
+//! the orders that start, stop (with the reason its record ends with), ask and end them,
+//! carried out by the monitoring loop ([`super::engine`]) on its one thread. A target started
+//! again while its previous monitoring is still ending (removed and added back at once)
+//! starts as soon as that ends.
 
-use super::engine::{self, Msg, Sink};
+use super::engine::{self, Msg, News, Sink};
 use super::records::RecordPolicy;
 use super::target::{Command, Labels, Reply, Start, TargetSettings};
 use std::collections::BTreeMap;
@@ -19,11 +21,38 @@ pub enum Key {
     Sim(u64),
 }
 
+/// What [`Supervisor::start`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Started {
+    Now,
+    /// Once its previous monitoring, which is ending, has ended.
+    Next,
+    /// It was served already.
+    Already,
+}
+
+/// A target from its start until the monitoring loop says it ended.
+struct Entry {
+    labels: Labels,
+    /// Which start of the key this is: the loop's end of an earlier one does not end it.
+    generation: u64,
+    stopping: bool,
+}
+
+/// What the monitoring loop said since the last [`Supervisor::reap`].
+#[derive(Debug, Default)]
+pub struct Reaped {
+    /// Targets that ended.
+    pub ended: Vec<Key>,
+    /// Processes that executed a program.
+    pub executed: Vec<Key>,
+}
+
 pub struct Supervisor {
-    /// The targets served, from their start until the monitoring loop says they ended.
-    running: BTreeMap<Key, Labels>,
+    running: BTreeMap<Key, Entry>,
+    generations: u64,
     orders: Sender<Msg>,
-    ended: Receiver<Key>,
+    news: Receiver<News>,
     engine: Option<JoinHandle<()>>,
 }
 
@@ -37,51 +66,88 @@ impl Supervisor {
         records: Option<Arc<RecordPolicy>>,
     ) -> std::io::Result<Self> {
         let (orders, taken) = mpsc::channel();
-        let (tell_ended, ended) = mpsc::channel();
+        let (tell, news) = mpsc::channel();
         let engine = std::thread::Builder::new()
             .name("udamon monitor".into())
-            .spawn(move || engine::run(config, host, sink, records, taken, tell_ended))?;
+            .spawn(move || engine::run(config, host, sink, records, taken, tell))?;
         Ok(Supervisor {
             running: BTreeMap::new(),
+            generations: 0,
             orders,
-            ended,
+            news,
             engine: Some(engine),
         })
     }
 
-    /// Starts monitoring a target (nothing if it is served already).
-    pub fn start(&mut self, key: Key, labels: Labels, start: Start, settings: TargetSettings) {
-        if self.running.contains_key(&key) {
-            return;
-        }
-        self.running.insert(key, labels.clone());
+    /// Starts monitoring a target: now, or once its previous monitoring ended if that is
+    /// ending, or not at all if it is served already.
+    pub fn start(
+        &mut self,
+        key: Key,
+        labels: Labels,
+        start: Start,
+        settings: TargetSettings,
+    ) -> Started {
+        let started = match self.running.get(&key) {
+            Some(entry) if !entry.stopping => return Started::Already,
+            // The loop ends the earlier one before it takes this order.
+            Some(_) => Started::Next,
+            None => Started::Now,
+        };
+        self.generations += 1;
+        let generation = self.generations;
+        self.running.insert(
+            key,
+            Entry {
+                labels: labels.clone(),
+                generation,
+                stopping: false,
+            },
+        );
         let _ = self.orders.send(Msg::Start {
             key,
+            generation,
             labels,
             start,
             settings,
         });
+        started
     }
 
-    /// Stops a target; its record is completed.
-    pub fn stop(&mut self, key: &Key) {
-        if self.running.contains_key(key) {
-            let _ = self.orders.send(Msg::Stop(*key));
+    /// Stops a target because of `why`; its record is completed and ends with it.
+    pub fn stop(&mut self, key: &Key, why: &str) {
+        if let Some(entry) = self.running.get_mut(key)
+            && !entry.stopping
+        {
+            entry.stopping = true;
+            let _ = self.orders.send(Msg::Stop(*key, why.to_string()));
         }
     }
 
-    /// Forgets the targets that ended; returns their keys.
-    pub fn reap(&mut self) -> Vec<Key> {
-        let ended: Vec<Key> = self.ended.try_iter().collect();
-        for key in &ended {
-            self.running.remove(key);
+    /// Forgets the targets that ended; says which, and which processes executed a program.
+    pub fn reap(&mut self) -> Reaped {
+        let mut reaped = Reaped::default();
+        for news in self.news.try_iter() {
+            match news {
+                News::Ended(key, generation) => {
+                    if self
+                        .running
+                        .get(&key)
+                        .is_some_and(|e| e.generation == generation)
+                    {
+                        self.running.remove(&key);
+                    }
+                    reaped.ended.push(key);
+                }
+                News::Executed(key) => reaped.executed.push(key),
+            }
         }
-        ended
+        reaped
     }
 
     /// The served targets, in key order.
     pub fn targets(&self) -> impl Iterator<Item = (&Key, &Labels)> {
-        self.running.iter()
+        self.running.iter().map(|(k, e)| (k, &e.labels))
     }
 
     pub fn len(&self) -> usize {
@@ -95,20 +161,20 @@ impl Supervisor {
         key: &Key,
         make: impl FnOnce(Reply) -> Command,
     ) -> Result<mpsc::Receiver<Result<String, String>>, String> {
-        let labels = self
+        let entry = self
             .running
             .get(key)
             .ok_or_else(|| "no such target: `udamon ctl targets` lists them".to_string())?;
         let (reply, receiver) = mpsc::channel();
         self.orders
             .send(Msg::Ask(*key, make(reply)))
-            .map_err(|_| format!("{labels}: it is ending"))?;
+            .map_err(|_| format!("{}: it is ending", entry.labels))?;
         Ok(receiver)
     }
 
-    /// Stops every target and waits for each to finish its record.
-    pub fn stop_all(mut self) {
-        let _ = self.orders.send(Msg::StopAll);
+    /// Stops every target because of `why` and waits for each to finish its record.
+    pub fn stop_all(mut self, why: &str) {
+        let _ = self.orders.send(Msg::StopAll(why.to_string()));
         if let Some(engine) = self.engine.take() {
             let _ = engine.join();
         }

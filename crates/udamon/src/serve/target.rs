@@ -90,6 +90,8 @@ pub struct Monitored {
     pub metrics: Option<Box<dyn MetricSource>>,
     /// What drives its time.
     pub pace: Pace,
+    /// Why the target is gone once its operations find nothing left to monitor.
+    pub gone: Box<dyn Fn() -> String + Send>,
 }
 
 /// How a target's time passes.
@@ -125,6 +127,36 @@ pub struct Tune {
     pub update_us: Option<u64>,
     pub min_regions: Option<u32>,
     pub max_regions: Option<u32>,
+}
+
+impl std::fmt::Display for Tune {
+    /// The changes given, as `ctl tune` takes them: `--aggr-us 200000us --max-regions 300`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let intervals = [
+            ("sample-us", self.sample_us),
+            ("aggr-us", self.aggr_us),
+            ("update-us", self.update_us),
+        ];
+        let bounds = [
+            ("min-regions", self.min_regions),
+            ("max-regions", self.max_regions),
+        ];
+        let mut words = Vec::new();
+        for (name, us) in intervals {
+            if let Some(us) = us {
+                words.push(format!("--{name} {us}us"));
+            }
+        }
+        for (name, n) in bounds {
+            if let Some(n) = n {
+                words.push(format!("--{name} {n}"));
+            }
+        }
+        if words.is_empty() {
+            words.push("(nothing)".to_string());
+        }
+        write!(f, "{}", words.join(" "))
+    }
 }
 
 impl Tune {
@@ -173,6 +205,8 @@ struct Served {
     observation: Option<Observation>,
     header: udamon_record::model::Header,
     live: bool,
+    /// Its process executed a program since this was last taken.
+    executed: bool,
 }
 
 impl Served {
@@ -180,6 +214,7 @@ impl Served {
         for (t_us, kind) in (self.events)() {
             match &kind {
                 EventKind::SourceStats { counters } => self.told.counters.clone_from(counters),
+                EventKind::Exec { .. } => self.executed = true,
                 EventKind::Resident { mappings, .. } => {
                     self.told.resident_bytes =
                         Some(mappings.iter().map(|m| m.resident_bytes).sum());
@@ -197,8 +232,9 @@ impl Served {
         match command {
             Command::Tune(tune, reply) => {
                 let attrs = tune.apply_to(ctx.attrs());
-                let result = ctx
-                    .set_attrs(attrs)
+                let result = crate::monitor::check_attrs(&attrs)
+                    .map_err(|e| format!("{e:#}"))
+                    .and_then(|()| ctx.set_attrs(attrs).map_err(|e| e.to_string()))
                     .map(|()| format!("{}: {}", self.labels, describe(ctx)))
                     .map_err(|e| format!("{}: {e}", self.labels));
                 let _ = reply.send(result);
@@ -244,12 +280,17 @@ impl Served {
                 let _ = reply.send(self.snapshot(json));
             }
             Command::Status(reply) => {
-                let _ = reply.send(Ok(format!(
+                let mut text = format!(
                     "{}: {}; {} windows",
                     self.labels,
                     describe(ctx),
                     self.windows
-                )));
+                );
+                for (i, scheme) in ctx.schemes().iter().enumerate() {
+                    text.push('\n');
+                    text.push_str(&scheme_counters(i, scheme));
+                }
+                let _ = reply.send(Ok(text));
             }
         }
     }
@@ -286,6 +327,23 @@ fn describe(ctx: &Context) -> String {
         a.min_nr_regions,
         a.max_nr_regions,
         ctx.schemes().len()
+    )
+}
+
+/// What scheme `index` did so far, one line: regions and bytes it tried and applied, and how
+/// often its quota ran out (the counters `udamon report schemes` shows of a record).
+fn scheme_counters(index: usize, scheme: &Scheme) -> String {
+    let s = &scheme.stats;
+    let size = udamon_report::human::size;
+    format!(
+        "scheme {index} {}: tried {} regions ({}), applied {} regions ({}), quota exceeded {} \
+         times",
+        scheme.action.name(),
+        s.nr_tried,
+        size(s.sz_tried),
+        s.nr_applied,
+        size(s.sz_applied),
+        s.qt_exceeds
     )
 }
 
@@ -338,6 +396,8 @@ pub struct Running {
     heard_to_us: u64,
     /// While it sleeps: no record delivered since it fell asleep was stamped before this time.
     woken_at_us: Option<u64>,
+    /// Why it is gone when its operations find nothing left to monitor.
+    gone: Box<dyn Fn() -> String + Send>,
 }
 
 impl Running {
@@ -357,6 +417,7 @@ impl Running {
             start_us,
             metrics,
             pace,
+            gone,
         } = start(hub)?;
         let mut ctx = Context::new(settings.attrs, settings.seed).map_err(|e| e.to_string())?;
         ctx.set_start_time_us(start_us);
@@ -383,6 +444,7 @@ impl Running {
             observation: None,
             header,
             live: matches!(pace, Pace::Live { .. }),
+            executed: false,
         };
         let mut running = Running {
             labels,
@@ -393,6 +455,7 @@ impl Running {
             asleep: false,
             heard_to_us: start_us,
             woken_at_us: None,
+            gone,
         };
         running
             .ctx
@@ -459,7 +522,7 @@ impl Running {
             {
                 Ok(ControlFlow::Continue(())) => {}
                 Ok(ControlFlow::Break(StopReason::NoValidTarget)) => {
-                    return Some(Ended::normally("the target ended"));
+                    return Some(Ended::normally(&(self.gone)()));
                 }
                 Ok(ControlFlow::Break(StopReason::Requested)) => {
                     return Some(Ended::normally("stopped on request"));
@@ -514,6 +577,12 @@ impl Running {
             self.served.windows += n;
             self.served.observe(&self.ctx);
         }
+    }
+
+    /// Whether its process executed a program since the last call (it may have gained
+    /// privileges: whoever asked for it may not be allowed it any more).
+    pub fn take_executed(&mut self) -> bool {
+        std::mem::take(&mut self.served.executed)
     }
 
     /// Whether it sleeps now.
