@@ -320,6 +320,8 @@ struct Phase {
     /// Seconds from serve's start until it served every target.
     took_in: f64,
     cpu_percent: f64,
+    /// Resident memory when the measurement started and when it ended.
+    rss_start_mib: f64,
     rss_mib: f64,
     hwm_mib: f64,
     threads: u64,
@@ -356,6 +358,7 @@ fn serve_phase(
     let took_in = started.elapsed().as_secs_f64();
     std::thread::sleep(Duration::from_secs(10));
     let cpu0 = cpu_seconds(serve.pid());
+    let rss_start_mib = status_field(serve.pid(), "VmRSS") as f64 / 1024.0;
     let t0 = Instant::now();
     let c0 = busy.progress();
     let mut scrapes = Vec::new();
@@ -382,6 +385,7 @@ fn serve_phase(
     let phase = Phase {
         took_in,
         cpu_percent,
+        rss_start_mib,
         rss_mib: status_field(serve.pid(), "VmRSS") as f64 / 1024.0,
         hwm_mib: status_field(serve.pid(), "VmHWM") as f64 / 1024.0,
         threads: status_field(serve.pid(), "Threads"),
@@ -506,7 +510,8 @@ fn print_phases(phases: &[(&str, Phase)]) {
     println!("{head}");
     row("serving every target took", " s", &|p| p.took_in);
     row("monitor CPU", " %", &|p| p.cpu_percent);
-    row("monitor memory (resident)", " MiB", &|p| p.rss_mib);
+    row("monitor memory at start", " MiB", &|p| p.rss_start_mib);
+    row("monitor memory at end", " MiB", &|p| p.rss_mib);
     row("monitor memory (peak)", " MiB", &|p| p.hwm_mib);
     row("monitor threads", "", &|p| p.threads as f64);
     row("scrape median", " ms", &|p| percentile(&p.scrapes, 0.5));

@@ -338,3 +338,64 @@ fn referenced_needs_a_live_process_and_a_period_of_an_update_or_more() {
     assert_eq!(out.status.code(), Some(1));
     assert_one_line_error(&out.stderr, "at most once per update interval");
 }
+
+#[test]
+fn the_host_is_recorded_over_physical_addresses() {
+    if !is_root() {
+        udamon()
+            .args(["record", "--host", "--duration", "1s"])
+            .assert()
+            .failure();
+        eprintln!("skipped: the host's physical memory needs root");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let mut target = std::process::Command::new(patterns())
+        .args(["static", "-t", "20", "-o", "/dev/null"])
+        .spawn()
+        .unwrap();
+    let pid = target.id().to_string();
+    std::thread::sleep(Duration::from_millis(500));
+    let out = dir.path().join("host.data");
+    udamon()
+        .args(["record", "--host", "--pid", &pid, "--duration", "3s", "-o"])
+        .arg(&out)
+        .assert()
+        .success();
+    target.kill().unwrap();
+    target.wait().unwrap();
+    let i = info(&out);
+    let t = &i["header"]["targets"][0];
+    assert!(t["pid"].is_null(), "{i}");
+    assert!(
+        t["cmdline"].as_str().unwrap().contains(&pid),
+        "the processes sampled are named: {i}"
+    );
+    assert!(i["nr_snapshots"].as_u64().unwrap() >= 3, "{i}");
+    // The patterns process's samples became frames: counted, none without one (its memory
+    // is resident), and the regions span the host's RAM, not the process's addresses.
+    assert!(stat(&i, "recovered") > 0, "{i}");
+    let access = report_json(&["access"], &out);
+    let regions = access["targets"][0]["regions"].as_array().unwrap();
+    let end = regions.last().unwrap()["end"].as_u64().unwrap();
+    let ram: u64 = std::fs::read_to_string("/proc/meminfo")
+        .unwrap()
+        .lines()
+        .find_map(|l| l.strip_prefix("MemTotal:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        .unwrap()
+        * 1024;
+    assert!(
+        end >= ram / 2 && end < 1 << 48,
+        "physical addresses up to about the RAM's size: {end:#x}"
+    );
+    // Schemes cannot act on physical memory: a one-line refusal.
+    let schemes = dir.path().join("s.json");
+    std::fs::write(&schemes, "[]").unwrap();
+    let refused = udamon()
+        .args(["record", "--host", "--schemes"])
+        .arg(&schemes)
+        .assert()
+        .failure();
+    assert_one_line_error(&refused.get_output().stderr, "physical memory");
+}

@@ -143,6 +143,74 @@ fn a_matched_process_is_served_while_it_lives_and_its_series_go_with_it() {
 }
 
 #[test]
+fn per_process_series_are_bounded_and_every_process_counts_in_its_cgroup() {
+    let dir = tempfile::tempdir().unwrap();
+    let name = format!("udp{}", std::process::id() % 100_000);
+    let sleeper = dir.path().join(&name);
+    std::os::unix::fs::symlink(which("sleep"), &sleeper).unwrap();
+    let mut sleeps: Vec<Child> = (0..4)
+        .map(|_| Command::new(&sleeper).arg("60").spawn().unwrap())
+        .collect();
+    let pids: Vec<String> = sleeps.iter().map(|c| c.id().to_string()).collect();
+    let cgroup = udamon_linux::discover::process_cgroup(sleeps[0].id()).unwrap();
+    // The first one named by --pid, the others found by name; one more series besides.
+    let serve = Serve::start(
+        dir.path(),
+        &[
+            "--match",
+            &format!("^{name}$"),
+            "--pid",
+            &pids[0],
+            "--process-series",
+            "1",
+            "--access-source",
+            "cpuclock",
+        ],
+    );
+    let with_series = |s: &[common::Sample]| {
+        pids.iter()
+            .filter(|p| !series(s, "udamon_working_set_bytes", p).is_empty())
+            .count()
+    };
+    let in_cgroup = |s: &[common::Sample]| {
+        s.iter()
+            .find(|x| {
+                x.name == "udamon_cgroup_processes"
+                    && x.labels.get("cgroup").map(String::as_str) == Some(cgroup.as_str())
+            })
+            .map_or(0.0, |x| x.value)
+    };
+    // Other tests' processes may share the cgroup and be served by them, not by this serve.
+    let samples = serve.metrics_until("all four in their cgroup's series", |s| {
+        in_cgroup(s) >= 4.0 && with_series(s) >= 2
+    });
+    assert_eq!(with_series(&samples), 2, "the named one and one more");
+    assert!(
+        !series(&samples, "udamon_working_set_bytes", &pids[0]).is_empty(),
+        "the named one always"
+    );
+    assert!(
+        samples
+            .iter()
+            .any(|x| x.name == "udamon_targets" && x.value == 4.0),
+        "all four are served"
+    );
+    let cgroup_ws = samples.iter().filter(|x| {
+        x.name == "udamon_cgroup_working_set_bytes"
+            && x.labels.get("cgroup").map(String::as_str) == Some(cgroup.as_str())
+    });
+    assert_eq!(cgroup_ws.count(), 3, "one per horizon");
+    for c in &mut sleeps {
+        c.kill().unwrap();
+        c.wait().unwrap();
+    }
+    serve.metrics_until("the cgroup's series gone with its processes", |s| {
+        in_cgroup(s) == 0.0
+    });
+    assert!(serve.stop());
+}
+
+#[test]
 fn ctl_changes_a_running_target_and_garbage_on_the_socket_does_no_harm() {
     let dir = tempfile::tempdir().unwrap();
     let serve = Serve::start(dir.path(), &["--idle"]);

@@ -91,6 +91,12 @@ fn skip_reason(words: &[String]) -> Option<&'static str> {
     {
         return Some("pid 1234 and ./myservice stand for the reader's own process and program");
     }
+    if words.iter().any(|w| w == "--host") {
+        return Some(
+            "the host's physical memory needs root and samples for a while: \
+             tests/cli_record_live.rs records it",
+        );
+    }
     if words.iter().any(|w| w == "svc.data") {
         return Some("svc.data is made by the live recording above it");
     }
