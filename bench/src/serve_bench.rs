@@ -155,6 +155,13 @@ impl Serve {
     }
 
     fn ctl(&self, args: &[&str]) -> String {
+        self.try_ctl(args)
+            .unwrap_or_else(|e| panic!("udamon ctl {args:?}: {e}"))
+    }
+
+    /// `udamon ctl ARGS`, or its error: a serve busy taking in a thousand targets may not
+    /// answer within ctl's timeout.
+    fn try_ctl(&self, args: &[&str]) -> Result<String, String> {
         let out = Command::new(&self.bin)
             .arg("ctl")
             .arg("--control")
@@ -162,12 +169,11 @@ impl Serve {
             .args(args)
             .output()
             .unwrap();
-        assert!(
-            out.status.success(),
-            "udamon ctl {args:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8_lossy(&out.stdout).to_string()
+        if out.status.success() {
+            Ok(String::from_utf8_lossy(&out.stdout).to_string())
+        } else {
+            Err(String::from_utf8_lossy(&out.stderr).trim().to_string())
+        }
     }
 }
 
@@ -351,7 +357,8 @@ fn serve_phase(
     let serve = Serve::start_with(bin, dir, &["--match", pattern]);
     // Until every target is served, then a warm-up: attaching and naming code cost once.
     let deadline = Instant::now() + Duration::from_secs(600);
-    while serve.ctl(&["targets"]).lines().count() < expected {
+    let served = || serve.try_ctl(&["targets"]).map_or(0, |t| t.lines().count());
+    while served() < expected {
         assert!(Instant::now() < deadline, "serve never took every target");
         std::thread::sleep(Duration::from_millis(500));
     }
