@@ -112,6 +112,11 @@ pub struct MergeRule {
     /// their sample densities apart (the window's samples and the recent windows'; the
     /// threshold still restarts ages). `None`: DAMON's rule, for accessed-bit sources.
     pub density_alpha: Option<f64>,
+    /// The guided adjustment, accessed-bit sources: a region seen accessed in the window and
+    /// one that was not are never alike, however close their counts (a region with a few
+    /// accessed pages merged into idle memory averages them away). Dropped, as DAMON's
+    /// threshold is raised, while too many regions remain.
+    pub keep_seen_apart: bool,
 }
 
 impl MergeRule {
@@ -121,6 +126,7 @@ impl MergeRule {
             threshold,
             max_nr,
             density_alpha: None,
+            keep_seen_apart: false,
         }
     }
 
@@ -128,7 +134,10 @@ impl MergeRule {
     fn alike(&self, l: &Region, l_samples: u32, r: &Region, r_samples: u32) -> bool {
         match self.density_alpha {
             Some(alpha) => density::alike(l_samples, l.size(), r_samples, r.size(), alpha),
-            None => l.nr_accesses.abs_diff(r.nr_accesses) <= self.threshold,
+            None => {
+                l.nr_accesses.abs_diff(r.nr_accesses) <= self.threshold
+                    && !(self.keep_seen_apart && (l.nr_accesses == 0) != (r.nr_accesses == 0))
+            }
         }
     }
 
@@ -140,6 +149,7 @@ impl MergeRule {
             density_alpha: self
                 .density_alpha
                 .map(|a| if a < 1e-5 { 0.0 } else { a / 10.0 }),
+            keep_seen_apart: false,
             ..self
         }
     }
@@ -149,7 +159,9 @@ impl MergeRule {
     fn can_loosen(&self) -> bool {
         match self.density_alpha {
             Some(alpha) => alpha > 0.0,
-            None => self.threshold.saturating_mul(2).max(1) / 2 < self.max_nr,
+            None => {
+                self.keep_seen_apart || self.threshold.saturating_mul(2).max(1) / 2 < self.max_nr
+            }
         }
     }
 }
@@ -335,10 +347,7 @@ fn idle_sides(
         let (gap, at) = beside(s, left);
         (gap >= min_sz && idle_gap(gap, r.size(), samples, reported)).then_some((gap, at))
     };
-    let mut sides = [
-        idle(span, r.raw_samples, true),
-        idle(span, r.raw_samples, false),
-    ];
+    let mut sides = [idle(span, r.seen(), true), idle(span, r.seen(), false)];
     if !reported {
         return sides;
     }
@@ -352,7 +361,7 @@ fn idle_sides(
     let Some((past, n)) = recent.and_then(|h| h.within(AddrRange::new(r.start, r.end))) else {
         return sides;
     };
-    let (both, samples) = (span.hull(past), r.raw_samples.saturating_add(n));
+    let (both, samples) = (span.hull(past), r.seen().saturating_add(n));
     for (i, side) in sides.iter_mut().enumerate() {
         if side.is_none() {
             *side = idle(both, samples, i == 0);
@@ -403,9 +412,9 @@ pub fn split_at_sampled_extents(
     }
 }
 
-/// Cuts `regions` at the addresses `cuts` (ascending, inside regions, at most two per region),
-/// in place: from the back, so that every region moves once and the vector keeps its buffer.
-fn insert_cuts(regions: &mut Vec<Region>, cuts: &[u64]) {
+/// Cuts `regions` at the addresses `cuts` (ascending, each inside a region and none twice), in
+/// place: from the back, so that every region moves once and the vector keeps its buffer.
+pub(crate) fn insert_cuts(regions: &mut Vec<Region>, cuts: &[u64]) {
     let old_len = regions.len();
     regions.resize(old_len + cuts.len(), Region::default());
     let mut write = regions.len();
@@ -443,8 +452,23 @@ fn random_cut(rng: &mut Prng, size: u64, min_sz: u64) -> Option<u64> {
 
 /// `damon_split_regions_of`: split every region into up to `nr_subs` pieces at random points.
 pub fn split_regions_of(regions: &mut Vec<Region>, nr_subs: u32, min_sz: u64, rng: &mut Prng) {
+    split_regions_of_where(regions, nr_subs, min_sz, rng, |_| true);
+}
+
+/// [`split_regions_of`] of the regions `splits` picks; the others stay whole.
+fn split_regions_of_where(
+    regions: &mut Vec<Region>,
+    nr_subs: u32,
+    min_sz: u64,
+    rng: &mut Prng,
+    splits: impl Fn(&Region) -> bool,
+) {
     let mut out = Vec::with_capacity(regions.len() * nr_subs as usize);
     for &r in regions.iter() {
+        if !splits(&r) {
+            out.push(r);
+            continue;
+        }
         let mut left = r;
         // Pieces cut off the right end, in reverse address order.
         let mut right_pieces: Vec<Region> = Vec::new();
@@ -469,6 +493,7 @@ fn split_some_regions(
     state: &mut SplitState,
     min_sz: u64,
     rng: &mut Prng,
+    splits: impl Fn(&Region) -> bool,
 ) {
     let offset = (state.rotation % step as u64) as usize;
     state.rotation = state.rotation.wrapping_add(1);
@@ -477,6 +502,10 @@ fn split_some_regions(
         let mut out = Vec::with_capacity(t.regions.len() + t.regions.len() / step + 1);
         for &r in t.regions.iter() {
             let mut left = r;
+            if !splits(&r) {
+                out.push(left);
+                continue;
+            }
             let chosen = idx % step == offset;
             idx += 1;
             if chosen
@@ -509,12 +538,26 @@ pub fn split_regions(
     state: &mut SplitState,
     rng: &mut Prng,
 ) {
+    split_regions_where(targets, max_nr_regions, min_sz, state, rng, |_| true);
+}
+
+/// [`split_regions`] of the regions `splits` picks (the guided adjustment splits regions seen
+/// accessed at random, and probes idle ones instead); how much to split follows the count of
+/// all regions, as upstream's.
+pub fn split_regions_where(
+    targets: &mut [Target],
+    max_nr_regions: u32,
+    min_sz: u64,
+    state: &mut SplitState,
+    rng: &mut Prng,
+    splits: impl Fn(&Region) -> bool + Copy,
+) {
     let nr: usize = targets.iter().map(Target::nr_regions).sum();
     let max = max_nr_regions as usize;
     if nr < max {
         if nr > max / 2 {
             let step = max / (max - nr);
-            split_some_regions(targets, step.max(1), state, min_sz, rng);
+            split_some_regions(targets, step.max(1), state, min_sz, rng, splits);
         } else {
             // A stable region count hints that a region's middle may differ from its ends.
             let nr_subs = if state.last_nr_regions == nr && nr < max / 3 {
@@ -523,7 +566,7 @@ pub fn split_regions(
                 2
             };
             for t in targets.iter_mut() {
-                split_regions_of(&mut t.regions, nr_subs, min_sz, rng);
+                split_regions_of_where(&mut t.regions, nr_subs, min_sz, rng, splits);
             }
         }
     }

@@ -6,15 +6,18 @@
 //! Order of work at an aggregation boundary, as upstream (NEW) with the recording hook placed
 //! where the `damon_aggregated` tracepoint fires: merge (updates ages) → enforce the minimum
 //! region count → DAMOS apply (every step, when a scheme is due) → `after_aggregation`
-//! callbacks → intervals tuning → reset → split. Sampled sources add the sample-informed split
+//! callbacks → intervals tuning → reset → split. The guided adjustment (the default,
+//! [`Adjustment::Guided`]) adds the cuts where accesses were seen
 //! ([`adjust::split_at_sampled_extents`]) twice: before DAMOS apply for the cuts the window's
 //! report may show (after the operations' residency check, which cuts out memory that holds no
-//! pages), and before the reset for those that only refine the next window. While
-//! every scheme is deactivated by its watermarks, a step only waits and checks them again.
+//! pages), and before the reset for those that only refine the next window; and, for
+//! accessed-bit sources, splits only regions seen accessed at random and probes the idle ones
+//! ([`crate::probe`]). While every scheme is deactivated by its watermarks, a step only waits
+//! and checks them again.
 
 use crate::absent;
 use crate::adjust::{self, IdleEvidence, MergeRule, SplitState};
-use crate::attrs::{Attrs, AttrsError, convert_monitoring_result};
+use crate::attrs::{Adjustment, Attrs, AttrsError, convert_monitoring_result};
 use crate::callbacks::Callbacks;
 use crate::callbacks::{CallbackError, RunError};
 use crate::damos::SchemeTriedRegions;
@@ -22,6 +25,7 @@ use crate::damos::{
     self, Applied, ApplyEnv, DamosWalk, MetricSource, NoMetrics, Scheme, SchemeApplier, SchemeError,
 };
 use crate::ops::{Clock, Operations, OpsError, TargetMemory};
+use crate::probe;
 use crate::rand::Prng;
 use crate::recent_samples::RecentSamples;
 use crate::region::{AddrRange, Region, SampledAccess, Target, mult_frac};
@@ -257,6 +261,34 @@ impl Context {
         }
     }
 
+    /// Accessed-bit style sources, after the interval: `accessed(target, region, rng)` says
+    /// whether the page at the region's sampling address was accessed during it (`rng` for
+    /// sources that decide by chance). Each region accessed counts the interval
+    /// (`nr_accesses += 1`); in the guided adjustment it also keeps where the access was seen
+    /// ([`Region::note_accessed_check`]), which the cuts of
+    /// [`adjust::split_at_sampled_extents`] follow.
+    pub fn count_checked_accesses(
+        &mut self,
+        mut accessed: impl FnMut(usize, &Region, &mut Prng) -> bool,
+    ) {
+        let keep_where = self.guided();
+        for (ti, t) in self.targets.iter_mut().enumerate() {
+            for r in t.regions.iter_mut() {
+                if accessed(ti, r, &mut self.rng) {
+                    if keep_where {
+                        r.note_accessed_check();
+                    } else {
+                        r.nr_accesses = r.nr_accesses.saturating_add(1);
+                    }
+                }
+            }
+        }
+    }
+
+    fn guided(&self) -> bool {
+        self.attrs.adjustment == Adjustment::Guided
+    }
+
     /// Count the samples that fell in target `target`'s regions during the interval just
     /// finished: every hit adds to `raw_samples` (and, by its kind, to `read_samples` and
     /// `write_samples`), and each hit region gets `nr_accesses += 1` once. Sorts `samples` by
@@ -427,13 +459,7 @@ impl Context {
             self.next_aggregation_sis = snap_aggr + self.attrs.aggr_interval_us / si;
             self.split_at_sampled_extents(IdleEvidence::Refine);
             self.reset_aggregated();
-            adjust::split_regions(
-                &mut self.targets,
-                self.attrs.max_nr_regions,
-                self.attrs.min_region_sz,
-                &mut self.split,
-                &mut self.rng,
-            );
+            self.split_regions();
         }
 
         if self.passed_sample_intervals >= snap_upd {
@@ -525,8 +551,10 @@ impl Context {
             .map(|r| r.nr_accesses)
             .max()
             .unwrap_or(0);
+        let guided = self.guided();
         let rule = MergeRule {
-            density_alpha: self.sampled.then_some(DENSITY_ALPHA),
+            density_alpha: (guided && self.sampled).then_some(DENSITY_ALPHA),
+            keep_seen_apart: guided && !self.sampled,
             ..MergeRule::damon(max_nr / 10, self.attrs.max_nr_accesses())
         };
         adjust::merge_regions(
@@ -555,8 +583,37 @@ impl Context {
         self.apply_attrs(new);
     }
 
-    /// The sample-informed split of [`adjust::split_at_sampled_extents`], on every target.
+    /// `kdamond_split_regions`; in the guided adjustment with an accessed-bit source, regions
+    /// seen accessed are split so and idle ones probed ([`crate::probe`]).
+    fn split_regions(&mut self) {
+        let (max, min_sz) = (self.attrs.max_nr_regions, self.attrs.min_region_sz);
+        if self.guided() && !self.sampled {
+            adjust::split_regions_where(
+                &mut self.targets,
+                max,
+                min_sz,
+                &mut self.split,
+                &mut self.rng,
+                |r| r.last_nr_accesses > 0,
+            );
+            probe::probe_idle(&mut self.targets, max, min_sz);
+        } else {
+            adjust::split_regions(
+                &mut self.targets,
+                max,
+                min_sz,
+                &mut self.split,
+                &mut self.rng,
+            );
+        }
+    }
+
+    /// The cuts where accesses were seen of [`adjust::split_at_sampled_extents`], on every
+    /// target (the guided adjustment only).
     fn split_at_sampled_extents(&mut self, evidence: IdleEvidence) {
+        if !self.guided() {
+            return;
+        }
         adjust::split_at_sampled_extents(
             &mut self.targets,
             self.attrs.max_nr_regions,

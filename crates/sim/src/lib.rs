@@ -33,7 +33,7 @@ pub mod ops;
 
 pub use config::{ConfigError, Pattern, Phase, RwMode, Workload, WorkloadRegion};
 pub use memory::Residency;
-pub use model::Touched;
+pub use model::{Extent, Touched};
 pub use ops::{SimOps, SimOptions};
 
 use udamon_core::Attrs;
