@@ -9,7 +9,7 @@
 //! callbacks → intervals tuning → reset → split. The guided adjustment (the default,
 //! [`Adjustment::Guided`]) adds the cuts where accesses were seen
 //! ([`adjust::split_at_sampled_extents`]) twice: before DAMOS apply for the cuts the window's
-//! report may show (after the operations' residency check, which cuts out memory that holds no
+//! report may show (before the operations' residency check, which cuts out memory that holds no
 //! pages), and before the reset for those that only refine the next window; and, for
 //! accessed-bit sources, splits only regions seen accessed at random and probes the idle ones
 //! ([`crate::probe`]). While every scheme is deactivated by its watermarks, a step only waits
@@ -438,12 +438,15 @@ impl Context {
         if aggregation {
             self.merge_regions();
             self.sz_limit = self.apply_min_nr_regions();
-            // Before schemes and the recorder see the window: a part of a region that holds no
-            // memory, or that surely got no sample, is reported, and acted on, as what it was:
-            // not accessed. Residency goes first: it is certain, where the samples' evidence
-            // is a matter of chance, and both draw on what the region bound leaves.
-            ops.check_residency(self);
+            // Before schemes and the recorder see the window: a part of a region that surely
+            // got no sample, or that holds no memory, is reported, and acted on, as what it
+            // was: not accessed. Both draw on what the region bound leaves, and the samples'
+            // cuts go first: one cut takes off all of a region's unsampled side, where memory
+            // that is resident here and there (a sparsely written reservation) would take the
+            // residency cuts a region for every gap between its pages, and use up the bound
+            // before the large idle part beside a small hot area is cut off.
             self.split_at_sampled_extents(IdleEvidence::Report);
+            ops.check_residency(self);
         }
         self.apply_schemes(ops);
         if aggregation {

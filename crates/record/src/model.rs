@@ -74,6 +74,10 @@ pub struct Header {
     pub host: HostInfo,
     /// Wall-clock time of the record's time zero, in nanoseconds since the Unix epoch.
     pub start_time_unix_ns: u64,
+    /// How regions were merged and split: `guided` (udamon's default) or `faithful` (DAMON's
+    /// alone); empty when unknown (damo's records, and udamon's from before the choice).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub adjustment: String,
 }
 
 impl Header {
@@ -98,6 +102,7 @@ impl Header {
             targets: Vec::new(),
             host: HostInfo::default(),
             start_time_unix_ns: 0,
+            adjustment: String::new(),
         }
     }
 }
