@@ -18,10 +18,11 @@
 //!   piece it ends in partly accessed, which its accessed span then cuts. An edge is found in a
 //!   window or two, at page resolution, however large the idle neighbour. The nearest rungs of
 //!   all ladders come first, within half of what the region bound leaves.
-//! - **Exploration.** While fewer than [`EXPLORE_SHARE`] of the region bound are in use, the
-//!   largest idle regions are cut into equal pieces, the largest first (a piece size chosen to
-//!   spend that share): hot memory that nothing led to yet is found in about `s / (h · n)`
-//!   windows for pieces of `s` bytes and `n` checks a window, instead of never.
+//! - **Exploration.** Up to a quarter ([`EXPLORE_SHARE`]) of the region bound, within what
+//!   the ladders leave, cuts the largest idle regions into equal pieces (of the smallest size
+//!   that this many cuts reach): a hot area of `h` bytes that nothing led to yet is found in
+//!   about `s / (20 h)` windows in pieces of `s` bytes checked 20 times a window, rather than
+//!   in regions of a tenth of memory.
 //!
 //! Pieces that stay idle merge back at the next window's merge, as DAMON's random pieces do, so
 //! reports see the same few idle regions; only the checks of the window grow, within the bound
@@ -33,7 +34,7 @@ use crate::region::{Region, Target};
 /// Each rung of a ladder is this many times as far from the edge as the one before.
 pub const LADDER_RATIO: u64 = 4;
 
-/// Exploration cuts idle memory while fewer regions than the bound divided by this are in use.
+/// Exploration spends at most the region bound divided by this on cuts of idle memory.
 pub const EXPLORE_SHARE: usize = 4;
 
 /// Cuts idle regions (not seen accessed in the window just reset: `last_nr_accesses == 0`) of
@@ -44,9 +45,7 @@ pub fn probe_idle(targets: &mut [Target], max_nr_regions: u32, min_sz: u64) {
     let nr: usize = targets.iter().map(Target::nr_regions).sum();
     let ladder_budget = max.saturating_sub(nr) / 2;
     let laddered = cut_ladders(targets, ladder_budget, min_sz);
-    let explore_budget = (max / EXPLORE_SHARE)
-        .saturating_sub(nr + laddered)
-        .min(max.saturating_sub(nr + laddered));
+    let explore_budget = (max / EXPLORE_SHARE).min(max.saturating_sub(nr + laddered));
     explore(targets, explore_budget, min_sz);
 }
 
