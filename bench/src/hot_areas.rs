@@ -12,8 +12,8 @@
 //!   half (`udamon report accuracy`'s measures: bytes touched that were reported accessed, of
 //!   all touched; of all reported);
 //! - time to 90 % recall, and to 90 % recall with 90 % precision: the end of the first window
-//!   that reached it (`never` when no window did); for `moving`, the most windows it took after
-//!   any of its five moves;
+//!   that reached it (`never` when no window did); for `moving`, the most windows it took to be
+//!   found after it started or moved;
 //! - regions: the mean count in the snapshots (what reports see) and the mean and highest count
 //!   during the windows (what is checked every sampling interval);
 //! - CPU: the thread's CPU time in the monitoring loop (the core and the simulated accessed-bit
@@ -42,10 +42,13 @@ fn thread_cpu_ns() -> u64 {
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
+/// A window (µs on the context's time line) and the ranges reported accessed at its end.
+type Reported = ((u64, u64), Vec<(u64, u64)>);
+
 /// The regions reported accessed at each window's end, kept for judging outside the timed loop.
 #[derive(Default)]
 struct Windows {
-    pending: Vec<((u64, u64), Vec<(u64, u64)>)>,
+    pending: Vec<Reported>,
     snapshot_regions: usize,
 }
 
@@ -164,7 +167,10 @@ fn first_found(windows: &[WindowAccuracy], precise: bool) -> Option<u64> {
 }
 
 fn time(ns: Option<u64>) -> String {
-    ns.map_or_else(|| "never".to_string(), |t| format!("{:.1} s", t as f64 / 1e9))
+    ns.map_or_else(
+        || "never".to_string(),
+        |t| format!("{:.1} s", t as f64 / 1e9),
+    )
 }
 
 fn main() {
@@ -247,7 +253,12 @@ fn main() {
         println!("|---|---|---:|---:|");
         let w = |n: Option<u64>| n.map_or_else(|| "never".to_string(), |n| n.to_string());
         for (name, adjustment, recall, both) in refinds {
-            println!("| {name} | {} | {} | {} |", adjustment.name(), w(recall), w(both));
+            println!(
+                "| {name} | {} | {} | {} |",
+                adjustment.name(),
+                w(recall),
+                w(both)
+            );
         }
     }
 }

@@ -240,15 +240,21 @@ mod tests {
             let mut targets = [target(&[(0, 1000, 0), (1000, 1003, 9), (1003, 9000, 0)])];
             probe_idle(&mut targets, max, P);
             let regions = &targets[0].regions;
-            assert!(regions.len() <= (max as usize).max(3), "{max}: {}", regions.len());
+            assert!(
+                regions.len() <= (max as usize).max(3),
+                "{max}: {}",
+                regions.len()
+            );
             assert_eq!(regions.first().map(|r| r.start), Some(0));
             assert_eq!(regions.last().map(|r| r.end), Some(9000 * P));
             for w in regions.windows(2) {
                 assert_eq!(w[0].end, w[1].start);
             }
             assert!(regions.iter().all(|r| r.start % P == 0 && r.size() >= P));
-            let ranges: Vec<AddrRange> =
-                regions.iter().map(|r| AddrRange::new(r.start, r.end)).collect();
+            let ranges: Vec<AddrRange> = regions
+                .iter()
+                .map(|r| AddrRange::new(r.start, r.end))
+                .collect();
             assert!(ranges.contains(&AddrRange::new(1000 * P, 1003 * P)));
         }
     }

@@ -411,7 +411,10 @@ impl EventKind {
             EventKind::Truth { extents, .. } => {
                 check_regions(extents.iter().map(|e| (e.start, e.end)))
                     .map_err(|e| e.replacen("region", "extent", 1))?;
-                return match extents.iter().position(|e| e.touched_bytes > e.end - e.start) {
+                return match extents
+                    .iter()
+                    .position(|e| e.touched_bytes > e.end - e.start)
+                {
                     Some(i) => Err(format!(
                         "extent {i}: more bytes touched ({}) than it holds",
                         extents[i].touched_bytes

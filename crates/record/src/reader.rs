@@ -211,8 +211,8 @@ impl<R: Read + Seek> RecordReader<R> {
                 .map(Frame::Event)
                 .map_err(|e| undecodable(format!("stacks: {e}"))),
             FrameType::Truth => {
-                let event = codec::decode_truth(payload)
-                    .map_err(|e| undecodable(format!("truth: {e}")))?;
+                let event =
+                    codec::decode_truth(payload).map_err(|e| undecodable(format!("truth: {e}")))?;
                 event
                     .kind
                     .check()

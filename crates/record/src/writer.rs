@@ -136,7 +136,13 @@ impl<W: Write> RecordWriter<W> {
                 window_ns,
                 extents,
             } => {
-                codec::encode_truth(&mut self.payload, event.time_ns, *target, *window_ns, extents);
+                codec::encode_truth(
+                    &mut self.payload,
+                    event.time_ns,
+                    *target,
+                    *window_ns,
+                    extents,
+                );
                 FrameType::Truth
             }
             _ => {

@@ -175,7 +175,13 @@ fn clip<T>(
             let (s, e) = bounds(&x);
             let (lo, hi) = range.unwrap_or((0, u64::MAX));
             let (s2, e2) = (s.max(lo), e.min(hi));
-            (s2 < e2).then(|| if (s2, e2) == (s, e) { x } else { with(x, s2, e2) })
+            (s2 < e2).then(|| {
+                if (s2, e2) == (s, e) {
+                    x
+                } else {
+                    with(x, s2, e2)
+                }
+            })
         })
         .collect()
 }
@@ -225,7 +231,8 @@ pub fn accuracy(
                         start: s,
                         end: e,
                         touched_bytes: (x.touched_bytes as u128 * (e - s) as u128
-                            / (x.end - x.start) as u128) as u64,
+                            / (x.end - x.start) as u128)
+                            as u64,
                     },
                 );
                 windows.push(WindowAccuracy::new(
@@ -324,12 +331,18 @@ mod tests {
         assert_eq!(touched_within(&[(150, 250), (290, 410)], &extents), 125.0);
         assert_eq!(touched_within(&[(0, 100), (200, 300)], &extents), 0.0);
         let w = WindowAccuracy::new(0, 10, 10, &[(150, 250), (290, 410)], &extents);
-        assert_eq!((w.reported_bytes, w.touched_bytes, w.found_bytes), (220, 150, 125));
+        assert_eq!(
+            (w.reported_bytes, w.touched_bytes, w.found_bytes),
+            (220, 150, 125)
+        );
         assert_eq!(w.precision, Some(125.0 / 220.0));
         assert_eq!(w.recall, Some(125.0 / 150.0));
         assert_eq!(w.wss_error, Some(70.0 / 150.0));
         let idle = WindowAccuracy::new(0, 10, 10, &[], &[]);
-        assert_eq!((idle.precision, idle.recall, idle.wss_error), (None, None, None));
+        assert_eq!(
+            (idle.precision, idle.recall, idle.wss_error),
+            (None, None, None)
+        );
     }
 
     fn snapshot(end_ns: u64, regions: &[(u64, u64, u32)]) -> Frame {
@@ -407,14 +420,22 @@ mod tests {
             .collect();
         assert_eq!(got, [(1000, 500, Some(0.5)), (500, 500, Some(1.0))]);
         assert!(matches!(
-            accuracy(vec![snapshot(100, &[(0, 10, 1)])], &AccuracyOptions::default()),
+            accuracy(
+                vec![snapshot(100, &[(0, 10, 1)])],
+                &AccuracyOptions::default()
+            ),
             Err(ReportError::NoTruth)
         ));
-        let text = render_text(&accuracy(
-            vec![snapshot(100, &[(0, 10, 1)]), truth(100, vec![extent(0, 10, 10)])],
-            &AccuracyOptions::default(),
-        )
-        .unwrap());
+        let text = render_text(
+            &accuracy(
+                vec![
+                    snapshot(100, &[(0, 10, 1)]),
+                    truth(100, vec![extent(0, 10, 10)]),
+                ],
+                &AccuracyOptions::default(),
+            )
+            .unwrap(),
+        );
         assert!(text.contains("precision 100.0 %"), "{text}");
         assert!(text.contains("first at 100 ns"), "{text}");
     }

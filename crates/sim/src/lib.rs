@@ -126,7 +126,10 @@ mod tests {
         assert_eq!((total(&needle), hot_bytes(&needle)), (1 << 40, 64 << 20));
         assert_eq!(needle.cycle_us(), 60_000_000);
         let scattered = Workload::builtin("scattered").unwrap();
-        assert_eq!((total(&scattered), hot_bytes(&scattered)), (64 << 30, 100 << 20));
+        assert_eq!(
+            (total(&scattered), hot_bytes(&scattered)),
+            (64 << 30, 100 << 20)
+        );
         assert_eq!(scattered.phases()[0].patterns.len(), 100);
         let moving = Workload::builtin("moving").unwrap();
         assert_eq!(total(&moving), 256 << 30);

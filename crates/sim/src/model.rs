@@ -732,7 +732,10 @@ mod tests {
         let p = 1.0 - (1.0 - 0.01f64).powi(50);
         assert!((e[2].bytes - 89.0 * p * 4096.0).abs() < 1e-6);
         let total: f64 = e.iter().map(|x| x.bytes).sum();
-        assert!((total - w.ground_truth_wss(&o, window)).abs() < 1e-6, "{total}");
+        assert!(
+            (total - w.ground_truth_wss(&o, window)).abs() < 1e-6,
+            "{total}"
+        );
         // A region of 2.5 pages touched at random: the partial page counts less.
         let w = workload("a, 10240\n\np\n1000\na, 1, 0, 1\n");
         let o = opts(1_000_000, 1);

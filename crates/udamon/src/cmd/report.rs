@@ -12,8 +12,8 @@ use std::path::Path;
 use udamon_report::dist::{self, DistOptions, RenderOptions};
 use udamon_report::heatmap::{self, AddressSelection, HeatmapOptions, term};
 use udamon_report::{
-    access, accuracy, code, info, mappings, nr_regions, percentile, plot, pprof, raw, referenced, schemes,
-    stacks, wss,
+    access, accuracy, code, info, mappings, nr_regions, percentile, plot, pprof, raw, referenced,
+    schemes, stacks, wss,
 };
 
 /// `report wss --horizons` without values: one window, then spans from a second to a minute.

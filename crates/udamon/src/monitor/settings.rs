@@ -97,7 +97,7 @@ impl MonitoringArgs {
 mod tests {
     use crate::cli::{Cli, Command};
     use clap::Parser;
-    use udamon_core::Attrs;
+    use udamon_core::{Adjustment, Attrs};
 
     /// The record command's monitoring flags from `flags`, resolved with `defaults`.
     fn resolve(flags: &[&str], defaults: &Attrs) -> anyhow::Result<super::Settings> {
