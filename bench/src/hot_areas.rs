@@ -21,6 +21,9 @@
 //!
 //! Run: `cargo run --release -p udamon-bench --bin hot-areas [--seeds N] [WORKLOAD ...]`.
 
+mod cpu;
+
+use cpu::thread_cpu_ns;
 use std::ops::ControlFlow;
 use std::time::Instant;
 use udamon_core::{Adjustment, Attrs, Callbacks, Context, Flow, VirtualClock};
@@ -29,18 +32,6 @@ use udamon_report::accuracy::{FOUND, WindowAccuracy};
 use udamon_sim::{SimOps, SimOptions, Workload};
 
 const WORKLOADS: [&str; 5] = ["needle", "scattered", "moving", "stairs", "zigzag"];
-
-/// CPU time of this thread, in nanoseconds.
-fn thread_cpu_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: clock_gettime writes into the timespec we own.
-    let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
-    assert_eq!(rc, 0, "clock_gettime(CLOCK_THREAD_CPUTIME_ID) failed");
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
-}
 
 /// A window (µs on the context's time line) and the ranges reported accessed at its end.
 type Reported = ((u64, u64), Vec<(u64, u64)>);

@@ -5,30 +5,10 @@
 
 mod common;
 
-use common::{is_root, raw_snapshots, udamon, workload_area};
+use common::{build_bench_workload, is_root, raw_snapshots, udamon, workload_area};
 use serde_json::Value;
-use std::path::{Path, PathBuf};
-use std::process::Command;
 
 const MIB: u64 = 1 << 20;
-
-/// Builds bench/workloads/sparse_hot.c into the target's temporary directory.
-fn sparse_hot() -> PathBuf {
-    let dir = Path::new(env!("CARGO_TARGET_TMPDIR"));
-    let out = dir.join(format!("sparse_hot.{}", std::process::id()));
-    let src = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../../bench/workloads/sparse_hot.c"
-    );
-    let status = Command::new("cc")
-        .args(["-O2", "-o"])
-        .arg(&out)
-        .arg(src)
-        .status()
-        .expect("a C compiler (cc) builds the test workload");
-    assert!(status.success(), "building {src} failed");
-    out
-}
 
 /// Bytes of `range` that regions with accesses cover in `snapshot` (target 0).
 fn accessed_in(snapshot: &Value, (start, end): (u64, u64)) -> u64 {
@@ -47,7 +27,7 @@ fn accessed_in(snapshot: &Value, (start, end): (u64, u64)) -> u64 {
 #[test]
 fn a_small_hot_area_in_a_huge_reservation_becomes_its_own_region() {
     let source = if is_root() { "tick" } else { "cpuclock" };
-    let exe = sparse_hot();
+    let exe = build_bench_workload("sparse_hot");
     let dir = tempfile::tempdir().unwrap();
     let (rec, areas) = (dir.path().join("rec.data"), dir.path().join("areas"));
     udamon()
@@ -59,7 +39,6 @@ fn a_small_hot_area_in_a_huge_reservation_becomes_its_own_region() {
         .arg(&areas)
         .assert()
         .success();
-    let _ = std::fs::remove_file(exe);
     let hot = workload_area(&areas, "hot");
     let reservation = workload_area(&areas, "reservation");
     let snapshots = raw_snapshots(&[], &rec);
