@@ -7,21 +7,24 @@
 //! `apply_min_nr_regions` enforces the minimum strictly. Upstream's function-static split state
 //! (`last_nr_regions`, `rotation`) lives in [`SplitState`], one per context.
 //!
-//! Beyond upstream, for sampled access sources only: [`split_at_sampled_extents`]. A region
-//! counts as accessed when any sample falls in it, so a region straddling touched and
-//! never-touched memory reports all of it accessed, and random 10–90 % cuts find the edge only
-//! slowly with a few samples per window. A region whose samples all fell within a span that
-//! leaves a large part of it unsampled is cut at the span's edge (aligned outward to
-//! `min_region_sz`), largest unsampled parts first, within `max_nr_regions`: before the window
-//! is reported where evenly spread samples would hardly have missed that part (the window's
-//! samples, or those with the recent windows' of [`crate::recent_samples`]), so that reports
-//! and schemes see it idle, and after the report wherever the part is large, so that the next
-//! window measures it apart. Accessed-bit sources record no span, so their behaviour is
-//! upstream's.
+//! Beyond upstream, in the guided adjustment (docs/algorithms.md#guided; the context turns it
+//! off for `Adjustment::Faithful`): [`split_at_sampled_extents`]. A region counts as accessed
+//! when any sample falls in it (or any check finds its page accessed), so a region straddling
+//! touched and never-touched memory reports all of it accessed, and random 10–90 % cuts find
+//! the edge only slowly. A region whose accesses were all seen within a span that leaves a
+//! large part of it unseen (the sample addresses of sampled sources, the accessed sampling
+//! addresses of accessed-bit ones: [`Region::sampled`]) is cut at the span's edge (aligned
+//! outward to `min_region_sz`), largest unseen parts first, within `max_nr_regions`: before
+//! the window is reported where evenly spread accesses would hardly have missed that part (the
+//! window's, or with sampled sources those with the recent windows' of
+//! [`crate::recent_samples`]), so that reports and schemes see it idle, and after the report
+//! wherever the part is large, so that the next window measures it apart. Regions seen
+//! accessed and idle ones stay apart in the merge ([`MergeRule::keep_seen_apart`]), and idle
+//! memory is probed ([`crate::probe`]), for accessed-bit sources.
 //!
-//! Also for sampled sources only, merging is by sample density ([`MergeRule::density_alpha`],
-//! the test of [`crate::density`]) rather than by DAMON's threshold over counts that sampling
-//! keeps small, and a merged region keeps the intervals in which either part got a sample
+//! For sampled sources, merging is by sample density ([`MergeRule::density_alpha`], the test
+//! of [`crate::density`]) rather than by DAMON's threshold over counts that sampling keeps
+//! small, and a merged region keeps the intervals in which either part got a sample
 //! ([`merge_two`]): a region that got samples in a window reports accessed in it, through every
 //! merge and split.
 
@@ -249,8 +252,8 @@ pub fn merge_regions(
 /// statistics. Raw sample counts are shared in proportion to size, since they are additive,
 /// and the read and write samples in proportion to them ([`Region::give_samples`]).
 ///
-/// With sampled sources the window's sampled span says more: samples go to the side they fell
-/// on, and a piece that got none of them was accessed in no interval of the window so far, so
+/// Where the window's accesses were seen ([`Region::sampled`]) says more: samples go to the
+/// side they fell on, and a piece that got none of them was accessed in no interval so far, so
 /// its `nr_accesses` is 0 (left with the region's count, it would carry it into reports,
 /// schemes and `last_nr_accesses`). It keeps the region's age, as every split piece does: an
 /// age of 0 would be averaged into the cold memory it merges with next, and cold memory beside
@@ -908,6 +911,31 @@ mod tests {
             [(3, 1), (7, 1)],
             "each kind shared as the samples are"
         );
+    }
+
+    #[test]
+    fn seen_and_unseen_stay_apart_until_too_many_regions_remain() {
+        let rule = MergeRule {
+            keep_seen_apart: true,
+            ..MergeRule::damon(2, 20)
+        };
+        // Counts within the threshold of each other, but one region was seen accessed.
+        let regions = || vec![region(0, 10, 0), region(10, 20, 1), region(20, 30, 0)];
+        let mut targets = [Target {
+            pid: None,
+            regions: regions(),
+        }];
+        merge_regions(&mut targets, rule, u64::MAX, 10, &[]);
+        assert_eq!(targets[0].nr_regions(), 3);
+        merge_regions(&mut targets, MergeRule::damon(2, 20), u64::MAX, 10, &[]);
+        assert_eq!(targets[0].nr_regions(), 1, "DAMON's rule merges them");
+        // Above the maximum, the rule gives way as DAMON's threshold does.
+        let mut targets = [Target {
+            pid: None,
+            regions: regions(),
+        }];
+        merge_regions(&mut targets, rule, u64::MAX, 1, &[]);
+        assert_eq!(targets[0].nr_regions(), 1);
     }
 
     #[test]

@@ -865,6 +865,102 @@ mod tests {
         );
     }
 
+    /// Accessed-bit ops over 4 GiB (1 Mi pages) whose pages `hot` are touched in every
+    /// interval, and nothing else.
+    struct HotPages {
+        hot: AddrRange,
+    }
+
+    impl Operations for HotPages {
+        fn name(&self) -> &str {
+            "hot-pages"
+        }
+        fn init(&mut self, ctx: &mut Context) -> Result<(), OpsError> {
+            ctx.targets_mut()[0] = Target::with_regions(None, &[AddrRange::new(0, 1 << 32)]);
+            Ok(())
+        }
+        fn prepare_access_checks(&mut self, ctx: &mut Context) {
+            ctx.randomize_sampling_addrs();
+        }
+        fn check_accesses(&mut self, ctx: &mut Context) {
+            let hot = self.hot;
+            ctx.count_checked_accesses(|_, r, _| (hot.start..hot.end).contains(&r.sampling_addr));
+        }
+    }
+
+    /// The ranges reported accessed in each window, in pages, and the most regions held.
+    fn hot_pages_windows(adjustment: Adjustment, windows: usize) -> (Vec<Vec<(u64, u64)>>, usize) {
+        let attrs = Attrs {
+            adjustment,
+            ..Attrs::default()
+        };
+        let mut ctx = Context::new(attrs, 3).unwrap();
+        ctx.add_target(Target::new(None));
+        let mut ops = HotPages {
+            hot: AddrRange::new(600_001 * 4096, 600_017 * 4096),
+        };
+        let mut seen = Windows::default();
+        ctx.start(&mut ops).unwrap();
+        let mut most = 0;
+        for _ in 0..windows * 20 {
+            let flow = ctx.step(&mut ops, &mut VirtualClock, &mut seen).unwrap();
+            assert!(flow.is_continue());
+            most = most.max(ctx.nr_regions());
+        }
+        let accessed = seen
+            .0
+            .iter()
+            .map(|w| {
+                w.iter()
+                    .filter(|&&(_, _, nr)| nr > 0)
+                    .map(|&(s, e, _)| (s, e))
+                    .collect()
+            })
+            .collect();
+        (accessed, most)
+    }
+
+    #[test]
+    fn guided_checks_find_16_pages_in_4_gib_to_the_page() {
+        let (guided, most) = hot_pages_windows(Adjustment::Guided, 40);
+        assert!(most <= 1000, "{most} regions");
+        let exact = vec![(600_001, 600_017)];
+        let first = guided.iter().position(|w| *w == exact);
+        assert!(
+            first.is_some_and(|i| i < 20),
+            "exact first in window {first:?}"
+        );
+        assert!(
+            guided[20..].iter().all(|w| *w == exact),
+            "and from then on: {:?}",
+            &guided[20..]
+        );
+        // DAMON's adjustment alone, the same seed: never the hot pages alone.
+        let (faithful, _) = hot_pages_windows(Adjustment::Faithful, 40);
+        assert!(!faithful.contains(&exact), "{faithful:?}");
+    }
+
+    #[test]
+    fn only_the_guided_adjustment_keeps_where_checks_found_accesses() {
+        for (adjustment, kept) in [(Adjustment::Guided, true), (Adjustment::Faithful, false)] {
+            let attrs = Attrs {
+                adjustment,
+                ..Attrs::default()
+            };
+            let mut ctx = Context::new(attrs, 1).unwrap();
+            ctx.add_target(Target::with_regions(
+                None,
+                &[AddrRange::new(0, 100), AddrRange::new(100, 200)],
+            ));
+            ctx.targets_mut()[0].regions[1].sampling_addr = 150;
+            ctx.count_checked_accesses(|_, r, _| r.start == 100);
+            let r = &ctx.targets()[0].regions;
+            assert_eq!((r[0].nr_accesses, r[1].nr_accesses), (0, 1));
+            assert_eq!(r[0].sampled, None);
+            assert_eq!(r[1].sampled, kept.then_some(AddrRange::new(150, 151)));
+        }
+    }
+
     /// Sampled ops that put one sample per interval into the first `hot` bytes of the target.
     struct SamplesAtTheStart {
         hot: u64,
