@@ -180,7 +180,8 @@ pub struct RecordArgs {
     )]
     pub out: PathBuf,
     /// Monitor a simulated workload from a masim-format config file, or a built-in one
-    /// (`builtin:demo`, `builtin:stairs`, `builtin:zigzag`).
+    /// (`builtin:demo`, `builtin:stairs`, `builtin:zigzag`, `builtin:needle`,
+    /// `builtin:scattered`, `builtin:moving`).
     #[arg(long, value_name = "FILE", conflicts_with_all = ["pid", "command"])]
     pub sim: Option<String>,
     /// Monitor the running process PID, all its threads and threads it creates later
@@ -465,8 +466,10 @@ pub enum ReportKind {
         #[arg(long, value_name = "FILE", conflicts_with = "json")]
         pprof: Option<PathBuf>,
     },
-    /// Precision and recall of the hot set, and the working-set error, per window: a
-    /// simulated record (`record --sim`) against the simulator's ground truth.
+    /// Precision, recall and working-set error against a simulation's ground truth.
+    ///
+    /// Per window and summed: the hot set a simulated record (`record --sim`) reports against
+    /// what the workload touched, which the record keeps beside the snapshots.
     Accuracy {
         #[command(flatten)]
         input: InputArgs,
