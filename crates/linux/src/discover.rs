@@ -375,7 +375,7 @@ impl Discovery {
         let mut now: BTreeMap<u32, Found> = BTreeMap::new();
         let mut refused: BTreeMap<u32, (Found, Denied)> = BTreeMap::new();
         let mut unreadable: Option<std::io::Error> = None;
-        let full = self.scans % FULL_SCAN_EVERY == 0;
+        let full = self.scans.is_multiple_of(FULL_SCAN_EVERY);
         self.scans = self.scans.wrapping_add(1);
         let mut comms: Option<std::io::Result<()>> = None;
         let stale = std::mem::take(&mut self.stale);

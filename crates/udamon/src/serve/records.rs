@@ -459,6 +459,7 @@ mod tests {
             id: super::super::target::TargetId::Pid(7),
             comm: "x".into(),
             cgroup: String::new(),
+            named: true,
         };
         // Links planted where the next record's name will be.
         let secs = unix_now_ns() / 1_000_000_000;

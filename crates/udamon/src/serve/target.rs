@@ -493,9 +493,7 @@ impl Running {
     /// Returns why it ended, if it did.
     pub fn advance(&mut self, due_us: u64, max_steps: usize) -> Option<Ended> {
         if self.asleep {
-            let Some(woken) = self.woken_at_us.take() else {
-                return None;
-            };
+            let woken = self.woken_at_us.take()?;
             // Woken: the whole windows that passed before its records are passed at once.
             let windows = woken.min(due_us).saturating_sub(self.ctx.now_us())
                 / self.ctx.attrs().aggr_interval_us.max(1);
