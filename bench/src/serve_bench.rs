@@ -525,6 +525,9 @@ fn print_phases(phases: &[(&str, Phase)]) {
     row("scrape p99", " ms", &|p| percentile(&p.scrapes, 0.99));
     row("scrape max", " ms", &|p| percentile(&p.scrapes, 1.0));
     row("series in a scrape", "", &|p| p.series as f64);
+    // The busy targets' speed while served: a phase on a machine busier than the other's
+    // gives them less CPU, so fewer samples and smaller working sets per window.
+    row("busy targets' blocks", "/s", &|p| p.served_rate);
 }
 
 fn cost(n: usize, seconds: u64, baseline: Option<&str>) {
