@@ -12,6 +12,9 @@
 //! - [`absent`]: cutting memory that holds no pages out of accessed regions;
 //! - [`density`]: the test by which sampled sources tell regions' sample densities apart;
 //! - [`recent_samples`]: where a target's samples fell over its last few windows;
+//! - [`page_samples`]: where a target's samples fell, by page and time, over a minute;
+//! - [`touched`]: the pages of a range touched, estimated from how often samples repeat a page;
+//! - [`working_set`]: a horizon's working set at page resolution, bounded by what is resident;
 //! - [`layout`]: regions from address ranges (three-regions construction, `set_regions`);
 //! - [`tuning`]: monitoring intervals auto-tuning and the feedback loop;
 //! - [`ops`]: the operations interface and clocks; [`callbacks`]: hooks into the loop;
@@ -33,11 +36,14 @@ pub mod damos;
 pub mod density;
 pub mod layout;
 pub mod ops;
+pub mod page_samples;
 pub mod rand;
 pub mod recent_samples;
 pub mod region;
 mod region_index;
+pub mod touched;
 pub mod tuning;
+pub mod working_set;
 
 pub use attrs::{Attrs, AttrsError, IntervalsGoal, PAGE_SIZE};
 pub use callbacks::{CallbackError, Callbacks, Flow, NoCallbacks, RunError};
