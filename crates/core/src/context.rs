@@ -330,6 +330,7 @@ impl Context {
             &mut self.targets[target].regions,
             absent,
             samples,
+            self.sampled,
             self.attrs.min_region_sz,
             self.attrs.max_nr_regions as usize,
             others,

@@ -8,7 +8,8 @@
 //! shows (a grid, one value per snapshot), never by the size of the record.
 //!
 //! - [`access`]: one snapshot's regions, damo's `report access`.
-//! - [`wss`] and [`nr_regions`]: distributions and time series over snapshots ([`dist`]).
+//! - [`wss`] and [`nr_regions`]: distributions and time series over snapshots ([`dist`]);
+//!   [`working_set`]: a record's working sets replayed at page resolution.
 //! - [`heatmap`]: time × address access-frequency grid, rendered for terminals and as PNG/SVG.
 //! - [`raw`]: every frame as a JSON line.
 //! - [`info`]: what the record says about itself.
@@ -36,6 +37,7 @@ pub mod raw;
 pub mod referenced;
 pub mod schemes;
 pub mod stacks;
+pub mod working_set;
 pub mod wss;
 
 use std::error::Error;

@@ -382,6 +382,10 @@ pub enum ReportKind {
         /// window): how much memory a program touches within each time span.
         #[arg(long, value_name = "T", value_parser = parse_duration_us, num_args = 0.., conflicts_with = "horizon")]
         horizons: Option<Vec<u64>>,
+        /// Count accessed regions whole, as damo and kernel DAMON do, instead of at page
+        /// resolution from the samples' repeats (records of sampled sources).
+        #[arg(long)]
+        whole_regions: bool,
     },
     /// Number of regions: distribution over the record, or over time.
     #[command(name = "nr_regions", alias = "nr-regions")]
