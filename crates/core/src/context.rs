@@ -346,6 +346,9 @@ impl Context {
         if let Some(pages) = self.pages.get_mut(target) {
             pages.clear();
         }
+        if let Some(resident) = self.resident.get_mut(target) {
+            resident.clear();
+        }
     }
 
     /// Records target `target`'s mappings' resident bytes (sorted, disjoint), as the

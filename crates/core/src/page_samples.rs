@@ -147,12 +147,23 @@ impl PageSamples {
     /// documentation for the evidence it weighs). Samples added since the last settle do not
     /// count.
     pub fn estimate(&self, range: AddrRange, now_us: u64, horizon_us: u64) -> Touched {
-        let first = range.start / PAGE_SIZE;
-        let end = range.end.div_ceil(PAGE_SIZE);
-        let range_pages = end.saturating_sub(first).max(1);
-        let lo = self.kept.partition_point(|s| s.page < first);
-        let hi = lo + self.kept[lo..].partition_point(|s| s.page < end);
-        let samples = &self.kept[lo..hi];
+        self.estimate_pooled(&[range], now_us, horizon_us)
+    }
+
+    /// [`PageSamples::estimate`] of the pages of several ranges (sorted, disjoint) taken as one
+    /// memory: pieces of memory touched alike, which together hold more evidence than each.
+    /// Their samples' spread bounds a single range only.
+    pub fn estimate_pooled(&self, ranges: &[AddrRange], now_us: u64, horizon_us: u64) -> Touched {
+        let range_pages: u64 = ranges.iter().map(|&r| pages_of(r).1).sum::<u64>().max(1);
+        let samples: Vec<&[Sample]> = ranges.iter().map(|&r| self.within(r)).collect();
+        if samples.iter().all(|s| s.is_empty()) {
+            // Counted accessed, yet no sample to show it: nothing supports a count, and
+            // nothing rules one out.
+            return Touched {
+                high: range_pages as f64,
+                ..Touched::default()
+            };
+        }
         let horizon_us = horizon_us.max(1);
         let longest = horizon_us.max(MAX_EVIDENCE_US);
         let spans = std::iter::once(horizon_us).chain(
@@ -162,14 +173,16 @@ impl PageSamples {
         );
         let mut best: Option<Touched> = None;
         for span_us in spans {
-            let counts = span_counts(samples, now_us, span_us, horizon_us);
-            if let Some(previous) = best
-                && counts.moved_since_the_horizon(previous)
-            {
+            let counts = span_counts(&samples, now_us, span_us, horizon_us);
+            let (bound, spread_settled) = if ranges.len() == 1 {
+                counts.spread_bound(range_pages)
+            } else {
+                (range_pages, true)
+            };
+            let estimate = counts.repeats.estimate(bound);
+            if best.is_some() && counts.moved_since_the_horizon(estimate) {
                 break;
             }
-            let (bound, spread_settled) = counts.spread_bound(range_pages);
-            let estimate = counts.repeats.estimate(bound);
             best = Some(estimate);
             if estimate.is_settled() && spread_settled {
                 break;
@@ -177,14 +190,53 @@ impl PageSamples {
         }
         best.unwrap_or_else(|| Touched::whole(range_pages as f64))
     }
+
+    /// The samples of `range` taken within `span_us` before `now_us`.
+    pub fn count(&self, range: AddrRange, now_us: u64, span_us: u64) -> u64 {
+        let from = now_us.saturating_sub(span_us);
+        self.within(range)
+            .iter()
+            .filter(|s| s.time_us > from && s.time_us <= now_us)
+            .count() as u64
+    }
+
+    /// The kept samples of `range`'s pages.
+    fn within(&self, range: AddrRange) -> &[Sample] {
+        let (first, pages) = pages_of(range);
+        let end = first + pages;
+        let lo = self.kept.partition_point(|s| s.page < first);
+        let hi = lo + self.kept[lo..].partition_point(|s| s.page < end);
+        &self.kept[lo..hi]
+    }
 }
 
-/// Counts the samples of `samples` (one range's, sorted by page then time) taken within
-/// `span_us` before `now_us`, and how those within `horizon_us` recapture earlier ones.
-fn span_counts(samples: &[Sample], now_us: u64, span_us: u64, horizon_us: u64) -> SpanCounts {
+/// The first page of `range` and how many pages it touches (at least one).
+fn pages_of(range: AddrRange) -> (u64, u64) {
+    let first = range.start / PAGE_SIZE;
+    let end = range.end.div_ceil(PAGE_SIZE);
+    (first, end.saturating_sub(first).max(1))
+}
+
+/// Counts the samples of `ranges` (each range's, sorted by page then time; the ranges in
+/// address order) taken within `span_us` before `now_us`, and how those within `horizon_us`
+/// recapture earlier ones.
+fn span_counts(ranges: &[&[Sample]], now_us: u64, span_us: u64, horizon_us: u64) -> SpanCounts {
+    let mut counts = SpanCounts::default();
+    for samples in ranges {
+        count_range(&mut counts, samples, now_us, span_us, horizon_us);
+    }
+    counts
+}
+
+fn count_range(
+    counts: &mut SpanCounts,
+    samples: &[Sample],
+    now_us: u64,
+    span_us: u64,
+    horizon_us: u64,
+) {
     let from = now_us.saturating_sub(span_us);
     let recent_from = now_us.saturating_sub(horizon_us);
-    let mut counts = SpanCounts::default();
     let mut i = 0;
     while i < samples.len() {
         let page = samples[i].page;
@@ -212,7 +264,6 @@ fn span_counts(samples: &[Sample], now_us: u64, span_us: u64, horizon_us: u64) -
             counts.recaptured += recent;
         }
     }
-    counts
 }
 
 impl SpanCounts {
@@ -236,15 +287,15 @@ impl SpanCounts {
     }
 
     /// Whether the horizon's samples recapture the earlier samples of this span so much less
-    /// often than `previous` (the estimate before this span) predicts that the horizon must
-    /// have touched other pages.
-    fn moved_since_the_horizon(&self, previous: Touched) -> bool {
+    /// often than `estimate` (this span's) predicts that the horizon must have touched other
+    /// pages than the span before it.
+    fn moved_since_the_horizon(&self, estimate: Touched) -> bool {
         if self.recent == 0 || self.earlier_pages == 0 {
             return false;
         }
-        // Pages touched over the span, if nothing moved: at least what the shorter span
-        // estimated, and every page sampled.
-        let pages = previous.pages.max(self.repeats.pages as f64).max(1.0);
+        // The pages the span touched, if nothing moved: its estimate, and at least every page
+        // it sampled.
+        let pages = estimate.pages.max(self.repeats.pages as f64).max(1.0);
         let expected = self.recent as f64 * (self.earlier_pages as f64 / pages).min(1.0);
         poisson_cdf(self.recaptured, expected) < MOVED_LEVEL
     }

@@ -88,8 +88,12 @@ impl Repeats {
     pub fn estimate(&self, range_pages: u64) -> Touched {
         let whole = range_pages as f64;
         if self.samples == 0 {
-            // Nothing to go on: the caller's range is what DAMON's rule says was accessed.
-            return Touched::whole(whole);
+            // Nothing to go on: the caller's range is what DAMON's rule says was accessed,
+            // and nothing bounds it from below.
+            return Touched {
+                low: 0.0,
+                ..Touched::whole(whole)
+            };
         }
         let seen = self.pages as f64;
         let f1 = self.once as f64;
@@ -304,8 +308,10 @@ mod tests {
         // Every sample on a new page: nothing rules out the whole range.
         let t = repeats(50, 0, &[]).estimate(10_000);
         assert!(t.high >= 10_000.0 && t.pages == 10_000.0, "{t:?}");
-        // No samples: the range as DAMON's rule gives it.
-        assert_eq!(Repeats::default().estimate(77), Touched::whole(77.0));
+        // No samples: the range as DAMON's rule gives it, unsettled.
+        let none = Repeats::default().estimate(77);
+        assert_eq!((none.pages, none.low, none.high), (77.0, 0.0, 77.0));
+        assert!(!none.is_settled());
     }
 
     #[test]

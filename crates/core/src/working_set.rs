@@ -5,6 +5,13 @@
 //! The same function serves the live monitor (each window's regions, serve's horizons) and the
 //! reports (a record's windows replayed), so that a number means the same everywhere.
 //!
+//! Pieces are DAMON's regions, whose boundaries the adaptive split draws at random: a heap
+//! touched alike all over is often cut into pieces of a few MiB, each with too few samples to
+//! repeat. Neighbouring pieces whose samples could have come from memory touched alike (the
+//! binomial test that sampled sources merge regions by, [`crate::density`]) are therefore also
+//! estimated together, and a piece whose own estimate is unsettled takes its share of theirs
+//! where that is better determined: evidence is pooled across regions as it is across windows.
+//!
 //! The resident bound makes the working set what the kernel could have seen: pages that were
 //! never resident were never touched, whatever a region's size says (a thread's 8 MiB stack
 //! mapping holds a few pages; a region spanning four of them holds a few times that). A
@@ -12,7 +19,8 @@
 //! piece of memory outside every walked mapping (mapped since) is not bounded.
 
 use crate::attrs::PAGE_SIZE;
-use crate::page_samples::PageSamples;
+use crate::density;
+use crate::page_samples::{MAX_EVIDENCE_US, PageSamples};
 use crate::region::AddrRange;
 use crate::touched::Touched;
 
@@ -34,18 +42,82 @@ pub fn estimate_cells(
     horizon_us: u64,
     resident: &[ResidentRange],
 ) -> Vec<Touched> {
+    if samples.is_empty() {
+        return cells
+            .iter()
+            .map(|c| Touched::whole(c.size() as f64 / PAGE_SIZE as f64))
+            .collect();
+    }
     let mut estimates: Vec<Touched> = cells
         .iter()
-        .map(|&c| {
-            if samples.is_empty() {
-                Touched::whole(c.size() as f64 / PAGE_SIZE as f64)
-            } else {
-                samples.estimate(c, now_us, horizon_us)
-            }
-        })
+        .map(|&c| samples.estimate(c, now_us, horizon_us))
         .collect();
+    pool_alike_neighbours(samples, cells, &mut estimates, now_us, horizon_us);
     bound_by_resident(cells, &mut estimates, resident);
     estimates
+}
+
+/// The level of the binomial test below which neighbouring pieces' samples are taken to show
+/// memory touched unlike, and are not pooled. Lower than the merges' level: a pooled estimate
+/// is only taken where a piece's own is unsettled, while a piece left apart counts whole.
+pub const POOL_ALPHA: f64 = 0.05;
+
+/// Gives each cell whose estimate is unsettled its share (by size) of the estimate of the run
+/// of alike neighbours it belongs to, where that is better determined (see the module
+/// documentation).
+fn pool_alike_neighbours(
+    samples: &PageSamples,
+    cells: &[AddrRange],
+    estimates: &mut [Touched],
+    now_us: u64,
+    horizon_us: u64,
+) {
+    let span_us = horizon_us.max(MAX_EVIDENCE_US);
+    let counts: Vec<u64> = cells
+        .iter()
+        .map(|&c| samples.count(c, now_us, span_us))
+        .collect();
+    let clamp = |n: u64| n.min(u64::from(u32::MAX)) as u32;
+    let mut start = 0;
+    while start < cells.len() {
+        let (mut n, mut size) = (counts[start], cells[start].size());
+        let mut end = start + 1;
+        while end < cells.len()
+            && density::alike(
+                clamp(n),
+                size,
+                clamp(counts[end]),
+                cells[end].size(),
+                POOL_ALPHA,
+            )
+        {
+            n += counts[end];
+            size += cells[end].size();
+            end += 1;
+        }
+        let run = start..end;
+        start = end;
+        if run.len() < 2 || estimates[run.clone()].iter().all(Touched::is_settled) {
+            continue;
+        }
+        let pooled = samples.estimate_pooled(&cells[run.clone()], now_us, horizon_us);
+        for i in run {
+            let own = estimates[i];
+            if !own.is_settled() && spread(&pooled) < spread(&own) {
+                let share = cells[i].size() as f64 / size as f64;
+                estimates[i] = Touched {
+                    seen: own.seen,
+                    samples: own.samples,
+                    ..pooled.scaled(share)
+                };
+            }
+        }
+    }
+}
+
+/// How wide an estimate's interval is, relative to it.
+fn spread(t: &Touched) -> f64 {
+    t.high / t.low.max(f64::MIN_POSITIVE)
 }
 
 /// Scales `estimates` (of `cells`) so that the part of them in each mapping of `resident` is at
@@ -77,8 +149,9 @@ pub fn bound_by_resident(
             }
         })
         .collect();
-    // Each cell's factor: its overlaps' scales, weighted by the overlaps; parts outside every
-    // mapping walked keep their estimate.
+    // Each cell's factor: its overlaps' scales, weighted by the overlaps. A cell partly outside
+    // every mapping walked reaches into a gap between mappings, which holds no memory; one
+    // wholly outside lies in a mapping made since the walk, and keeps its estimate.
     let mut factor = vec![0.0f64; cells.len()];
     let mut covered = vec![0.0f64; cells.len()];
     for_each_overlap(cells, resident, |c, m, share| {
@@ -86,7 +159,7 @@ pub fn bound_by_resident(
         covered[c] += share;
     });
     for (i, e) in estimates.iter_mut().enumerate() {
-        let f = factor[i] + (1.0 - covered[i]).max(0.0);
+        let f = if covered[i] > 0.0 { factor[i] } else { 1.0 };
         if f < 1.0 {
             *e = e.scaled(f);
         }
@@ -155,26 +228,114 @@ mod tests {
     }
 
     #[test]
-    fn cells_share_a_mapping_s_bound_and_unknown_memory_keeps_its_estimate() {
+    fn cells_share_a_mapping_s_bound_and_gaps_hold_nothing() {
         let mapping = [ResidentRange {
             range: AddrRange::new(0, 100 * P),
             resident_bytes: 30 * P,
         }];
-        // Two cells of 40 pages in the mapping, one of 10 pages half outside it.
+        // Two cells of 40 pages in the mapping, one of 10 pages half outside it (in the gap
+        // after it), one in a mapping made since the walk.
         let cells = [
             AddrRange::new(0, 40 * P),
             AddrRange::new(50 * P, 90 * P),
             AddrRange::new(95 * P, 105 * P),
+            AddrRange::new(200 * P, 210 * P),
         ];
-        let mut e = vec![whole(40), whole(40), whole(10)];
+        let mut e = vec![whole(40), whole(40), whole(10), whole(10)];
         bound_by_resident(&cells, &mut e, &mapping);
         // 40 + 40 + 5 pages claimed in the mapping, 30 allowed: each scaled by 30 / 85.
         let s = 30.0 / 85.0;
         assert!((e[0].pages - 40.0 * s).abs() < 1e-9);
         assert!((e[1].pages - 40.0 * s).abs() < 1e-9);
-        assert!((e[2].pages - (5.0 * s + 5.0)).abs() < 1e-9, "{:?}", e[2]);
-        let inside: f64 = e[0].pages + e[1].pages + e[2].pages - 5.0;
+        assert!((e[2].pages - 5.0 * s).abs() < 1e-9, "{:?}", e[2]);
+        let inside: f64 = e[0].pages + e[1].pages + e[2].pages;
         assert!((inside - 30.0).abs() < 1e-9);
+        assert_eq!(
+            e[3].pages, 10.0,
+            "a mapping the walk has not seen is not bounded"
+        );
+    }
+
+    /// Samples on `hot` pages for `seconds`, `per_window` in each 400 ms window.
+    fn sampled(hot: &[u64], seconds: u64, per_window: u64, seed: u64) -> (PageSamples, u64) {
+        let mut rng = crate::Prng::seeded(seed);
+        let mut h = PageSamples::default();
+        let mut t = 0;
+        for _ in 0..seconds * 5 / 2 {
+            t += 400_000;
+            let addrs: Vec<u64> = (0..per_window)
+                .map(|_| hot[rng.in_range(0, hot.len() as u64) as usize] * P)
+                .collect();
+            h.add(t, addrs);
+            h.settle(t);
+        }
+        (h, t)
+    }
+
+    #[test]
+    fn pieces_of_memory_touched_alike_are_estimated_together() {
+        // A heap of 16 pieces of 4,096 pages, 3,000 of its pages touched at random: each
+        // piece's 40-odd samples in 30 s rarely repeat, all 750 of them often do.
+        let mut rng = crate::Prng::seeded(21);
+        let mut hot: Vec<u64> = (0..3000).map(|_| rng.in_range(0, 16 * 4096)).collect();
+        hot.sort_unstable();
+        hot.dedup();
+        let (h, now) = sampled(&hot, 30, 10, 22);
+        let cells: Vec<AddrRange> = (0..16)
+            .map(|i| AddrRange::new(i * 4096 * P, (i + 1) * 4096 * P))
+            .collect();
+        let alone: Vec<Touched> = cells
+            .iter()
+            .map(|&c| h.estimate(c, now, 2_000_000))
+            .collect();
+        let together = estimate_cells(&h, &cells, now, 2_000_000, &[]);
+        let total = |e: &[Touched]| e.iter().map(|t| t.pages).sum::<f64>();
+        let truth = hot.len() as f64;
+        assert!(
+            (total(&together) / truth - 1.0).abs() < 0.25,
+            "{} for {truth}",
+            total(&together)
+        );
+        // Alone, the pieces' estimates rest on too few repeats to settle; together they do.
+        let settled = |e: &[Touched]| e.iter().filter(|t| t.is_settled()).count();
+        assert!(settled(&alone) < 4, "{alone:?}");
+        assert_eq!(settled(&together), 16, "{together:?}");
+    }
+
+    #[test]
+    fn pieces_touched_unlike_are_not_pooled() {
+        // A dense piece (all 1,024 pages, 9 samples a window) beside a sparse one ten times
+        // its size with as few samples per window: their densities differ.
+        let mut pages: Vec<u64> = (0..1024).collect();
+        let sparse: Vec<u64> = (0..100).map(|i| 1024 + i * 100).collect();
+        let mut rng = crate::Prng::seeded(23);
+        let mut h = PageSamples::default();
+        let mut t = 0;
+        for _ in 0..75 {
+            t += 400_000;
+            let mut addrs: Vec<u64> = (0..9)
+                .map(|_| pages[rng.in_range(0, 1024) as usize] * P)
+                .collect();
+            addrs.push(sparse[rng.in_range(0, 100) as usize] * P);
+            h.add(t, addrs);
+            h.settle(t);
+        }
+        pages.clear();
+        let cells = [
+            AddrRange::new(0, 1024 * P),
+            AddrRange::new(1024 * P, 11_264 * P),
+        ];
+        let e = estimate_cells(&h, &cells, t, 2_000_000, &[]);
+        assert!(
+            e[0].pages > 700.0,
+            "the dense piece stays dense: {:?}",
+            e[0]
+        );
+        assert!(
+            e[1].pages < 500.0,
+            "the sparse piece stays sparse: {:?}",
+            e[1]
+        );
     }
 
     #[test]

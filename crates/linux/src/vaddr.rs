@@ -72,6 +72,7 @@ use std::rc::Rc;
 use thiserror::Error;
 use udamon_core::damos::{Applied, ApplyEnv, FilterKind, Scheme};
 use udamon_core::layout::set_regions;
+use udamon_core::working_set::ResidentRange;
 use udamon_core::{AddrRange, Attrs, Context, Operations, OpsError, Region, SampledAccess, Target};
 
 /// After perf reports a new mapping, regions are refreshed at most this often (µs) before the
@@ -940,6 +941,18 @@ impl Operations for VaddrOps {
                 .footprint
                 .walk(&p.maps, footprint::WALK_BUDGET, ctx.now_us())
             {
+                // Working sets count no more of a mapping than it holds.
+                ctx.set_resident(
+                    t,
+                    mappings
+                        .iter()
+                        .filter(|m| m.start < m.end)
+                        .map(|m| ResidentRange {
+                            range: AddrRange::new(m.start, m.end),
+                            resident_bytes: m.resident_bytes,
+                        })
+                        .collect(),
+                );
                 self.events.push(
                     ctx.now_us(),
                     VaddrEventKind::Resident {

@@ -425,6 +425,9 @@ pub enum ReportKind {
             default_value_t = 0
         )]
         exclude_samples: usize,
+        /// The horizon of the working set shown per mapping (bytes touched in the last T).
+        #[arg(long, value_name = "T", value_parser = parse_duration_us, default_value = "10s")]
+        horizon: u64,
     },
     /// The kernel's accessed bits (record --referenced) against udamon's working set.
     Referenced {

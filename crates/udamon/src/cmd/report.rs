@@ -144,11 +144,13 @@ pub fn run(args: &ReportArgs) -> Result<()> {
             input,
             cold_after,
             exclude_samples,
+            horizon,
         } => {
             let (record, header, frames) = input.open()?;
             let opts = mappings::MappingsOptions {
                 cold_after_ns: cold_after * 1000,
                 skip: *exclude_samples,
+                horizon_ns: horizon * 1000,
             };
             let report = mappings::mappings(&header, frames, &opts)?;
             record.warn_damage();
