@@ -47,7 +47,10 @@ pub fn encode_snapshot(out: &mut Vec<u8>, s: &Snapshot) {
     let accessed = || regions().filter(|r| r.nr_accesses > 0);
     let kinds = sampled().any(|r| r.read_samples > 0 || r.write_samples > 0);
     let touched = accessed().any(|r| r.touched_bytes.is_some());
-    let sections = u64::from(kinds) * SECTION_KINDS | u64::from(touched) * SECTION_TOUCHED;
+    let sections = [(kinds, SECTION_KINDS), (touched, SECTION_TOUCHED)]
+        .into_iter()
+        .filter(|s| s.0)
+        .fold(0, |flags, s| flags | s.1);
     if sections != 0 {
         varint::put_u64(out, sections);
     }

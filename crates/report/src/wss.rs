@@ -77,15 +77,6 @@ impl WssFilter {
     }
 }
 
-/// The union of address ranges `[start, end)`, as sorted, disjoint ranges.
-pub fn union(ranges: impl Iterator<Item = (u64, u64)>) -> Vec<(u64, u64)> {
-    let ranges = ranges.map(|(s, e)| udamon_core::AddrRange::new(s, e));
-    working_set::union(ranges)
-        .into_iter()
-        .map(|r| (r.start, r.end))
-        .collect()
-}
-
 /// What one snapshot's working set rests on (all targets summed).
 #[derive(Debug, Default, Clone, Copy)]
 struct SnapshotEvidence {
