@@ -3,7 +3,7 @@
 //!
 //! For each program (or phase of one): start it, wait for its warm-up, run the release `udamon
 //! record --pid` on it, and meanwhile take truth intervals at each horizon (clear_refs, sleep
-//! that long, smaps: by default four of 2 s, two of 10 s and one of 30 s), then a stretch of
+//! that long, smaps: by default four of 2 s, three of 10 s and one of 30 s), then a stretch of
 //! 10 s without them (the control: clearing the accessed bits makes the next touch of every
 //! page slower, which moves where samples land). Then judge each interval against udamon's
 //! working set over a horizon of the interval's length at the snapshot that ends it (what
@@ -41,7 +41,7 @@ use truth::{
 };
 
 /// The truth intervals of one phase: (horizon in seconds, how many), in order.
-const PLAN: [(u64, usize); 3] = [(2, 4), (10, 2), (30, 1)];
+const PLAN: [(u64, usize); 3] = [(2, 4), (10, 3), (30, 1)];
 /// The undisturbed stretch after a phase's truth intervals, and the interval before it in
 /// which the target touches its pages again.
 const CONTROL: Duration = Duration::from_secs(10);
@@ -81,6 +81,9 @@ const SQL_NARROW: u64 = 20_000;
 
 struct Args {
     source: String,
+    /// Judge the records and truth kept in this directory by an earlier `--keep` run again,
+    /// with this build's reports, instead of running the programs.
+    rejudge: Option<PathBuf>,
     /// The horizons judged, seconds (a subset of [`PLAN`]'s).
     horizons: Vec<u64>,
     keep: Option<PathBuf>,
@@ -104,6 +107,7 @@ impl Args {
 fn parse_args() -> Args {
     let mut args = Args {
         source: "tick".into(),
+        rejudge: None,
         horizons: PLAN.iter().map(|p| p.0).collect(),
         keep: None,
         programs: Vec::new(),
@@ -125,6 +129,7 @@ fn parse_args() -> Args {
                     .collect();
             }
             "--keep" => args.keep = Some(it.next().expect("--keep DIR").into()),
+            "--rejudge" => args.rejudge = Some(it.next().expect("--rejudge DIR").into()),
             p if PROGRAMS.contains(&p) => args.programs.push(a),
             _ => panic!("unknown argument {a}; programs: {}", PROGRAMS.join(" ")),
         }
@@ -879,6 +884,59 @@ fn measure(
     })
 }
 
+/// The phases a truth file names.
+const PHASES: [&str; 3] = ["", "narrow", "wide"];
+
+/// Judges a record and its truth kept by an earlier run (`--keep`) again; no control.
+fn rejudge(dir: &Path, program: &str, source: &str) -> Result<Measured, String> {
+    let truth_path = dir.join(format!("{program}-truth.json"));
+    let text = std::fs::read_to_string(&truth_path)
+        .map_err(|e| format!("skipped: {}: {e}", truth_path.display()))?;
+    let kept: serde_json::Value =
+        serde_json::from_str(&text).map_err(|e| format!("{}: {e}", truth_path.display()))?;
+    let rec = read_record(&dir.join(format!("{program}-{source}.data")))
+        .map_err(|e| format!("reading the record: {e}"))?;
+    let mut judged = Vec::new();
+    for i in kept.as_array().into_iter().flatten() {
+        let n = |v: &serde_json::Value, k: &str| v[k].as_u64().unwrap_or(0);
+        let phase = PHASES
+            .into_iter()
+            .find(|p| Some(*p) == i["phase"].as_str())
+            .unwrap_or("");
+        let mut processes: Vec<(u32, Vec<truth::Mapping>)> = Vec::new();
+        for m in i["mappings"].as_array().into_iter().flatten() {
+            let pid = n(m, "pid") as u32;
+            if processes.last().is_none_or(|p| p.0 != pid) {
+                processes.push((pid, Vec::new()));
+            }
+            processes
+                .last_mut()
+                .expect("pushed")
+                .1
+                .push(truth::Mapping {
+                    start: n(m, "start"),
+                    end: n(m, "end"),
+                    perms: m["perms"].as_str().unwrap_or("").into(),
+                    name: m["name"].as_str().unwrap_or("").into(),
+                    rss_bytes: n(m, "rss_bytes"),
+                    referenced_bytes: n(m, "referenced_bytes"),
+                });
+        }
+        let t = TruthInterval {
+            start_ns: n(i, "start_ns"),
+            end_ns: n(i, "end_ns"),
+            processes,
+        };
+        if let Some(j) = judge(&t, &rec) {
+            judged.push((phase, t, j));
+        }
+    }
+    Ok(Measured {
+        judged,
+        control: Vec::new(),
+    })
+}
+
 /// Writes each interval's truth as JSON, for analysis beside the kept record.
 fn keep_truth(path: &Path, intervals: &[(&str, TruthInterval)]) {
     let mut out = String::from("[\n");
@@ -906,12 +964,18 @@ fn keep_truth(path: &Path, intervals: &[(&str, TruthInterval)]) {
     }
 }
 
+/// The median; of an even number of values, the mean of the middle two.
 fn median(mut v: Vec<f64>) -> f64 {
     if v.is_empty() {
         return f64::NAN;
     }
     v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
+    let n = v.len();
+    if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    }
 }
 
 fn truth_per_udamon(truth: u64, udamon: u64) -> String {
@@ -1081,21 +1145,23 @@ fn main() {
     let mut summaries = Vec::new();
     let mut wide_narrow = Vec::new();
     for program in &args.programs {
-        let target = match env.start(program, Duration::from_secs(env.run_secs)) {
-            Ok(t) => t,
-            Err(why) => {
-                println!("{program}: skipped: {why}\n");
-                continue;
-            }
+        let measured = match &args.rejudge {
+            Some(kept) => rejudge(kept, program, &args.source),
+            None => env
+                .start(program, Duration::from_secs(env.run_secs))
+                .map_err(|why| format!("skipped: {why}"))
+                .and_then(|target| {
+                    measure(&args, &udamon, &dir, program, &target)
+                        .map_err(|why| format!("failed: {why}"))
+                }),
         };
-        let Measured { judged, control } = match measure(&args, &udamon, &dir, program, &target) {
+        let Measured { judged, control } = match measured {
             Ok(m) => m,
             Err(why) => {
-                println!("{program}: failed: {why}\n");
+                println!("{program}: {why}\n");
                 continue;
             }
         };
-        drop(target);
         // Medians per (phase, horizon), for the wide/narrow contrast.
         let mut medians = BTreeMap::new();
         let mut groups: Vec<(&str, u64)> = Vec::new();

@@ -172,6 +172,9 @@ impl PageSamples {
                 .filter(|&s| s > horizon_us && s <= longest),
         );
         let mut best: Option<Touched> = None;
+        // The horizon's own estimate's high end: what a borrowed estimate cannot narrow where
+        // the horizon's samples are too few to show whether its pages are the span's.
+        let mut own_high = range_pages as f64;
         for span_us in spans {
             let counts = span_counts(&samples, now_us, span_us, horizon_us);
             let (bound, spread_settled) = if ranges.len() == 1 {
@@ -179,9 +182,17 @@ impl PageSamples {
             } else {
                 (range_pages, true)
             };
-            let estimate = counts.repeats.estimate(bound);
-            if best.is_some() && counts.moved_since_the_horizon(estimate) {
-                break;
+            let mut estimate = Touched {
+                evidence_us: span_us,
+                ..counts.repeats.estimate(bound)
+            };
+            match &best {
+                None => own_high = estimate.high,
+                Some(_) => match counts.recapture_test() {
+                    Recapture::Moved => break,
+                    Recapture::Untested => estimate.high = estimate.high.max(own_high),
+                    Recapture::Same => {}
+                },
             }
             best = Some(estimate);
             if estimate.is_settled() && spread_settled {
@@ -286,19 +297,40 @@ impl SpanCounts {
         }
     }
 
-    /// Whether the horizon's samples recapture the earlier samples of this span so much less
-    /// often than `estimate` (this span's) predicts that the horizon must have touched other
-    /// pages than the span before it.
-    fn moved_since_the_horizon(&self, estimate: Touched) -> bool {
+    /// Whether the horizon's samples recapture the earlier samples of this span as often as
+    /// the span's own estimate predicts (see the module documentation).
+    fn recapture_test(&self) -> Recapture {
         if self.recent == 0 || self.earlier_pages == 0 {
-            return false;
+            return Recapture::Untested;
         }
         // The pages the span touched, if nothing moved: its estimate, and at least every page
         // it sampled.
-        let pages = estimate.pages.max(self.repeats.pages as f64).max(1.0);
+        let pages = self
+            .repeats
+            .estimate(u64::MAX)
+            .pages
+            .max(self.repeats.pages as f64)
+            .max(1.0);
         let expected = self.recent as f64 * (self.earlier_pages as f64 / pages).min(1.0);
-        poisson_cdf(self.recaptured, expected) < MOVED_LEVEL
+        if poisson_cdf(self.recaptured, expected) < MOVED_LEVEL {
+            Recapture::Moved
+        } else if poisson_cdf(0, expected) >= MOVED_LEVEL {
+            // Even none recaptured would not have shown a move.
+            Recapture::Untested
+        } else {
+            Recapture::Same
+        }
     }
+}
+
+/// What the recapture test says of borrowing a longer span's evidence.
+enum Recapture {
+    /// The horizon touched other pages than the span before it.
+    Moved,
+    /// The horizon holds too few samples to tell.
+    Untested,
+    /// Nothing shows a move.
+    Same,
 }
 
 #[cfg(test)]
@@ -401,6 +433,21 @@ mod tests {
         let range = AddrRange::new(0, 140_000 * P);
         let e = h.estimate(range, now, 2_000_000);
         assert!(e.pages > 20_000.0, "{e:?}");
+    }
+
+    #[test]
+    fn a_set_that_widened_is_not_estimated_from_before() {
+        // 600 pages of 8,200 for 30 s, then all of them (a server's narrow then wide load):
+        // the 2 s horizon after the change holds most of the range.
+        let mut rng = Prng::seeded(15);
+        let narrow: Vec<u64> = (0..600).map(|_| rng.in_range(0, 8200)).collect();
+        let mut h = PageSamples::default();
+        let t = sample(&mut h, &mut rng, 0, 30, 80, |r| {
+            narrow[r.in_range(0, narrow.len() as u64) as usize]
+        });
+        let now = sample(&mut h, &mut rng, t, 2, 80, |r| r.in_range(0, 8200));
+        let e = h.estimate(AddrRange::new(0, 8200 * P), now, 2_000_000);
+        assert!(e.pages > 4000.0, "{e:?}");
     }
 
     #[test]

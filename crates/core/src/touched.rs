@@ -124,6 +124,7 @@ impl Repeats {
             high,
             seen: seen.min(whole),
             samples: self.samples,
+            evidence_us: 0,
         }
     }
 }
@@ -213,6 +214,8 @@ pub struct Touched {
     pub seen: f64,
     /// Samples it rests on.
     pub samples: u64,
+    /// Over how long they were taken (µs; 0 when unknown, as for sums).
+    pub evidence_us: u64,
 }
 
 impl Touched {
@@ -265,6 +268,7 @@ impl Touched {
             high: self.high * share,
             seen: self.seen.min(self.pages * share),
             samples: self.samples,
+            evidence_us: self.evidence_us,
         }
     }
 }

@@ -222,15 +222,22 @@ impl Replay {
         let cells = intersect(&accessed, &t.current);
         let horizon_us = horizon_ns.max(window_ns) / 1000;
         let mut estimates = match self.basis {
-            Basis::Pages => {
-                working_set::estimate_cells(&t.pages, &cells, t.now_ns / 1000, horizon_us, &[])
+            Basis::Pages => working_set::estimate_cells(
+                &t.pages,
+                &cells,
+                t.now_ns / 1000,
+                horizon_us,
+                &t.resident,
+            ),
+            Basis::Regions => {
+                let mut whole: Vec<Touched> = cells
+                    .iter()
+                    .map(|c| Touched::whole(c.size() as f64 / PAGE_SIZE as f64))
+                    .collect();
+                working_set::bound_by_resident(&cells, &mut whole, &t.resident);
+                whole
             }
-            Basis::Regions => cells
-                .iter()
-                .map(|c| Touched::whole(c.size() as f64 / PAGE_SIZE as f64))
-                .collect(),
         };
-        working_set::bound_by_resident(&cells, &mut estimates, &t.resident);
         if let Some(total) = t.resident_total {
             working_set::bound_total(&mut estimates, total);
         }
