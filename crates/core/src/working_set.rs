@@ -421,13 +421,17 @@ mod tests {
             evidence_us: 30_000_000,
         };
         // The second piece drew a sample before the horizon and none in it; the first, beside
-        // it, is a tenth touched. The fourth touches no sampled piece (a gap lies before it,
-        // the fifth drew none in the horizon), and the fifth never drew one.
+        // it, is a tenth touched. The fourth touches no piece sampled in the horizon (a gap
+        // lies before it, the fifth drew none), and the fifth never drew one.
         let mut e = vec![sparse, old, sparse, old, Touched::default()];
         borrow_neighbours_density(&cells, &mut e, &[90, 1, 90, 1, 0], &[90, 0, 90, 0, 0]);
         assert!((e[1].pages - 300.0).abs() < 1e-9, "{:?}", e[1]);
         assert!((e[1].low - 240.0).abs() < 1e-9 && (e[1].high - 390.0).abs() < 1e-9);
-        assert_eq!(e[3], old);
+        assert_eq!(
+            (e[3].pages, e[3].low, e[3].high),
+            (0.0, 0.0, 3000.0),
+            "nothing in the horizon shows it touched"
+        );
         assert_eq!(e[4], Touched::default());
         assert_eq!(
             (e[0], e[2]),
