@@ -35,6 +35,7 @@ pub mod context;
 pub mod damos;
 pub mod density;
 pub mod layout;
+mod normal;
 pub mod ops;
 pub mod page_samples;
 pub mod rand;

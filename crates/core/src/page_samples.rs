@@ -155,8 +155,20 @@ impl PageSamples {
     /// Their samples' spread bounds a single range only.
     pub fn estimate_pooled(&self, ranges: &[AddrRange], now_us: u64, horizon_us: u64) -> Touched {
         let range_pages: u64 = ranges.iter().map(|&r| pages_of(r).1).sum::<u64>().max(1);
-        let samples: Vec<&[Sample]> = ranges.iter().map(|&r| self.within(r)).collect();
-        if samples.iter().all(|s| s.is_empty()) {
+        let horizon_us = horizon_us.max(1);
+        let longest = horizon_us.max(MAX_EVIDENCE_US);
+        let mut spans = [0u64; EVIDENCE_SPANS_US.len() + 1];
+        spans[0] = horizon_us;
+        let mut nr_spans = 1;
+        for s in EVIDENCE_SPANS_US {
+            if s > horizon_us && s <= longest {
+                spans[nr_spans] = s;
+                nr_spans += 1;
+            }
+        }
+        let spans = &spans[..nr_spans];
+        let all = span_counts(ranges.iter().map(|&r| self.within(r)), now_us, spans);
+        if all.iter().all(|c| c.repeats.samples == 0) {
             // Counted accessed, yet no sample to show it: nothing supports a count, and
             // nothing rules one out.
             return Touched {
@@ -164,19 +176,11 @@ impl PageSamples {
                 ..Touched::default()
             };
         }
-        let horizon_us = horizon_us.max(1);
-        let longest = horizon_us.max(MAX_EVIDENCE_US);
-        let spans = std::iter::once(horizon_us).chain(
-            EVIDENCE_SPANS_US
-                .into_iter()
-                .filter(|&s| s > horizon_us && s <= longest),
-        );
         let mut best: Option<Touched> = None;
         // The horizon's own estimate's high end: what a borrowed estimate cannot narrow where
         // the horizon's samples are too few to show whether its pages are the span's.
         let mut own_high = range_pages as f64;
-        for span_us in spans {
-            let counts = span_counts(&samples, now_us, span_us, horizon_us);
+        for (counts, &span_us) in all.iter().zip(spans) {
             let (bound, spread_settled) = if ranges.len() == 1 {
                 counts.spread_bound(range_pages)
             } else {
@@ -229,52 +233,49 @@ fn pages_of(range: AddrRange) -> (u64, u64) {
 }
 
 /// Counts the samples of `ranges` (each range's, sorted by page then time; the ranges in
-/// address order) taken within `span_us` before `now_us`, and how those within `horizon_us`
-/// recapture earlier ones.
-fn span_counts(ranges: &[&[Sample]], now_us: u64, span_us: u64, horizon_us: u64) -> SpanCounts {
-    let mut counts = SpanCounts::default();
-    for samples in ranges {
-        count_range(&mut counts, samples, now_us, span_us, horizon_us);
-    }
-    counts
-}
-
-fn count_range(
-    counts: &mut SpanCounts,
-    samples: &[Sample],
+/// address order) taken within each of `spans` (ascending, the first the horizon) before
+/// `now_us`, and how those within the horizon recapture earlier ones: one pass for all spans.
+fn span_counts<'a>(
+    ranges: impl Iterator<Item = &'a [Sample]>,
     now_us: u64,
-    span_us: u64,
-    horizon_us: u64,
-) {
-    let from = now_us.saturating_sub(span_us);
-    let recent_from = now_us.saturating_sub(horizon_us);
-    let mut i = 0;
-    while i < samples.len() {
-        let page = samples[i].page;
-        let (mut n, mut recent, mut earlier) = (0, 0, 0);
-        while i < samples.len() && samples[i].page == page {
-            let t = samples[i].time_us;
-            if t > from && t <= now_us {
-                n += 1;
-                if t > recent_from {
-                    recent += 1;
-                } else {
-                    earlier += 1;
+    spans: &[u64],
+) -> Vec<SpanCounts> {
+    let mut counts: Vec<SpanCounts> = spans.iter().map(|_| SpanCounts::default()).collect();
+    let starts: Vec<u64> = spans.iter().map(|&s| now_us.saturating_sub(s)).collect();
+    // Per page: its samples in each span's own part (between it and the next shorter span).
+    let mut parts = vec![0u64; spans.len()];
+    for samples in ranges {
+        let mut i = 0;
+        while i < samples.len() {
+            let page = samples[i].page;
+            parts.iter_mut().for_each(|p| *p = 0);
+            while i < samples.len() && samples[i].page == page {
+                let t = samples[i].time_us;
+                if t <= now_us
+                    && let Some(s) = starts.iter().position(|&from| t > from)
+                {
+                    parts[s] += 1;
+                }
+                i += 1;
+            }
+            let recent = parts[0];
+            let mut n = 0;
+            for (s, c) in counts.iter_mut().enumerate() {
+                n += parts[s];
+                if n == 0 {
+                    continue;
+                }
+                c.repeats.add_page(n);
+                c.spread = Some(c.spread.map_or((page, page), |(l, _)| (l, page)));
+                c.recent += recent;
+                if n > recent {
+                    c.earlier_pages += 1;
+                    c.recaptured += recent;
                 }
             }
-            i += 1;
-        }
-        if n == 0 {
-            continue;
-        }
-        counts.repeats.add_page(n);
-        counts.spread = Some(counts.spread.map_or((page, page), |(l, _)| (l, page)));
-        counts.recent += recent;
-        if earlier > 0 {
-            counts.earlier_pages += 1;
-            counts.recaptured += recent;
         }
     }
+    counts
 }
 
 impl SpanCounts {

@@ -29,6 +29,8 @@
 //! the estimate adds no noise to densely touched memory, and falls below DAMON's count only
 //! where repeats show that it must.
 
+use crate::normal;
+
 /// The largest ratio of an interval's high to its low end at which an estimate is settled:
 /// `1.6` keeps both ends within about 25 % of the middle.
 pub const SETTLED_RATIO: f64 = 1.6;
@@ -137,7 +139,7 @@ pub fn poisson_cdf(k: u64, mu: f64) -> f64 {
     }
     if mu > 500.0 {
         let z = (k as f64 + 0.5 - mu) / mu.sqrt();
-        return 0.5 * erfc(-z / std::f64::consts::SQRT_2);
+        return normal::below(z);
     }
     let mut term = (-mu).exp();
     let mut sum = term;
@@ -151,31 +153,28 @@ pub fn poisson_cdf(k: u64, mu: f64) -> f64 {
     sum.min(1.0)
 }
 
-/// The complementary error function (Numerical Recipes' Chebyshev fit, within 1.2e-7).
-fn erfc(x: f64) -> f64 {
-    let z = x.abs();
-    let t = 1.0 / (1.0 + 0.5 * z);
-    let r = t
-        * (-z * z - 1.265_512_23
-            + t * (1.000_023_68
-                + t * (0.374_091_96
-                    + t * (0.096_784_18
-                        + t * (-0.186_288_06
-                            + t * (0.278_868_07
-                                + t * (-1.135_203_98
-                                    + t * (1.488_515_87
-                                        + t * (-0.822_152_23 + t * 0.170_872_77)))))))))
-            .exp();
-    if x >= 0.0 { r } else { 2.0 - r }
+/// Counts up to this take their exact interval from a table computed once.
+const EXACT_UP_TO: u64 = 50;
+
+/// The exact (Garwood) two-sided 95 % interval of a Poisson mean, given a count `k`. Every
+/// estimate asks for it, so the exact intervals of small counts are computed once.
+pub fn poisson_interval(k: u64) -> (f64, f64) {
+    static EXACT: std::sync::OnceLock<Vec<(f64, f64)>> = std::sync::OnceLock::new();
+    match EXACT
+        .get_or_init(|| (0..=EXACT_UP_TO).map(compute_poisson_interval).collect())
+        .get(k as usize)
+    {
+        Some(&interval) => interval,
+        None => compute_poisson_interval(k),
+    }
 }
 
-/// The exact (Garwood) two-sided 95 % interval of a Poisson mean, given a count `k`.
-pub fn poisson_interval(k: u64) -> (f64, f64) {
+fn compute_poisson_interval(k: u64) -> (f64, f64) {
     // Exact by bisection on the distribution function while that is cheap; Wilson and
     // Hilferty's cube-root approximation of the chi-square quantiles (within a fraction of a
     // percent there) beyond.
     const TAIL: f64 = 0.025;
-    if k > 50 {
+    if k > EXACT_UP_TO {
         let quantile = |nu: f64, z: f64| {
             let a = 2.0 / (9.0 * nu);
             nu * (1.0 - a + z * a.sqrt()).powi(3) / 2.0
