@@ -10,6 +10,7 @@
 //! - [`context`]: the monitoring loop as a step machine in sampling intervals;
 //! - [`adjust`]: adaptive regions adjustment (merge, split, minimum region count);
 //! - [`absent`]: cutting memory that holds no pages out of accessed regions;
+//! - [`probe`]: where the guided adjustment cuts idle memory (ladders, exploration);
 //! - [`density`]: the test by which sampled sources tell regions' sample densities apart;
 //! - [`recent_samples`]: where a target's samples fell over its last few windows;
 //! - [`page_samples`]: where a target's samples fell, by page and time, over a minute;
@@ -38,6 +39,7 @@ pub mod layout;
 mod normal;
 pub mod ops;
 pub mod page_samples;
+pub mod probe;
 pub mod rand;
 pub mod recent_samples;
 pub mod region;
@@ -46,7 +48,7 @@ pub mod touched;
 pub mod tuning;
 pub mod working_set;
 
-pub use attrs::{Attrs, AttrsError, IntervalsGoal, PAGE_SIZE};
+pub use attrs::{Adjustment, Attrs, AttrsError, IntervalsGoal, PAGE_SIZE};
 pub use callbacks::{CallbackError, Callbacks, Flow, NoCallbacks, RunError};
 pub use context::{Context, StopReason};
 pub use ops::{Clock, Operations, OpsError, TargetMemory, VirtualClock};

@@ -8,6 +8,7 @@
 //! shows (a grid, one value per snapshot), never by the size of the record.
 //!
 //! - [`access`]: one snapshot's regions, damo's `report access`.
+//! - [`accuracy`]: a simulated record against the simulator's ground truth.
 //! - [`wss`] and [`nr_regions`]: distributions and time series over snapshots ([`dist`]);
 //!   [`working_set`]: a record's working sets replayed at page resolution.
 //! - [`heatmap`]: time × address access-frequency grid, rendered for terminals and as PNG/SVG.
@@ -21,6 +22,7 @@
 //!   profile.
 
 pub mod access;
+pub mod accuracy;
 pub mod code;
 pub mod color;
 pub mod dist;
@@ -86,6 +88,10 @@ pub enum ReportError {
         "the record holds no samples: record a live process with a sampled source (tick, cpuclock or pmu) with this udamon"
     )]
     NoSamples,
+    #[error(
+        "the record holds no ground truth: record a simulated workload with `udamon record --sim` (this udamon or later keeps it)"
+    )]
+    NoTruth,
     #[error("invalid time rows: {0}")]
     Buckets(String),
     #[error("could not read the record: {0}")]
