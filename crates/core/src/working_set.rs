@@ -11,12 +11,16 @@
 //! binomial test that sampled sources merge regions by, [`crate::density`]) are therefore also
 //! estimated together, and a piece whose own estimate is unsettled takes its share of theirs
 //! where that is better determined: evidence is pooled across regions as it is across windows.
+//! A piece with no sample in the horizon is there only through a region it shared with sampled
+//! memory: it takes that memory's density, or counts nothing ([`estimate_cells`]' steps, in
+//! order).
 //!
 //! The resident bound makes the working set what the kernel could have seen: pages that were
 //! never resident were never touched, whatever a region's size says (a thread's 8 MiB stack
 //! mapping holds a few pages; a region spanning four of them holds a few times that). A
-//! mapping's resident bytes come from its last walk ([`ResidentRange`], every 10 s or so); a
-//! piece of memory outside every walked mapping (mapped since) is not bounded.
+//! mapping's resident bytes come from its last walk ([`ResidentRange`], every 10 s or so); the
+//! part of a piece in a gap between walked mappings holds nothing, and a piece wholly outside
+//! them (mapped since the walk) is not bounded.
 
 use crate::attrs::PAGE_SIZE;
 use crate::density;
