@@ -65,6 +65,9 @@ pub struct WorkingSet {
     pub cells: Vec<(AddrRange, Touched)>,
     /// The estimate in pages, summed over the cells.
     pub total: Touched,
+    /// The part of `total` that is code the sampled instructions were fetched from (none when
+    /// whole regions are counted, as damo counts only the regions).
+    pub code: Touched,
 }
 
 /// The most code sites a replay remembers; a record numbers its sites so that no more are in
@@ -82,6 +85,10 @@ impl WorkingSet {
 
     pub fn high_bytes(&self) -> u64 {
         to_bytes(self.total.high)
+    }
+
+    pub fn code_bytes(&self) -> u64 {
+        to_bytes(self.code.pages)
     }
 
     /// The estimate's bytes within `range` (a mapping, say): each cell's share by its overlap.
@@ -266,17 +273,16 @@ impl Replay {
             working_set::bound_total(&mut estimates, total);
         }
         let mut cells: Vec<(AddrRange, Touched)> = cells.into_iter().zip(estimates).collect();
+        let mut code = Touched::default();
         if self.basis == Basis::Pages {
-            cells.extend(working_set::estimate_code(
-                &t.code,
-                t.now_ns / 1000,
-                horizon_us,
-                &t.resident,
-            ));
+            let code_cells =
+                working_set::estimate_code(&t.code, t.now_ns / 1000, horizon_us, &t.resident);
+            code = Touched::sum(code_cells.iter().map(|c| c.1));
+            cells.extend(code_cells);
             cells.sort_by_key(|c| c.0);
         }
         let total = Touched::sum(cells.iter().map(|c| c.1));
-        Some(WorkingSet { cells, total })
+        Some(WorkingSet { cells, total, code })
     }
 }
 
