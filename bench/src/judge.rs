@@ -1037,8 +1037,10 @@ fn report(
         (!control.is_empty()).then(|| median(control.iter().map(|&b| b as f64 / MIB).collect()));
     println!("### {name}, {horizon_s} s\n");
     println!(
-        "{n} intervals; median truth {truth:.1} MiB, udamon {udamon:.1} MiB, udamon/truth {ratio:.2} \
-         (interval {:.2}-{:.2}, settled in {} of {n}); whole regions {:.2}; without clear_refs {}\n",
+        "{n} intervals; median truth {truth:.1} MiB, udamon {udamon:.1} MiB (code {:.1} MiB), \
+         udamon/truth {ratio:.2} (interval {:.2}-{:.2}, settled in {} of {n}); whole regions {:.2}; \
+         without clear_refs {}\n",
+        m(&|j| j.code as f64 / MIB),
         m(&|j| j.low as f64 / j.truth.max(1) as f64),
         m(&|j| j.high as f64 / j.truth.max(1) as f64),
         judged.iter().filter(|(_, j)| j.settled).count(),

@@ -26,7 +26,7 @@ use crate::attrs::PAGE_SIZE;
 use crate::density;
 use crate::page_samples::{MAX_EVIDENCE_US, PageSamples};
 use crate::region::AddrRange;
-use crate::touched::Touched;
+use crate::touched::{Touched, Unbounded};
 
 /// One mapping's resident bytes, as of its last walk.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -161,7 +161,8 @@ fn pool_alike_neighbours(
         if run.len() < 2 || estimates[run.clone()].iter().all(Touched::is_settled) {
             continue;
         }
-        let pooled = samples.estimate_pooled(&cells[run.clone()], now_us, horizon_us);
+        let pooled =
+            samples.estimate_pooled(&cells[run.clone()], now_us, horizon_us, Unbounded::Whole);
         for i in run {
             let own = estimates[i];
             if !own.is_settled() && spread(&pooled) < spread(&own) {
@@ -232,7 +233,8 @@ pub fn bound_by_resident(
 /// theirs, and the kernel's accessed bits count both. The mappings of `resident` that hold a
 /// sampled instruction in the evidence span are the cells, estimated as one memory (code of
 /// one program touched alike) and shared among them by their sampled pages; each bounded by
-/// its resident bytes. Nothing where the mappings are unknown.
+/// its resident bytes. Where the samples set no upper bound, the point estimate counts, not
+/// the mappings whole ([`Unbounded::Point`]). Nothing where the mappings are unknown.
 pub fn estimate_code(
     ips: &PageSamples,
     now_us: u64,
@@ -249,7 +251,7 @@ pub fn estimate_code(
         return Vec::new();
     }
     let ranges: Vec<AddrRange> = cells.iter().map(|c| c.0).collect();
-    let pooled = ips.estimate_pooled(&ranges, now_us, horizon_us);
+    let pooled = ips.estimate_pooled(&ranges, now_us, horizon_us, Unbounded::Point);
     let in_span: Vec<u64> = ranges
         .iter()
         .map(|&r| ips.count(r, now_us, span_us))
@@ -501,6 +503,34 @@ mod tests {
             estimate_code(&ips, now, 10_000_000, &[]).is_empty(),
             "mappings unknown"
         );
+    }
+
+    #[test]
+    fn code_that_few_samples_found_counts_their_estimate_not_the_library() {
+        // An interpreter's library of 560 pages of text, its 50 hot pages sampled 8 times in
+        // 10 s (the program spends its time elsewhere): no page sampled twice, nothing bounds
+        // the count from above, and yet the library is not counted whole.
+        let hot: Vec<u64> = (0..50).map(|i| 1000 + i * 11).collect();
+        let mut h = PageSamples::default();
+        for (i, &page) in hot.iter().take(8).enumerate() {
+            let t = (i as u64 + 1) * 1_000_000;
+            h.add(t, vec![page * P]);
+            h.settle(t);
+        }
+        let lib = ResidentRange {
+            range: AddrRange::new(1000 * P, 1560 * P),
+            resident_bytes: 560 * P,
+        };
+        let code = estimate_code(&h, 8_000_000, 10_000_000, &[lib]);
+        assert_eq!(code.len(), 1, "{code:?}");
+        let t = code[0].1;
+        assert!(t.pages >= 8.0 && t.pages < 0.5 * t.high, "{t:?}");
+        assert!(!t.is_settled(), "{t:?}");
+        // Data memory that DAMON's rule saw accessed, with the same samples, counts all that
+        // its samples' spread allows.
+        let data = estimate_cells(&h, &[lib.range], 8_000_000, 10_000_000, &[lib]);
+        assert_eq!(data[0].pages, data[0].high, "{data:?}");
+        assert!(data[0].pages > 2.0 * t.pages, "{data:?}");
     }
 
     #[test]
