@@ -14,6 +14,8 @@
 
 use std::collections::{HashMap, VecDeque};
 
+use crate::touched::{Repeats, Unbounded};
+
 /// Distinct pages sampled over one horizon, kept as samples come and go.
 #[derive(Debug, Clone)]
 pub struct PageCensus {
@@ -93,15 +95,20 @@ impl PageCensus {
         self.counts.len() as u64
     }
 
-    /// Pages touched within the horizon: those seen and those estimated unseen.
+    /// Pages touched within the horizon: those seen and those estimated unseen (Chao's
+    /// estimator, [`crate::touched`]; memory with no bounds to count whole, so the point
+    /// estimate).
     pub fn estimate(&self) -> f64 {
-        let (f1, f2) = (self.singles as f64, self.doubles as f64);
-        let unseen = if f2 > 0.0 {
-            f1 * f1 / (2.0 * f2)
-        } else {
-            f1 * (f1 - 1.0).max(0.0) / 2.0
+        if self.samples.is_empty() {
+            return 0.0;
+        }
+        let repeats = Repeats {
+            samples: self.samples.len() as u64,
+            pages: self.seen(),
+            once: self.singles,
+            twice: self.doubles,
         };
-        self.seen() as f64 + unseen
+        repeats.estimate_as(u64::MAX, Unbounded::Point).pages
     }
 }
 
