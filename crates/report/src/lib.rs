@@ -36,6 +36,7 @@ pub mod raw;
 pub mod referenced;
 pub mod schemes;
 pub mod stacks;
+pub mod typeset;
 pub mod wss;
 
 use std::error::Error;

@@ -1,7 +1,8 @@
 //! Reports as images (plotters): PNG or SVG by the file's extension, at one size, with text in
-//! DejaVu Sans, embedded (from the `dejavu` crate) so that no system font is needed. Each
-//! report that can be drawn implements [`Drawing`].
+//! DejaVu Sans, embedded (from the `dejavu` crate) so that no system font is needed, and set
+//! in PNGs by [`crate::typeset`]. Each report that can be drawn implements [`Drawing`].
 
+use crate::typeset::Typeset;
 use crate::{ReportError, Result};
 use plotters::coord::Shift;
 use plotters::prelude::*;
@@ -70,7 +71,7 @@ pub fn write(
     let size = (opts.width, opts.height);
     match format {
         Format::Png => {
-            let root = BitMapBackend::new(path, size).into_drawing_area();
+            let root = Typeset(BitMapBackend::new(path, size)).into_drawing_area();
             drawing.draw(&root).map_err(|e| failed(e.to_string()))?;
             root.present().map_err(|e| failed(e.to_string()))
         }
