@@ -7,8 +7,10 @@
 //! serialises to JSON, and has a text renderer beside it. Memory stays bounded by what the report
 //! shows (a grid, one value per snapshot), never by the size of the record.
 //!
-//! - [`access`]: one snapshot's regions, damo's `report access`.
+//! - [`access`]: one snapshot's regions, damo's `report access`; [`styles`]: damo's other
+//!   styles of it (temperature and idle-time histograms and percentiles, hot and cold).
 //! - [`wss`] and [`nr_regions`]: distributions and time series over snapshots ([`dist`]).
+//! - [`footprints`]: mapped and resident bytes against the working set.
 //! - [`heatmap`]: time × address access-frequency grid, rendered for terminals and as PNG/SVG.
 //! - [`raw`]: every frame as a JSON line.
 //! - [`info`]: what the record says about itself.
@@ -24,6 +26,7 @@ pub mod code;
 pub mod color;
 pub mod dist;
 pub mod dist_image;
+pub mod footprints;
 pub mod heatmap;
 pub mod human;
 pub mod info;
@@ -36,6 +39,7 @@ pub mod raw;
 pub mod referenced;
 pub mod schemes;
 pub mod stacks;
+pub mod styles;
 pub mod typeset;
 pub mod wss;
 

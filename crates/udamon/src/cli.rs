@@ -355,6 +355,8 @@ pub enum ReportKind {
         /// Only regions that got samples of writing instructions (with --reads: of either).
         #[arg(long)]
         writes: bool,
+        #[command(flatten)]
+        style: AccessStyleArgs,
     },
     /// Working set size: distribution over the record, or over time.
     Wss {
@@ -382,6 +384,16 @@ pub enum ReportKind {
         /// window): how much memory a program touches within each time span.
         #[arg(long, value_name = "T", value_parser = parse_duration_us, num_args = 0.., conflicts_with = "horizon")]
         horizons: Option<Vec<u64>>,
+    },
+    /// Mapped (vsz) and resident (rss) bytes against the working set (wss), over the record.
+    Footprints {
+        #[command(flatten)]
+        input: InputArgs,
+        #[command(flatten)]
+        dist: DistArgs,
+        /// The working set over this horizon, as `report wss --horizon`.
+        #[arg(long, value_name = "T|auto", value_parser = parse_horizon, default_value = "auto")]
+        horizon: Horizon,
     },
     /// Number of regions: distribution over the record, or over time.
     #[command(name = "nr_regions", alias = "nr-regions")]
@@ -498,6 +510,40 @@ pub struct DistArgs {
     /// of printing it; .png or .svg.
     #[arg(long, value_name = "FILE")]
     pub plot: Option<PathBuf>,
+}
+
+/// `report access --style` and what it takes (damo's options).
+#[derive(Debug, Args, Clone)]
+pub struct AccessStyleArgs {
+    /// How to show the snapshot (damo's --style): every region (detailed), its bytes by
+    /// temperature or idle time (temperature-sz-hist, recency-sz-hist), per-byte percentiles
+    /// of either (temperature-percentiles, recency-percentiles), or the regions from the
+    /// hottest or the coldest (hot, cold).
+    #[arg(long, value_enum, default_value_t = AccessStyle::Detailed)]
+    pub style: AccessStyle,
+    /// Weights of a region's size, access rate (%) and age (us) in its temperature.
+    #[arg(long = "temperature_weights", alias = "temperature-weights", num_args = 3,
+        value_names = ["SIZE", "RATE", "AGE"], default_values_t = [0, 100, 100],
+        allow_negative_numbers = true)]
+    pub temperature_weights: Vec<i64>,
+    /// Percentiles of the percentile styles: START STOP STEP, or a list of more than three.
+    #[arg(long = "percentiles_range", alias = "percentiles-range", num_args = 1..,
+        value_name = "P")]
+    pub percentiles_range: Option<Vec<u32>>,
+}
+
+/// `report access --style`, damo's names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum AccessStyle {
+    Detailed,
+    TemperatureSzHist,
+    #[value(alias = "cold-memory-tail")]
+    RecencySzHist,
+    TemperaturePercentiles,
+    #[value(alias = "idle-time-percentiles")]
+    RecencyPercentiles,
+    Hot,
+    Cold,
 }
 
 /// `report access --sort-regions-by`, damo's names.

@@ -5,3 +5,4 @@ pub mod ctl;
 pub mod demo;
 pub mod record;
 pub mod report;
+pub mod report_views;

@@ -1,8 +1,10 @@
 //! `udamon report TYPE [FILE]`: every report reads any supported record format, streaming.
 
 use crate::cli::{
-    DistArgs, HeatmapArgs, Horizon, InputArgs, RegionOrder, ReportArgs, ReportKind, SortBy,
+    AccessStyle, DistArgs, HeatmapArgs, Horizon, InputArgs, RegionOrder, ReportArgs, ReportKind,
+    SortBy,
 };
+use crate::cmd::report_views;
 use crate::input::{Frames, Input};
 use crate::output::{Output, print, print_json};
 use crate::select::Selection;
@@ -28,6 +30,7 @@ pub fn run(args: &ReportArgs) -> Result<()> {
             sort_regions_dsc,
             reads,
             writes,
+            style,
         } => {
             let (record, header, frames) = input.open()?;
             let opts = access::AccessOptions {
@@ -39,6 +42,9 @@ pub fn run(args: &ReportArgs) -> Result<()> {
             let mut report = access::access(&header, frames, &opts)?;
             sort_regions(&mut report, *sort_regions_by, *sort_regions_dsc);
             record.warn_damage();
+            if style.style != AccessStyle::Detailed {
+                return report_views::styled(&report, style, input.json);
+            }
             if input.json {
                 print_json(&report)
             } else {
@@ -95,6 +101,11 @@ pub fn run(args: &ReportArgs) -> Result<()> {
             record.warn_damage();
             print_dist(&report, dist, input)
         }
+        ReportKind::Footprints {
+            input,
+            dist,
+            horizon,
+        } => report_views::footprints(input, dist, *horizon),
         ReportKind::NrRegions { input, dist } => {
             let (record, header, frames) = input.open()?;
             let report = nr_regions::nr_regions(&header, frames, &dist.options()?)?;
@@ -233,7 +244,7 @@ pub fn run(args: &ReportArgs) -> Result<()> {
 
 impl InputArgs {
     /// The record, as much of it as the report is to read.
-    fn open(&self) -> Result<(Input, udamon_record::model::Header, Frames)> {
+    pub(crate) fn open(&self) -> Result<(Input, udamon_record::model::Header, Frames)> {
         let selection = Selection::new(
             self.range.address_range.as_deref(),
             self.range.time_range.as_deref(),
@@ -280,7 +291,7 @@ fn print_dist(report: &dist::DistReport, args: &DistArgs, input: &InputArgs) -> 
 }
 
 impl DistArgs {
-    fn options(&self) -> Result<DistOptions> {
+    pub(crate) fn options(&self) -> Result<DistOptions> {
         let [start, stop, step] = self.range[..] else {
             bail!("--range takes START STOP STEP")
         };
@@ -323,7 +334,7 @@ fn terminal_width() -> Option<usize> {
 }
 
 /// Draws a report into the image `path` names (PNG or SVG), by the output rule.
-fn write_image(drawing: &impl plot::Drawing, path: &Path, record: &Path) -> Result<()> {
+pub(crate) fn write_image(drawing: &impl plot::Drawing, path: &Path, record: &Path) -> Result<()> {
     let Some(format) = plot::Format::of(path) else {
         bail!(
             "{}: the image format comes from the extension: use .png or .svg",
