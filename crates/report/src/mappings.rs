@@ -162,84 +162,119 @@ pub fn mappings(
     frames: impl IntoIterator<Item = Frame>,
     opts: &MappingsOptions,
 ) -> Result<MappingsReport> {
-    let mut known = Targets::new(header);
-    let mut layouts = Layouts::default();
-    // Keyed by what stays while a mapping grows: target, start, permissions and name.
-    let mut sums: BTreeMap<(u32, u64, String, String), Sums> = BTreeMap::new();
-    let mut nr_snapshots = 0;
+    let mut live = LiveMappings::new(header, opts);
     for frame in frames {
-        known.observe(&frame);
-        layouts.observe(&frame);
-        let Frame::Snapshot(snapshot) = frame else {
-            continue;
-        };
-        nr_snapshots += 1;
-        if nr_snapshots > opts.skip {
-            add_snapshot(&mut sums, &layouts, &snapshot, opts);
+        live.observe(frame);
+    }
+    live.report()
+}
+
+/// `report mappings` of a record that is still growing (a live view): frames go in as they
+/// come, and the report covers those seen so far.
+pub struct LiveMappings {
+    opts: MappingsOptions,
+    known: Targets,
+    layouts: Layouts,
+    /// Keyed by what stays while a mapping grows: target, start, permissions and name.
+    sums: BTreeMap<(u32, u64, String, String), Sums>,
+    nr_snapshots: usize,
+}
+
+impl LiveMappings {
+    pub fn new(header: &Header, opts: &MappingsOptions) -> LiveMappings {
+        LiveMappings {
+            opts: *opts,
+            known: Targets::new(header),
+            layouts: Layouts::default(),
+            sums: BTreeMap::new(),
+            nr_snapshots: 0,
         }
     }
-    if nr_snapshots == 0 {
-        return Err(ReportError::NoSnapshots);
+
+    pub fn observe(&mut self, frame: Frame) {
+        self.known.observe(&frame);
+        self.layouts.observe(&frame);
+        let Frame::Snapshot(snapshot) = frame else {
+            return;
+        };
+        self.nr_snapshots += 1;
+        if self.nr_snapshots > self.opts.skip {
+            add_snapshot(&mut self.sums, &self.layouts, &snapshot, &self.opts);
+        }
     }
-    if layouts.is_empty() {
-        return Err(ReportError::NoMappings);
+
+    /// The mappings as of the frames seen: each target's mappings and resident bytes.
+    pub fn layouts(&self) -> &Layouts {
+        &self.layouts
     }
-    let mut mappings: Vec<MappingSummary> = sums
-        .into_iter()
-        .map(|((target, start, perms, name), s)| {
-            let n = s.nr_snapshots.max(1) as f64;
-            MappingSummary {
-                target,
-                start,
-                end: s.end,
-                perms,
-                name,
-                nr_snapshots: s.nr_snapshots,
-                size_bytes: (s.size / n).round() as u64,
-                resident_bytes: (s.resident_snapshots > 0)
-                    .then(|| (s.resident / s.resident_snapshots as f64).round() as u64),
-                monitored_bytes: (s.monitored / n).round() as u64,
-                hot_bytes: (s.hot / n).round() as u64,
-                warm_bytes: (s.warm / n).round() as u64,
-                cold_bytes: (s.cold / n).round() as u64,
-                hot_access_hz: if s.hot > 0.0 {
-                    s.hot_hz_bytes / s.hot
-                } else {
-                    0.0
-                },
-                samples: s.samples,
-            }
-        })
-        .collect();
-    mappings.sort_by(|a, b| {
-        a.target
-            .cmp(&b.target)
-            .then(b.hot_bytes.cmp(&a.hot_bytes))
-            .then(b.warm_bytes.cmp(&a.warm_bytes))
-            .then(a.start.cmp(&b.start))
-    });
-    let targets = mappings
-        .iter()
-        .map(|m| m.target)
-        .map(|t| {
-            let info = known.get(t);
-            (
-                t,
-                target_name(
+
+    /// The report so far.
+    pub fn report(&self) -> Result<MappingsReport> {
+        let nr_snapshots = self.nr_snapshots;
+        if nr_snapshots == 0 {
+            return Err(ReportError::NoSnapshots);
+        }
+        if self.layouts.is_empty() {
+            return Err(ReportError::NoMappings);
+        }
+        let mut mappings: Vec<MappingSummary> = self
+            .sums
+            .iter()
+            .map(|((target, start, perms, name), s)| {
+                let n = s.nr_snapshots.max(1) as f64;
+                MappingSummary {
+                    target: *target,
+                    start: *start,
+                    end: s.end,
+                    perms: perms.clone(),
+                    name: name.clone(),
+                    nr_snapshots: s.nr_snapshots,
+                    size_bytes: (s.size / n).round() as u64,
+                    resident_bytes: (s.resident_snapshots > 0)
+                        .then(|| (s.resident / s.resident_snapshots as f64).round() as u64),
+                    monitored_bytes: (s.monitored / n).round() as u64,
+                    hot_bytes: (s.hot / n).round() as u64,
+                    warm_bytes: (s.warm / n).round() as u64,
+                    cold_bytes: (s.cold / n).round() as u64,
+                    hot_access_hz: if s.hot > 0.0 {
+                        s.hot_hz_bytes / s.hot
+                    } else {
+                        0.0
+                    },
+                    samples: s.samples,
+                }
+            })
+            .collect();
+        mappings.sort_by(|a, b| {
+            a.target
+                .cmp(&b.target)
+                .then(b.hot_bytes.cmp(&a.hot_bytes))
+                .then(b.warm_bytes.cmp(&a.warm_bytes))
+                .then(a.start.cmp(&b.start))
+        });
+        let targets = mappings
+            .iter()
+            .map(|m| m.target)
+            .map(|t| {
+                let info = self.known.get(t);
+                (
                     t,
-                    info.and_then(|i| i.pid),
-                    info.map(|i| i.cmdline.as_str()),
-                ),
-            )
+                    target_name(
+                        t,
+                        info.and_then(|i| i.pid),
+                        info.map(|i| i.cmdline.as_str()),
+                    ),
+                )
+            })
+            .collect();
+        Ok(MappingsReport {
+            cold_after_ns: self.opts.cold_after_ns,
+            nr_snapshots,
+            skipped: self.opts.skip.min(nr_snapshots),
+            mappings,
+            targets,
         })
-        .collect();
-    Ok(MappingsReport {
-        cold_after_ns: opts.cold_after_ns,
-        nr_snapshots,
-        skipped: opts.skip.min(nr_snapshots),
-        mappings,
-        targets,
-    })
+    }
 }
 
 fn add_snapshot(
