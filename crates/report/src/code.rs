@@ -302,10 +302,7 @@ impl Walker {
     }
 
     /// After the last frame: what was walked; fails when there were no samples.
-    pub(crate) fn finish(
-        mut self,
-        visit: &mut impl FnMut(&Hit<'_>, &Tables),
-    ) -> Result<Walked> {
+    pub(crate) fn finish(mut self, visit: &mut impl FnMut(&Hit<'_>, &Tables)) -> Result<Walked> {
         if let Some(e) = self.pending.take() {
             self.samples(e, None, visit);
         }
@@ -708,7 +705,10 @@ mod tests {
         for frame in all.clone() {
             live.observe(frame);
         }
-        assert_eq!(live.report(), Some(code(all, &CodeOptions::default()).unwrap()));
+        assert_eq!(
+            live.report(),
+            Some(code(all, &CodeOptions::default()).unwrap())
+        );
     }
 
     #[test]

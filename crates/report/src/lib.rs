@@ -12,6 +12,7 @@
 //! - [`wss`] and [`nr_regions`]: distributions and time series over snapshots ([`dist`]).
 //! - [`footprints`]: mapped and resident bytes against the working set.
 //! - [`heatmap`]: time × address access-frequency grid, rendered for terminals and as PNG/SVG.
+//! - [`live`]: a record as it grows, for `udamon top`: the same views, fed frame by frame.
 //! - [`raw`]: every frame as a JSON line.
 //! - [`info`]: what the record says about itself.
 //! - [`schemes`]: what DAMOS schemes did, the memory they saved and the refaults that cost.
@@ -30,6 +31,7 @@ pub mod footprints;
 pub mod heatmap;
 pub mod human;
 pub mod info;
+pub mod live;
 pub mod mappings;
 pub mod nr_regions;
 pub mod percentile;
