@@ -53,6 +53,7 @@ impl Drawing for DistReport {
             note: &note,
             unit: self.unit,
             sort_by: self.sort_by,
+            x_desc: None,
         };
         draw_lines(root, &what, &lines)
     }
@@ -65,6 +66,20 @@ pub(crate) struct Plotted<'a> {
     pub note: &'a str,
     pub unit: Unit,
     pub sort_by: SortBy,
+    /// What x is, when not the percentile or the time the order says.
+    pub x_desc: Option<&'a str>,
+}
+
+/// Named lines, drawn by [`draw_lines`].
+pub(crate) struct NamedLines<'a> {
+    pub what: Plotted<'a>,
+    pub lines: Vec<(String, Vec<(f64, f64)>)>,
+}
+
+impl Drawing for NamedLines<'_> {
+    fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> DrawResult<DB> {
+        draw_lines(root, &self.what, &self.lines)
+    }
 }
 
 /// Named lines against the percentile or time, with a legend when there are several.
@@ -83,6 +98,7 @@ pub(crate) fn draw_lines<DB: DrawingBackend>(
         SortBy::Size => ("percentile", 0.0..100.0),
         SortBy::Time => ("time (s)", x_min..x_max),
     };
+    let x_desc = what.x_desc.unwrap_or(x_desc);
     let y_label = move |v: &f64| match unit {
         Unit::Bytes => human::size_short(v.round() as u64),
         Unit::Regions => human::trimmed(*v, 1),

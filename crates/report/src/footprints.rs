@@ -224,6 +224,7 @@ impl Drawing for FootprintsReport {
             note: " (vsz: mapped, rss: resident, wss: working set)",
             unit: Unit::Bytes,
             sort_by,
+            x_desc: None,
         };
         crate::dist_image::draw_lines(root, &what, &lines)
     }

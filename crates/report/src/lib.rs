@@ -15,6 +15,7 @@
 //! - [`live`]: a record as it grows, for `udamon top`: the same views, fed frame by frame.
 //! - [`raw`]: every frame as a JSON line.
 //! - [`info`]: what the record says about itself.
+//! - [`html`]: all of them on one self-contained web page.
 //! - [`schemes`]: what DAMOS schemes did, the memory they saved and the refaults that cost.
 //! - [`referenced`]: the kernel's accessed bits (`record --referenced`) against udamon's
 //!   working set over the same intervals.
@@ -29,6 +30,7 @@ pub mod dist;
 pub mod dist_image;
 pub mod footprints;
 pub mod heatmap;
+pub mod html;
 pub mod human;
 pub mod info;
 pub mod live;

@@ -331,10 +331,16 @@ impl Live {
             };
         }
         let (oldest, newest) = self.kept()?;
-        let last = view.newest.unwrap_or(newest).clamp(oldest, newest);
+        let slots = rows as u64 * k;
+        // While the record from its start fits, it fills the rows from the top down; then
+        // the window shown last sits in the bottom row and older ones scroll up.
+        let mut last = view.newest.unwrap_or(newest).clamp(oldest, newest);
+        let from_top = oldest == 0 && last + 1 < slots;
+        if from_top {
+            last = slots - 1;
+        }
         let mut sum = vec![0.0; rows * cols];
         let mut weight = vec![0.0; rows * cols];
-        let (mut t0, mut t1) = (u64::MAX, 0);
         for r in 0..rows {
             let back = (rows - 1 - r) as u64 * k;
             for w in 0..k {
@@ -348,8 +354,6 @@ impl Live {
                     continue;
                 };
                 let s = &window.snapshot;
-                t0 = t0.min(s.start_ns);
-                t1 = t1.max(s.end_ns);
                 let bins = self
                     .bins
                     .windows
@@ -362,9 +366,17 @@ impl Live {
                 }
             }
         }
-        if t0 >= t1 {
-            return None;
-        }
+        // Rows of `k` windows as long as the newest one.
+        let last_kept = &self.history.back()?.snapshot;
+        let row_ns = k * (last_kept.end_ns - last_kept.start_ns).max(1);
+        let (t0, t1) = if from_top {
+            let t0 = self.history.front()?.snapshot.start_ns;
+            (t0, t0 + rows as u64 * row_ns)
+        } else {
+            let shown = self.history.get((last - oldest) as usize)?;
+            let t1 = shown.snapshot.end_ns;
+            (t1.saturating_sub(rows as u64 * row_ns), t1)
+        };
         let cells: Vec<Option<f64>> = sum
             .iter()
             .zip(&weight)

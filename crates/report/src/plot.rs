@@ -83,6 +83,25 @@ pub fn write(
     }
 }
 
+/// `drawing` as the text of an SVG image, for pages that inline their images.
+pub fn svg(drawing: &impl Drawing, opts: &ImageOptions) -> Result<String> {
+    let failed = |message: String| ReportError::Image {
+        path: "(inline SVG)".into(),
+        message,
+    };
+    if !font_ready() {
+        return Err(failed("the embedded font could not be loaded".into()));
+    }
+    let mut text = String::new();
+    {
+        let root =
+            SVGBackend::with_string(&mut text, (opts.width, opts.height)).into_drawing_area();
+        drawing.draw(&root).map_err(|e| failed(e.to_string()))?;
+        root.present().map_err(|e| failed(e.to_string()))?;
+    }
+    Ok(text)
+}
+
 /// Registers the embedded font as plotters' "sans-serif" once; false if it could not be loaded.
 fn font_ready() -> bool {
     static READY: OnceLock<bool> = OnceLock::new();

@@ -68,6 +68,16 @@ fn the_live_heatmap_is_the_reports_over_the_same_windows() {
 }
 
 #[test]
+fn a_young_record_fills_the_rows_from_the_top() {
+    let frames = banded_frames();
+    let mut live = fed(&frames[..5]);
+    let map = live.heatmap(&view(10, 40)).unwrap();
+    assert_eq!((map.start_ns, map.end_ns), (0, 10 * AGGR_NS));
+    assert!(map.cell(0, 0).is_some() && map.cell(4, 0).is_some());
+    assert!(map.cell(5, 0).is_none(), "windows to come");
+}
+
+#[test]
 fn zoom_pan_and_time_rows_pick_their_part() {
     let frames = banded_frames();
     let mut live = fed(&frames);
@@ -186,5 +196,5 @@ fn history_is_bounded_and_targets_come_in_tree_order() {
             ..view(5, 10)
         })
         .unwrap();
-    assert_eq!(map.start_ns, oldest * AGGR_NS);
+    assert_eq!(map.end_ns, (oldest + 1) * AGGR_NS);
 }

@@ -36,6 +36,9 @@ pub enum Command {
     Record(RecordArgs),
     /// Show a record: access, wss, heatmap, nr_regions, schemes, referenced, code, raw or info.
     Report(ReportArgs),
+    /// Watch a workload live in the terminal: the heatmap as windows arrive, the working set,
+    /// the hottest mappings and functions (see docs/top.md).
+    Top(TopArgs),
     /// Convert a record to damo's json_compressed format (and damo's records to udamon's).
     Convert(ConvertArgs),
     /// Monitor processes until stopped, with Prometheus metrics, rotated records and runtime
@@ -277,6 +280,53 @@ impl From<SourceArg> for vaddr::SourceChoice {
 }
 
 #[derive(Debug, Args)]
+#[command(
+    after_help = "Keys: q quits, ? lists the others (pause, zoom and pan in address and time, \
+    pick a target). The terminal is restored however top ends (q, SIGTERM, a crash). See \
+    docs/top.md."
+)]
+pub struct TopArgs {
+    /// Also record what is shown to FILE, as `udamon record -o FILE` would.
+    #[arg(short, long = "out", value_name = "FILE")]
+    pub out: Option<PathBuf>,
+    /// Watch a simulated workload (masim-format file or builtin:NAME), in real time.
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["pid", "command", "serve"])]
+    pub sim: Option<String>,
+    /// Watch the running process PID (repeat for several).
+    #[arg(long, value_name = "PID", conflicts_with_all = ["command", "serve"])]
+    pub pid: Vec<u32>,
+    /// With --pid: also every descendant process.
+    #[arg(long, requires = "pid")]
+    pub children: bool,
+    /// Run this command and watch it and the processes it forks (after `--`).
+    #[arg(value_name = "COMMAND", conflicts_with = "serve")]
+    pub command: Vec<OsString>,
+    /// Watch a target of a running `udamon serve`, over its control socket (--control).
+    #[arg(long)]
+    pub serve: bool,
+    /// With --serve: the control socket [default: as serve's].
+    #[arg(long, value_name = "PATH", requires = "serve")]
+    pub control: Option<PathBuf>,
+    /// With --serve: the served target to show first (a pid or sim:N) [default: the first].
+    #[arg(long, value_name = "TARGET", requires = "serve")]
+    pub target: Option<String>,
+    /// How live processes' accesses are observed, as for `record`.
+    #[arg(long, value_enum, default_value_t = SourceArg::Auto)]
+    pub access_source: SourceArg,
+    /// Samples per second of CPU time for `cpuclock` and `pmu`.
+    #[arg(long, value_name = "HZ", value_parser = parse_rate_hz, default_value_t = vaddr::DEFAULT_CPUCLOCK_HZ)]
+    pub sample_rate: u64,
+    /// Live processes: also record each sample's call stack, as for `record`.
+    #[arg(long)]
+    pub call_stacks: bool,
+    /// Stop monitoring after this long (the view stays until q).
+    #[arg(long, value_name = "DURATION", value_parser = parse_interval_us)]
+    pub duration: Option<u64>,
+    #[command(flatten)]
+    pub monitoring: MonitoringArgs,
+}
+
+#[derive(Debug, Args)]
 pub struct DemoArgs {
     /// Keep the record in this file (by default it goes to a temporary file).
     #[arg(short, long = "out", value_name = "FILE")]
@@ -470,6 +520,15 @@ pub enum ReportKind {
         /// `go tool pprof`, Pyroscope, Parca) instead of printing the function list.
         #[arg(long, value_name = "FILE", conflicts_with = "json")]
         pprof: Option<PathBuf>,
+    },
+    /// All the reports on one self-contained web page (interactive heatmap, working set,
+    /// mappings, code, schemes, info), to open in a browser or share; see docs/reports/html.md.
+    Html {
+        #[command(flatten)]
+        input: InputArgs,
+        /// The page to write [default: the record's name with .html].
+        #[arg(short, long = "out", value_name = "FILE")]
+        out: Option<PathBuf>,
     },
     /// Every snapshot and event as JSON lines.
     Raw {

@@ -6,3 +6,4 @@ pub mod demo;
 pub mod record;
 pub mod report;
 pub mod report_views;
+pub mod top;

@@ -106,6 +106,7 @@ pub fn run(args: &ReportArgs) -> Result<()> {
             dist,
             horizon,
         } => report_views::footprints(input, dist, *horizon),
+        ReportKind::Html { input, out } => report_views::html(input, out.as_deref()),
         ReportKind::NrRegions { input, dist } => {
             let (record, header, frames) = input.open()?;
             let report = nr_regions::nr_regions(&header, frames, &dist.options()?)?;

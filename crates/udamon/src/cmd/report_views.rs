@@ -3,12 +3,13 @@
 
 use crate::cli::{AccessStyle, AccessStyleArgs, DistArgs, Horizon, InputArgs};
 use crate::cmd::report::write_image;
-use crate::output::{print, print_json};
-use anyhow::{Result, bail};
+use crate::output::{Output, print, print_json};
+use anyhow::{Context as _, Result, bail};
+use std::path::{Path, PathBuf};
 use udamon_report::access::AccessReport;
 use udamon_report::dist::RenderOptions;
 use udamon_report::styles::{self, Style, StyleOptions, TemperatureWeights};
-use udamon_report::{footprints, wss};
+use udamon_report::{footprints, html, wss};
 
 /// `report access --style STYLE` (anything but `detailed`).
 pub fn styled(report: &AccessReport, args: &AccessStyleArgs, json: bool) -> Result<()> {
@@ -89,4 +90,32 @@ pub fn footprints(input: &InputArgs, dist: &DistArgs, horizon: Horizon) -> Resul
         ..RenderOptions::default()
     };
     Ok(print(&footprints::render_text(&report, &opts))?)
+}
+
+/// `report html`: the page, written by the rule for outputs.
+pub fn html(input: &InputArgs, out: Option<&Path>) -> Result<()> {
+    let (record, header, mut frames) = input.open()?;
+    // Read once to the end, so that the reader's damage is known for the page.
+    frames.by_ref().for_each(drop);
+    let dest = out.map_or_else(|| default_page(input.path()), Path::to_path_buf);
+    let name = input.path().display().to_string();
+    let page = html::html(
+        &header,
+        || record.frames(),
+        &name,
+        record.damage(),
+        &html::HtmlOptions::default(),
+    )?;
+    record.warn_damage();
+    let output = Output::create(&dest, &[input.path()])?;
+    std::fs::write(output.path(), page)
+        .with_context(|| format!("cannot write {}", dest.display()))?;
+    output.commit()?;
+    eprintln!("udamon: wrote {}", dest.display());
+    Ok(())
+}
+
+/// `FILE.html` beside the record (`udamon.data` gives `udamon.html`).
+fn default_page(record: &Path) -> PathBuf {
+    record.with_extension("html")
 }
