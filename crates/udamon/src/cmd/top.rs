@@ -165,10 +165,11 @@ fn display(
         }
         if event::poll(KEY_WAIT)? {
             match event::read()? {
-                Event::Key(key)
-                    if key.kind == KeyEventKind::Press && state.key(key) == Action::Quit =>
-                {
-                    return Ok(());
+                Event::Key(key) if key.kind == KeyEventKind::Press => {
+                    let action = state.key(key);
+                    if action == Action::Quit {
+                        return Ok(());
+                    }
                 }
                 Event::Resize(..) => state.dirty = true,
                 _ => {}
