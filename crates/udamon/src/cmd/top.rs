@@ -17,7 +17,12 @@ use crate::cli::TopArgs;
 use crate::cmd::record;
 use anyhow::{Context as _, Result, anyhow, bail};
 use feed::Feed;
+use ratatui::Terminal;
+use ratatui::backend::CrosstermBackend;
+use ratatui::crossterm::cursor::{Hide, Show};
 use ratatui::crossterm::event::{self, Event, KeyEventKind};
+use ratatui::crossterm::execute;
+use ratatui::crossterm::terminal::{self, EnterAlternateScreen, LeaveAlternateScreen};
 use state::{Action, Source, State};
 use std::io::IsTerminal;
 use std::sync::Arc;
@@ -102,12 +107,39 @@ impl Drop for StopOnDrop {
     }
 }
 
-/// Restores the terminal when dropped (a panic's hook, set by ratatui, restores it too).
+/// Whether top holds the terminal (raw mode, the alternate screen), so that it is given back
+/// exactly once: leaving the alternate screen twice would move the cursor back over what was
+/// printed since (a panic's message).
+static HELD: AtomicBool = AtomicBool::new(false);
+
+/// Takes the terminal over, and makes a panic give it back before its message is printed.
+fn take_terminal() -> Result<ratatui::DefaultTerminal> {
+    terminal::enable_raw_mode().context("cannot take over the terminal")?;
+    HELD.store(true, Ordering::SeqCst);
+    execute!(std::io::stdout(), EnterAlternateScreen, Hide)
+        .context("cannot take over the terminal")?;
+    let hook = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        give_terminal_back();
+        hook(info);
+    }));
+    Ok(Terminal::new(CrosstermBackend::new(std::io::stdout()))?)
+}
+
+/// Gives the terminal back as top found it, if top holds it.
+fn give_terminal_back() {
+    if HELD.swap(false, Ordering::SeqCst) {
+        let _ = terminal::disable_raw_mode();
+        let _ = execute!(std::io::stdout(), LeaveAlternateScreen, Show);
+    }
+}
+
+/// Gives the terminal back when dropped.
 struct Restore;
 
 impl Drop for Restore {
     fn drop(&mut self) {
-        ratatui::restore();
+        give_terminal_back();
     }
 }
 
@@ -138,7 +170,7 @@ fn display(
     // Dropped in reverse: the terminal is restored, then stderr given back and its lines
     // written out.
     let mut captured = stderr::Captured::start();
-    let mut terminal = ratatui::try_init().context("cannot take over the terminal")?;
+    let mut terminal = take_terminal()?;
     let _restore = Restore;
     let mut meter = usage::Meter::new();
     // A test hook: proves that a panic leaves the terminal as it found it.

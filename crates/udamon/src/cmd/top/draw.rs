@@ -76,6 +76,19 @@ fn title_line(state: &State) -> Line<'static> {
         " udamon top ",
         bold.fg(Color::Black).bg(Color::Cyan),
     )];
+    // What state the view is in first, so that a narrow terminal still shows it.
+    if let Some(why) = &state.ended {
+        spans.push(Span::styled(
+            format!(" ENDED: {} ", human::one_line(why, 40)),
+            bold.fg(Color::Black).bg(Color::LightRed),
+        ));
+    }
+    if state.paused() {
+        spans.push(Span::styled(
+            " PAUSED ",
+            bold.fg(Color::Black).bg(Color::Yellow),
+        ));
+    }
     let Some(live) = &state.live else {
         let waiting = match &state.serving {
             Some(t) => format!(" waiting for a window of served target {t}"),
@@ -85,6 +98,19 @@ fn title_line(state: &State) -> Line<'static> {
         return Line::from(spans);
     };
     let target = state.target();
+    let h = live.header();
+    if let Some(latest) = target.and_then(|t| live.latest(t)) {
+        spans.push(Span::raw(format!(
+            " {} · {} windows · {} · {} regions, {} monitored ·",
+            h.access_source.name,
+            human::duration(latest.aggr_us * 1000),
+            human::duration(latest.end_ns),
+            latest.nr_regions,
+            human::size_short(latest.monitored_bytes),
+        )));
+    } else {
+        spans.push(Span::raw(format!(" {} ·", h.access_source.name)));
+    }
     if let Some(t) = target {
         let who = live.targets().into_iter().find(|r| r.target == t);
         let mut name = format!(" target {t}");
@@ -92,32 +118,9 @@ fn title_line(state: &State) -> Line<'static> {
             if let Some(pid) = info.pid {
                 name.push_str(&format!(", pid {pid}"));
             }
-            name.push_str(&format!(": {}", human::one_line(&info.cmdline, 40)));
+            name.push_str(&format!(": {}", human::one_line(&info.cmdline, 60)));
         }
         spans.push(Span::styled(name, bold));
-    }
-    let h = live.header();
-    spans.push(Span::raw(format!("  · {}", h.access_source.name)));
-    if let Some(latest) = target.and_then(|t| live.latest(t)) {
-        spans.push(Span::raw(format!(
-            " · {} windows · {} · {} regions, {} monitored",
-            human::duration(latest.aggr_us * 1000),
-            human::duration(latest.end_ns),
-            latest.nr_regions,
-            human::size_short(latest.monitored_bytes),
-        )));
-    }
-    if state.paused() {
-        spans.push(Span::styled(
-            "  PAUSED",
-            bold.fg(Color::Black).bg(Color::Yellow),
-        ));
-    }
-    if let Some(why) = &state.ended {
-        spans.push(Span::styled(
-            format!("  ENDED: {why}"),
-            bold.fg(Color::Black).bg(Color::LightRed),
-        ));
     }
     Line::from(spans)
 }
@@ -280,8 +283,9 @@ fn working_set(f: &mut Frame<'_>, area: Rect, state: &State) {
         .wss_series(target)
         .map(|(t, b)| (t as f64 / 1e9, b as f64))
         .collect();
-    // Two braille dots per column: a bucket's highest value per dot.
-    let dots = (area.width as usize).saturating_sub(12) * 2;
+    // One point per column (half blocks: every terminal font has them, unlike braille): a
+    // bucket's highest value per point.
+    let dots = (area.width as usize).saturating_sub(12);
     let points = downsample(&points, dots.max(2));
     let (Some(first), Some(last)) = (points.first(), points.last()) else {
         f.render_widget(block, area);
@@ -291,7 +295,7 @@ fn working_set(f: &mut Frame<'_>, area: Rect, state: &State) {
     let now = live.latest(target).map_or(0, |l| l.wss_bytes);
     let block = block.title(format!(" now {} ", human::size(now)));
     let data = [Dataset::default()
-        .marker(Marker::Braille)
+        .marker(Marker::HalfBlock)
         .graph_type(GraphType::Line)
         .style(Style::new().fg(Color::Yellow))
         .data(&points)];

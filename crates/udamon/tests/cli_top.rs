@@ -1,0 +1,239 @@
+//! `udamon top` as a person sees it: run in a terminal (tmux), typed at (send-keys), read off
+//! the screen (capture-pane). It draws, follows the keys, quits on `q`, SIGTERM or a panic,
+//! and every way out leaves the terminal as it found it: the main screen back, the line
+//! discipline cooked (`stty -a` shows `icanon` and `echo`), the record complete.
+
+mod common;
+
+use common::screen::{self, Tmux, tmux};
+use common::*;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+const SIZE: (u16, u16) = (160, 46);
+
+fn patterns() -> &'static Path {
+    static PATH: OnceLock<PathBuf> = OnceLock::new();
+    PATH.get_or_init(|| build_workload("patterns"))
+}
+
+fn udamon_path() -> String {
+    env!("CARGO_BIN_EXE_udamon").to_string()
+}
+
+/// Runs `udamon top ARGS` in a terminal; when it ends, its status and the terminal's modes
+/// are written below it.
+fn top(args: &str, env: &str) -> Tmux {
+    Tmux::start(
+        &format!(
+            "{env} {} top {args}; echo TOP_EXIT=$?; echo MODES: $(stty -a | tr '\\n' ' ')",
+            udamon_path()
+        ),
+        SIZE,
+    )
+}
+
+/// After top ended: its exit status, with the terminal checked to be as before.
+fn ended(t: &Tmux) -> i32 {
+    t.wait_for("MODES:", 30);
+    let screen = t.capture_all();
+    let status = screen
+        .split("TOP_EXIT=")
+        .nth(1)
+        .and_then(|s| s.split_whitespace().next())
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("no exit status:\n{screen}"));
+    let modes = screen.split("MODES:").nth(1).unwrap();
+    let words: Vec<&str> = modes.split_whitespace().collect();
+    for cooked in ["icanon", "echo", "isig"] {
+        assert!(
+            words.contains(&cooked),
+            "the terminal is left without {cooked}: {modes}"
+        );
+    }
+    assert!(
+        !screen.contains("working set: bytes accessed"),
+        "top's screen is left up:\n{screen}"
+    );
+    status
+}
+
+/// The pid of top itself: the pane's shell's child.
+fn top_pid(t: &Tmux) -> u32 {
+    let shell = t.pane_pid();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        if let Some(&pid) = screen::children(shell).first() {
+            return pid;
+        }
+        assert!(Instant::now() < deadline, "top did not start");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+macro_rules! need_tmux {
+    () => {
+        if let Err(why) = tmux() {
+            eprintln!("skipped: {why}");
+            return;
+        }
+    };
+}
+
+#[test]
+fn top_draws_follows_the_keys_and_quits_leaving_the_terminal_as_it_was() {
+    need_tmux!();
+    let dir = tempfile::tempdir().unwrap();
+    let record = dir.path().join("top.data");
+    let t = top(&format!("--sim builtin:demo -o {}", record.display()), "");
+    let screen = t.wait_for(" regions, ", 30);
+    assert!(screen.contains("udamon top"), "{screen}");
+    assert!(screen.contains("target 0: demo.cfg"), "{screen}");
+    assert!(screen.contains("heatmap: time runs down"), "{screen}");
+    assert!(screen.contains("source: simulated"), "{screen}");
+    // Windows arrive: the time shown moves on.
+    let time = |s: &str| -> f64 {
+        let after = s.split("ms windows · ").nth(1).unwrap_or("");
+        after
+            .split(' ')
+            .next()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(-1.0)
+    };
+    let first = time(&screen);
+    let later = t.wait_until(10, "the time to move on", |s| time(s) > first);
+    assert!(time(&later) > first);
+
+    t.send(&["?"]);
+    t.wait_for("keys (any key closes)", 5);
+    t.send(&["Escape"]);
+    t.wait_until(5, "the keys to close", |s| {
+        !s.contains("keys (any key closes)")
+    });
+    t.send(&["p"]);
+    t.wait_for("PAUSED", 5);
+    t.send(&["+"]);
+    t.wait_for("×2", 5);
+    t.send(&["]"]);
+    t.wait_for("2 windows per half row", 5);
+    t.send(&["t"]);
+    t.wait_for("targets: ↑↓ choose", 5);
+    t.send(&["Enter"]);
+    t.send(&["0"]);
+    t.wait_until(5, "the zoom to reset", |s| {
+        !s.contains("×2") && s.contains("1 window per")
+    });
+    t.send(&["q"]);
+    assert_eq!(ended(&t), 0);
+    let i = info(&record);
+    assert_eq!(i["finished"], true, "a complete record: {i}");
+    assert!(i["nr_snapshots"].as_u64().unwrap() > 5, "{i}");
+}
+
+#[test]
+fn sigterm_ends_top_with_the_terminal_restored_and_the_record_complete() {
+    need_tmux!();
+    let dir = tempfile::tempdir().unwrap();
+    let record = dir.path().join("top.data");
+    let t = top(&format!("--sim builtin:demo -o {}", record.display()), "");
+    t.wait_for(" regions, ", 30);
+    let pid = top_pid(&t);
+    // SAFETY: a signal to the process this test started.
+    assert_eq!(unsafe { libc::kill(pid as i32, libc::SIGTERM) }, 0);
+    assert_eq!(ended(&t), 0);
+    let i = info(&record);
+    assert_eq!(i["finished"], true, "{i}");
+    let stopped = i["events"]["lifecycle"].to_string();
+    assert!(stopped.contains("interrupted by a signal"), "{stopped}");
+}
+
+#[test]
+fn a_panic_restores_the_terminal_and_says_what_happened() {
+    need_tmux!();
+    let t = top("--sim builtin:demo", "UDAMON_TOP_TEST_PANIC=1");
+    assert_eq!(ended(&t), 1);
+    let screen = t.capture_all();
+    assert!(screen.contains("a panic on purpose"), "{screen}");
+    assert!(screen.contains("top's display failed"), "{screen}");
+}
+
+#[test]
+fn top_watches_a_live_process_its_mappings_and_functions() {
+    need_tmux!();
+    let t = top(
+        &format!(
+            "--access-source cpuclock -- {} static -t 8 -o /dev/null",
+            patterns().display()
+        ),
+        "",
+    );
+    // A few seconds in, for a picture with some history.
+    let screen = t.wait_until(40, "mappings and functions, 5 s in", |s| {
+        s.contains("[anon]") && s.contains("(patterns-cli)") && s.contains("ms windows · 5")
+    });
+    assert!(screen.contains("pid "), "{screen}");
+    assert!(screen.contains("samples,"), "the source's health: {screen}");
+    if screen::chromium().is_ok() {
+        let pictures = tempfile::tempdir().unwrap();
+        let page = pictures.path().join("top.html");
+        std::fs::write(&page, screen::ansi_page(&t.capture_ansi())).unwrap();
+        let png = pictures.path().join("top.png");
+        screen::screenshot(&format!("file://{}", page.display()), &png, (1460, 900));
+        assert!(screen::colours(&png) > 20, "a blank screenshot");
+        screen::keep_for_docs(&png, "top.png");
+    }
+    // The command ends: top says so and stays until q.
+    t.wait_for("ENDED: every target ended", 40);
+    t.send(&["q"]);
+    assert_eq!(ended(&t), 0);
+}
+
+#[test]
+fn top_shows_a_target_of_a_running_serve() {
+    need_tmux!();
+    let dir = tempfile::tempdir().unwrap();
+    let control = dir.path().join("ctl.sock");
+    let mut serve = std::process::Command::new(env!("CARGO_BIN_EXE_udamon"))
+        .args(["serve", "--idle", "--listen", "127.0.0.1:0", "--control"])
+        .arg(&control)
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !control.exists() {
+        assert!(Instant::now() < deadline, "serve did not start");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    udamon()
+        .args(["ctl", "--control"])
+        .arg(&control)
+        .args(["add", "--sim", "builtin:demo"])
+        .assert()
+        .success();
+    let t = top(&format!("--serve --control {}", control.display()), "");
+    let screen = t.wait_for(" regions, ", 30);
+    assert!(screen.contains(" serve · "), "{screen}");
+    t.wait_until(10, "a heatmap", |s| s.contains("0 Hz █"));
+    t.send(&["t"]);
+    t.wait_for("sim:1", 5);
+    t.send(&["Escape", "q"]);
+    assert_eq!(ended(&t), 0);
+    // SAFETY: a signal to the process this test started.
+    unsafe { libc::kill(serve.id() as i32, libc::SIGTERM) };
+    serve.wait().unwrap();
+}
+
+#[test]
+fn top_needs_a_terminal_and_says_so() {
+    // assert_cmd's output is a pipe, as in `udamon top | less`.
+    let out = udamon()
+        .args(["top", "--sim", "builtin:demo"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("stdout is not one"), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+}
