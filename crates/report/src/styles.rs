@@ -108,15 +108,12 @@ pub struct Bin {
     pub bytes: u64,
 }
 
-/// A region as the `hot` and `cold` styles list it.
+/// A region as the `hot` and `cold` styles list it: as `report access` has it, with its
+/// temperature.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct RankedRegion {
-    pub start: u64,
-    pub end: u64,
-    pub size: u64,
-    pub access_percent: f64,
-    pub access_hz: f64,
-    pub age_ns: u64,
+    #[serde(flatten)]
+    pub region: RegionAccess,
     pub temperature: f64,
 }
 
@@ -217,12 +214,7 @@ pub fn style(report: &AccessReport, style: Style, opts: &StyleOptions) -> StyleR
                     let mut ranked: Vec<RankedRegion> = regions
                         .iter()
                         .map(|r| RankedRegion {
-                            start: r.start,
-                            end: r.end,
-                            size: r.size,
-                            access_percent: r.access_percent,
-                            access_hz: r.access_hz,
-                            age_ns: r.age_ns,
+                            region: r.clone(),
                             temperature: temperature(r, &opts.weights),
                         })
                         .collect();
@@ -463,7 +455,8 @@ const BOX_COLUMNS: f64 = 40.0;
 
 /// `hot` and `cold`: one line per region, as damo's `<box> <size> access <access hz> <age>`:
 /// the box's length is the region's age (log scale) and its digit the access rate (0 to 9).
-fn render_regions(out: &mut String, regions: &[RankedRegion]) {
+fn render_regions(out: &mut String, ranked: &[RankedRegion]) {
+    let regions: Vec<&RegionAccess> = ranked.iter().map(|r| &r.region).collect();
     let log = |v: f64| if v > 0.0 { v.log2() } else { 0.0 };
     let ages = regions.iter().map(|r| log(r.age_ns as f64 / 1000.0));
     let (age_min, age_max) = (
@@ -492,7 +485,7 @@ fn render_regions(out: &mut String, regions: &[RankedRegion]) {
         human::number(rate_min),
         human::number(rate_max),
     );
-    for r in regions {
+    for r in &regions {
         let age = log(r.age_ns as f64 / 1000.0);
         let length = rescale(age, (age_min, age_max), (1.0, BOX_COLUMNS)) as usize;
         let level = rescale(r.access_percent, (rate_min, rate_max), (0.0, 9.0)) as usize;

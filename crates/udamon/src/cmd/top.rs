@@ -76,6 +76,12 @@ pub fn run(args: &TopArgs) -> Result<()> {
     if let Some(out) = &args.out {
         eprintln!("udamon: recorded {summary} to {}", out.display());
     }
+    if !args.command.is_empty() {
+        eprintln!(
+            "udamon: the command's output is in {}",
+            feed::command_log().display()
+        );
+    }
     Ok(())
 }
 

@@ -7,8 +7,10 @@ use crate::cli::{RecordArgs, TopArgs};
 use crate::cmd::record::{self, DEFAULT_SIM, Watch};
 use crate::monitor::{Summary, Tap};
 use crate::serve::control::{Request, request};
-use anyhow::{Result, bail};
+use anyhow::{Context as _, Result, bail};
 use serde_json::Value;
+use std::fs::File;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -33,16 +35,75 @@ pub enum Feed {
 }
 
 /// A session's record, handed over to the display.
-struct Channel(Sender<Feed>);
+struct Channel {
+    feed: Sender<Feed>,
+    /// The standard streams, pointed away while a command is spawned.
+    redirected: Option<Redirected>,
+}
 
 impl Tap for Channel {
     fn header(&mut self, header: &Header) {
-        let _ = self.0.send(Feed::Header(header.clone()));
+        // The command has been spawned with the streams it keeps: top's are given back.
+        let spawned = self.redirected.take().is_some();
+        let _ = self.feed.send(Feed::Header(header.clone()));
+        if spawned {
+            let _ = self.feed.send(Feed::Status(format!(
+                "the command's output goes to {}",
+                command_log().display()
+            )));
+        }
     }
 
     fn frame(&mut self, frame: Frame) {
-        let _ = self.0.send(Feed::Frame(frame));
+        let _ = self.feed.send(Feed::Frame(frame));
     }
+}
+
+/// While it lives, this process's standard streams point elsewhere: input at /dev/null,
+/// output and errors into a log file, so that a command spawned meanwhile inherits those
+/// rather than the terminal top draws on (its output would be written over the screen, and it
+/// could read the keys). Dropped, the streams are the terminal's again.
+struct Redirected {
+    saved: Vec<(i32, OwnedFd)>,
+}
+
+impl Redirected {
+    fn start(log: &File) -> std::io::Result<Redirected> {
+        let null = File::open("/dev/null")?;
+        let mut saved = Vec::new();
+        for (fd, to) in [
+            (0, null.as_raw_fd()),
+            (1, log.as_raw_fd()),
+            (2, log.as_raw_fd()),
+        ] {
+            // SAFETY: duplicating a standard descriptor this process holds.
+            let copy = unsafe { libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, 3) };
+            if copy < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            // SAFETY: `copy` is a new descriptor of ours.
+            saved.push((fd, unsafe { OwnedFd::from_raw_fd(copy) }));
+            // SAFETY: both descriptors are open.
+            if unsafe { libc::dup2(to, fd) } < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+        }
+        Ok(Redirected { saved })
+    }
+}
+
+impl Drop for Redirected {
+    fn drop(&mut self) {
+        for (fd, copy) in &self.saved {
+            // SAFETY: `copy` is the open duplicate of what `fd` was.
+            unsafe { libc::dup2(copy.as_raw_fd(), *fd) };
+        }
+    }
+}
+
+/// Where a spawned command's output goes while top shows it.
+pub fn command_log() -> PathBuf {
+    std::env::temp_dir().join(format!("udamon-top-{}.log", std::process::id()))
 }
 
 /// Monitors what `args` name (the built-in demo when nothing), until it ends or `stop` is set,
@@ -53,9 +114,18 @@ pub fn monitor(args: &TopArgs, stop: Arc<AtomicBool>, feed: Sender<Feed>) -> Res
         // Encoded and dropped: the display reads the frames before they are encoded.
         None => (PathBuf::from("/dev/null"), false),
     };
+    let redirected = if args.command.is_empty() {
+        None
+    } else {
+        let path = command_log();
+        let log = File::create(&path).with_context(|| {
+            format!("cannot create {} for the command's output", path.display())
+        })?;
+        Some(Redirected::start(&log).context("cannot point the command's output away")?)
+    };
     let watch = Watch {
         stop,
-        tap: Some(Box::new(Channel(feed))),
+        tap: Some(Box::new(Channel { feed, redirected })),
     };
     if args.pid.is_empty() && args.command.is_empty() {
         let sim = args.sim.as_deref().unwrap_or(DEFAULT_SIM);
