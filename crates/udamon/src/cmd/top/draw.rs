@@ -125,11 +125,20 @@ fn title_line(state: &State) -> Line<'static> {
     Line::from(spans)
 }
 
+/// The terminal colour of each level, looked up once: finding the nearest of the 256
+/// colours for every cell of every frame would cost more than all the rest of drawing.
+fn level_colours() -> &'static [Color] {
+    static COLOURS: std::sync::OnceLock<Vec<Color>> = std::sync::OnceLock::new();
+    COLOURS.get_or_init(|| {
+        (0..color::LEVELS)
+            .map(|l| Color::Indexed(color::xterm256(color::level_rgb(l))))
+            .collect()
+    })
+}
+
 /// The terminal colour of a cell's value.
 fn cell_colour(value: Option<f64>, max: f64) -> Option<Color> {
-    let v = value?;
-    let level = color::level(v, max);
-    Some(Color::Indexed(color::xterm256(color::level_rgb(level))))
+    Some(level_colours()[usize::from(color::level(value?, max))])
 }
 
 fn heatmap(f: &mut Frame<'_>, area: Rect, state: &mut State) {
@@ -255,8 +264,7 @@ fn legend(buf: &mut Buffer, area: Rect, map: &Heatmap, windows_per_row: usize) {
         x += text.chars().count() as u16;
     };
     put(buf, " 0 Hz ", Style::new());
-    for level in 0..color::LEVELS {
-        let c = Color::Indexed(color::xterm256(color::level_rgb(level)));
+    for &c in level_colours() {
         put(buf, "█", Style::new().fg(c));
     }
     let per_row = human::duration(map.row_ns().round() as u64);
