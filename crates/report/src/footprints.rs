@@ -13,7 +13,6 @@
 use crate::dist::{self, DistOptions, DistReport, SortBy, Unit};
 use crate::mappings::Layouts;
 use crate::plot::{DrawResult, Drawing};
-use crate::wss::{self, WssFilter};
 use crate::{Result, human, reopen};
 use plotters::coord::Shift;
 use plotters::prelude::*;
@@ -77,14 +76,12 @@ impl Memory {
     }
 }
 
-/// The footprints of the record `open` yields afresh for each pass (the working set takes as
-/// many as `report wss` does); `filter` selects the working set as `report wss` does, over its
-/// horizon, or with `auto_horizon` over the one `--horizon auto` chooses.
+/// The footprints of the record `open` yields afresh for each pass, beside its working set
+/// `wss` (`report wss`'s report of the same record, with the same options).
 pub fn footprints<I, E, F>(
     header: &Header,
     mut open: F,
-    filter: &WssFilter,
-    auto_horizon: bool,
+    wss: DistReport,
     opts: &DistOptions,
 ) -> Result<FootprintsReport>
 where
@@ -129,11 +126,6 @@ where
     } else {
         missing.push("rss: the record holds no resident sizes".into());
     }
-    let wss = if auto_horizon {
-        wss::wss_auto(header, open, filter, opts)?
-    } else {
-        wss::wss(header, reopen(&mut open)?, filter, opts)?
-    };
     metrics.push(wss);
     Ok(FootprintsReport { metrics, missing })
 }

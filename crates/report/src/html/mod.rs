@@ -162,7 +162,15 @@ where
 
     // The working set, the footprints.
     let filter = WssFilter::default();
-    let horizons_ns: Vec<u64> = HORIZONS_S.iter().map(|s| s * 1_000_000_000).collect();
+    let horizons_ns = affordable_horizons(&info);
+    if horizons_ns.len() < HORIZONS_S.len() {
+        page.notes.push(format!(
+            "The working set by horizon stops at {}: the longer horizons of `udamon report wss \
+             --horizons` take minutes on a record this long (each snapshot unites the regions of \
+             every window within the horizon).",
+            human::duration(horizons_ns.last().copied().unwrap_or(0))
+        ));
+    }
     let curve_opts = DistOptions {
         percentiles: vec![10.0, 50.0, 90.0],
         per_target: false,
@@ -174,7 +182,8 @@ where
         ..DistOptions::default()
     };
     let wss_report = wss::wss_auto(header, &mut open, &filter, &over_time)?;
-    let footprints = footprints::footprints(header, &mut open, &filter, true, &over_time)?;
+    let footprints =
+        footprints::footprints(header, &mut open, wss_report.clone(), &over_time)?;
 
     let mappings = optional(mappings::mappings(
         header,
@@ -221,6 +230,24 @@ where
     page.schemes_section(schemes.as_ref())?;
     page.info_section(&info);
     Ok(page.finish(name, &data))
+}
+
+/// Regions × windows that the working set by horizon may unite over the whole record (about
+/// fifteen seconds of CPU).
+const HORIZON_WORK: f64 = 2e9;
+
+/// The horizons of [`HORIZONS_S`] whose working set the record affords: each snapshot unites
+/// the regions of every window within the horizon.
+fn affordable_horizons(info: &InfoReport) -> Vec<u64> {
+    let windows = info.nr_snapshots as f64;
+    let regions = info.nr_regions.map_or(1, |r| r.max.max(1)) as f64;
+    let aggr_ns = info.aggr_us.map_or(100_000, |a| a.min.max(1)) as f64 * 1000.0;
+    // One window is always shown: it is what each snapshot holds.
+    let longer = HORIZONS_S[1..]
+        .iter()
+        .map(|s| s * 1_000_000_000)
+        .take_while(|&h| windows * regions * (h as f64 / aggr_ns) <= HORIZON_WORK);
+    std::iter::once(0).chain(longer).collect()
 }
 
 /// A report's result, or `None` when the record lacks what it needs (mappings, samples,
@@ -374,7 +401,7 @@ impl Page {
             "wss",
             "Working set",
             "How many bytes the workload touched within each span of time (<code>udamon report \
-             wss --horizons</code>), and per window over the record (<code>udamon report \
+             wss --horizons</code>, for the horizons it lists), and per window over the record (<code>udamon report \
              wss</code>, its horizon chosen as there).",
         );
         self.pre("report", &wss::render_curve(curve));

@@ -71,13 +71,12 @@ pub fn footprints(input: &InputArgs, dist: &DistArgs, horizon: Horizon) -> Resul
         },
         ..wss::WssFilter::default()
     };
-    let report = footprints::footprints(
-        &header,
-        || record.frames(),
-        &filter,
-        horizon == Horizon::Auto,
-        &dist.options()?,
-    )?;
+    let opts = dist.options()?;
+    let wss = match horizon {
+        Horizon::Auto => wss::wss_auto(&header, || record.frames(), &filter, &opts)?,
+        Horizon::Span(_) => wss::wss(&header, record.frames()?, &filter, &opts)?,
+    };
+    let report = footprints::footprints(&header, || record.frames(), wss, &opts)?;
     record.warn_damage();
     if let Some(path) = &dist.plot {
         return write_image(&report, path, input.path());
