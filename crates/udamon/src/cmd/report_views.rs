@@ -97,7 +97,12 @@ pub fn html(input: &InputArgs, out: Option<&Path>) -> Result<()> {
     // Read once to the end, so that the reader's damage is known for the page.
     frames.by_ref().for_each(drop);
     let dest = out.map_or_else(|| default_page(input.path()), Path::to_path_buf);
-    let name = input.path().display().to_string();
+    // The page names the record by its file name: a shared page tells nothing of the
+    // directories it was made in.
+    let name = input.path().file_name().map_or_else(
+        || input.path().display().to_string(),
+        |n| n.to_string_lossy().into_owned(),
+    );
     let page = html::html(
         &header,
         || record.frames(),
