@@ -7,7 +7,7 @@
 
 mod settings;
 
-pub use settings::Settings;
+pub use settings::{Settings, check_attrs};
 
 use crate::host::{host_info, unix_now_ns};
 use crate::progress::Progress;
@@ -258,7 +258,7 @@ pub fn run(
         recorder.set_tap(Box::new(move |frame| tap.frame(frame)));
     }
     let stop = Stop {
-        deadline_us: settings.duration_us.map(|d| start_us + d),
+        deadline_us: settings.duration_us.map(|d| start_us.saturating_add(d)),
         flag: session.stop,
     };
     let recording = Recording {

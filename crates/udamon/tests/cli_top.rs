@@ -6,9 +6,9 @@
 mod common;
 
 use common::screen::{self, Tmux, tmux};
+use common::serve::Serve;
 use common::*;
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
@@ -194,24 +194,9 @@ fn top_watches_a_live_process_its_mappings_and_functions() {
 fn top_shows_a_target_of_a_running_serve() {
     need_tmux!();
     let dir = tempfile::tempdir().unwrap();
-    let control = dir.path().join("ctl.sock");
-    let mut serve = std::process::Command::new(env!("CARGO_BIN_EXE_udamon"))
-        .args(["serve", "--idle", "--listen", "127.0.0.1:0", "--control"])
-        .arg(&control)
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while !control.exists() {
-        assert!(Instant::now() < deadline, "serve did not start");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    udamon()
-        .args(["ctl", "--control"])
-        .arg(&control)
-        .args(["add", "--sim", "builtin:demo"])
-        .assert()
-        .success();
+    let serve = Serve::start(dir.path(), &["--idle"]);
+    serve.ctl_ok(&["add", "--sim", "builtin:demo"]);
+    let control = &serve.control;
     let t = top(&format!("--serve --control {}", control.display()), "");
     let screen = t.wait_for(" regions, ", 30);
     assert!(screen.contains(" serve · "), "{screen}");
@@ -220,9 +205,6 @@ fn top_shows_a_target_of_a_running_serve() {
     t.wait_for("sim:1", 5);
     t.send(&["Escape", "q"]);
     assert_eq!(ended(&t), 0);
-    // SAFETY: a signal to the process this test started.
-    unsafe { libc::kill(serve.id() as i32, libc::SIGTERM) };
-    serve.wait().unwrap();
 }
 
 #[test]

@@ -182,8 +182,7 @@ where
         ..DistOptions::default()
     };
     let wss_report = wss::wss_auto(header, &mut open, &filter, &over_time)?;
-    let footprints =
-        footprints::footprints(header, &mut open, wss_report.clone(), &over_time)?;
+    let footprints = footprints::footprints(header, &mut open, wss_report.clone(), &over_time)?;
 
     let mappings = optional(mappings::mappings(
         header,

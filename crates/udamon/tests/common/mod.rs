@@ -3,6 +3,7 @@
 #![allow(dead_code)] // each test binary uses a different subset
 
 pub mod screen;
+pub mod serve;
 
 use assert_cmd::Command;
 use serde_json::Value;
