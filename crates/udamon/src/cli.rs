@@ -35,7 +35,8 @@ pub enum Command {
     Demo(DemoArgs),
     /// Monitor a workload and write a record file (the built-in demo when no target is given).
     Record(RecordArgs),
-    /// Show a record: access, wss, heatmap, nr_regions, schemes, referenced, code, raw or info.
+    /// Show a record: access, wss, footprints, heatmap, nr_regions, schemes, mappings,
+    /// referenced, code, html, raw or info.
     Report(ReportArgs),
     /// Watch a workload live in the terminal: the heatmap as windows arrive, the working set,
     /// the hottest mappings and functions (see docs/top.md).
@@ -436,7 +437,10 @@ pub enum ReportKind {
         #[arg(long, value_name = "T", value_parser = parse_duration_us, num_args = 0.., conflicts_with = "horizon")]
         horizons: Option<Vec<u64>>,
     },
-    /// Mapped (vsz) and resident (rss) bytes against the working set (wss), over the record.
+    /// Mapped and resident bytes against the working set, over the record.
+    ///
+    /// damo's `report footprints` (vsz, rss), with the working set (wss) as `report wss`
+    /// counts it; see docs/reports/footprints.md.
     Footprints {
         #[command(flatten)]
         input: InputArgs,
@@ -522,8 +526,10 @@ pub enum ReportKind {
         #[arg(long, value_name = "FILE", conflicts_with = "json")]
         pprof: Option<PathBuf>,
     },
-    /// All the reports on one self-contained web page (interactive heatmap, working set,
-    /// mappings, code, schemes, info), to open in a browser or share; see docs/reports/html.md.
+    /// Every report on one self-contained web page, to open in a browser or share.
+    ///
+    /// An interactive heatmap (zoom, pan, hover), the working set, footprints, mappings, code,
+    /// schemes and the record's info, with the text reports' numbers; see docs/reports/html.md.
     Html {
         #[command(flatten)]
         input: InputArgs,
