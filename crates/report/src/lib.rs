@@ -9,6 +9,7 @@
 //!
 //! - [`access`]: one snapshot's regions, damo's `report access`; [`styles`]: damo's other
 //!   styles of it (temperature and idle-time histograms and percentiles, hot and cold).
+//! - [`accuracy`]: a simulated record against the simulator's ground truth.
 //! - [`wss`] and [`nr_regions`]: distributions and time series over snapshots ([`dist`]).
 //! - [`footprints`]: mapped and resident bytes against the working set.
 //! - [`heatmap`]: time × address access-frequency grid, rendered for terminals and as PNG/SVG.
@@ -24,6 +25,7 @@
 //!   profile.
 
 pub mod access;
+pub mod accuracy;
 pub mod code;
 pub mod color;
 pub mod dist;
@@ -93,6 +95,10 @@ pub enum ReportError {
         "the record holds no samples: record a live process with a sampled source (tick, cpuclock or pmu) with this udamon"
     )]
     NoSamples,
+    #[error(
+        "the record holds no ground truth: record a simulated workload with `udamon record --sim` (this udamon or later keeps it)"
+    )]
+    NoTruth,
     #[error("invalid time rows: {0}")]
     Buckets(String),
     #[error("could not read the record: {0}")]

@@ -284,6 +284,8 @@ fn window_of(json: &str) -> Result<(Header, Snapshot), String> {
         },
         min_nr_regions: 0,
         max_nr_regions: 0,
+        // Unknown over the control socket, as in a damaged header.
+        adjustment: String::new(),
         seed: 0,
         targets: vec![TargetInfo {
             pid: t["pid"].as_u64().map(|p| p as u32),
