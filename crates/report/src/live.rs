@@ -334,17 +334,16 @@ impl Live {
         let slots = rows as u64 * k;
         // While the record from its start fits, it fills the rows from the top down; then
         // the window shown last sits in the bottom row and older ones scroll up.
-        let mut last = view.newest.unwrap_or(newest).clamp(oldest, newest);
-        let from_top = oldest == 0 && last + 1 < slots;
-        if from_top {
-            last = slots - 1;
-        }
+        // Windows after `until` stay off the picture (a paused view), wherever it sits.
+        let until = view.newest.unwrap_or(newest).clamp(oldest, newest);
+        let from_top = oldest == 0 && until + 1 < slots;
+        let last = if from_top { slots - 1 } else { until };
         let mut sum = vec![0.0; rows * cols];
         let mut weight = vec![0.0; rows * cols];
         for r in 0..rows {
             let back = (rows - 1 - r) as u64 * k;
             for w in 0..k {
-                let Some(number) = last.checked_sub(back + w) else {
+                let Some(number) = last.checked_sub(back + w).filter(|&n| n <= until) else {
                     continue;
                 };
                 let Some(window) = number

@@ -78,6 +78,24 @@ fn a_young_record_fills_the_rows_from_the_top() {
 }
 
 #[test]
+fn a_young_record_paused_keeps_its_picture_as_windows_arrive() {
+    let frames = banded_frames();
+    let mut live = fed(&frames[..5]);
+    let paused = HeatView {
+        newest: Some(3),
+        ..view(10, 40)
+    };
+    let before = live.heatmap(&paused).unwrap();
+    assert!(before.cell(3, 0).is_some());
+    assert!(before.cell(4, 0).is_none(), "window 4 came after the pause");
+    for f in &frames[5..8] {
+        live.observe(f.clone());
+    }
+    let after = live.heatmap(&paused).unwrap();
+    assert_eq!(after.cells, before.cells);
+}
+
+#[test]
 fn zoom_pan_and_time_rows_pick_their_part() {
     let frames = banded_frames();
     let mut live = fed(&frames);

@@ -73,6 +73,76 @@ fn top_pid(t: &Tmux) -> u32 {
     }
 }
 
+/// The heatmap as drawn, read off the screen's colours: for each text row (oldest first), each
+/// column's level from 0 (no access) to 9 (the highest frequency in view), the hotter of the
+/// row's two windows (`▀`'s upper and lower half); `None` where neither was monitored. The
+/// levels are the legend's ramp (`0 Hz ██████████ 200 Hz`).
+fn heat_levels(ansi: &str) -> Vec<Vec<Option<usize>>> {
+    let lines = screen::cells(ansi);
+    let text = |l: &[screen::Cell]| l.iter().map(|c| c.ch).collect::<String>();
+    let legend = lines
+        .iter()
+        .position(|l| text(l).contains(" Hz █"))
+        .unwrap_or_else(|| panic!("no legend:\n{ansi}"));
+    let ramp: Vec<u8> = lines[legend]
+        .iter()
+        .filter(|c| c.ch == '█')
+        .filter_map(|c| c.fg)
+        .collect();
+    assert_eq!(
+        ramp.len(),
+        10,
+        "the legend's ramp: {}",
+        text(&lines[legend])
+    );
+    let level = |c: Option<u8>| c.and_then(|c| ramp.iter().position(|&r| r == c));
+    let rows: Vec<&Vec<screen::Cell>> = lines[..legend]
+        .iter()
+        .filter(|l| l.iter().any(|c| c.ch == '▀' && level(c.fg).is_some()))
+        .collect();
+    let start = rows
+        .iter()
+        .filter_map(|l| l.iter().position(|c| c.ch == '▀'))
+        .min()
+        .unwrap_or_else(|| panic!("no heatmap rows:\n{ansi}"));
+    rows.iter()
+        .map(|l| {
+            l[start..]
+                .iter()
+                .take_while(|c| c.ch != '│')
+                .map(|c| match c.ch {
+                    '▀' => level(c.fg).max(level(c.bg)),
+                    _ => None,
+                })
+                .collect()
+        })
+        .collect()
+}
+
+/// The heatmap's address axis: its labels, lowest first.
+fn address_labels(screen: &str) -> Vec<u64> {
+    let axis = screen
+        .lines()
+        .find(|l| l.contains("0x"))
+        .unwrap_or_else(|| panic!("no address axis:\n{screen}"));
+    axis.split(|c: char| c.is_whitespace() || c == '│' || c == '▏')
+        .filter_map(|w| w.strip_prefix("0x"))
+        .filter_map(|h| u64::from_str_radix(h, 16).ok())
+        .collect()
+}
+
+/// The time monitored, in seconds, as the title writes it (`300 ms`, `1.9 s`); -1 if none.
+fn time(screen: &str) -> f64 {
+    let after = screen.split("ms windows · ").nth(1).unwrap_or("");
+    let mut words = after.split(' ');
+    let value: Option<f64> = words.next().and_then(|v| v.parse().ok());
+    match (value, words.next()) {
+        (Some(v), Some("ms")) => v / 1e3,
+        (Some(v), Some("s")) => v,
+        _ => -1.0,
+    }
+}
+
 macro_rules! need_tmux {
     () => {
         if let Err(why) = tmux() {
@@ -94,17 +164,33 @@ fn top_draws_follows_the_keys_and_quits_leaving_the_terminal_as_it_was() {
     assert!(screen.contains("heatmap: time runs down"), "{screen}");
     assert!(screen.contains("source: simulated"), "{screen}");
     // Windows arrive: the time shown moves on.
-    let time = |s: &str| -> f64 {
-        let after = s.split("ms windows · ").nth(1).unwrap_or("");
-        after
-            .split(' ')
-            .next()
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(-1.0)
-    };
     let first = time(&screen);
     let later = t.wait_until(10, "the time to move on", |s| time(s) > first);
     assert!(time(&later) > first);
+
+    // The picture: in the first 12 s of the demo its hot area is hot_a, the highest 64 MiB of
+    // the 1.9 GiB shown (3 % of the columns), beside warm memory (256 MiB) and 1.4 GiB never
+    // touched (cold, and the scans not yet begun).
+    let heat = heat_levels(&t.capture_ansi());
+    let newest = heat.last().unwrap();
+    let cols = newest.len();
+    assert!(cols > 80, "{cols} columns");
+    let hottest = newest.iter().flatten().max().copied();
+    assert_eq!(
+        hottest,
+        Some(9),
+        "the hottest in view has the top colour: {newest:?}"
+    );
+    let hot: Vec<usize> = (0..cols).filter(|&c| newest[c] >= Some(8)).collect();
+    assert!(
+        !hot.is_empty() && hot.iter().all(|&c| c >= cols * 9 / 10),
+        "the hot columns are hot_a's, at the right end: {hot:?} of {cols}"
+    );
+    let cold = newest.iter().filter(|l| **l == Some(0)).count();
+    assert!(
+        cold >= cols / 2,
+        "{cold} of {cols} columns untouched: {newest:?}"
+    );
 
     t.send(&["?"]);
     t.wait_for("keys (any key closes)", 5);
@@ -113,9 +199,47 @@ fn top_draws_follows_the_keys_and_quits_leaving_the_terminal_as_it_was() {
         !s.contains("keys (any key closes)")
     });
     t.send(&["p"]);
-    t.wait_for("PAUSED", 5);
+    let paused = t.wait_for("PAUSED", 5);
+    // The picture once the pause's redraw has reached the terminal.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let mut paused_heat = heat_levels(&t.capture_ansi());
+    loop {
+        std::thread::sleep(Duration::from_millis(300));
+        let again = heat_levels(&t.capture_ansi());
+        if again == paused_heat {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the paused picture keeps changing"
+        );
+        paused_heat = again;
+    }
+    // Paused, the picture stands still; monitoring goes on (the record below has the windows
+    // since).
+    std::thread::sleep(Duration::from_millis(1500));
+    let still = t.capture();
+    assert!(
+        time(&still) > time(&paused) + 1.0,
+        "monitoring goes on:\n{still}"
+    );
+    assert_eq!(
+        heat_levels(&t.capture_ansi()),
+        paused_heat,
+        "the paused picture changed"
+    );
+    let whole = address_labels(&paused);
     t.send(&["+"]);
-    t.wait_for("×2", 5);
+    let zoomed = address_labels(&t.wait_for("×2", 5));
+    assert!(
+        zoomed[0] > whole[0] && zoomed.last() < whole.last(),
+        "zooming in narrows the addresses: {whole:x?} to {zoomed:x?}"
+    );
+    t.send(&["l"]);
+    let panned = t.wait_until(5, "the addresses to pan right", |s| {
+        address_labels(s)[0] > zoomed[0]
+    });
+    assert!(address_labels(&panned).last() > zoomed.last());
     t.send(&["]"]);
     t.wait_for("2 windows per half row", 5);
     t.send(&["t"]);
@@ -129,7 +253,11 @@ fn top_draws_follows_the_keys_and_quits_leaving_the_terminal_as_it_was() {
     assert_eq!(ended(&t), 0);
     let i = info(&record);
     assert_eq!(i["finished"], true, "a complete record: {i}");
-    assert!(i["nr_snapshots"].as_u64().unwrap() > 5, "{i}");
+    let windows_at_pause = (time(&paused) * 10.0) as u64;
+    assert!(
+        i["nr_snapshots"].as_u64().unwrap() > windows_at_pause + 10,
+        "monitoring went on while paused ({windows_at_pause} windows then): {i}"
+    );
 }
 
 #[test]
@@ -171,7 +299,7 @@ fn top_watches_a_live_process_its_mappings_and_functions() {
     );
     // A few seconds in, for a picture with some history.
     let screen = t.wait_until(40, "mappings and functions, 5 s in", |s| {
-        s.contains("[anon]") && s.contains("(patterns-cli)") && s.contains("ms windows · 5")
+        s.contains("[anon]") && s.contains("(patterns-cli)") && time(s) >= 5.0
     });
     assert!(screen.contains("pid "), "{screen}");
     assert!(screen.contains("samples,"), "the source's health: {screen}");

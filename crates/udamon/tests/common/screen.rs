@@ -261,6 +261,55 @@ fn xterm(i: u8) -> (u8, u8, u8) {
     }
 }
 
+/// One character cell of a captured screen, with its xterm-256 colours (`None`: the
+/// terminal's default).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Cell {
+    pub ch: char,
+    pub fg: Option<u8>,
+    pub bg: Option<u8>,
+}
+
+/// A screen captured with its colours ([`Tmux::capture_ansi`]), as lines of cells.
+pub fn cells(screen: &str) -> Vec<Vec<Cell>> {
+    let (mut fg, mut bg) = (None, None);
+    let mut lines = Vec::new();
+    for text in screen.lines() {
+        let mut line = Vec::new();
+        let mut chars = text.chars().peekable();
+        while let Some(c) = chars.next() {
+            if c != '\x1b' || chars.peek() != Some(&'[') {
+                line.push(Cell { ch: c, fg, bg });
+                continue;
+            }
+            chars.next();
+            let code: String = chars.by_ref().take_while(|&d| d != 'm').collect();
+            let params: Vec<u16> = code.split(';').map(|p| p.parse().unwrap_or(0)).collect();
+            let mut i = 0;
+            while i < params.len() {
+                match params[i] {
+                    0 => (fg, bg) = (None, None),
+                    39 => fg = None,
+                    49 => bg = None,
+                    38 | 48 if params.get(i + 1) == Some(&5) => {
+                        let colour = params.get(i + 2).map(|&c| c as u8);
+                        if params[i] == 38 {
+                            fg = colour;
+                        } else {
+                            bg = colour;
+                        }
+                        i += 2;
+                    }
+                    _ => {}
+                }
+                i += 1;
+            }
+        }
+        lines.push(line);
+    }
+    lines
+}
+
 /// A terminal screen captured with its colours, as a web page that shows it the way the
 /// terminal did (for a screenshot).
 pub fn ansi_page(screen: &str) -> String {
