@@ -10,7 +10,8 @@
 //! - [`access`]: one snapshot's regions, damo's `report access`; [`styles`]: damo's other
 //!   styles of it (temperature and idle-time histograms and percentiles, hot and cold).
 //! - [`accuracy`]: a simulated record against the simulator's ground truth.
-//! - [`wss`] and [`nr_regions`]: distributions and time series over snapshots ([`dist`]).
+//! - [`wss`] and [`nr_regions`]: distributions and time series over snapshots ([`dist`]);
+//!   [`working_set`]: a record's working sets replayed at page resolution.
 //! - [`footprints`]: mapped and resident bytes against the working set.
 //! - [`heatmap`]: time × address access-frequency grid, rendered for terminals and as PNG/SVG.
 //! - [`live`]: a record as it grows, for `udamon top`: the same views, fed frame by frame.
@@ -47,6 +48,7 @@ pub mod schemes;
 pub mod stacks;
 pub mod styles;
 pub mod typeset;
+pub mod working_set;
 pub mod wss;
 
 use std::error::Error;

@@ -1,7 +1,9 @@
 //! A record as it grows, for live views (`udamon top`): frames go in as the monitor writes
 //! them, and the views come out of the same report code as for a finished record — the
-//! heatmap's guide and binning ([`crate::heatmap`]), the working set ([`WssFilter::wss`]),
-//! the mappings ([`LiveMappings`]) and the code touching hot memory ([`LiveCode`]).
+//! heatmap's guide and binning ([`crate::heatmap`]), the mappings ([`LiveMappings`]) with the
+//! working set at page resolution as `report wss` counts it ([`crate::working_set`]), and the
+//! code touching hot memory ([`LiveCode`]). A sampled record writes a window's samples after
+//! its snapshot, so a window's working set is known once the frame after its samples comes.
 //!
 //! Memory stays bounded: the last [`HISTORY`] windows are kept for the heatmap, the last
 //! [`SERIES`] working-set points per target, and the reports hold what the record names.
@@ -15,7 +17,6 @@ use crate::heatmap::grid::Grid;
 use crate::heatmap::guide::{self, Area, Coverage};
 use crate::heatmap::{HeatUnit, Heatmap, mapping_spans};
 use crate::mappings::{LiveMappings, MappingsOptions, MappingsReport};
-use crate::wss::WssFilter;
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use udamon_record::model::{EventKind, Frame, Header, Snapshot, TargetInfo, Targets};
 
@@ -75,6 +76,7 @@ pub struct Latest {
     pub aggr_us: u64,
     pub nr_regions: usize,
     pub monitored_bytes: u64,
+    /// The working set of the newest window whose samples are in (`report wss`'s count).
     pub wss_bytes: u64,
 }
 
@@ -87,6 +89,10 @@ pub struct Live {
     history: VecDeque<Window>,
     coverage: BTreeMap<u32, Coverage>,
     series: BTreeMap<u32, VecDeque<(u64, u64)>>,
+    /// Windows whose working set is not known yet (their samples may follow): end and targets.
+    pending: VecDeque<(u64, Vec<u32>)>,
+    /// Windows whose working set is known.
+    counted: usize,
     latest: BTreeMap<u32, Latest>,
     mappings: LiveMappings,
     code: LiveCode,
@@ -109,6 +115,8 @@ impl Live {
             history: VecDeque::new(),
             coverage: BTreeMap::new(),
             series: BTreeMap::new(),
+            pending: VecDeque::new(),
+            counted: 0,
             latest: BTreeMap::new(),
             mappings: LiveMappings::new(header, &MappingsOptions::default()),
             code: LiveCode::new(&CodeOptions::default()),
@@ -151,22 +159,39 @@ impl Live {
         }
         self.code.observe(frame.clone());
         self.mappings.observe(frame);
+        while self.mappings.nr_snapshots() > self.counted {
+            self.counted += 1;
+            if let Some((end_ns, targets)) = self.pending.pop_front() {
+                self.working_sets(end_ns, &targets);
+            }
+        }
+    }
+
+    /// The working sets of a window the mappings have just counted.
+    fn working_sets(&mut self, end_ns: u64, targets: &[u32]) {
+        for &t in targets {
+            let wss = self.mappings.working_set(t, 0).map_or(0, |w| w.bytes());
+            let series = self.series.entry(t).or_default();
+            series.push_back((end_ns, wss));
+            if series.len() > SERIES {
+                series.pop_front();
+            }
+            if let Some(latest) = self.latest.get_mut(&t) {
+                latest.wss_bytes = wss;
+            }
+        }
     }
 
     fn window(&mut self, s: &Snapshot) {
-        let filter = WssFilter::default();
+        self.pending
+            .push_back((s.end_ns, s.targets.iter().map(|t| t.target).collect()));
         for t in &s.targets {
             self.seen.insert(t.target);
             self.coverage
                 .entry(t.target)
                 .or_default()
                 .add_regions(&t.regions);
-            let wss = filter.wss(&t.regions);
-            let series = self.series.entry(t.target).or_default();
-            series.push_back((s.end_ns, wss));
-            if series.len() > SERIES {
-                series.pop_front();
-            }
+            let wss = self.latest.get(&t.target).map_or(0, |l| l.wss_bytes);
             self.latest.insert(
                 t.target,
                 Latest {

@@ -1,15 +1,19 @@
 //! What the monitored memory is: each target's mappings as the record's `mappings` events give
 //! them, with their resident bytes from its `resident` events ([`Layouts`]), and `udamon report
 //! mappings`, which sums the snapshots up per mapping: its size, its resident bytes, and how
-//! many of its bytes were hot (accessed in the window), warm (idle for less than `cold_after`)
-//! or cold, on average over the snapshots it existed in, with the access rate of its bytes and
-//! the samples that fell in it.
+//! many of its bytes were hot (touched in the window: at page resolution where the record has
+//! estimates), warm (idle for less than `cold_after`, or in an accessed region but not among
+//! its touched pages) or cold, and its working set over a horizon ([`crate::working_set`]), on
+//! average over the snapshots it existed in, with the access rate of its bytes and the samples
+//! that fell in it.
 
+use crate::working_set::{Basis, Membership, Replay, SamplesFirst, WorkingSet};
 use crate::{ReportError, Result, human, target_name};
 use serde::Serialize;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 use std::fmt::Write as _;
 use std::sync::Arc;
+use udamon_core::AddrRange;
 use udamon_record::model::{EventKind, Frame, Header, MappingRecord, Snapshot, Targets};
 
 /// Each target's mappings as of the frames observed so far, with their resident bytes as last
@@ -85,6 +89,8 @@ pub struct MappingsOptions {
     pub cold_after_ns: u64,
     /// Snapshots left out at the start, while regions adapt (as the distribution reports).
     pub skip: usize,
+    /// The horizon of the working set shown per mapping.
+    pub horizon_ns: u64,
 }
 
 impl Default for MappingsOptions {
@@ -92,6 +98,7 @@ impl Default for MappingsOptions {
         MappingsOptions {
             cold_after_ns: 10_000_000_000,
             skip: 0,
+            horizon_ns: 10_000_000_000,
         }
     }
 }
@@ -109,13 +116,16 @@ pub struct MappingSummary {
     pub nr_snapshots: usize,
     /// Mean bytes per snapshot: its size, its resident bytes (over the snapshots after its
     /// first walk; none for records without `resident` events), and of it monitored, hot
-    /// (accessed in the window), warm (idle less than the cold threshold) and cold.
+    /// (touched in the window), warm (idle less than the cold threshold, or in a region
+    /// accessed in the window but not among its touched pages) and cold, and its working set
+    /// over the report's horizon.
     pub size_bytes: u64,
     pub resident_bytes: Option<u64>,
     pub monitored_bytes: u64,
     pub hot_bytes: u64,
     pub warm_bytes: u64,
     pub cold_bytes: u64,
+    pub working_set_bytes: u64,
     /// Mean accesses per second of its hot bytes (byte-weighted).
     pub hot_access_hz: f64,
     /// Samples that fell in it over the record (sampled sources), a region's shared out by
@@ -126,6 +136,7 @@ pub struct MappingSummary {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct MappingsReport {
     pub cold_after_ns: u64,
+    pub horizon_ns: u64,
     pub nr_snapshots: usize,
     /// Snapshots left out at the start.
     pub skipped: usize,
@@ -147,6 +158,7 @@ struct Sums {
     hot: f64,
     warm: f64,
     cold: f64,
+    working_set: f64,
     hot_hz_bytes: f64,
     samples: f64,
 }
@@ -166,15 +178,22 @@ pub fn mappings(
     for frame in frames {
         live.observe(frame);
     }
+    live.finish();
     live.report()
 }
 
 /// `report mappings` of a record that is still growing (a live view): frames go in as they
-/// come, and the report covers those seen so far.
+/// come, and the report covers those seen so far. A sampled record writes a window's samples
+/// after its snapshot, so each snapshot counts once the frame after its samples has come
+/// ([`SamplesFirst`]), or at [`LiveMappings::finish`].
 pub struct LiveMappings {
     opts: MappingsOptions,
     known: Targets,
     layouts: Layouts,
+    window_ns: u64,
+    order: SamplesFirst,
+    ready: VecDeque<Frame>,
+    replay: Replay,
     /// Keyed by what stays while a mapping grows: target, start, permissions and name.
     sums: BTreeMap<(u32, u64, String, String), Sums>,
     nr_snapshots: usize,
@@ -182,30 +201,75 @@ pub struct LiveMappings {
 
 impl LiveMappings {
     pub fn new(header: &Header, opts: &MappingsOptions) -> LiveMappings {
+        let window_ns = header.intervals.aggr_us.saturating_mul(1000);
         LiveMappings {
             opts: *opts,
             known: Targets::new(header),
             layouts: Layouts::default(),
+            window_ns,
+            order: SamplesFirst::default(),
+            ready: VecDeque::new(),
+            replay: Replay::new(
+                opts.horizon_ns.max(window_ns),
+                Membership::default(),
+                Basis::Pages,
+            ),
             sums: BTreeMap::new(),
             nr_snapshots: 0,
         }
     }
 
+    /// Takes in the record's next frame, in the record's order.
     pub fn observe(&mut self, frame: Frame) {
+        self.order.push(frame, &mut self.ready);
+        while let Some(f) = self.ready.pop_front() {
+            self.count(f);
+        }
+    }
+
+    /// Counts the snapshot held back for its samples: the record has ended.
+    pub fn finish(&mut self) {
+        if let Some(f) = self.order.finish() {
+            self.count(f);
+        }
+    }
+
+    fn count(&mut self, frame: Frame) {
         self.known.observe(&frame);
         self.layouts.observe(&frame);
+        self.replay.observe(&frame);
         let Frame::Snapshot(snapshot) = frame else {
             return;
         };
         self.nr_snapshots += 1;
         if self.nr_snapshots > self.opts.skip {
-            add_snapshot(&mut self.sums, &self.layouts, &snapshot, &self.opts);
+            let (replay, window_ns, horizon_ns) =
+                (&self.replay, self.window_ns, self.opts.horizon_ns);
+            let working_sets = |target: u32| replay.working_set(target, horizon_ns, window_ns);
+            add_snapshot(
+                &mut self.sums,
+                &self.layouts,
+                &snapshot,
+                &self.opts,
+                working_sets,
+            );
         }
+    }
+
+    /// Snapshots counted so far.
+    pub fn nr_snapshots(&self) -> usize {
+        self.nr_snapshots
     }
 
     /// The mappings as of the frames seen: each target's mappings and resident bytes.
     pub fn layouts(&self) -> &Layouts {
         &self.layouts
+    }
+
+    /// `target`'s working set over `horizon_ns` (at most the report's horizon; 0: one window)
+    /// before the latest snapshot counted, as `report wss` counts it.
+    pub fn working_set(&self, target: u32, horizon_ns: u64) -> Option<WorkingSet> {
+        self.replay.working_set(target, horizon_ns, self.window_ns)
     }
 
     /// The report so far.
@@ -236,6 +300,7 @@ impl LiveMappings {
                     hot_bytes: (s.hot / n).round() as u64,
                     warm_bytes: (s.warm / n).round() as u64,
                     cold_bytes: (s.cold / n).round() as u64,
+                    working_set_bytes: (s.working_set / n).round() as u64,
                     hot_access_hz: if s.hot > 0.0 {
                         s.hot_hz_bytes / s.hot
                     } else {
@@ -269,6 +334,7 @@ impl LiveMappings {
             .collect();
         Ok(MappingsReport {
             cold_after_ns: self.opts.cold_after_ns,
+            horizon_ns: self.opts.horizon_ns,
             nr_snapshots,
             skipped: self.opts.skip.min(nr_snapshots),
             mappings,
@@ -282,6 +348,7 @@ fn add_snapshot(
     layouts: &Layouts,
     snapshot: &Snapshot,
     opts: &MappingsOptions,
+    working_set: impl Fn(u32) -> Option<WorkingSet>,
 ) {
     let aggr_ns = snapshot.aggr_us.saturating_mul(1000);
     let aggr_s = snapshot.aggr_us.max(1) as f64 / 1e6;
@@ -289,6 +356,7 @@ fn add_snapshot(
         let (Some(first), Some(last)) = (t.regions.first(), t.regions.last()) else {
             continue;
         };
+        let ws = working_set(t.target);
         for m in layouts.covering(t.target, 0, u64::MAX) {
             let s = sums
                 .entry((t.target, m.start, m.perms.clone(), m.name.clone()))
@@ -300,6 +368,9 @@ fn add_snapshot(
                 s.resident += resident as f64;
                 s.resident_snapshots += 1;
             }
+            if let Some(ws) = &ws {
+                s.working_set += ws.bytes_within(AddrRange::new(m.start, m.end)) as f64;
+            }
             if m.end <= first.start || last.end <= m.start {
                 continue;
             }
@@ -309,8 +380,12 @@ fn add_snapshot(
                 s.monitored += bytes;
                 s.samples += f64::from(r.raw_samples) * bytes / r.size().max(1) as f64;
                 if r.nr_accesses > 0 {
-                    s.hot += bytes;
-                    s.hot_hz_bytes += bytes * f64::from(r.nr_accesses) / aggr_s;
+                    // The region's touched pages, shared out by size; the rest of it is
+                    // accessed memory's idle part.
+                    let touched = bytes * r.touched() as f64 / r.size().max(1) as f64;
+                    s.hot += touched;
+                    s.warm += bytes - touched;
+                    s.hot_hz_bytes += touched * f64::from(r.nr_accesses) / aggr_s;
                 } else if u64::from(r.age).saturating_mul(aggr_ns) < opts.cold_after_ns {
                     s.warm += bytes;
                 } else {
@@ -327,14 +402,15 @@ pub fn render_text(report: &MappingsReport) -> String {
     let used = report.nr_snapshots - report.skipped;
     let _ = writeln!(
         out,
-        "# mappings: means over the {used} snapshots each existed in{}; hot: accessed in the \
-         window, warm: idle less than {}, cold: idle longer",
+        "# mappings: means over the {used} snapshots each existed in{}; hot: touched in the \
+         window, warm: idle less than {}, cold: idle longer; ws: the working set over the last {}",
         if report.skipped > 0 {
             format!(" (the first {} skipped)", report.skipped)
         } else {
             String::new()
         },
-        human::duration(report.cold_after_ns)
+        human::duration(report.cold_after_ns),
+        human::duration(report.horizon_ns)
     );
     let sampled = report.mappings.iter().any(|m| m.samples > 0.0);
     let resident = report.mappings.iter().any(|m| m.resident_bytes.is_some());
@@ -348,8 +424,8 @@ pub fn render_text(report: &MappingsReport) -> String {
                 head.push_str(&format!(" {:>11}", "resident"));
             }
             head.push_str(&format!(
-                " {:>11} {:>11} {:>11} {:>10}",
-                "hot", "warm", "cold", "hot rate"
+                " {:>11} {:>11} {:>11} {:>11} {:>10}",
+                "hot", "warm", "cold", "ws", "hot rate"
             ));
             if sampled {
                 head.push_str(&format!(" {:>8}", "samples"));
@@ -367,10 +443,11 @@ pub fn render_text(report: &MappingsReport) -> String {
             row.push_str(&format!(" {bytes:>11}"));
         }
         row.push_str(&format!(
-            " {:>11} {:>11} {:>11} {:>10}",
+            " {:>11} {:>11} {:>11} {:>11} {:>10}",
             human::size(m.hot_bytes),
             human::size(m.warm_bytes),
             human::size(m.cold_bytes),
+            human::size(m.working_set_bytes),
             format!("{} Hz", human::number(m.hot_access_hz)),
         ));
         if sampled {

@@ -564,6 +564,7 @@ mod tests {
             age: (age_ms / 100) as u32,
             age_ns: age_ms * 1_000_000,
             raw_samples: 0,
+            touched_bytes: None,
             read_samples: 0,
             write_samples: 0,
             mappings: Vec::new(),

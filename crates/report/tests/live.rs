@@ -5,11 +5,12 @@ mod common;
 
 use common::*;
 use std::convert::Infallible;
-use udamon_record::model::{EventKind, Frame, MappingRecord, TargetInfo};
+use udamon_record::model::{EventKind, Frame, MappingRecord, SampleAccess, SampleFact, TargetInfo};
+use udamon_report::dist::{DistOptions, SortBy};
 use udamon_report::heatmap::{self, HeatmapOptions};
 use udamon_report::live::{HISTORY, HeatView, Live};
 use udamon_report::mappings::{self, MappingsOptions};
-use udamon_report::wss::WssFilter;
+use udamon_report::wss::{self, WssFilter};
 
 fn fed(frames: &[Frame]) -> Live {
     let mut live = Live::new(&header(1));
@@ -164,6 +165,59 @@ fn working_set_and_mappings_are_the_reports() {
     assert_eq!(live.mappings(), Some(&want));
     assert_eq!(live.stopped(), Some("workload finished"));
     assert!(live.code().is_none(), "no samples in this record");
+}
+
+#[test]
+fn a_sampled_records_working_set_is_report_wss_at_page_resolution() {
+    // After each window, as a record writes them, its samples: 40 on two pages of the hot band.
+    let mut frames = Vec::new();
+    for f in banded_frames() {
+        let end = match &f {
+            Frame::Snapshot(s) => Some(s.end_ns),
+            _ => None,
+        };
+        frames.push(f);
+        if let Some(end) = end {
+            let samples = (0..40)
+                .map(|i| SampleFact {
+                    addr: HOT.0 + (i % 2) * 4096,
+                    site: 0,
+                    tid: 0,
+                    cpu: 0,
+                    access: SampleAccess::Read,
+                })
+                .collect();
+            frames.push(event(
+                end,
+                EventKind::Samples {
+                    target: 0,
+                    window_ns: AGGR_NS,
+                    sites: vec![],
+                    samples,
+                },
+            ));
+        }
+    }
+    let live = fed(&frames);
+    let series: Vec<u64> = live.wss_series(0).map(|p| p.1).collect();
+    let opts = DistOptions {
+        skip: 0,
+        sort_by: SortBy::Time,
+        per_target: true,
+        ..DistOptions::default()
+    };
+    let report = wss::wss(&header(1), frames.clone(), &WssFilter::default(), &opts).unwrap();
+    let want: Vec<u64> = report.distributions[0]
+        .values
+        .iter()
+        .map(|p| p.value)
+        .collect();
+    assert_eq!(series, want);
+    let whole = (HOT.1 - HOT.0) / 2;
+    assert!(
+        series.iter().any(|&b| b < whole),
+        "page resolution counts less than the hot band's regions: {series:?}"
+    );
 }
 
 #[test]

@@ -219,6 +219,7 @@ fn convert_region(
         raw_samples: count(&r.raw_samples)?,
         read_samples: count(&r.read_samples)?,
         write_samples: count(&r.write_samples)?,
+        touched_bytes: None,
     })
 }
 

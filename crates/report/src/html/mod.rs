@@ -453,8 +453,8 @@ impl Page {
         self.section(
             "mappings",
             "Mappings",
-            "Each mapping's hot, warm and cold bytes, means over the snapshots it existed in \
-             (<code>udamon report mappings</code>).",
+            "Each mapping's hot, warm and cold bytes and its working set (ws), means over the \
+             snapshots it existed in (<code>udamon report mappings</code>).",
         );
         let Some(report) = report else {
             self.html.push_str(
@@ -470,7 +470,7 @@ impl Page {
         if resident {
             head.push("resident");
         }
-        head.extend(["hot", "warm", "cold", "hot rate"]);
+        head.extend(["hot", "warm", "cold", "ws", "hot rate"]);
         if sampled {
             head.push("samples");
         }
@@ -496,6 +496,7 @@ impl Page {
                     human::size(m.hot_bytes),
                     human::size(m.warm_bytes),
                     human::size(m.cold_bytes),
+                    human::size(m.working_set_bytes),
                     format!("{} Hz", human::number(m.hot_access_hz)),
                 ]);
                 if sampled {

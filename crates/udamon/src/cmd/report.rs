@@ -13,6 +13,7 @@ use std::io::IsTerminal;
 use std::path::Path;
 use udamon_report::dist::{self, DistOptions, RenderOptions};
 use udamon_report::heatmap::{self, AddressSelection, HeatmapOptions, term};
+use udamon_report::working_set::Basis;
 use udamon_report::{
     access, accuracy, code, info, mappings, nr_regions, percentile, plot, pprof, raw, referenced,
     schemes, stacks, wss,
@@ -58,6 +59,7 @@ pub fn run(args: &ReportArgs) -> Result<()> {
             sz_thres,
             horizon,
             horizons,
+            whole_regions,
         } => {
             let (record, header, frames) = input.open()?;
             let filter = wss::WssFilter {
@@ -66,6 +68,11 @@ pub fn run(args: &ReportArgs) -> Result<()> {
                 horizon_ns: match horizon {
                     Horizon::Span(us) => us * 1000,
                     Horizon::Auto => 0,
+                },
+                basis: if *whole_regions {
+                    Basis::Regions
+                } else {
+                    Basis::Pages
                 },
             };
             if let Some(horizons) = horizons {
@@ -149,11 +156,13 @@ pub fn run(args: &ReportArgs) -> Result<()> {
             input,
             cold_after,
             exclude_samples,
+            horizon,
         } => {
             let (record, header, frames) = input.open()?;
             let opts = mappings::MappingsOptions {
                 cold_after_ns: cold_after * 1000,
                 skip: *exclude_samples,
+                horizon_ns: horizon * 1000,
             };
             let report = mappings::mappings(&header, frames, &opts)?;
             record.warn_damage();

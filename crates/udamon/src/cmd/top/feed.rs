@@ -257,6 +257,7 @@ fn window_of(json: &str) -> Result<(Header, Snapshot), String> {
             nr_accesses: n(&r["nr_accesses"]) as u32,
             age: n(&r["age"]) as u32,
             raw_samples: n(&r["raw_samples"]) as u32,
+            touched_bytes: r["touched_bytes"].as_u64(),
             read_samples: n(&r["read_samples"]) as u32,
             write_samples: n(&r["write_samples"]) as u32,
         })
