@@ -262,24 +262,30 @@ fn xterm(i: u8) -> (u8, u8, u8) {
 }
 
 /// One character cell of a captured screen, with its xterm-256 colours (`None`: the
-/// terminal's default).
+/// terminal's default) and weight.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Cell {
     pub ch: char,
     pub fg: Option<u8>,
     pub bg: Option<u8>,
+    pub bold: bool,
 }
 
 /// A screen captured with its colours ([`Tmux::capture_ansi`]), as lines of cells.
 pub fn cells(screen: &str) -> Vec<Vec<Cell>> {
-    let (mut fg, mut bg) = (None, None);
+    let (mut fg, mut bg, mut bold) = (None, None, false);
     let mut lines = Vec::new();
     for text in screen.lines() {
         let mut line = Vec::new();
         let mut chars = text.chars().peekable();
         while let Some(c) = chars.next() {
             if c != '\x1b' || chars.peek() != Some(&'[') {
-                line.push(Cell { ch: c, fg, bg });
+                line.push(Cell {
+                    ch: c,
+                    fg,
+                    bg,
+                    bold,
+                });
                 continue;
             }
             chars.next();
@@ -287,13 +293,20 @@ pub fn cells(screen: &str) -> Vec<Vec<Cell>> {
             let params: Vec<u16> = code.split(';').map(|p| p.parse().unwrap_or(0)).collect();
             let mut i = 0;
             while i < params.len() {
-                match params[i] {
-                    0 => (fg, bg) = (None, None),
+                let p = params[i];
+                match p {
+                    0 => (fg, bg, bold) = (None, None, false),
+                    1 => bold = true,
+                    22 => bold = false,
+                    30..=37 => fg = Some((p - 30) as u8),
+                    90..=97 => fg = Some((p - 90 + 8) as u8),
+                    40..=47 => bg = Some((p - 40) as u8),
+                    100..=107 => bg = Some((p - 100 + 8) as u8),
                     39 => fg = None,
                     49 => bg = None,
                     38 | 48 if params.get(i + 1) == Some(&5) => {
                         let colour = params.get(i + 2).map(|&c| c as u8);
-                        if params[i] == 38 {
+                        if p == 38 {
                             fg = colour;
                         } else {
                             bg = colour;
@@ -322,66 +335,32 @@ pub fn ansi_page(screen: &str) -> String {
         css(default_bg),
         css(default_fg)
     );
-    let (mut fg, mut bg, mut bold) = (None, None, false);
-    let mut chars = screen.chars().peekable();
-    let mut open = false;
-    while let Some(c) = chars.next() {
-        if c == '\x1b' && chars.peek() == Some(&'[') {
-            chars.next();
-            let mut code = String::new();
-            for d in chars.by_ref() {
-                if d == 'm' {
-                    break;
+    for line in cells(screen) {
+        let mut style = None;
+        for cell in line {
+            if style != Some((cell.fg, cell.bg, cell.bold)) {
+                if style.is_some() {
+                    out.push_str("</span>");
                 }
-                code.push(d);
+                style = Some((cell.fg, cell.bg, cell.bold));
+                out.push_str(&format!(
+                    "<span style=\"color:{};background:{};font-weight:{}\">",
+                    css(cell.fg.map_or(default_fg, xterm)),
+                    css(cell.bg.map_or(default_bg, xterm)),
+                    if cell.bold { 700 } else { 400 }
+                ));
             }
-            let params: Vec<u16> = code.split(';').map(|p| p.parse().unwrap_or(0)).collect();
-            let mut i = 0;
-            while i < params.len() {
-                match params[i] {
-                    0 => (fg, bg, bold) = (None, None, false),
-                    1 => bold = true,
-                    22 => bold = false,
-                    30..=37 => fg = Some(xterm((params[i] - 30) as u8)),
-                    90..=97 => fg = Some(xterm((params[i] - 90 + 8) as u8)),
-                    40..=47 => bg = Some(xterm((params[i] - 40) as u8)),
-                    100..=107 => bg = Some(xterm((params[i] - 100 + 8) as u8)),
-                    39 => fg = None,
-                    49 => bg = None,
-                    38 | 48 if params.get(i + 1) == Some(&5) => {
-                        let colour = Some(xterm(*params.get(i + 2).unwrap_or(&0) as u8));
-                        if params[i] == 38 {
-                            fg = colour;
-                        } else {
-                            bg = colour;
-                        }
-                        i += 2;
-                    }
-                    _ => {}
-                }
-                i += 1;
+            match cell.ch {
+                '<' => out.push_str("&lt;"),
+                '>' => out.push_str("&gt;"),
+                '&' => out.push_str("&amp;"),
+                c => out.push(c),
             }
-            if open {
-                out.push_str("</span>");
-            }
-            out.push_str(&format!(
-                "<span style=\"color:{};background:{};font-weight:{}\">",
-                css(fg.unwrap_or(default_fg)),
-                css(bg.unwrap_or(default_bg)),
-                if bold { 700 } else { 400 }
-            ));
-            open = true;
-            continue;
         }
-        match c {
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '&' => out.push_str("&amp;"),
-            c => out.push(c),
+        if style.is_some() {
+            out.push_str("</span>");
         }
-    }
-    if open {
-        out.push_str("</span>");
+        out.push('\n');
     }
     out.push_str("</pre></body></html>");
     out
