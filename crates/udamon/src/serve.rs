@@ -289,6 +289,35 @@ fn named_pids(config: &Config) -> BTreeSet<u32> {
         .collect()
 }
 
+/// Real time for a simulation: its time line starts at 0 when it starts, and a stop ends
+/// every wait at once.
+pub(crate) struct PacedClock {
+    origin: Instant,
+    stop: Arc<AtomicBool>,
+}
+
+impl PacedClock {
+    pub(crate) fn new(stop: Arc<AtomicBool>) -> Self {
+        PacedClock {
+            origin: Instant::now(),
+            stop,
+        }
+    }
+}
+
+impl udamon_core::Clock for PacedClock {
+    fn wait_until(&mut self, t_us: u64) {
+        let due = self.origin + Duration::from_micros(t_us);
+        while !self.stop.load(Ordering::Relaxed) {
+            let now = Instant::now();
+            if now >= due {
+                return;
+            }
+            std::thread::sleep((due - now).min(POLL));
+        }
+    }
+}
+
 /// The discovery's selectors from the configuration, each with who asked for it.
 fn selectors(config: &Config) -> Result<Vec<AskedFor>> {
     config
