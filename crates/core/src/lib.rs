@@ -39,7 +39,7 @@ pub mod region;
 mod region_index;
 pub mod tuning;
 
-pub use attrs::{Attrs, AttrsError, IntervalsGoal, PAGE_SIZE};
+pub use attrs::{Attrs, AttrsError, IntervalsGoal, MAX_NR_REGIONS, PAGE_SIZE};
 pub use callbacks::{CallbackError, Callbacks, Flow, NoCallbacks, RunError};
 pub use context::{Context, StopReason};
 pub use ops::{Clock, Operations, OpsError, TargetMemory, VirtualClock};

@@ -33,6 +33,7 @@ pub mod percentile;
 pub mod plot;
 pub mod pprof;
 pub mod raw;
+mod recent;
 pub mod referenced;
 pub mod schemes;
 pub mod stacks;
@@ -84,6 +85,10 @@ pub enum ReportError {
         "the record holds no samples: record a live process with a sampled source (tick, cpuclock or pmu) with this udamon"
     )]
     NoSamples,
+    #[error(
+        "the record's regions lie in more than {max} separate address ranges, more than udamon keeps for a report (a crafted or damaged record?): report on part of it (--address-range, --time-range, --target, or a shorter --horizon)"
+    )]
+    TooFragmented { max: usize },
     #[error("invalid time rows: {0}")]
     Buckets(String),
     #[error("could not read the record: {0}")]

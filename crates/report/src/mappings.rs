@@ -18,6 +18,9 @@ use udamon_record::model::{EventKind, Frame, Header, MappingRecord, Snapshot, Ta
 #[derive(Debug, Clone, Default)]
 pub struct Layouts {
     by_target: BTreeMap<u32, Arc<Vec<MappingRecord>>>,
+    /// The mappings' names, shared by every region a report names them for (a name may be
+    /// long, and a snapshot has many regions).
+    names: BTreeMap<u32, Arc<Vec<Arc<str>>>>,
     /// Resident bytes by (target, mapping start), from the latest `resident` event.
     resident: BTreeMap<(u32, u64), u64>,
 }
@@ -32,6 +35,8 @@ impl Layouts {
         match &e.kind {
             EventKind::Mappings { target, mappings } => {
                 self.by_target.insert(*target, Arc::new(mappings.clone()));
+                let names = mappings.iter().map(|m| Arc::from(m.name.as_str()));
+                self.names.insert(*target, Arc::new(names.collect()));
             }
             EventKind::Resident { target, mappings } => {
                 self.resident.retain(|k, _| k.0 != *target);
@@ -61,21 +66,28 @@ impl Layouts {
         let Some(list) = self.by_target.get(&target) else {
             return &[];
         };
-        let from = list.partition_point(|m| m.end <= start);
-        let to = from + list[from..].partition_point(|m| m.start < end);
-        &list[from..to]
+        &list[overlapping(list, start, end)]
     }
 
     /// The distinct names of the mappings overlapping `[start, end)`, in address order.
-    pub fn names(&self, target: u32, start: u64, end: u64) -> Vec<String> {
-        let mut names: Vec<String> = Vec::new();
-        for m in self.covering(target, start, end) {
-            if !names.contains(&m.name) {
-                names.push(m.name.clone());
+    pub fn names(&self, target: u32, start: u64, end: u64) -> Vec<Arc<str>> {
+        let (Some(list), Some(all)) = (self.by_target.get(&target), self.names.get(&target)) else {
+            return Vec::new();
+        };
+        let mut names: Vec<Arc<str>> = Vec::new();
+        for name in &all[overlapping(list, start, end)] {
+            if !names.contains(name) {
+                names.push(Arc::clone(name));
             }
         }
         names
     }
+}
+
+/// The indexes of the mappings of `list` (in address order) that overlap `[start, end)`.
+fn overlapping(list: &[MappingRecord], start: u64, end: u64) -> std::ops::Range<usize> {
+    let from = list.partition_point(|m| m.end <= start);
+    from..from + list[from..].partition_point(|m| m.start < end)
 }
 
 /// Options of `report mappings`.

@@ -5,10 +5,9 @@
 //! two part, the samples missed memory (too few landed there) or regions reached past what was
 //! touched.
 
-use crate::wss::union;
+use crate::recent::Recent;
 use crate::{ReportError, Result, human};
 use serde::Serialize;
-use std::collections::{BTreeMap, VecDeque};
 use std::fmt::Write as _;
 use udamon_record::model::{EventKind, Frame, ReferencedMapping};
 
@@ -48,15 +47,12 @@ pub struct ReferencedReport {
     pub median_ratio: f64,
 }
 
-/// Accessed ranges of a target's recent windows: (window end, ranges), oldest first.
-type Windows = VecDeque<(u64, Vec<(u64, u64)>)>;
-
 /// Windows older than this before the newest are forgotten, unless an interval was longer.
 const KEEP_NS: u64 = 120_000_000_000;
 
 /// The report over `frames`; fails when they hold no `referenced` event.
 pub fn referenced(frames: impl IntoIterator<Item = Frame>) -> Result<ReferencedReport> {
-    let mut windows: BTreeMap<u32, Windows> = BTreeMap::new();
+    let mut recent = Recent::default();
     let mut keep_ns = KEEP_NS;
     let mut intervals = Vec::new();
     for frame in frames {
@@ -64,13 +60,9 @@ pub fn referenced(frames: impl IntoIterator<Item = Frame>) -> Result<ReferencedR
             Frame::Snapshot(s) => {
                 for t in s.targets {
                     let accessed = t.regions.iter().filter(|r| r.nr_accesses > 0);
-                    let ranges = accessed.map(|r| (r.start, r.end)).collect();
-                    let w = windows.entry(t.target).or_default();
-                    w.push_back((s.end_ns, ranges));
-                    while w.front().is_some_and(|f| f.0 + keep_ns < s.end_ns) {
-                        w.pop_front();
-                    }
+                    recent.add(t.target, accessed.map(|r| (r.start, r.end)), s.end_ns)?;
                 }
+                recent.retain(|last| last.saturating_add(keep_ns) >= s.end_ns);
             }
             Frame::Event(e) => {
                 let EventKind::Referenced {
@@ -84,9 +76,7 @@ pub fn referenced(frames: impl IntoIterator<Item = Frame>) -> Result<ReferencedR
                 };
                 keep_ns = keep_ns.max(2 * interval_ns);
                 let from = e.time_ns.saturating_sub(interval_ns);
-                let within = windows.get(&target).into_iter().flatten();
-                let within = within.filter(|w| from < w.0 && w.0 <= e.time_ns);
-                let accessed = union(within.flat_map(|w| w.1.iter().copied()));
+                let accessed = recent.ranges(target, |last| from < last);
                 intervals.push(compare(
                     target,
                     e.time_ns,

@@ -10,6 +10,7 @@
 //! so few that the number says little.
 
 use crate::dist::{self, DistOptions, DistReport, Evidence, Unit};
+use crate::recent::Recent;
 use crate::{Result, human, reopen};
 use std::collections::{BTreeMap, VecDeque};
 use udamon_record::model::{Frame, Header, RegionStat};
@@ -64,44 +65,50 @@ impl WssFilter {
     }
 }
 
-/// One window's selected regions.
-#[derive(Debug)]
-struct Window {
-    end_ns: u64,
-    ranges: Vec<(u64, u64)>,
-    /// Samples that fell in them.
-    samples: u64,
-}
-
-/// One target's selected regions of the windows within the horizon.
+/// The targets' selected memory of the windows within the horizon, and the samples in it.
 #[derive(Debug, Default)]
 struct Horizon {
-    /// Oldest first.
-    windows: VecDeque<Window>,
+    recent: Recent,
+    /// The end of the window last added: what the horizon was last trimmed to.
+    trimmed_at: Option<u64>,
+    /// Per target, the windows within the horizon that had samples in their selection: (end,
+    /// samples), oldest first.
+    samples: BTreeMap<u32, VecDeque<(u64, u64)>>,
 }
 
 impl Horizon {
-    /// Adds a window ending at `end_ns`, forgets the windows that ended `horizon_ns` or more
-    /// before it, and returns the bytes of the union of what is left and the samples in it.
-    fn add(&mut self, end_ns: u64, regions: &[RegionStat], filter: &WssFilter) -> (u64, u64) {
+    /// Adds `target`'s window ending at `end_ns`, forgets what only windows that ended
+    /// `horizon_ns` or more before it selected, and returns the bytes of what is left (the union
+    /// of the windows' selections) and the samples in it.
+    fn add(
+        &mut self,
+        target: u32,
+        end_ns: u64,
+        regions: &[RegionStat],
+        filter: &WssFilter,
+    ) -> Result<(u64, u64)> {
         let selected = regions.iter().filter(|r| filter.selects(r));
-        let ranges = selected.clone().map(|r| (r.start, r.end)).collect();
-        let samples = selected.map(|r| u64::from(r.raw_samples)).sum();
-        self.windows.push_back(Window {
-            end_ns,
-            ranges,
-            samples,
-        });
-        while self
-            .windows
-            .front()
-            .is_some_and(|w| !within(w.end_ns, end_ns, filter.horizon_ns))
-        {
-            self.windows.pop_front();
+        self.recent
+            .add(target, selected.clone().map(|r| (r.start, r.end)), end_ns)?;
+        let counts = |last: u64| within(last, end_ns, filter.horizon_ns);
+        // Once per snapshot: its targets' windows end together.
+        if self.trimmed_at != Some(end_ns) {
+            self.recent.retain(|last| last > end_ns || counts(last));
+            self.trimmed_at = Some(end_ns);
         }
-        let all = self.windows.iter().flat_map(|w| w.ranges.iter().copied());
-        let bytes = union(all).iter().map(|(s, e)| e - s).sum();
-        (bytes, self.windows.iter().map(|w| w.samples).sum())
+        let samples = selected.map(|r| u64::from(r.raw_samples)).sum::<u64>();
+        let windows = self.samples.entry(target).or_default();
+        if samples > 0 {
+            windows.push_back((end_ns, samples));
+        }
+        while windows.front().is_some_and(|w| !counts(w.0)) {
+            windows.pop_front();
+        }
+        let samples = windows.iter().map(|w| w.1).sum();
+        if windows.is_empty() {
+            self.samples.remove(&target);
+        }
+        Ok((self.recent.bytes(target, counts), samples))
     }
 }
 
@@ -143,7 +150,7 @@ pub fn wss(
             human::seconds(filter.horizon_ns, 3)
         ));
     }
-    let mut horizons: BTreeMap<u32, Horizon> = BTreeMap::new();
+    let mut horizon = Horizon::default();
     // Samples in the working set per snapshot (all targets), for sampled sources.
     let mut evidence: BTreeMap<u64, u64> = BTreeMap::new();
     let mut report = dist::collect(
@@ -154,10 +161,9 @@ pub fn wss(
         Unit::Bytes,
         Some(selection),
         |end_ns, target| {
-            let horizon = horizons.entry(target.target).or_default();
-            let (bytes, samples) = horizon.add(end_ns, &target.regions, filter);
+            let (bytes, samples) = horizon.add(target.target, end_ns, &target.regions, filter)?;
             *evidence.entry(end_ns).or_default() += samples;
-            bytes
+            Ok(bytes)
         },
     )?;
     let supporting: Vec<u64> = evidence.into_values().skip(report.skipped).collect();

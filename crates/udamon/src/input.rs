@@ -4,6 +4,7 @@
 use crate::select::Selection;
 use anyhow::Result;
 use std::cell::RefCell;
+use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
 use udamon_record::model::{Frame, Header};
@@ -13,6 +14,8 @@ pub struct Input {
     path: PathBuf,
     selection: Selection,
     damage: Rc<RefCell<Vec<String>>>,
+    /// The targets the record's snapshots hold, when a target was selected.
+    targets: Rc<RefCell<BTreeSet<u32>>>,
 }
 
 /// A record's frames, as far as the [`Selection`] lets a report see them; on reaching the end
@@ -21,6 +24,7 @@ pub struct Frames {
     record: AnyRecord,
     selection: Selection,
     damage: Rc<RefCell<Vec<String>>>,
+    targets: Rc<RefCell<BTreeSet<u32>>>,
 }
 
 impl Iterator for Frames {
@@ -28,7 +32,15 @@ impl Iterator for Frames {
 
     fn next(&mut self) -> Option<Frame> {
         let selection = self.selection;
-        let frame = self.record.by_ref().find_map(|f| selection.keep(f));
+        let targets = &self.targets;
+        let frame = self.record.by_ref().find_map(|f| {
+            if let (Some(_), Frame::Snapshot(s)) = (selection.target, &f) {
+                targets
+                    .borrow_mut()
+                    .extend(s.targets.iter().map(|t| t.target));
+            }
+            selection.keep(f)
+        });
         if frame.is_none() {
             *self.damage.borrow_mut() = self
                 .record
@@ -52,6 +64,7 @@ impl Input {
             path: path.to_path_buf(),
             selection,
             damage: Rc::default(),
+            targets: Rc::default(),
         };
         let frames = input.frames()?;
         let header = frames.record.header().clone();
@@ -60,12 +73,40 @@ impl Input {
 
     /// The frames again, from the start (for reports that read twice).
     pub fn frames(&self) -> Result<Frames, RecordError> {
+        self.frames_of(self.selection.target)
+    }
+
+    /// [`Input::frames`] of `target` (`None`: of every target) instead of the selected one.
+    pub fn frames_of(&self, target: Option<u32>) -> Result<Frames, RecordError> {
         let record = open_any(&self.path)?;
         Ok(Frames {
             record,
-            selection: self.selection,
+            selection: Selection {
+                target,
+                ..self.selection
+            },
             damage: Rc::clone(&self.damage),
+            targets: Rc::clone(&self.targets),
         })
+    }
+
+    /// Why the report's answer is not about the selected target: the record's snapshots never
+    /// held it (complete once the frames were read).
+    pub fn missing_target(&self) -> Option<anyhow::Error> {
+        let want = self.selection.target?;
+        let targets = self.targets.borrow();
+        if targets.contains(&want) {
+            return None;
+        }
+        let list: Vec<String> = targets.iter().map(u32::to_string).collect();
+        Some(anyhow::anyhow!(
+            "--target {want}: the record has no regions of target {want}; its targets with              regions are {} (`udamon report info` names them)",
+            if list.is_empty() {
+                "none".to_string()
+            } else {
+                list.join(", ")
+            }
+        ))
     }
 
     /// The part of the record its frames show.

@@ -11,6 +11,7 @@ pub mod guide;
 pub mod image;
 pub mod term;
 
+use crate::recent::MAX_RANGES;
 use crate::{ReportError, Result, human, reopen};
 use axis::AddressAxis;
 use guide::{Area, Coverage};
@@ -63,7 +64,7 @@ impl HeatUnit {
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct HeatmapOptions {
-    /// The target to show; `None` picks the one with the hottest area.
+    /// The target to show; `None` picks the busiest (see [`busiest_target`]).
     pub target: Option<u32>,
     pub address: AddressSelection,
     /// Only `start..end`, in ns from the record's start.
@@ -144,6 +145,10 @@ pub struct Heatmap {
     /// The target's mappings along the axis (records of live processes), ascending.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub mappings: Vec<MappingSpan>,
+    /// The other targets with regions in the time shown, which `--target` could show instead.
+    pub other_targets: Vec<u32>,
+    /// Whether the target was picked as the busiest rather than asked for.
+    pub busiest: bool,
 }
 
 /// Where a named mapping lies on the address axis: consecutive mappings of one name (a
@@ -219,6 +224,8 @@ where
 
     // Pass 1: the guide.
     let mut coverage: BTreeMap<u32, Coverage> = BTreeMap::new();
+    // Ranges in all the targets' coverage: bounded, whatever the record claims.
+    let mut nr_ranges = 0;
     let mut span: Option<(u64, u64)> = None;
     let mut any_snapshot = false;
     let mut with_regions = BTreeSet::new();
@@ -247,10 +254,13 @@ where
         for t in s.targets.iter().filter(|t| !t.regions.is_empty()) {
             with_regions.insert(t.target);
             if opts.target.is_none_or(|want| want == t.target) {
-                coverage
-                    .entry(t.target)
-                    .or_default()
-                    .add_regions(&t.regions);
+                let c = coverage.entry(t.target).or_default();
+                let before = c.len();
+                c.add_regions(&t.regions);
+                nr_ranges = nr_ranges - before + c.len();
+                if nr_ranges > MAX_RANGES {
+                    return Err(ReportError::TooFragmented { max: MAX_RANGES });
+                }
             }
         }
     }
@@ -282,7 +292,7 @@ where
                 present: target_list(&known, &with_regions),
             });
         }
-        None => hottest_target(&guides).ok_or(ReportError::NoRegions)?,
+        None => busiest_target(&guides).ok_or(ReportError::NoRegions)?,
     };
     let areas = guides.get(&target).cloned().unwrap_or_default();
     let (ranges, area) = select(&areas, opts.address, target)?;
@@ -334,18 +344,20 @@ where
         cells,
         max,
         mappings: spans,
+        other_targets: guides.keys().copied().filter(|&t| t != target).collect(),
+        busiest: opts.target.is_none(),
     })
 }
 
-/// The target whose hottest area has the most access per byte.
-fn hottest_target(guides: &BTreeMap<u32, Vec<Area>>) -> Option<u32> {
+/// The busiest target: the one with the most access (heats, Σ size × nr_accesses) over the
+/// record, so that a program's worker wins over its idle parent however small a hot spot the
+/// parent has; the lowest index among equals.
+fn busiest_target(guides: &BTreeMap<u32, Vec<Area>>) -> Option<u32> {
     let mut best: Option<(u32, f64)> = None;
     for (&t, areas) in guides {
-        if let Some(i) = guide::hottest(areas) {
-            let h = areas[i].heats_per_byte();
-            if best.is_none_or(|(_, b)| h > b) {
-                best = Some((t, h));
-            }
+        let heats: f64 = areas.iter().map(|a| a.heats).sum();
+        if best.is_none_or(|(_, b)| heats > b) {
+            best = Some((t, heats));
         }
     }
     best.map(|(t, _)| t)
