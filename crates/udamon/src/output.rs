@@ -26,11 +26,18 @@ pub fn print(text: &str) -> io::Result<()> {
     }
 }
 
-/// Pretty JSON of a report, with a final newline.
+/// Pretty JSON of a report, with a final newline, written as it is made: a report's JSON may
+/// be far larger than the report (a region's mapping names, repeated for each region).
 pub fn print_json(value: &impl serde::Serialize) -> anyhow::Result<()> {
-    let mut text = serde_json::to_string_pretty(value)?;
-    text.push('\n');
-    Ok(print(&text)?)
+    let mut out = io::BufWriter::new(io::stdout().lock());
+    let written = serde_json::to_writer_pretty(&mut out, value)
+        .map_err(io::Error::from)
+        .and_then(|()| out.write_all(b"\n"))
+        .and_then(|()| out.flush());
+    match written {
+        Err(e) if e.kind() == io::ErrorKind::BrokenPipe => Ok(()),
+        other => Ok(other?),
+    }
 }
 
 /// What is at an output path now.
