@@ -153,9 +153,12 @@ impl Output {
             _ => Path::new("."),
         };
         let name = dest.file_name().unwrap_or_default().to_string_lossy();
+        // Made as any file the user writes is: 0666 less the umask (a temporary file would
+        // otherwise stay 0600 under its final name).
         let temp = tempfile::Builder::new()
             .prefix(".udamon-")
             .suffix(&format!("-{name}"))
+            .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o666))
             .tempfile_in(dir)
             .with_context(|| format!("cannot write in {}", dir.display()))?
             .into_temp_path();
