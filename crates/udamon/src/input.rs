@@ -126,3 +126,30 @@ impl Input {
         }
     }
 }
+
+/// A monitor writing the record at `path` right now: `Some` with its pid when /proc/locks names
+/// it, `None` when no one holds the writer's lock (see `output::stream`), so that a record
+/// without a stop event was left by a monitor that was killed or crashed.
+pub fn writer_of(path: &Path) -> Option<Option<u32>> {
+    use std::os::fd::AsRawFd;
+    use std::os::unix::fs::MetadataExt;
+    let file = std::fs::File::open(path).ok()?;
+    // SAFETY: flock on a descriptor we own; the shared lock goes with the file, at once.
+    let held = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_SH | libc::LOCK_NB) } != 0
+        && std::io::Error::last_os_error().kind() == std::io::ErrorKind::WouldBlock;
+    if !held {
+        return None;
+    }
+    let inode = file.metadata().ok()?.ino();
+    // "1: FLOCK  ADVISORY  WRITE 1234 00:2a:5678 0 EOF": the pid before device:inode.
+    let locks = std::fs::read_to_string("/proc/locks").unwrap_or_default();
+    let pid = locks.lines().find_map(|line| {
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        let at = fields.iter().position(|f| f.matches(':').count() == 2)?;
+        let ino: u64 = fields[at].rsplit(':').next()?.parse().ok()?;
+        (fields.get(1) == Some(&"FLOCK") && ino == inode)
+            .then(|| fields.get(at - 1)?.parse().ok())
+            .flatten()
+    });
+    Some(pid)
+}

@@ -230,8 +230,13 @@ pub fn run(args: &ReportArgs) -> Result<()> {
             if let Some(e) = record.missing_target() {
                 return Err(e);
             }
+            let writer = report.finished.is_some_and(|f| !f);
             let report = info::InfoReport {
                 damage: record.damage(),
+                writer: writer
+                    .then(|| crate::input::writer_of(input.path()))
+                    .flatten()
+                    .map(|pid| info::Writer { pid }),
                 ..report
             };
             if input.json {
