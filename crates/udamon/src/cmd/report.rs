@@ -161,8 +161,8 @@ pub fn run(args: &ReportArgs) -> Result<()> {
             }
         }
         ReportKind::Referenced { input } => {
-            let (record, _, frames) = input.open()?;
-            let report = record.check_target(referenced::referenced(frames))?;
+            let (record, header, frames) = input.open()?;
+            let report = record.check_target(referenced::referenced(&header, frames))?;
             record.warn_damage();
             if input.json {
                 print_json(&report)
