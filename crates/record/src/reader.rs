@@ -64,7 +64,7 @@ impl KnownTargets {
                 Ok(())
             } else {
                 Err(format!(
-                    "names target {target}, which was never announced, after                      {MAX_SNAPSHOT_TARGETS} others that were not"
+                    "names target {target}, which was never announced, after {MAX_SNAPSHOT_TARGETS} others that were not"
                 ))
             }
         };

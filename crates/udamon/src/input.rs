@@ -100,7 +100,7 @@ impl Input {
         }
         let list: Vec<String> = targets.iter().map(u32::to_string).collect();
         Some(anyhow::anyhow!(
-            "--target {want}: the record has no regions of target {want}; its targets with              regions are {} (`udamon report info` names them)",
+            "--target {want}: the record has no regions of target {want}; its targets with regions are {} (`udamon report info` names them)",
             if list.is_empty() {
                 "none".to_string()
             } else {

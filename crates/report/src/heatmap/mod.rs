@@ -344,7 +344,11 @@ where
         cells,
         max,
         mappings: spans,
-        other_targets: guides.keys().copied().filter(|&t| t != target).collect(),
+        other_targets: with_regions
+            .iter()
+            .copied()
+            .filter(|&t| t != target)
+            .collect(),
         busiest: opts.target.is_none(),
     })
 }

@@ -37,7 +37,7 @@ pub fn run(args: &ReportArgs) -> Result<()> {
                 reads: *reads,
                 writes: *writes,
             };
-            let mut report = access::access(&header, frames, &opts)?;
+            let mut report = record.check_target(access::access(&header, frames, &opts))?;
             sort_regions(&mut report, *sort_regions_by, *sort_regions_dsc);
             record.warn_damage();
             if input.json {
