@@ -342,7 +342,12 @@ fn leading_number(n: &Num, field: &str) -> Result<f64> {
         .unwrap_or(t.len());
     Num::Text(t[..end].trim().to_string())
         .value(Unit::Count)
-        .map_err(|e| anyhow!("{field}: {e}"))
+        .map_err(|_| {
+            anyhow!(
+                "{field}: cannot read {t:?}: expected a number and its unit, such as \"5 %\", \
+                 \"3 samples\", \"2 aggr_intervals\" or \"1 s\""
+            )
+        })
 }
 
 fn is_max(n: &Num) -> bool {
@@ -797,6 +802,22 @@ mod tests {
                 Filter::new(FilterKind::Cpu(3), false, false)
             ]
         );
+    }
+
+    #[test]
+    fn a_value_that_is_no_number_is_quoted_whole() {
+        for bad in ["nan %", "% 5", "fast samples"] {
+            let text = format!(
+                r#"[{{"access_pattern": {{"nr_accesses": {{"min": "{bad}", "max": "max"}}}}}}]"#
+            );
+            let e = err(&text);
+            assert!(
+                e.contains(&format!(
+                    "cannot read {bad:?}: expected a number and its unit"
+                )),
+                "{e}"
+            );
+        }
     }
 
     #[test]

@@ -228,3 +228,38 @@ fn a_refused_process_gets_advice_that_fits_the_user() {
         );
     }
 }
+
+/// The small ones: a command that is not there, an empty one, and values that would break the
+/// one line (a file name with a newline and an escape sequence, a huge one).
+#[test]
+fn commands_and_values_that_would_mislead_are_named_plainly() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("r.data");
+    let out = out.to_str().unwrap();
+    let (code, err) = run(&["record", "-o", out, "--", "nosuchcommand-udamon"]);
+    assert_eq!(code, 1);
+    let line = one_error_line(&err);
+    assert!(
+        line.contains("cannot run nosuchcommand-udamon: not found in PATH"),
+        "{line}"
+    );
+    let (code, err) = run(&["record", "-o", out, ""]);
+    assert_eq!(code, 1);
+    assert!(
+        one_error_line(&err).contains("the command is empty"),
+        "{err}"
+    );
+    let odd = dir.path().join("a\nb\x1b[31m");
+    let (code, err) = run(&["report", "info", odd.to_str().unwrap()]);
+    assert_eq!(code, 1);
+    let line = one_error_line(&err);
+    assert!(line.contains("a\\nb\\u{1b}[31m"), "{line}");
+    let long = dir
+        .path()
+        .join("x".repeat(200))
+        .join("y".repeat(200))
+        .join("z".repeat(200));
+    let long = long.to_str().unwrap().repeat(4);
+    let (_, err) = run(&["report", "info", &long]);
+    assert!(one_error_line(&err).chars().count() < 1100, "{err}");
+}

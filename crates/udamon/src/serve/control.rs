@@ -239,17 +239,49 @@ fn ask(request: Request, caller: &Credentials, requests: &Sender<Asked>) -> Answ
 
 /// Sends one request to the socket at `path` and returns its answer (for `udamon ctl`).
 pub fn request(path: &Path, request: &Request) -> anyhow::Result<Answer> {
+    let mut text = serde_json::to_string(request)?;
+    text.push('\n');
+    // serve answers a longer line with a refusal and hangs up while it is still being sent,
+    // which the sender would only see as a broken pipe.
+    if text.len() > MAX_LINE {
+        let what = match request {
+            Request::AddSchemes { .. } => "the schemes file makes a request of",
+            _ => "the request takes",
+        };
+        anyhow::bail!(
+            "{what} {} KiB, more than serve takes ({} KiB): give fewer schemes at a time",
+            text.len() >> 10,
+            MAX_LINE >> 10
+        );
+    }
     let mut stream = UnixStream::connect(path).map_err(|e| {
         anyhow::anyhow!(
             "cannot reach udamon serve at {}: {e} (is it running? give its --control path)",
             path.display()
         )
     })?;
-    let mut text = serde_json::to_string(request)?;
-    text.push('\n');
     stream.write_all(text.as_bytes())?;
     let mut line = String::new();
     BufReader::new(stream).read_line(&mut line)?;
     serde_json::from_str(&line)
         .map_err(|e| anyhow::anyhow!("udamon serve answered something else: {e}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_request_longer_than_serve_takes_is_refused_before_it_is_sent() {
+        let schemes = format!("[{}]", vec![r#"{"action": "stat"}"#; 90_000].join(","));
+        let big = Request::AddSchemes {
+            target: "1".into(),
+            schemes,
+        };
+        let e = request(Path::new("/nonexistent/udamon.sock"), &big).unwrap_err();
+        assert!(
+            e.to_string().contains("more than serve takes (1024 KiB)"),
+            "{e}"
+        );
+    }
 }
