@@ -66,6 +66,10 @@ pub enum ReportError {
     )]
     EmptyTimeRange { start_ns: u64, end_ns: u64 },
     #[error(
+        "the record's snapshots span no time (each ends where it starts, or at time 0), so there is no time axis to draw"
+    )]
+    NoTimeSpan,
+    #[error(
         "target {target} has no region in {start:#x}-{end:#x}: pick an address range from the heatmap guide"
     )]
     NothingInRange { target: u32, start: u64, end: u64 },

@@ -264,21 +264,18 @@ where
             }
         }
     }
+    // A range the user gave is named; the whole record's, which they did not give, is not.
+    let empty = || match opts.time_range {
+        Some((start_ns, end_ns)) => ReportError::EmptyTimeRange { start_ns, end_ns },
+        None => ReportError::NoTimeSpan,
+    };
     let (t0, t1) = match span {
         Some((a, b)) => (a.max(window.0), b.min(window.1)),
-        None if any_snapshot => {
-            return Err(ReportError::EmptyTimeRange {
-                start_ns: window.0,
-                end_ns: window.1,
-            });
-        }
+        None if any_snapshot => return Err(empty()),
         None => return Err(ReportError::NoSnapshots),
     };
     if t0 >= t1 {
-        return Err(ReportError::EmptyTimeRange {
-            start_ns: window.0,
-            end_ns: window.1,
-        });
+        return Err(empty());
     }
     let guides: BTreeMap<u32, Vec<Area>> = coverage
         .iter()
