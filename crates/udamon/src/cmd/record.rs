@@ -247,11 +247,7 @@ fn record_live(args: &RecordArgs) -> Result<Summary> {
         .map_err(|e| anyhow::anyhow!("{e}"))?;
     // Bad options and schemes fail before anything starts.
     let settings = live_settings(args, &chosen.source)?;
-    let stop = Arc::new(AtomicBool::new(false));
-    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
-        signal_hook::flag::register(sig, Arc::clone(&stop))
-            .context("cannot install the Ctrl-C/SIGTERM handler")?;
-    }
+    let stop = stop_on_signals()?;
     // The errors' messages already include their causes: keep them to one line.
     let one_line = |e: VaddrError| anyhow::anyhow!("{e}");
     let (source, reason, settings, (mut ops, mut clock)) = match start_live(args, chosen.source) {
@@ -365,8 +361,19 @@ pub fn record_sim(
             .collect(),
         compress,
         expected_us: Some(duration_us.map_or(ops.duration_us(), |d| d.min(ops.duration_us()))),
-        stop: None,
+        stop: Some(stop_on_signals()?),
         metrics: None,
     };
     monitor::run(session, &mut ops, &mut VirtualClock, 0)
+}
+
+/// A flag that Ctrl-C and SIGTERM raise, so that monitoring stops with a complete record (its
+/// stop event written) rather than being killed mid-frame.
+fn stop_on_signals() -> Result<Arc<AtomicBool>> {
+    let stop = Arc::new(AtomicBool::new(false));
+    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register(sig, Arc::clone(&stop))
+            .context("cannot install the Ctrl-C/SIGTERM handler")?;
+    }
+    Ok(stop)
 }
