@@ -287,3 +287,21 @@ fn the_heatmap_footer_names_rows_and_columns_the_right_way_round() {
     );
     assert!(svg.contains(" per row; white"));
 }
+
+/// The docs speak of the project's history by commits and dates, which anyone can look up,
+/// never by "session N", which nobody outside can.
+#[test]
+fn history_is_told_by_commits_not_sessions() {
+    let session = regex::Regex::new(r"(?i)\b(session \d+|(this|that) session)\b").unwrap();
+    for file in doc_files() {
+        let text = fs::read_to_string(&file).unwrap();
+        for (n, line) in text.lines().enumerate() {
+            assert!(
+                !session.is_match(line),
+                "{}:{}: {line}",
+                file.display(),
+                n + 1
+            );
+        }
+    }
+}
