@@ -129,6 +129,10 @@ fn run_report(args: &[&str], file: &Path) -> (u64, i32, String) {
             Ok(())
         });
     }
+    #[allow(
+        clippy::zombie_processes,
+        reason = "reaped by wait4, which gives its peak memory"
+    )]
     let mut child = cmd.spawn().unwrap();
     let mut stderr = String::new();
     child

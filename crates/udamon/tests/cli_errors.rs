@@ -3,6 +3,8 @@
 //! anything else; `--help` and `--version` are not errors.
 
 mod common;
+#[path = "../../record/tests/common/skip.rs"]
+mod skip;
 
 use common::udamon;
 
@@ -115,7 +117,7 @@ fn write_errors_say_the_os_message_once() {
         .assert()
         .success();
     let Ok(full) = std::fs::OpenOptions::new().write(true).open("/dev/full") else {
-        eprintln!("skipped: no /dev/full here");
+        skip::skipped("no /dev/full here");
         return;
     };
     for report in ["raw", "wss", "info"] {
@@ -182,7 +184,7 @@ fn a_kernel_thread_is_called_one() {
             .is_some_and(|flags| flags & 0x0020_0000 != 0)
     });
     let Some((pid, _)) = kthread else {
-        eprintln!("skipped: no kernel thread is visible in this pid namespace");
+        skip::skipped("no kernel thread is visible in this pid namespace");
         return;
     };
     let (code, err) = run(&["record", "--pid", &pid.to_string(), "-o", "/dev/null"]);
@@ -205,7 +207,7 @@ fn a_refused_process_gets_advice_that_fits_the_user() {
             .is_err_and(|e| e.kind() == std::io::ErrorKind::PermissionDenied)
     });
     let Some(pid) = refused else {
-        eprintln!("skipped: this user may read every process's memory map here");
+        skip::skipped("this user may read every process's memory map here");
         return;
     };
     let (code, err) = run(&["record", "--pid", &pid.to_string(), "-o", "/dev/null"]);
