@@ -93,6 +93,10 @@ pub enum ReportError {
         "the record's regions lie in more than {max} separate address ranges, more than udamon keeps for a report (a crafted or damaged record?): report on part of it (--address-range, --time-range, --target, or a shorter --horizon)"
     )]
     TooFragmented { max: usize },
+    #[error(
+        "the record's mappings take more than {mib} MiB to sum up, more than udamon keeps for a report (a crafted or damaged record?): report on part of it (--target, --time-range)"
+    )]
+    TooManyMappings { mib: usize },
     #[error("invalid time rows: {0}")]
     Buckets(String),
     #[error("could not read the record: {0}")]

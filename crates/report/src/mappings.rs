@@ -23,7 +23,19 @@ pub struct Layouts {
     names: BTreeMap<u32, Arc<Vec<Arc<str>>>>,
     /// Resident bytes by (target, mapping start), from the latest `resident` event.
     resident: BTreeMap<(u32, u64), u64>,
+    /// What each target's layout costs in memory, and when it was last updated (a count of
+    /// updates), for keeping within [`LAYOUTS_BYTES`].
+    cost: BTreeMap<u32, (usize, u64)>,
+    updates: u64,
 }
+
+/// The most memory the targets' layouts may take together. A process has at most some tens of
+/// thousands of mappings; a made-up record may claim millions for each of thousands of
+/// targets, and then the layouts updated longest ago are forgotten (their regions go unnamed).
+pub const LAYOUTS_BYTES: usize = 64 << 20;
+
+/// What a mapping costs a layout besides its name.
+const MAPPING_BYTES: usize = size_of::<MappingRecord>() + size_of::<Arc<str>>() + 32;
 
 impl Layouts {
     /// Takes in a frame: a `mappings` event replaces its target's list, a `resident` event its
@@ -37,6 +49,7 @@ impl Layouts {
                 self.by_target.insert(*target, Arc::new(mappings.clone()));
                 let names = mappings.iter().map(|m| Arc::from(m.name.as_str()));
                 self.names.insert(*target, Arc::new(names.collect()));
+                self.keep_within_budget(*target);
             }
             EventKind::Resident { target, mappings } => {
                 self.resident.retain(|k, _| k.0 != *target);
@@ -45,8 +58,37 @@ impl Layouts {
                         .iter()
                         .map(|m| ((*target, m.start), m.resident_bytes)),
                 );
+                self.keep_within_budget(*target);
             }
             _ => {}
+        }
+    }
+
+    /// Counts `target`'s layout as just updated, and forgets the layouts updated longest ago
+    /// while all of them take more than [`LAYOUTS_BYTES`].
+    fn keep_within_budget(&mut self, target: u32) {
+        let list = self.by_target.get(&target).map_or(&[][..], |l| &l[..]);
+        let names: usize = list.iter().map(|m| 2 * m.name.len() + m.perms.len()).sum();
+        let resident = self
+            .resident
+            .range((target, 0)..=(target, u64::MAX))
+            .count();
+        let cost = list.len() * MAPPING_BYTES + names + resident * 48;
+        self.updates += 1;
+        self.cost.insert(target, (cost, self.updates));
+        while self.cost.values().map(|c| c.0).sum::<usize>() > LAYOUTS_BYTES {
+            let Some((&oldest, _)) = self
+                .cost
+                .iter()
+                .filter(|(t, _)| **t != target)
+                .min_by_key(|(_, c)| c.1)
+            else {
+                break;
+            };
+            self.cost.remove(&oldest);
+            self.by_target.remove(&oldest);
+            self.names.remove(&oldest);
+            self.resident.retain(|k, _| k.0 != oldest);
         }
     }
 
@@ -178,6 +220,7 @@ pub fn mappings(
     let mut layouts = Layouts::default();
     // Keyed by what stays while a mapping grows: target, start, permissions and name.
     let mut sums: BTreeMap<(u32, u64, String, String), Sums> = BTreeMap::new();
+    let mut sums_bytes = 0;
     let mut nr_snapshots = 0;
     for frame in frames {
         known.observe(&frame);
@@ -187,7 +230,12 @@ pub fn mappings(
         };
         nr_snapshots += 1;
         if nr_snapshots > opts.skip {
-            add_snapshot(&mut sums, &layouts, &snapshot, opts);
+            add_snapshot(&mut sums, &mut sums_bytes, &layouts, &snapshot, opts);
+            if sums_bytes > SUMS_BYTES {
+                return Err(ReportError::TooManyMappings {
+                    mib: SUMS_BYTES >> 20,
+                });
+            }
         }
     }
     if nr_snapshots == 0 {
@@ -254,8 +302,13 @@ pub fn mappings(
     })
 }
 
+/// The most memory the report's sums may take: one per distinct mapping of the record, a real
+/// one holds some hundred thousand at most.
+const SUMS_BYTES: usize = 128 << 20;
+
 fn add_snapshot(
     sums: &mut BTreeMap<(u32, u64, String, String), Sums>,
+    sums_bytes: &mut usize,
     layouts: &Layouts,
     snapshot: &Snapshot,
     opts: &MappingsOptions,
@@ -269,7 +322,10 @@ fn add_snapshot(
         for m in layouts.covering(t.target, 0, u64::MAX) {
             let s = sums
                 .entry((t.target, m.start, m.perms.clone(), m.name.clone()))
-                .or_default();
+                .or_insert_with(|| {
+                    *sums_bytes += size_of::<Sums>() + 96 + m.perms.len() + m.name.len();
+                    Sums::default()
+                });
             s.end = m.end;
             s.nr_snapshots += 1;
             s.size += m.size() as f64;

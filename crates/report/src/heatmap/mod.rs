@@ -20,6 +20,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::error::Error;
 use udamon_record::model::{EventKind, Frame, Header, Snapshot, Targets};
 
+/// The most memory the mapping labels of all targets may take.
+const MAPPING_LABEL_BYTES: usize = 32 << 20;
+
 /// Which addresses to show.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -232,6 +235,7 @@ where
     let mut known = Targets::new(header);
     // Every mapping each target had, by (start, end), with its latest name.
     let mut mappings: BTreeMap<u32, BTreeMap<(u64, u64), String>> = BTreeMap::new();
+    let mut mapping_bytes = 0;
     for frame in reopen(&mut open)? {
         known.observe(&frame);
         if let Frame::Event(e) = &frame
@@ -240,8 +244,15 @@ where
                 mappings: list,
             } = &e.kind
         {
+            // Labels only: past their budget, mappings not seen before go unlabelled.
             let seen = mappings.entry(*target).or_default();
-            seen.extend(list.iter().map(|m| ((m.start, m.end), m.name.clone())));
+            for m in list {
+                if mapping_bytes < MAPPING_LABEL_BYTES || seen.contains_key(&(m.start, m.end)) {
+                    if seen.insert((m.start, m.end), m.name.clone()).is_none() {
+                        mapping_bytes += 64 + m.name.len();
+                    }
+                }
+            }
         }
         let Frame::Snapshot(s) = frame else { continue };
         any_snapshot = true;
