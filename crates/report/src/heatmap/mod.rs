@@ -247,10 +247,12 @@ where
             // Labels only: past their budget, mappings not seen before go unlabelled.
             let seen = mappings.entry(*target).or_default();
             for m in list {
-                if mapping_bytes < MAPPING_LABEL_BYTES || seen.contains_key(&(m.start, m.end)) {
-                    if seen.insert((m.start, m.end), m.name.clone()).is_none() {
-                        mapping_bytes += 64 + m.name.len();
-                    }
+                let known = seen.contains_key(&(m.start, m.end));
+                if known || mapping_bytes < MAPPING_LABEL_BYTES {
+                    seen.insert((m.start, m.end), m.name.clone());
+                }
+                if !known {
+                    mapping_bytes += 64 + m.name.len();
                 }
             }
         }
