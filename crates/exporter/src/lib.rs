@@ -15,4 +15,4 @@ mod server;
 
 pub use exporter::{Exporter, TargetLabels};
 pub use observe::{HORIZONS, IDLE_QUANTILES, Observation, SchemeCounters, observe};
-pub use server::{EXCHANGE_TIMEOUT, HEAD_TIMEOUT, MAX_CONNECTIONS, Server};
+pub use server::{EXCHANGE_TIMEOUT, HEAD_TIMEOUT, MAX_CONNECTIONS, MAX_HEAD_BYTES, Server};

@@ -3,10 +3,14 @@
 //!
 //! The endpoint belongs to a service that may run as root on a shared host, where any local
 //! user can connect to it, so what a client can take is bounded: at most
-//! [`MAX_CONNECTIONS`] at a time (more are closed at once), one request per connection, the
-//! request head within [`HEAD_TIMEOUT`] and the whole exchange within [`EXCHANGE_TIMEOUT`].
-//! A failed `accept` (out of file descriptors, say) is logged and retried, never the end of
-//! the endpoint. Each kind of trouble costs one log line until it clears.
+//! [`MAX_CONNECTIONS`] at a time, one request per connection, a request head of at most
+//! [`MAX_HEAD_BYTES`] within [`HEAD_TIMEOUT`], and the whole exchange within
+//! [`EXCHANGE_TIMEOUT`]. When every connection is taken, a new one closes the oldest that has
+//! not sent its request head yet (or the oldest of all): clients that trickle their heads a
+//! byte at a time (slowloris) hold connections only until someone else needs one, while a
+//! scraper, which sends its request with its connection, is read before the next connection
+//! is accepted. A failed `accept` (out of file descriptors, say) is logged and retried,
+//! never the end of the endpoint. Each kind of trouble costs one log line until it clears.
 
 use crate::Exporter;
 use bytes::Bytes;
@@ -14,14 +18,19 @@ use http_body_util::Full;
 use hyper::body::Incoming;
 use hyper::{Method, Request, Response, StatusCode};
 use hyper_util::rt::{TokioIo, TokioTimer};
+use std::collections::BTreeMap;
 use std::convert::Infallible;
 use std::net::SocketAddr;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use tokio::sync::{Semaphore, oneshot};
+use tokio::sync::oneshot;
 
-/// Scrapers at once: Prometheus uses one connection per scrape, a few scrapers are plenty.
+/// Connections at once: Prometheus uses one connection per scrape, a few scrapers are plenty.
 pub const MAX_CONNECTIONS: usize = 32;
+
+/// The largest request head read (hyper's least buffer): `GET /metrics` takes a few dozen
+/// bytes.
+pub const MAX_HEAD_BYTES: usize = 8192;
 
 /// A client must send its request head within this time.
 pub const HEAD_TIMEOUT: Duration = Duration::from_secs(5);
@@ -72,12 +81,58 @@ impl Exporter {
     }
 }
 
+/// The open connections, oldest first: each with what closes it, and whether its request
+/// head has arrived.
+#[derive(Default)]
+struct Open {
+    next: u64,
+    connections: BTreeMap<u64, (oneshot::Sender<()>, bool)>,
+}
+
+type Shared = Arc<Mutex<Open>>;
+
+fn lock(open: &Shared) -> std::sync::MutexGuard<'_, Open> {
+    open.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl Open {
+    /// Registers a new connection, closing the one that waited longest for its head (or the
+    /// oldest) when all are taken; returns the new one's number, what closes it, and whether
+    /// another was closed for it.
+    fn admit(&mut self) -> (u64, oneshot::Receiver<()>, bool) {
+        let mut evicted = false;
+        if self.connections.len() >= MAX_CONNECTIONS {
+            let victim = self
+                .connections
+                .iter()
+                .find(|(_, (_, headed))| !headed)
+                .or_else(|| self.connections.iter().next())
+                .map(|(id, _)| *id);
+            if let Some((close, _)) = victim.and_then(|id| self.connections.remove(&id)) {
+                let _ = close.send(());
+                evicted = true;
+            }
+        }
+        let (close, closed) = oneshot::channel();
+        let id = self.next;
+        self.next += 1;
+        self.connections.insert(id, (close, false));
+        (id, closed, evicted)
+    }
+
+    fn headed(&mut self, id: u64) {
+        if let Some((_, headed)) = self.connections.get_mut(&id) {
+            *headed = true;
+        }
+    }
+}
+
 async fn accept_until(
     listener: tokio::net::TcpListener,
     exporter: Exporter,
     mut stopped: oneshot::Receiver<()>,
 ) {
-    let slots = Arc::new(Semaphore::new(MAX_CONNECTIONS));
+    let open = Shared::default();
     let mut failing: Option<std::io::ErrorKind> = None;
     let mut full = false;
     loop {
@@ -99,34 +154,41 @@ async fn accept_until(
                 continue;
             }
         };
-        let Ok(slot) = Arc::clone(&slots).try_acquire_owned() else {
-            if !full {
-                eprintln!(
-                    "udamon: metrics: {MAX_CONNECTIONS} connections open; closing new ones until some end"
-                );
-                full = true;
-            }
-            continue;
-        };
-        full = false;
-        let exporter = exporter.clone();
+        let (id, closed, evicted) = lock(&open).admit();
+        if evicted && !full {
+            eprintln!(
+                "udamon: metrics: {MAX_CONNECTIONS} connections open; closing the slowest for \
+                 new ones until some end"
+            );
+        }
+        full = evicted;
+        let (exporter, shared) = (exporter.clone(), Arc::clone(&open));
         tokio::spawn(async move {
+            let marks = Arc::clone(&shared);
             let connection = hyper::server::conn::http1::Builder::new()
                 .timer(TokioTimer::new())
                 .header_read_timeout(HEAD_TIMEOUT)
+                .max_buf_size(MAX_HEAD_BYTES)
                 .keep_alive(false)
                 .serve_connection(
                     TokioIo::new(stream),
                     hyper::service::service_fn(move |request| {
+                        lock(&marks).headed(id);
                         let response = answer(&exporter, &request);
                         async move { Ok::<_, Infallible>(response) }
                     }),
                 );
-            // Garbage, a client that hangs up or one that is too slow ends its connection
-            // and nothing else; scrapers retry.
-            let _ = tokio::time::timeout(EXCHANGE_TIMEOUT, connection).await;
-            drop(slot);
+            // Garbage, a client that hangs up, one that is too slow or one closed for a
+            // newcomer ends its connection and nothing else; scrapers retry.
+            tokio::select! {
+                _ = tokio::time::timeout(EXCHANGE_TIMEOUT, connection) => {}
+                _ = closed => {}
+            }
+            lock(&shared).connections.remove(&id);
         });
+        // The new connection reads what it was sent before the next one is accepted: a
+        // scraper's head, which comes with its connection, marks it as no idler.
+        tokio::task::yield_now().await;
     }
 }
 

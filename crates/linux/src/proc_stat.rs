@@ -17,6 +17,7 @@ pub struct ProcStat {
     pub start_time: u64,
 }
 
+const PF_EXITING: u64 = 0x0000_0004;
 const PF_KTHREAD: u64 = 0x0020_0000;
 
 impl ProcStat {
@@ -34,9 +35,20 @@ impl ProcStat {
         })
     }
 
-    /// Reads process `pid`'s; `None` when it is gone.
+    /// Reads process `pid`'s; `None` when it is gone (or could not be read).
     pub fn read(pid: u32) -> Option<ProcStat> {
-        ProcStat::parse(&std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?)
+        ProcStat::try_read(pid).ok().flatten()
+    }
+
+    /// Reads process `pid`'s: `Ok(None)` when it is gone, an error when `/proc` could not be
+    /// read (out of file descriptors, say), so that a caller can tell a process that left from
+    /// one it failed to see.
+    pub fn try_read(pid: u32) -> std::io::Result<Option<ProcStat>> {
+        match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+            Ok(text) => Ok(ProcStat::parse(&text)),
+            Err(e) if gone(&e) => Ok(None),
+            Err(e) => Err(e),
+        }
     }
 
     pub fn is_kernel_thread(&self) -> bool {
@@ -46,6 +58,18 @@ impl ProcStat {
     pub fn is_zombie(&self) -> bool {
         matches!(self.state, 'Z' | 'X')
     }
+
+    /// Whether it is exiting or has exited: between its exit starting (when its perf events
+    /// report it gone) and its reaping.
+    pub fn is_exiting(&self) -> bool {
+        self.is_zombie() || self.flags & PF_EXITING != 0
+    }
+}
+
+/// Whether reading a file of `/proc/PID` failed because the process is gone (the directory
+/// went, or the process is exiting), rather than for a reason of the reader's own.
+pub fn gone(e: &std::io::Error) -> bool {
+    e.kind() == std::io::ErrorKind::NotFound || e.raw_os_error() == Some(libc::ESRCH)
 }
 
 /// The pids of `/proc`, in no particular order.
@@ -55,6 +79,17 @@ pub fn pids() -> impl Iterator<Item = u32> {
         .flatten()
         .flatten()
         .filter_map(|e| e.file_name().to_str()?.parse().ok())
+}
+
+/// The pids of `/proc`, or the error that kept the directory from being read.
+pub fn try_pids() -> std::io::Result<Vec<u32>> {
+    let mut pids = Vec::new();
+    for entry in std::fs::read_dir("/proc")? {
+        if let Some(pid) = entry?.file_name().to_str().and_then(|n| n.parse().ok()) {
+            pids.push(pid);
+        }
+    }
+    Ok(pids)
 }
 
 #[cfg(test)]
@@ -70,7 +105,12 @@ mod tests {
             (s.state, s.ppid, s.flags, s.start_time),
             ('S', 1, 4194560, 12345)
         );
-        assert!(!s.is_kernel_thread() && !s.is_zombie());
+        assert!(!s.is_kernel_thread() && !s.is_zombie() && !s.is_exiting());
+        let exiting = text.replace("4194560", "4194564");
+        assert!(
+            ProcStat::parse(&exiting).unwrap().is_exiting(),
+            "PF_EXITING"
+        );
         assert_eq!(ProcStat::parse("42 (x) S 1"), None, "cut short");
     }
 

@@ -22,6 +22,15 @@ impl ProcStatus {
         Self::read_path("/proc/self/status")
     }
 
+    /// Process `pid`'s: `Ok(None)` once it is gone, an error when it could not be read.
+    pub fn try_read(pid: u32) -> std::io::Result<Option<ProcStatus>> {
+        match std::fs::read_to_string(format!("/proc/{pid}/status")) {
+            Ok(text) => Ok(Some(ProcStatus(text))),
+            Err(e) if crate::proc_stat::gone(&e) => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
     fn read_path(path: &str) -> Option<ProcStatus> {
         std::fs::read_to_string(path).ok().map(ProcStatus)
     }

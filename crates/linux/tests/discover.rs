@@ -4,12 +4,16 @@
 
 #[path = "../../record/tests/common/skip.rs"]
 mod skip;
+mod users;
+
 use std::os::unix::net::UnixStream;
 use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 use udamon_linux::discover::{
-    Credentials, Discovery, Selector, may_monitor, peer_credentials, process_cgroup,
+    AskedFor, Credentials, Departure, Discovery, Selector, may_monitor, peer_credentials,
+    process_cgroup,
 };
+use users::{link, nobody_runs, setuid_cases_run, shared_dir, wait_euid};
 
 fn sleeper(path: &std::path::Path) -> Child {
     Command::new(path).arg("60").spawn().unwrap()
@@ -28,14 +32,29 @@ fn sleep_named(dir: &std::path::Path, name: &str) -> std::path::PathBuf {
     link
 }
 
+/// Selectors asked for by this process (whoever runs the tests).
+fn asked_by_me(selectors: Vec<Selector>) -> Vec<AskedFor> {
+    selectors
+        .into_iter()
+        .map(|selector| AskedFor {
+            selector,
+            by: Credentials::of_this_process(),
+        })
+        .collect()
+}
+
 /// Scans until `pid` is added (or removed, with `gone`); a generous bound, not a timing.
-fn scan_until(d: &mut Discovery, pid: u32, gone: bool) {
+/// Returns why it went.
+fn scan_until(d: &mut Discovery, pid: u32, gone: bool) -> Option<Departure> {
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
         let c = d.scan();
-        let list = if gone { &c.removed } else { &c.added };
-        if list.iter().any(|f| f.pid == pid) {
-            return;
+        if gone {
+            if let Some(g) = c.removed.iter().find(|g| g.found.pid == pid) {
+                return Some(g.why.clone());
+            }
+        } else if c.added.iter().any(|f| f.pid == pid) {
+            return None;
         }
         assert!(
             Instant::now() < deadline,
@@ -52,7 +71,7 @@ fn a_cgroups_processes_come_and_go_across_scans() {
         skip::skipped("this process is in no cgroup v2");
         return;
     };
-    let mut d = Discovery::new(vec![Selector::Cgroup(own.clone().into())]).unwrap();
+    let mut d = Discovery::new(asked_by_me(vec![Selector::Cgroup(own.clone().into())])).unwrap();
     let first = d.scan();
     assert!(
         first
@@ -71,7 +90,7 @@ fn a_cgroups_processes_come_and_go_across_scans() {
     assert!(d.scan().added.iter().all(|f| f.pid != pid), "added once");
     child.kill().unwrap();
     child.wait().unwrap();
-    scan_until(&mut d, pid, true);
+    assert_eq!(scan_until(&mut d, pid, true), Some(Departure::Exited));
 }
 
 #[test]
@@ -81,7 +100,7 @@ fn a_match_takes_the_named_processes_only() {
     let mut mine = sleeper(&sleep_named(dir.path(), &name));
     let mut other = sleeper(&sleep_named(dir.path(), "udm-other"));
     let re = regex::Regex::new(&format!("^{name}$")).unwrap();
-    let mut d = Discovery::new(vec![Selector::Match(re)]).unwrap();
+    let mut d = Discovery::new(asked_by_me(vec![Selector::Match(re)])).unwrap();
     scan_until(&mut d, mine.id(), false);
     let again = d.scan();
     assert!(
@@ -94,7 +113,8 @@ fn a_match_takes_the_named_processes_only() {
     }
     let gone = d.scan();
     assert_eq!(gone.removed.len(), 1, "{gone:?}");
-    assert_eq!(gone.removed[0].comm, name);
+    assert_eq!(gone.removed[0].found.comm, name);
+    assert_eq!(gone.removed[0].why, Departure::Exited);
 }
 
 #[test]
@@ -102,7 +122,7 @@ fn a_pid_is_followed_until_it_exits_and_bad_pids_are_refused() {
     let dir = tempfile::tempdir().unwrap();
     let mut child = sleeper(&sleep_named(dir.path(), "udm-pid"));
     let pid = child.id();
-    let mut d = Discovery::new(vec![Selector::Pid(pid)]).unwrap();
+    let mut d = Discovery::new(asked_by_me(vec![Selector::Pid(pid)])).unwrap();
     let first = d.scan();
     assert_eq!(first.added.iter().map(|f| f.pid).collect::<Vec<_>>(), [pid]);
     child.kill().unwrap();
@@ -111,15 +131,21 @@ fn a_pid_is_followed_until_it_exits_and_bad_pids_are_refused() {
     assert_eq!(d.selectors(), 0, "a spent pid selector is dropped");
     assert!(d.scan().added.is_empty());
 
-    let e = Discovery::new(vec![Selector::Pid(u32::MAX)]).err().unwrap();
-    assert!(e.to_string().contains("does not exist"), "{e}");
-    let e = Discovery::new(vec![Selector::Cgroup("/no/such/cgroup".into())])
+    let e = Discovery::new(asked_by_me(vec![Selector::Pid(u32::MAX)]))
         .err()
         .unwrap();
+    assert!(e.to_string().contains("does not exist"), "{e}");
+    let e = Discovery::new(asked_by_me(vec![Selector::Cgroup(
+        "/no/such/cgroup".into(),
+    )]))
+    .err()
+    .unwrap();
     assert!(e.to_string().contains("cgroup"), "{e}");
     // kthreadd, when this pid namespace shows it.
     if std::fs::read_to_string("/proc/2/comm").is_ok_and(|c| c.trim() == "kthreadd") {
-        let e = Discovery::new(vec![Selector::Pid(2)]).err().unwrap();
+        let e = Discovery::new(asked_by_me(vec![Selector::Pid(2)]))
+            .err()
+            .unwrap();
         assert!(e.to_string().contains("kernel thread"), "{e}");
     }
 }
@@ -237,4 +263,109 @@ fn another_users_process_is_refused_and_its_own_user_allowed() {
     );
     capable.kill().unwrap();
     capable.wait().unwrap();
+}
+
+#[test]
+fn a_setuid_program_started_under_a_matched_name_is_not_taken() {
+    if !setuid_cases_run() {
+        return;
+    }
+    let dir = shared_dir();
+    let name = format!("udms{}", std::process::id() % 100_000);
+    // The user's own process under the name is taken; su, setuid root, under the same name
+    // (a link the user made) is not, though root asked for the name.
+    let su = link(dir.path(), "su", &name, std::path::Path::new("/usr/bin/su"));
+    let mut theirs = nobody_runs(&sleep_named(dir.path(), &name), &["60"]);
+    let mut setuid = nobody_runs(&su, &["root"]);
+    wait_euid(setuid.id(), 0);
+    let re = regex::Regex::new(&format!("^{name}$")).unwrap();
+    let mut d = Discovery::new(asked_by_me(vec![Selector::Match(re)])).unwrap();
+    scan_until(&mut d, theirs.id(), false);
+    let mut warned = Vec::new();
+    for _ in 0..3 {
+        let c = d.scan();
+        assert!(
+            c.added.iter().all(|f| f.pid != setuid.id()),
+            "the setuid program is taken: {c:?}"
+        );
+        warned.extend(c.warnings);
+    }
+    let first = d.scan();
+    assert!(first.added.is_empty(), "{first:?}");
+    let about: Vec<_> = warned
+        .iter()
+        .filter(|w| w.contains(&setuid.id().to_string()))
+        .collect();
+    assert!(about.len() <= 1, "warned once at most: {warned:?}");
+    // Named by pid, by root, it is root's to monitor.
+    let by_pid = Discovery::new(asked_by_me(vec![Selector::Pid(setuid.id())]));
+    assert!(by_pid.is_ok(), "root may name it");
+    // Asked for by nobody, it is refused outright.
+    let nobody = Credentials::of_user(65534, 65534);
+    let e = Discovery::new(vec![AskedFor {
+        selector: Selector::Pid(setuid.id()),
+        by: nobody,
+    }])
+    .err()
+    .unwrap();
+    assert!(e.to_string().contains("could not ptrace"), "{e}");
+    for c in [&mut theirs, &mut setuid] {
+        c.kill().unwrap();
+        c.wait().unwrap();
+    }
+}
+
+#[test]
+fn a_process_that_changes_credentials_is_dropped() {
+    if !setuid_cases_run() {
+        return;
+    }
+    use std::io::Write;
+    let dir = shared_dir();
+    let name = format!("udmc{}", std::process::id() % 100_000);
+    // The same command name before and after: a shell, then su exec'd in its place.
+    let sh = link(dir.path(), "sh", &name, std::path::Path::new("/bin/sh"));
+    let su = link(dir.path(), "su", &name, std::path::Path::new("/usr/bin/su"));
+    let script = format!("read x; exec {} root", su.display());
+    let mut by_name = nobody_runs(&sh, &["-c", &script]);
+    let mut by_pid = nobody_runs(&sh, &["-c", &script]);
+    wait_euid(by_name.id(), 65534);
+    wait_euid(by_pid.id(), 65534);
+    let re = regex::Regex::new(&format!("^{name}$")).unwrap();
+    let mut d = Discovery::new(asked_by_me(vec![
+        Selector::Match(re),
+        Selector::Pid(by_pid.id()),
+    ]))
+    .unwrap();
+    let first = d.scan();
+    let mut pids: Vec<u32> = first.added.iter().map(|f| f.pid).collect();
+    pids.sort();
+    let mut both = vec![by_name.id(), by_pid.id()];
+    both.sort();
+    assert_eq!(pids, both, "{first:?}");
+    // The shells exec su: setuid root, started by nobody.
+    for c in [&mut by_name, &mut by_pid] {
+        c.stdin.as_mut().unwrap().write_all(b"go\n").unwrap();
+        wait_euid(c.id(), 0);
+    }
+    let c = d.scan();
+    for pid in [by_name.id(), by_pid.id()] {
+        let gone = c.removed.iter().find(|g| g.found.pid == pid);
+        assert_eq!(
+            gone.map(|g| &g.why),
+            Some(&Departure::CredentialsChanged),
+            "{c:?}"
+        );
+    }
+    // ... and neither comes back: the pid's selector is spent (root named the process it
+    // was), and the name takes no setuid program.
+    assert_eq!(d.selectors(), 1, "the match only");
+    for _ in 0..3 {
+        let c = d.scan();
+        assert!(c.added.is_empty(), "{c:?}");
+    }
+    for c in [&mut by_name, &mut by_pid] {
+        c.kill().unwrap();
+        c.wait().unwrap();
+    }
 }

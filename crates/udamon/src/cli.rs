@@ -3,7 +3,8 @@
 //! `--monitoring_intervals`), with Rust CLI conventions elsewhere.
 
 use crate::units::{
-    format_duration_us, parse_duration_us, parse_interval_us, parse_rate_hz, parse_size,
+    format_duration_us, parse_duration_us, parse_interval_us, parse_rate_hz, parse_rescan_us,
+    parse_size,
 };
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use std::ffi::OsString;
@@ -594,14 +595,14 @@ pub struct ServeArgs {
     /// Start with no target and wait for `udamon ctl add`.
     #[arg(long)]
     pub idle: bool,
-    /// How often cgroups and command names are scanned again [default: 2s].
-    #[arg(long, value_name = "DURATION", value_parser = parse_interval_us)]
+    /// How often cgroups and command names are scanned again, 100ms to 1h [default: 2s].
+    #[arg(long, value_name = "DURATION", value_parser = parse_rescan_us)]
     pub rescan: Option<u64>,
     /// Serve Prometheus metrics on this address, at /metrics [default: 127.0.0.1:9580].
     #[arg(long, value_name = "ADDR")]
     pub listen: Option<String>,
     /// The control socket (mode 0600) [default: $XDG_RUNTIME_DIR/udamon.sock, /run/udamon.sock
-    /// for root].
+    /// for root, else $TMPDIR/udamon-UID/udamon.sock].
     #[arg(long, value_name = "PATH")]
     pub control: Option<PathBuf>,
     /// Read settings from this TOML file (again on SIGHUP); the command line wins.
@@ -619,6 +620,10 @@ pub struct ServeArgs {
     /// Remove the oldest finished records while the directory's records hold more [default: 1G].
     #[arg(long, value_name = "SIZE", value_parser = parse_size, requires = "record_dir")]
     pub retain: Option<u64>,
+    /// The records' permissions, in octal: they show what serve saw of other users'
+    /// processes [default: 600].
+    #[arg(long, value_name = "MODE", value_parser = crate::serve::parse_record_mode)]
+    pub record_mode: Option<u32>,
     /// The access source, as for `record`.
     #[arg(long, value_enum, default_value_t = SourceArg::Auto)]
     pub access_source: SourceArg,

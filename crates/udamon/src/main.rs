@@ -10,6 +10,7 @@ mod progress;
 mod schemes_file;
 mod select;
 mod serve;
+mod small_file;
 mod units;
 
 use clap::Parser;

@@ -7,7 +7,7 @@
 
 mod settings;
 
-pub use settings::Settings;
+pub use settings::{Settings, check_attrs};
 
 use crate::host::{host_info, unix_now_ns};
 use crate::progress::Progress;
@@ -241,7 +241,7 @@ pub fn run(
     let recorder = Recorder::new(writer, start_us);
     let progress = Progress::new("recording", session.expected_us, start_us);
     let stop = Stop {
-        deadline_us: settings.duration_us.map(|d| start_us + d),
+        deadline_us: settings.duration_us.map(|d| start_us.saturating_add(d)),
         flag: session.stop,
     };
     let recording = Recording {

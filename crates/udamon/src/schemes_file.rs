@@ -22,8 +22,7 @@ use udamon_record::damo::number::{Num, Unit};
 /// Reads `path` and builds its schemes for monitoring with `attrs` (percentages and ages become
 /// sample and aggregation-interval counts).
 pub fn load(path: &Path, attrs: &Attrs) -> Result<Vec<Scheme>> {
-    let text =
-        std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
+    let text = crate::small_file::read_text(path, "schemes file")?;
     parse(&text, attrs).with_context(|| format!("{}", path.display()))
 }
 

@@ -12,13 +12,14 @@ pub(crate) mod control;
 mod log;
 mod metrics;
 mod records;
+mod socket;
 mod supervisor;
 pub(crate) mod target;
 
 use crate::cli::ServeArgs;
 use crate::monitor::Settings;
 use anyhow::{Context as _, Result};
-use config::Config;
+use config::{Config, Wanted};
 use control::{Asked, ControlSocket, Pending, Request};
 use records::RecordPolicy;
 use std::collections::BTreeSet;
@@ -27,15 +28,19 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{self, Receiver};
 use std::time::{Duration, Instant};
-use supervisor::{Key, Supervisor};
+use supervisor::{Key, Started, Supervisor};
 use target::{Command, Labels, Monitored, Start, TargetId, TargetSettings};
 use udamon_core::{Target, VirtualClock};
-use udamon_linux::discover::{Credentials, Discovery, Found, Selector, may_monitor};
+use udamon_linux::discover::{
+    AskedFor, Credentials, Discovery, Found, Selector, changed, may_monitor,
+};
 use udamon_linux::metrics::ProcMetrics;
 use udamon_linux::perf::{AccessSource as Source, SamplerConfig};
 use udamon_linux::vaddr::{self, monotonic_us};
 use udamon_record::model::{AccessSource, TargetInfo};
+use udamon_sim::Workload;
 
+pub use config::parse_record_mode;
 pub use control::request;
 
 /// Raises the soft limit on open files to the hard one, as long-running services do: each
@@ -95,8 +100,14 @@ pub fn run(args: &ServeArgs) -> Result<()> {
         .with_context(|| format!("cannot serve metrics on {}", config.listen))?;
     let records = match &config.records {
         Some(r) => Some(Arc::new(
-            RecordPolicy::new(r.dir.clone(), r.every_us, r.max_bytes, r.retain_bytes)
-                .map_err(|e| anyhow::anyhow!(e))?,
+            RecordPolicy::new(
+                r.dir.clone(),
+                r.every_us,
+                r.max_bytes,
+                r.retain_bytes,
+                r.mode,
+            )
+            .map_err(|e| anyhow::anyhow!(e))?,
         )),
         None => None,
     };
@@ -134,7 +145,7 @@ pub fn run(args: &ServeArgs) -> Result<()> {
         );
     }
     log::info("stopping: finishing every target's record");
-    serving.supervisor.stop_all();
+    serving.supervisor.stop_all("udamon serve stopped");
     Ok(())
 }
 
@@ -168,9 +179,10 @@ impl Served {
         })
     }
 
-    /// What monitoring process `pid` with `settings` starts with, on its own thread.
-    fn start(&self, pid: u32, settings: &TargetSettings) -> Start {
+    /// What monitoring process `found` with `settings` starts with, on its own thread.
+    fn start(&self, found: &Found, settings: &TargetSettings) -> Start {
         let (source, reason) = (self.source, self.reason.clone());
+        let (pid, found) = (found.pid, found.clone());
         let aggr_us = settings.attrs.aggr_interval_us;
         Box::new(move |stop| {
             let config = SamplerConfig {
@@ -201,16 +213,37 @@ impl Served {
                 start_us: monotonic_us(),
                 live: true,
                 batch: Some(batch),
+                gone: Box::new(move || match changed(&found) {
+                    Some(why) => why.to_string(),
+                    None => "the process can no longer be monitored".to_string(),
+                }),
             })
         })
     }
 }
 
+/// The workload `ctl add --sim` asks for: a built-in one, or a workload's text that the caller
+/// read (serve opens no file for its callers: a caller could name one it may not read).
+fn sim_workload(spec: &str, text: Option<&str>) -> Result<Workload, String> {
+    match text {
+        None if spec.starts_with("builtin:") => {
+            crate::cmd::record::load_workload(spec).map_err(|e| format!("{e:#}"))
+        }
+        None => Err(format!(
+            "serve opens no file for its callers: send the workload's text in \"config\" \
+             (`udamon ctl add --sim {spec}` does)"
+        )),
+        Some(_) if spec.starts_with("builtin:") => {
+            Err("give a built-in workload or a workload's text, not both".to_string())
+        }
+        Some(text) => Workload::parse(text, spec).map_err(|e| e.to_string()),
+    }
+}
+
 /// A simulated workload's monitoring (for trying serve out, and for its soak bench): in real
 /// time, so that its metrics change as a live process's do, or `fast`, in virtual time.
-fn start_sim(spec: String, fast: bool) -> Start {
+fn start_sim(workload: Workload, fast: bool) -> Start {
     Box::new(move |stop| {
-        let workload = crate::cmd::record::load_workload(&spec).map_err(|e| format!("{e:#}"))?;
         let time = if fast { "virtual time" } else { "real time" };
         let (info, source) = crate::cmd::record::sim_identity(workload.name(), time);
         let ops = udamon_sim::SimOps::new(workload, udamon_sim::SimOptions::default());
@@ -228,6 +261,7 @@ fn start_sim(spec: String, fast: bool) -> Start {
             metrics: None,
             live: false,
             batch: None,
+            gone: Box::new(|| "the target ended".to_string()),
         })
     })
 }
@@ -261,16 +295,25 @@ impl udamon_core::Clock for PacedClock {
     }
 }
 
-/// The discovery's selectors from the configuration.
-fn selectors(config: &Config) -> Result<Vec<Selector>> {
-    let mut selectors: Vec<Selector> = config.pids.iter().map(|&p| Selector::Pid(p)).collect();
-    selectors.extend(config.cgroups.iter().cloned().map(Selector::Cgroup));
-    for m in &config.matches {
-        let re = regex::Regex::new(m)
-            .map_err(|e| anyhow::anyhow!("--match '{m}': {}", first_line(&e.to_string())))?;
-        selectors.push(Selector::Match(re));
-    }
-    Ok(selectors)
+/// The discovery's selectors from the configuration, each with who asked for it.
+fn selectors(config: &Config) -> Result<Vec<AskedFor>> {
+    config
+        .selectors
+        .iter()
+        .map(|(wanted, by)| {
+            let selector = match wanted {
+                Wanted::Pid(pid) => Selector::Pid(*pid),
+                Wanted::Cgroup(path) => Selector::Cgroup(path.clone()),
+                Wanted::Match(m) => Selector::Match(regex::Regex::new(m).map_err(|e| {
+                    anyhow::anyhow!("--match '{m}': {}", first_line(&e.to_string()))
+                })?),
+            };
+            Ok(AskedFor {
+                selector,
+                by: by.clone(),
+            })
+        })
+        .collect()
 }
 
 fn first_line(text: &str) -> String {
@@ -300,68 +343,57 @@ fn process_key(found: &Found) -> Key {
 
 impl Serving {
     /// Starts the processes that came, stops those that went, collects threads that ended.
-    fn rescan(&mut self, settings: &TargetSettings) {
+    /// Returns how many stopped.
+    fn rescan(&mut self, settings: &TargetSettings) -> usize {
         let changes = self.discovery.scan();
         for warning in &changes.warnings {
-            log::warn(warning);
+            log::limited(log::Level::Warn, "discovery", warning);
         }
-        for found in &changes.removed {
-            let key = process_key(found);
+        for gone in &changes.removed {
+            let key = process_key(&gone.found);
             self.removed.remove(&key);
-            self.supervisor.stop(&key);
+            self.supervisor.stop(&key, &gone.why.to_string());
         }
         for found in &changes.added {
             self.start_process(found, settings);
         }
         self.supervisor.reap();
+        changes.removed.len()
     }
 
     /// Starts serving a process the discovery found, unless the control socket removed it.
-    fn start_process(&mut self, found: &Found, settings: &TargetSettings) -> Labels {
+    fn start_process(&mut self, found: &Found, settings: &TargetSettings) -> (Labels, Started) {
         let key = process_key(found);
         let labels = Labels {
             id: TargetId::Pid(found.pid),
             comm: found.comm.clone(),
             cgroup: found.cgroup.clone(),
         };
-        if !self.removed.contains(&key) {
-            self.supervisor.start(
-                key,
-                labels.clone(),
-                self.source.start(found.pid, settings),
-                settings.clone(),
-            );
+        if self.removed.contains(&key) {
+            return (labels, Started::Already);
         }
-        labels
+        let started = self.supervisor.start(
+            key,
+            labels.clone(),
+            self.source.start(found, settings),
+            settings.clone(),
+        );
+        (labels, started)
     }
 
     /// Reads the configuration file again: new selectors, and the settings of targets started
-    /// from now on. Running targets keep theirs (`udamon ctl tune` changes those).
+    /// from now on. Running targets keep theirs (`udamon ctl tune` changes those), and targets
+    /// added with `udamon ctl add` stay.
     fn reload(&mut self, args: &ServeArgs) -> Result<TargetSettings> {
         let config = Config::resolve(args)?;
         let settings = self.source.settings(&config)?;
-        let discovery = Discovery::new(selectors(&config)?).map_err(|e| anyhow::anyhow!("{e}"))?;
-        // The new discovery has seen nothing yet, so everything it finds comes as added: what
-        // runs but is not found any more is stopped here.
-        self.discovery = discovery;
-        let changes = self.discovery.scan();
-        let keep: BTreeSet<Key> = changes.added.iter().map(process_key).collect();
-        let stale: Vec<Key> = self
-            .supervisor
-            .targets()
-            .map(|(k, _)| *k)
-            .filter(|k| matches!(k, Key::Process { .. }) && !keep.contains(k))
-            .collect();
-        for key in &stale {
-            self.supervisor.stop(key);
-        }
-        for found in &changes.added {
-            self.start_process(found, &settings);
-        }
+        self.discovery
+            .set_selectors(selectors(&config)?)
+            .map_err(|e| anyhow::anyhow!("{e}"))?;
+        let stopping = self.rescan(&settings);
         log::info(&format!(
-            "configuration read again: {} target(s), {} stopping",
-            self.supervisor.len(),
-            stale.len()
+            "configuration read again: {} target(s), {stopping} stopping",
+            self.supervisor.len()
         ));
         Ok(settings)
     }
@@ -408,24 +440,10 @@ impl Serving {
             }
             Request::Add {
                 sim: Some(spec),
+                config,
                 fast,
                 ..
-            } => {
-                self.next_sim += 1;
-                let key = Key::Sim(self.next_sim);
-                let labels = Labels {
-                    id: TargetId::Sim(self.next_sim),
-                    comm: spec.trim_start_matches("builtin:").to_string(),
-                    cgroup: String::new(),
-                };
-                self.supervisor.start(
-                    key,
-                    labels,
-                    start_sim(spec, fast),
-                    settings_for_sim(settings),
-                );
-                Pending::Now(Ok(format!("serving sim:{}", self.next_sim)))
-            }
+            } => Pending::Now(self.add_sim(&spec, config.as_deref(), fast, settings)),
             Request::Add { .. } => Pending::Now(Err("add: give a pid or a sim workload".into())),
             Request::Remove { target } => Pending::Now(self.remove(&target, caller)),
             Request::Tune { target, tune } => {
@@ -495,15 +513,43 @@ impl Serving {
         settings: &TargetSettings,
     ) -> Result<String, String> {
         may_monitor(caller, pid).map_err(|e| e.to_string())?;
-        let found = self.discovery.add_pid(pid).map_err(|e| e.to_string())?;
+        let found = self
+            .discovery
+            .add_pid(pid, caller.clone())
+            .map_err(|e| e.to_string())?;
         self.removed.remove(&process_key(&found));
-        let labels = self.start_process(&found, settings);
-        Ok(format!("serving {labels}"))
+        match self.start_process(&found, settings) {
+            (labels, Started::Already) => Ok(format!("{labels} is served already")),
+            (labels, _) => Ok(format!("serving {labels}")),
+        }
+    }
+
+    fn add_sim(
+        &mut self,
+        spec: &str,
+        text: Option<&str>,
+        fast: bool,
+        settings: &TargetSettings,
+    ) -> Result<String, String> {
+        let workload = sim_workload(spec, text)?;
+        self.next_sim += 1;
+        let labels = Labels {
+            id: TargetId::Sim(self.next_sim),
+            comm: control::short(spec.trim_start_matches("builtin:")),
+            cgroup: String::new(),
+        };
+        self.supervisor.start(
+            Key::Sim(self.next_sim),
+            labels,
+            start_sim(workload, fast),
+            settings_for_sim(settings),
+        );
+        Ok(format!("serving sim:{}", self.next_sim))
     }
 
     fn remove(&mut self, target: &str, caller: &Credentials) -> Result<String, String> {
         let key = self.key_for(target, caller)?;
-        self.supervisor.stop(&key);
+        self.supervisor.stop(&key, "removed with udamon ctl remove");
         if matches!(key, Key::Process { .. }) {
             self.removed.insert(key);
         }
@@ -523,5 +569,5 @@ fn settings_for_sim(live: &TargetSettings) -> TargetSettings {
 
 /// The default control socket, for `udamon ctl`.
 pub fn default_control() -> PathBuf {
-    config::default_control()
+    socket::default_path()
 }

@@ -3,13 +3,51 @@
 
 use udamon_record::damo::number::{Num, Unit};
 
+/// The longest duration udamon takes anywhere (100 years): longer ones are typing mistakes,
+/// and time lines in microseconds keep room to add them.
+pub const MAX_DURATION_US: u64 = 100 * 365 * 24 * 3600 * 1_000_000;
+
 /// A duration in microseconds. A bare number is microseconds (DAMON's unit); otherwise a
-/// number with a unit: ns, us, ms, s, m, h (e.g. `5ms`, `1.5 s`).
+/// number with a unit: ns, us, ms, s, m, h (e.g. `5ms`, `1.5 s`). At most
+/// [`MAX_DURATION_US`]: the number parser saturates what does not fit, which must not pass
+/// for a duration.
 pub fn parse_duration_us(s: &str) -> Result<u64, String> {
-    Num::Text(s.to_string())
+    let us = Num::Text(s.to_string())
         .u64(Unit::Microseconds)
-        .map_err(|_| format!("'{s}' is not a duration: use e.g. 5ms, 100ms, 1s, or microseconds"))
+        .map_err(|_| {
+            format!("'{s}' is not a duration: use e.g. 5ms, 100ms, 1s, or microseconds")
+        })?;
+    check_duration_us(s, us)
 }
+
+/// Refuses a duration longer than [`MAX_DURATION_US`], naming it as it was given.
+pub fn check_duration_us(given: &str, us: u64) -> Result<u64, String> {
+    if us > MAX_DURATION_US {
+        return Err(format!(
+            "'{given}' is longer than udamon takes ({}h, 100 years): give e.g. 10s, 30m or 24h",
+            MAX_DURATION_US / 3_600_000_000
+        ));
+    }
+    Ok(us)
+}
+
+/// How often serve scans for targets: from [`MIN_RESCAN_US`] (each scan reads every process
+/// of `/proc` for `--match`) to an hour. The command line and the configuration file both
+/// take it through here.
+pub fn parse_rescan_us(s: &str) -> Result<u64, String> {
+    let us = parse_duration_us(s)?;
+    if !(MIN_RESCAN_US..=MAX_RESCAN_US).contains(&us) {
+        return Err(format!(
+            "'{s}' is not a rescan period: give {} to {}, e.g. 2s",
+            format_duration_us(MIN_RESCAN_US),
+            format_duration_us(MAX_RESCAN_US)
+        ));
+    }
+    Ok(us)
+}
+
+pub const MIN_RESCAN_US: u64 = 100_000;
+pub const MAX_RESCAN_US: u64 = 3_600_000_000;
 
 /// An interval or a run's length: a duration longer than 0 (a zero interval would never let
 /// time pass, and monitoring would never end).
@@ -89,6 +127,31 @@ mod tests {
         assert_eq!(parse_rate_hz("250"), Ok(250));
         assert!(parse_rate_hz("0").unwrap_err().contains("more than 0"));
         assert!(parse_rate_hz("fast").is_err());
+    }
+
+    #[test]
+    fn durations_that_overflow_are_refused() {
+        for text in [
+            "99999999999h",
+            "18446744073709551616",
+            "18446744073709551615",
+            "max",
+            "101 years",
+        ] {
+            assert!(parse_duration_us(text).is_err(), "{text}");
+        }
+        let e = parse_duration_us("99999999999h").unwrap_err();
+        assert!(e.contains("longer than udamon takes"), "{e}");
+        assert_eq!(parse_duration_us("876000h"), Ok(MAX_DURATION_US));
+        assert!(parse_interval_us("876001h").is_err());
+    }
+
+    #[test]
+    fn a_rescan_period_is_bounded() {
+        assert_eq!(parse_rescan_us("2s"), Ok(2_000_000));
+        for text in ["0s", "0", "1ms", "2h", "99999999999h"] {
+            assert!(parse_rescan_us(text).is_err(), "{text}");
+        }
     }
 
     #[test]

@@ -4,167 +4,13 @@
 
 mod common;
 
+use common::serve::{PATIENCE, Serve, series, which};
 use common::{build_workload, info, udamon};
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{SocketAddr, TcpStream};
+use std::io::{BufRead, BufReader, Write};
 use std::os::unix::net::UnixStream;
-use std::os::unix::process::CommandExt;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
+use std::path::PathBuf;
+use std::process::Command;
 use std::time::{Duration, Instant};
-
-/// Generous: these machines are shared and slow; nothing here is a timing assertion.
-const PATIENCE: Duration = Duration::from_secs(60);
-
-/// A running `udamon serve`, stopped with SIGTERM when dropped.
-struct Serve {
-    child: Child,
-    addr: SocketAddr,
-    control: PathBuf,
-    log: mpsc::Receiver<String>,
-}
-
-impl Serve {
-    fn start(dir: &Path, args: &[&str]) -> Serve {
-        let control = dir.join("ctl.sock");
-        let mut serve = Command::new(env!("CARGO_BIN_EXE_udamon"));
-        // SAFETY: only async-signal-safe calls between fork and exec.
-        unsafe {
-            serve.pre_exec(|| {
-                // A soft open-files limit below the hard one, as systemd gives services, for
-                // serve to raise.
-                let mut limit = libc::rlimit {
-                    rlim_cur: 0,
-                    rlim_max: 0,
-                };
-                if libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) == 0 && limit.rlim_max > 512 {
-                    limit.rlim_cur = 512;
-                    libc::setrlimit(libc::RLIMIT_NOFILE, &limit);
-                }
-                Ok(())
-            });
-        }
-        let mut child = serve
-            .arg("serve")
-            .args(["--listen", "127.0.0.1:0", "--rescan", "200ms", "--control"])
-            .arg(&control)
-            .args(args)
-            .env_remove("JOURNAL_STREAM")
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let (tx, log) = mpsc::channel();
-        let stderr = child.stderr.take().unwrap();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                if tx.send(line).is_err() {
-                    return;
-                }
-            }
-        });
-        let mut serve = Serve {
-            child,
-            addr: "0.0.0.0:0".parse().unwrap(),
-            control,
-            log,
-        };
-        let line = serve.wait_log("metrics on http://");
-        let addr = line
-            .split("http://")
-            .nth(1)
-            .and_then(|r| r.split('/').next())
-            .unwrap();
-        serve.addr = addr.parse().unwrap();
-        serve
-    }
-
-    /// Waits for a log line containing `text`; returns it.
-    fn wait_log(&mut self, text: &str) -> String {
-        let deadline = Instant::now() + PATIENCE;
-        loop {
-            let left = deadline.saturating_duration_since(Instant::now());
-            match self.log.recv_timeout(left) {
-                Ok(line) if line.contains(text) => return line,
-                Ok(_) => {}
-                Err(_) => panic!("no log line with '{text}'"),
-            }
-        }
-    }
-
-    fn get(&self, path: &str) -> (u16, String) {
-        let mut s = TcpStream::connect(self.addr).unwrap();
-        write!(
-            s,
-            "GET {path} HTTP/1.1\r\nHost: test\r\nConnection: close\r\n\r\n"
-        )
-        .unwrap();
-        let mut text = String::new();
-        s.read_to_string(&mut text).unwrap();
-        let status = text.split_whitespace().nth(1).unwrap().parse().unwrap();
-        let body = text.split_once("\r\n\r\n").map_or("", |(_, b)| b);
-        (status, body.to_string())
-    }
-
-    fn metrics(&self) -> Vec<common::Sample> {
-        let (status, body) = self.get("/metrics");
-        assert_eq!(status, 200, "{body}");
-        common::parse_prometheus(&body)
-    }
-
-    /// Scrapes until `found` holds for the samples; returns them.
-    fn metrics_until(
-        &self,
-        what: &str,
-        found: impl Fn(&[common::Sample]) -> bool,
-    ) -> Vec<common::Sample> {
-        let deadline = Instant::now() + PATIENCE;
-        loop {
-            let samples = self.metrics();
-            if found(&samples) {
-                return samples;
-            }
-            assert!(Instant::now() < deadline, "never saw {what}: {samples:?}");
-            std::thread::sleep(Duration::from_millis(200));
-        }
-    }
-
-    fn ctl(&self, args: &[&str]) -> assert_cmd::assert::Assert {
-        udamon()
-            .arg("ctl")
-            .arg("--control")
-            .arg(&self.control)
-            .args(args)
-            .assert()
-    }
-
-    fn ctl_ok(&self, args: &[&str]) -> String {
-        let out = self.ctl(args).success().get_output().stdout.clone();
-        String::from_utf8(out).unwrap()
-    }
-
-    /// SIGTERM; waits for the exit and returns its success.
-    fn stop(mut self) -> bool {
-        // SAFETY: signalling our own child.
-        unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
-        let status = self.child.wait().unwrap();
-        status.success()
-    }
-}
-
-impl Drop for Serve {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn series<'a>(samples: &'a [common::Sample], name: &str, pid: &str) -> Vec<&'a common::Sample> {
-    samples
-        .iter()
-        .filter(|s| s.name == name && s.labels.get("pid").map(String::as_str) == Some(pid))
-        .collect()
-}
 
 #[test]
 fn serve_exports_a_live_process_and_completes_its_record_on_sigterm() {
@@ -290,15 +136,6 @@ fn a_matched_process_is_served_while_it_lives_and_its_series_go_with_it() {
     second.kill().unwrap();
     second.wait().unwrap();
     assert!(serve.stop());
-}
-
-fn which(program: &str) -> PathBuf {
-    std::env::var_os("PATH")
-        .iter()
-        .flat_map(std::env::split_paths)
-        .map(|d| d.join(program))
-        .find(|p| p.is_file())
-        .unwrap_or_else(|| panic!("{program} is on PATH"))
 }
 
 #[test]
@@ -498,22 +335,18 @@ fn sighup_reads_the_configuration_again_and_a_bad_one_changes_nothing() {
             "cpuclock",
         ],
     );
-    let hup = |serve: &Serve| {
-        // SAFETY: signalling our own child.
-        unsafe { libc::kill(serve.child.id() as i32, libc::SIGHUP) };
-    };
     serve.metrics_until("the first match", |s| {
         !series(s, "udamon_working_set_bytes", &pa).is_empty()
     });
     std::fs::write(&config, "match = [\"(\"]\n").unwrap();
-    hup(&serve);
+    serve.signal(libc::SIGHUP);
     serve.wait_log("reload refused, nothing changed");
     assert!(
         serve.ctl_ok(&["targets"]).contains(&pa),
         "the bad file changed nothing"
     );
     std::fs::write(&config, format!("match = [\"^{b}$\"]\n")).unwrap();
-    hup(&serve);
+    serve.signal(libc::SIGHUP);
     serve.wait_log("configuration read again");
     serve.metrics_until("the second match only", |s| {
         series(s, "udamon_working_set_bytes", &pa).is_empty()

@@ -1,4 +1,5 @@
 //! One scrape of the endpoint, as a client that may be refused sees it.
+#![allow(dead_code)] // each test binary uses a subset
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};

@@ -1,19 +1,36 @@
 //! `udamon ctl`: one request to a running `udamon serve` over its control socket, its answer
-//! on stdout (or the refusal as the error).
+//! on stdout (or the refusal as the error). Files a request names (schemes, a workload) are
+//! read here, with the caller's own rights, and sent as text: serve opens no file for a
+//! caller.
 
 use crate::cli::{CtlArgs, CtlRequest};
 use crate::serve::control::Request;
 use crate::serve::target::Tune;
-use anyhow::{Context as _, Result, bail};
+use crate::small_file::read_text;
+use anyhow::{Result, bail};
+use std::path::Path;
 
 pub fn run(args: &CtlArgs) -> Result<()> {
     let request = match &args.request {
         CtlRequest::Targets => Request::Targets,
-        CtlRequest::Add { pid, sim, fast } => Request::Add {
-            pid: *pid,
-            sim: sim.clone(),
-            fast: *fast,
-        },
+        CtlRequest::Add { pid, sim, fast } => {
+            let (sim, config) = match sim.as_deref() {
+                Some(spec) if !spec.starts_with("builtin:") => {
+                    let path = Path::new(spec);
+                    let name = path
+                        .file_name()
+                        .map_or_else(|| spec.to_string(), |n| n.to_string_lossy().into_owned());
+                    (Some(name), Some(read_text(path, "workload file")?))
+                }
+                other => (other.map(str::to_string), None),
+            };
+            Request::Add {
+                pid: *pid,
+                sim,
+                config,
+                fast: *fast,
+            }
+        }
         CtlRequest::Remove { target } => Request::Remove {
             target: target.clone(),
         },
@@ -36,8 +53,7 @@ pub fn run(args: &CtlArgs) -> Result<()> {
         },
         CtlRequest::AddSchemes { target, schemes } => Request::AddSchemes {
             target: target.clone(),
-            schemes: std::fs::read_to_string(schemes)
-                .with_context(|| format!("cannot read {}", schemes.display()))?,
+            schemes: read_text(schemes, "schemes file")?,
         },
         CtlRequest::RemoveScheme { target, index } => Request::RemoveScheme {
             target: target.clone(),

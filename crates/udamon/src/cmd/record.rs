@@ -313,7 +313,14 @@ pub fn load_workload(spec: &str) -> Result<Workload> {
                 udamon_sim::BUILTIN_NAMES.join(", ")
             )
         }),
-        None => Ok(Workload::from_file(spec)?),
+        None => {
+            let path = Path::new(spec);
+            let text = crate::small_file::read_text(path, "workload file")?;
+            let name = path
+                .file_name()
+                .map_or_else(|| spec.to_string(), |n| n.to_string_lossy().into_owned());
+            Ok(Workload::parse(&text, &name)?)
+        }
     }
 }
 

@@ -3,11 +3,12 @@
 //! whatever the user did not give, the autotune goal is built, the scheme file is loaded against
 //! the final intervals, and what the flags mean together is checked, each problem a one-line
 //! error. Values that are wrong on their own (a zero interval, a zero rate) are refused while
-//! parsing ([`crate::units`]).
+//! parsing ([`crate::units`]); [`check_attrs`] bounds the attributes wherever they come from
+//! (flags, serve's configuration, `udamon ctl tune`).
 
 use crate::cli::MonitoringArgs;
 use crate::schemes_file;
-use crate::units::format_duration_us;
+use crate::units::{MAX_DURATION_US, check_duration_us, format_duration_us};
 use anyhow::{Context as _, Result, bail};
 use udamon_core::damos::Scheme;
 use udamon_core::{Attrs, IntervalsGoal};
@@ -63,7 +64,11 @@ impl MonitoringArgs {
             },
             ..*defaults
         };
-        attrs.validate().context("invalid monitoring attributes")?;
+        check_attrs(&attrs)?;
+        if let Some(d) = duration_us {
+            check_duration_us(&format_duration_us(d), d)
+                .map_err(|e| anyhow::anyhow!("--duration: {e}"))?;
+        }
         if let Some(d) = duration_us.filter(|&d| d < aggr) {
             bail!(
                 "--duration {} is shorter than one aggregation interval ({}), so nothing would \
@@ -86,6 +91,49 @@ impl MonitoringArgs {
             duration_us,
         })
     }
+}
+
+/// The shortest interval taken: a loop stepping every microsecond pins a core and writes
+/// tens of MB of record a second.
+pub const MIN_INTERVAL_US: u64 = 100;
+/// The longest sampling interval (DAMON's autotuning goes up to this): a target takes control
+/// requests between two samples, so this is also how long one may wait for an answer.
+pub const MAX_SAMPLE_US: u64 = 10_000_000;
+/// The longest aggregation and update intervals.
+pub const MAX_INTERVAL_US: u64 = 3_600_000_000;
+// Any interval is a duration udamon takes.
+const _: () = assert!(MAX_INTERVAL_US < MAX_DURATION_US);
+/// The most regions a target may be split into (memory and records grow with them).
+pub const MAX_REGIONS: u32 = 100_000;
+
+/// Checks monitoring attributes, wherever they come from: each interval from
+/// [`MIN_INTERVAL_US`] to its maximum, region bounds up to [`MAX_REGIONS`], and what the core
+/// requires of them together (sampling within aggregation, at least 3 regions, ...). One
+/// line per problem.
+pub fn check_attrs(attrs: &Attrs) -> Result<()> {
+    for (name, us, max) in [
+        ("sampling", attrs.sample_interval_us, MAX_SAMPLE_US),
+        ("aggregation", attrs.aggr_interval_us, MAX_INTERVAL_US),
+        ("update", attrs.ops_update_interval_us, MAX_INTERVAL_US),
+    ] {
+        if !(MIN_INTERVAL_US..=max).contains(&us) {
+            bail!(
+                "invalid monitoring attributes: the {name} interval {} is out of range: give {} \
+                 to {}",
+                format_duration_us(us),
+                format_duration_us(MIN_INTERVAL_US),
+                format_duration_us(max)
+            );
+        }
+    }
+    if attrs.max_nr_regions > MAX_REGIONS {
+        bail!(
+            "invalid monitoring attributes: at most {MAX_REGIONS} regions (asked for {})",
+            attrs.max_nr_regions
+        );
+    }
+    attrs.validate().context("invalid monitoring attributes")?;
+    Ok(())
 }
 
 #[cfg(test)]
@@ -151,6 +199,31 @@ mod tests {
         assert!(resolve(&["--duration", "100ms"], &sim).is_ok());
         // The window that counts is the one in force, not the default.
         assert!(resolve(&["--duration", "100ms", "--aggr-us", "1s"], &sim).is_err());
+    }
+
+    #[test]
+    fn absurd_intervals_and_region_bounds_are_refused() {
+        let sim = udamon_sim::default_attrs();
+        for flags in [
+            &["--sample-us", "1", "--aggr-us", "1", "--update-us", "1"][..],
+            &["--monitoring_intervals", "1us", "1us", "1us"],
+            &["--sample-us", "1h", "--aggr-us", "2h"],
+            &["--update-us", "2h"],
+            &["--max-regions", "4294967295"],
+        ] {
+            let e = resolve(flags, &sim).unwrap_err();
+            let text = format!("{e:#}");
+            assert!(
+                text.contains("out of range") || text.contains("at most"),
+                "{flags:?}: {text}"
+            );
+            assert!(!text.contains('\n'), "one line: {text}");
+        }
+        assert!(resolve(&["--sample-us", "100us", "--aggr-us", "1h"], &sim).is_ok());
+        // The same check for attributes from anywhere else (serve's ctl tune).
+        let mut attrs = sim;
+        attrs.sample_interval_us = 0;
+        assert!(super::check_attrs(&attrs).is_err());
     }
 
     #[test]

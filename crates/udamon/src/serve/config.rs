@@ -1,13 +1,21 @@
 //! What `udamon serve` does, from its command line and, optionally, a TOML file (docs/serve.md,
 //! "Configuration"): the file gives whatever the command line does not, and SIGHUP reads it
 //! again. Every problem is one line that names the file and the key.
+//!
+//! Whoever can write the file chooses what a root service monitors, where it writes and what
+//! it reads, so the file must belong to serve's own user or root and be writable by no one
+//! else. Each selector is asked for by someone, whom the processes it takes are checked
+//! against (docs/serve.md, "Who may have what monitored"): the command line's by whoever
+//! started serve, the file's by the file's owner.
 
 use crate::cli::ServeArgs;
-use crate::units::{parse_duration_us, parse_interval_us, parse_size};
-use anyhow::{Context as _, Result, bail};
+use crate::units::{parse_interval_us, parse_rescan_us, parse_size};
+use anyhow::{Result, bail};
 use serde::Deserialize;
 use std::net::SocketAddr;
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
+use udamon_linux::discover::Credentials;
 
 /// The configuration file: every key optional.
 #[derive(Debug, Default, Deserialize)]
@@ -38,6 +46,8 @@ pub struct Records {
     pub rotate_every: Option<String>,
     pub rotate_size: Option<String>,
     pub retain: Option<String>,
+    /// The records' permissions, in octal ("0640").
+    pub mode: Option<String>,
 }
 
 /// Records kept, resolved.
@@ -47,6 +57,15 @@ pub struct RecordsConfig {
     pub every_us: Option<u64>,
     pub max_bytes: Option<u64>,
     pub retain_bytes: u64,
+    pub mode: u32,
+}
+
+/// A selector as given, before its regular expression is compiled.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Wanted {
+    Pid(u32),
+    Cgroup(PathBuf),
+    Match(String),
 }
 
 /// The serve configuration, resolved: command line first, then the file.
@@ -54,9 +73,8 @@ pub struct RecordsConfig {
 pub struct Config {
     pub listen: SocketAddr,
     pub control: PathBuf,
-    pub pids: Vec<u32>,
-    pub cgroups: Vec<PathBuf>,
-    pub matches: Vec<String>,
+    /// The selectors, each with who asked for it.
+    pub selectors: Vec<(Wanted, Credentials)>,
     pub rescan_us: u64,
     /// The intervals and region bounds, as `record`'s flags give them.
     pub monitoring: crate::cli::MonitoringArgs,
@@ -69,25 +87,54 @@ const DEFAULT_RESCAN_US: u64 = 2_000_000;
 const DEFAULT_ROTATE_US: u64 = 3_600_000_000;
 const DEFAULT_RETAIN_BYTES: u64 = 1 << 30;
 
-/// The control socket's default path: the runtime directory of the user, or of the system for
-/// root.
-pub fn default_control() -> PathBuf {
-    match std::env::var_os("XDG_RUNTIME_DIR") {
-        Some(dir) => PathBuf::from(dir).join("udamon.sock"),
-        None if unsafe_geteuid() == 0 => PathBuf::from("/run/udamon.sock"),
-        None => std::env::temp_dir().join(format!("udamon-{}.sock", unsafe_geteuid())),
+/// The records' default permissions: serve's user only.
+pub const DEFAULT_RECORD_MODE: u32 = 0o600;
+
+/// Records' permissions in octal (`600`, `0640`): read and write bits only, the owner's
+/// always.
+pub fn parse_record_mode(text: &str) -> Result<u32, String> {
+    let digits = text.trim().trim_start_matches("0o");
+    match u32::from_str_radix(digits, 8) {
+        Ok(mode) if mode & !0o666 == 0 && mode & 0o600 == 0o600 => Ok(mode),
+        _ => Err(format!(
+            "'{text}' is not a record mode: give octal read and write bits with the owner's \
+             (600, 640 or 644)"
+        )),
     }
 }
 
-fn unsafe_geteuid() -> u32 {
-    // SAFETY: geteuid cannot fail and touches no memory of ours.
-    unsafe { libc::geteuid() }
+/// Who asked for the selectors of the configuration file at `path`: its owner, who must be
+/// serve's own user or root, with the file writable by no one else.
+fn owner(path: &Path) -> Result<Credentials> {
+    let meta = std::fs::metadata(path)
+        .map_err(|e| anyhow::anyhow!("cannot read {}: {e}", path.display()))?;
+    let mine = Credentials::of_this_process();
+    if meta.uid() != mine.uid && meta.uid() != 0 {
+        bail!(
+            "{} belongs to uid {}: serve takes a configuration only from its own user or root \
+             (whoever writes it chooses what serve monitors); chown it",
+            path.display(),
+            meta.uid()
+        );
+    }
+    if meta.mode() & 0o022 != 0 {
+        bail!(
+            "{} may be written by other users (mode {:04o}): they could choose what serve \
+             monitors; chmod go-w it",
+            path.display(),
+            meta.mode() & 0o7777
+        );
+    }
+    Ok(if meta.uid() == mine.uid {
+        mine
+    } else {
+        Credentials::of_user(0, 0)
+    })
 }
 
 /// Reads the configuration file.
 pub fn read_file(path: &Path) -> Result<File> {
-    let text = std::fs::read_to_string(path)
-        .with_context(|| format!("cannot read the configuration {}", path.display()))?;
+    let text = crate::small_file::read_text(path, "configuration file")?;
     toml::from_str(&text).map_err(|e| {
         let line = e.span().map_or(0, |s| {
             text[..s.start.min(text.len())].matches('\n').count() + 1
@@ -99,9 +146,12 @@ pub fn read_file(path: &Path) -> Result<File> {
 impl Config {
     /// The command line's settings, completed by the configuration file when there is one.
     pub fn resolve(args: &ServeArgs) -> Result<Config> {
-        let file = match &args.config {
-            Some(path) => read_file(path)?,
-            None => File::default(),
+        let (file, file_owner) = match &args.config {
+            Some(path) => {
+                let owner = owner(path)?;
+                (read_file(path)?, owner)
+            }
+            None => (File::default(), Credentials::of_this_process()),
         };
         let named = |key: &str| match &args.config {
             Some(p) => format!("{}: {key}", p.display()),
@@ -133,7 +183,7 @@ impl Config {
         let rescan_us = match (&args.rescan, &file.rescan) {
             (Some(us), _) => *us,
             (None, Some(text)) => {
-                parse_duration_us(text).map_err(|e| anyhow::anyhow!("{}: {e}", named("rescan")))?
+                parse_rescan_us(text).map_err(|e| anyhow::anyhow!("{}: {e}", named("rescan")))?
             }
             (None, None) => DEFAULT_RESCAN_US,
         };
@@ -143,6 +193,7 @@ impl Config {
                 every_us: args.rotate_every.or(Some(DEFAULT_ROTATE_US)),
                 max_bytes: args.rotate_size,
                 retain_bytes: args.retain.unwrap_or(DEFAULT_RETAIN_BYTES),
+                mode: args.record_mode.unwrap_or(DEFAULT_RECORD_MODE),
             }),
             (None, Some(r)) => {
                 let size = |key: &str, text: &Option<String>| -> Result<Option<u64>> {
@@ -157,17 +208,35 @@ impl Config {
                     max_bytes: size("records.rotate_size", &r.rotate_size)?,
                     retain_bytes: size("records.retain", &r.retain)?
                         .unwrap_or(DEFAULT_RETAIN_BYTES),
+                    mode: match (args.record_mode, &r.mode) {
+                        (Some(mode), _) => mode,
+                        (None, Some(text)) => parse_record_mode(text)
+                            .map_err(|e| anyhow::anyhow!("{}: {e}", named("records.mode")))?,
+                        (None, None) => DEFAULT_RECORD_MODE,
+                    },
                 })
             }
             (None, None) => None,
         };
-        let mut pids = args.pid.clone();
-        pids.extend(file.pids);
-        let mut cgroups = args.cgroup.clone();
-        cgroups.extend(file.cgroups);
-        let mut matches = args.r#match.clone();
-        matches.extend(file.matches);
-        if pids.is_empty() && cgroups.is_empty() && matches.is_empty() && !args.idle {
+        let wanted = |pids: Vec<u32>, cgroups: Vec<PathBuf>, matches: Vec<String>| {
+            let pids = pids.into_iter().map(Wanted::Pid);
+            let cgroups = cgroups.into_iter().map(Wanted::Cgroup);
+            pids.chain(cgroups)
+                .chain(matches.into_iter().map(Wanted::Match))
+                .collect::<Vec<_>>()
+        };
+        let by_command_line = Credentials::of_this_process();
+        let selectors: Vec<(Wanted, Credentials)> =
+            wanted(args.pid.clone(), args.cgroup.clone(), args.r#match.clone())
+                .into_iter()
+                .map(|w| (w, by_command_line.clone()))
+                .chain(
+                    wanted(file.pids, file.cgroups, file.matches)
+                        .into_iter()
+                        .map(|w| (w, file_owner.clone())),
+                )
+                .collect();
+        if selectors.is_empty() && !args.idle {
             bail!(
                 "nothing to serve: give --pid, --cgroup or --match (or targets in --config), \
                  or --idle to start empty and add targets with `udamon ctl add`"
@@ -179,10 +248,8 @@ impl Config {
                 .control
                 .clone()
                 .or(file.control)
-                .unwrap_or_else(default_control),
-            pids,
-            cgroups,
-            matches,
+                .unwrap_or_else(super::socket::default_path),
+            selectors,
             rescan_us,
             monitoring,
             records,

@@ -5,27 +5,42 @@
 //! Each connection has a thread of its own, which reads a line, hands the request to the
 //! serving loop with the caller's credentials (from the socket itself, SO_PEERCRED), and
 //! writes the answer. A line that is not a request, or longer than [`MAX_LINE`], gets an
-//! error answer and a log line; the connection and the service go on.
+//! error answer; the connection and the service go on. Every change and every refusal is a
+//! line in the log.
+//!
+//! What clients can take is bounded: [`MAX_CONNECTIONS`] at a time, a new one closing the
+//! connection idle the longest (so that idle clients cannot lock the others out), and a
+//! silent one is closed after [`IDLE_TIMEOUT`]. A failed `accept` (the service out of file
+//! descriptors, say) is logged, rate-limited, and retried after a pause.
 
-use super::log;
+use super::log::{self, Level};
 use super::target::Tune;
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
 use std::sync::mpsc::{self, Receiver, Sender};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use udamon_linux::discover::{Credentials, peer_credentials};
 
 /// The longest request line read (a schemes file inline fits many times over).
 pub const MAX_LINE: usize = 1 << 20;
 
-/// How long a connection waits for a target's answer.
-const ANSWER_TIMEOUT: Duration = Duration::from_secs(10);
+/// Connections open at once.
+pub const MAX_CONNECTIONS: usize = 16;
 
-/// A connection silent for this long is closed, so that idle clients hold no thread forever.
-const IDLE_TIMEOUT: Duration = Duration::from_secs(60);
+/// How long a connection waits for a target's answer: a target takes requests between two
+/// samples, and the sampling interval may be up to 10 s.
+const ANSWER_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// A connection silent for this long is closed.
+const IDLE_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// The pause after a failed `accept`, so that a lasting failure does not spin.
+const ACCEPT_RETRY: Duration = Duration::from_millis(100);
 
 /// A request, as a JSON object: `{"request": "tune", "target": "1234", "tune": {"aggr_us":
 /// 200000}}`.
@@ -36,8 +51,12 @@ pub enum Request {
     Add {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         pid: Option<u32>,
+        /// `builtin:NAME`, or the name of the workload whose text is `config`.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         sim: Option<String>,
+        /// A masim-format workload's text: serve opens no file for its callers.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        config: Option<String>,
         /// A simulation in virtual time: as fast as the CPU goes.
         #[serde(default)]
         fast: bool,
@@ -67,6 +86,48 @@ pub enum Request {
         target: String,
     },
 }
+
+impl Request {
+    /// Whether it changes what is served (as opposed to asking about it).
+    fn changes(&self) -> bool {
+        !matches!(
+            self,
+            Request::Targets | Request::Snapshot { .. } | Request::Status { .. }
+        )
+    }
+
+    /// The request in a few words for the log, without the text it carries (a client's
+    /// strings cut short).
+    fn describe(&self) -> String {
+        match self {
+            Request::Targets => "targets".to_string(),
+            Request::Add { pid: Some(pid), .. } => format!("add --pid {pid}"),
+            Request::Add { sim: Some(sim), .. } => format!("add --sim {}", short(sim)),
+            Request::Add { .. } => "add".to_string(),
+            Request::Remove { target } => format!("remove {}", short(target)),
+            Request::Tune { target, tune } => format!("tune {} {tune}", short(target)),
+            Request::AddSchemes { target, schemes } => {
+                format!("add-schemes {} ({} bytes)", short(target), schemes.len())
+            }
+            Request::RemoveScheme { target, index } => {
+                format!("remove-scheme {} {index}", short(target))
+            }
+            Request::Snapshot { target, .. } => format!("snapshot {}", short(target)),
+            Request::Status { target } => format!("status {}", short(target)),
+        }
+    }
+}
+
+/// A client's string for the log: at most [`SHORT`] characters.
+pub fn short(text: &str) -> String {
+    match text.char_indices().nth(SHORT) {
+        Some((cut, _)) => format!("{}...", &text[..cut]),
+        None => text.to_string(),
+    }
+}
+
+/// The most characters of a client's string the log and labels keep.
+const SHORT: usize = 64;
 
 /// The answer: `{"ok": true, "text": "..."}` or `{"ok": false, "error": "..."}`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -117,6 +178,7 @@ impl ControlSocket {
     /// Binds `path` (mode 0600) and serves connections on threads, sending their requests to
     /// `requests`. A stale socket of a dead server is replaced; a live one is an error.
     pub fn bind(path: &Path, requests: Sender<Asked>) -> anyhow::Result<Self> {
+        super::socket::prepare(path)?;
         if UnixStream::connect(path).is_ok() {
             anyhow::bail!(
                 "{} is the control socket of a running udamon serve: stop it, or give another \
@@ -140,19 +202,7 @@ impl ControlSocket {
         std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))?;
         std::thread::Builder::new()
             .name("udamon control".into())
-            .spawn(move || {
-                for stream in listener.incoming() {
-                    match stream {
-                        Ok(stream) => {
-                            let requests = requests.clone();
-                            let _ = std::thread::Builder::new()
-                                .name("udamon control connection".into())
-                                .spawn(move || connection(stream, requests));
-                        }
-                        Err(e) => log::warn(&format!("control socket: {e}")),
-                    }
-                }
-            })?;
+            .spawn(move || accept(listener, requests))?;
         Ok(ControlSocket {
             path: path.to_path_buf(),
         })
@@ -165,12 +215,99 @@ impl Drop for ControlSocket {
     }
 }
 
+/// The open connections, oldest first, each with a handle to close it and whether it is in
+/// the middle of a request.
+#[derive(Default)]
+struct Connections {
+    next: u64,
+    open: BTreeMap<u64, (UnixStream, bool)>,
+}
+
+type Shared = Arc<Mutex<Connections>>;
+
+fn lock(connections: &Shared) -> std::sync::MutexGuard<'_, Connections> {
+    connections.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl Connections {
+    /// Makes room for `stream` (closing the connection idle the longest when all are taken)
+    /// and registers it; `None` when every connection is busy with a request.
+    fn admit(&mut self, stream: &UnixStream) -> Option<u64> {
+        if self.open.len() >= MAX_CONNECTIONS {
+            let idle = self
+                .open
+                .iter()
+                .find(|(_, (_, busy))| !busy)
+                .map(|(id, _)| *id)?;
+            if let Some((s, _)) = self.open.remove(&idle) {
+                let _ = s.shutdown(std::net::Shutdown::Both);
+            }
+        }
+        let handle = stream.try_clone().ok()?;
+        let id = self.next;
+        self.next += 1;
+        self.open.insert(id, (handle, false));
+        Some(id)
+    }
+
+    fn set_busy(&mut self, id: u64, busy: bool) {
+        if let Some((_, b)) = self.open.get_mut(&id) {
+            *b = busy;
+        }
+    }
+}
+
+fn accept(listener: UnixListener, requests: Sender<Asked>) {
+    let connections = Shared::default();
+    for stream in listener.incoming() {
+        let stream = match stream {
+            Ok(stream) => stream,
+            Err(e) => {
+                log::limited(
+                    Level::Warn,
+                    "control accept",
+                    &format!("control socket: cannot accept a connection ({e}); retrying"),
+                );
+                std::thread::sleep(ACCEPT_RETRY);
+                continue;
+            }
+        };
+        let Some(id) = lock(&connections).admit(&stream) else {
+            log::limited(
+                Level::Warn,
+                "control full",
+                &format!("control socket: {MAX_CONNECTIONS} connections busy; closing a new one"),
+            );
+            continue;
+        };
+        let (requests, shared) = (requests.clone(), Arc::clone(&connections));
+        let spawned = std::thread::Builder::new()
+            .name("udamon control connection".into())
+            .spawn(move || {
+                connection(id, stream, requests, &shared);
+                lock(&shared).open.remove(&id);
+            });
+        if let Err(e) = spawned {
+            lock(&connections).open.remove(&id);
+            log::limited(
+                Level::Warn,
+                "control accept",
+                &format!("control socket: cannot start a connection's thread ({e})"),
+            );
+        }
+    }
+}
+
 /// Answers one connection's requests until it closes.
-fn connection(stream: UnixStream, requests: Sender<Asked>) {
+fn connection(id: u64, stream: UnixStream, requests: Sender<Asked>, connections: &Shared) {
     let caller = match peer_credentials(&stream) {
         Ok(c) => c,
         Err(e) => {
-            log::warn(&format!("control socket: cannot tell who connected: {e}"));
+            log::limited(
+                Level::Warn,
+                "control refused",
+                &format!("control socket: cannot tell who connected: {e}"),
+            );
             return;
         }
     };
@@ -189,16 +326,19 @@ fn connection(stream: UnixStream, requests: Sender<Asked>) {
             Ok(0) | Err(_) => return,
             Ok(_) => {}
         }
+        lock(connections).set_busy(id, true);
         let answer = if line.len() > MAX_LINE {
-            bad(
+            refused(
                 &caller,
+                "a request",
                 &format!("a request line is longer than {MAX_LINE} bytes"),
             )
         } else {
             match serde_json::from_slice::<Request>(&line) {
                 Ok(request) => ask(request, &caller, &requests),
-                Err(e) => bad(
+                Err(e) => refused(
                     &caller,
+                    "a request",
                     &format!("not a request ({e}); see docs/serve.md, \"Control\""),
                 ),
             }
@@ -209,15 +349,26 @@ fn connection(stream: UnixStream, requests: Sender<Asked>) {
             // A line that long is not a client speaking the protocol: hang up.
             return;
         }
+        lock(connections).set_busy(id, false);
     }
 }
 
-fn bad(caller: &Credentials, why: &str) -> Answer {
-    log::warn(&format!("control socket (pid {}): {why}", caller.pid));
+/// Who asks, for the log.
+fn who(caller: &Credentials) -> String {
+    format!("uid {} (pid {})", caller.uid, caller.pid)
+}
+
+fn refused(caller: &Credentials, what: &str, why: &str) -> Answer {
+    log::limited(
+        Level::Warn,
+        "control refused",
+        &format!("control: {} asked for {what}: refused: {why}", who(caller)),
+    );
     Answer::from(Err(why.to_string()))
 }
 
 fn ask(request: Request, caller: &Credentials, requests: &Sender<Asked>) -> Answer {
+    let (what, changes) = (request.describe(), request.changes());
     let (answer, pending) = mpsc::channel();
     let asked = Asked {
         request,
@@ -234,35 +385,41 @@ fn ask(request: Request, caller: &Credentials, requests: &Sender<Asked>) -> Answ
             .unwrap_or_else(|_| Err("the target did not answer: it may have ended".to_string())),
         Err(_) => Err("udamon serve did not answer".to_string()),
     };
-    Answer::from(result)
+    match result {
+        Err(why) => refused(caller, &what, &why),
+        Ok(text) => {
+            if changes {
+                log::limited(
+                    Level::Info,
+                    "control change",
+                    &format!("control: {} asked for {what}: {text}", who(caller)),
+                );
+            }
+            Answer::from(Ok(text))
+        }
+    }
 }
 
 /// Sends one request to the socket at `path` and returns its answer (for `udamon ctl`).
 pub fn request(path: &Path, request: &Request) -> anyhow::Result<Answer> {
     let mut text = serde_json::to_string(request)?;
-    text.push('\n');
-    // serve answers a longer line with a refusal and hangs up while it is still being sent,
-    // which the sender would only see as a broken pipe.
-    if text.len() > MAX_LINE {
-        let what = match request {
-            Request::AddSchemes { .. } => "the schemes file makes a request of",
-            _ => "the request takes",
-        };
+    if text.len() >= MAX_LINE {
         anyhow::bail!(
-            "{what} {} KiB, more than serve takes ({} KiB): give fewer schemes at a time",
-            text.len() >> 10,
-            MAX_LINE >> 10
+            "the request is {} bytes, more than udamon serve takes ({MAX_LINE}): send a smaller \
+             file",
+            text.len()
         );
     }
-    let mut stream = UnixStream::connect(path).map_err(|e| {
-        anyhow::anyhow!(
-            "cannot reach udamon serve at {}: {e} (is it running? give its --control path)",
-            path.display()
-        )
-    })?;
+    text.push('\n');
+    let mut stream = super::socket::connect(path)?;
+    // The longest serve takes to answer, and some.
+    stream.set_read_timeout(Some(3 * ANSWER_TIMEOUT))?;
     stream.write_all(text.as_bytes())?;
     let mut line = String::new();
     BufReader::new(stream).read_line(&mut line)?;
+    if line.is_empty() {
+        anyhow::bail!("udamon serve closed the connection without an answer");
+    }
     serde_json::from_str(&line)
         .map_err(|e| anyhow::anyhow!("udamon serve answered something else: {e}"))
 }

@@ -1,6 +1,10 @@
 //! Records of a long-running monitor: one file per target at a time, rotated by age or size,
 //! and a retention limit on the directory, so that a week of serving never fills a disk.
 //!
+//! Records hold what serve saw of processes that may be anyone's, so they are private to serve's
+//! user (mode 0600, or `--record-mode`), and each is a new file: never a path that someone
+//! else put there (a link to elsewhere), whatever the directory.
+//!
 //! Each record is a complete udamon record of its own (header, snapshots, events, a stop
 //! event), named `COMM-PID-UNIXSECONDS.data` (`COMM-simN-...` for the N-th simulated workload), so that
 //! every report reads any one of them. A rotation finishes the current file and starts the next
@@ -16,6 +20,8 @@
 use super::target::Labels;
 use crate::host::unix_now_ns;
 use std::collections::{BTreeSet, HashMap, HashSet};
+use std::fs::File;
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use udamon_core::{Callbacks, Context, Flow};
@@ -33,6 +39,8 @@ pub struct RecordPolicy {
     pub max_bytes: Option<u64>,
     /// Remove the oldest finished records while the directory's records hold more.
     pub retain_bytes: u64,
+    /// The permissions of each record.
+    pub mode: u32,
     /// Records being written now: retention leaves them alone.
     open: Mutex<BTreeSet<PathBuf>>,
 }
@@ -43,20 +51,28 @@ impl RecordPolicy {
         every_us: Option<u64>,
         max_bytes: Option<u64>,
         retain_bytes: u64,
+        mode: u32,
     ) -> Result<Self, String> {
-        std::fs::create_dir_all(&dir)
+        // A directory made here lets in whom the records let in: x where they give r.
+        let dir_mode = mode | (mode & 0o444) >> 2;
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(dir_mode)
+            .create(&dir)
             .map_err(|e| format!("cannot create the record directory {}: {e}", dir.display()))?;
         Ok(RecordPolicy {
             dir,
             every_us,
             max_bytes,
             retain_bytes,
+            mode,
             open: Mutex::new(BTreeSet::new()),
         })
     }
 
-    /// A free name for a new record of `labels`.
-    fn new_path(&self, labels: &Labels) -> PathBuf {
+    /// A new record file of `labels` under a free name, with the policy's permissions: created
+    /// here, never opened through a link.
+    fn create(&self, labels: &Labels) -> Result<(File, PathBuf), String> {
         let comm: String = labels
             .comm
             .chars()
@@ -65,13 +81,30 @@ impl RecordPolicy {
         let pid = labels.id.to_string().replace(':', "");
         let secs = unix_now_ns() / 1_000_000_000;
         let base = format!("{comm}-{pid}-{secs}");
-        (0..)
-            .map(|n| match n {
+        for n in 0u32.. {
+            let path = match n {
                 0 => self.dir.join(format!("{base}.data")),
                 n => self.dir.join(format!("{base}.{n}.data")),
-            })
-            .find(|p| !p.exists())
-            .expect("some name is free")
+            };
+            let created = File::options()
+                .write(true)
+                .create_new(true)
+                .mode(self.mode)
+                .custom_flags(libc::O_NOFOLLOW)
+                .open(&path);
+            match created {
+                // Exactly the mode asked for, whatever the umask.
+                Ok(file) => {
+                    return file
+                        .set_permissions(std::fs::Permissions::from_mode(self.mode))
+                        .map(|()| (file, path.clone()))
+                        .map_err(|e| format!("cannot record to {}: {e}", path.display()));
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+                Err(e) => return Err(format!("cannot record to {}: {e}", path.display())),
+            }
+        }
+        unreachable!("some name is free")
     }
 
     /// Removes the oldest finished records until the directory's records fit the limit.
@@ -276,8 +309,7 @@ fn start_record(
     header: &Header,
     now_us: u64,
 ) -> Result<(Recorder, PathBuf), String> {
-    let path = policy.new_path(labels);
-    let file = crate::output::stream(&path, &[]).map_err(|e| format!("{e:#}"))?;
+    let (file, path) = policy.create(labels)?;
     let writer = RecordWriter::new(
         file,
         &path,
@@ -392,7 +424,7 @@ mod tests {
     #[test]
     fn retention_removes_the_oldest_finished_records_first() {
         let dir = tempfile::tempdir().unwrap();
-        let policy = RecordPolicy::new(dir.path().to_path_buf(), None, None, 250).unwrap();
+        let policy = RecordPolicy::new(dir.path().to_path_buf(), None, None, 250, 0o600).unwrap();
         let mut paths = Vec::new();
         for i in 0..4 {
             let path = dir.path().join(format!("w-{i}.data"));
@@ -413,5 +445,35 @@ mod tests {
         assert_eq!(removed, [paths[1].clone(), paths[2].clone()]);
         assert!(paths[0].exists() && paths[3].exists());
         assert!(dir.path().join("notes.txt").exists(), "only records count");
+    }
+
+    #[test]
+    fn records_are_private_new_files_and_never_follow_a_link() {
+        use std::os::unix::fs::MetadataExt;
+        let dir = tempfile::tempdir().unwrap();
+        let victim = dir.path().join("victim");
+        std::fs::write(&victim, "precious").unwrap();
+        let records = dir.path().join("records");
+        let policy = RecordPolicy::new(records.clone(), None, None, u64::MAX, 0o600).unwrap();
+        let labels = Labels {
+            id: super::super::target::TargetId::Pid(7),
+            comm: "x".into(),
+            cgroup: String::new(),
+        };
+        // Links planted where the next record's name will be.
+        let secs = unix_now_ns() / 1_000_000_000;
+        for s in [secs, secs + 1] {
+            std::os::unix::fs::symlink(&victim, records.join(format!("x-7-{s}.data"))).unwrap();
+        }
+        let (_file, path) = policy.create(&labels).unwrap();
+        let meta = std::fs::symlink_metadata(&path).unwrap();
+        assert!(meta.is_file(), "{}", path.display());
+        assert_eq!(meta.mode() & 0o777, 0o600);
+        assert_eq!(std::fs::read_to_string(&victim).unwrap(), "precious");
+        let shared = RecordPolicy::new(dir.path().join("shared"), None, None, 1, 0o640).unwrap();
+        let (_file, path) = shared.create(&labels).unwrap();
+        assert_eq!(path.metadata().unwrap().mode() & 0o777, 0o640);
+        let dir_mode = dir.path().join("shared").metadata().unwrap().mode() & 0o777;
+        assert_eq!(dir_mode & 0o750, 0o750, "{dir_mode:o}");
     }
 }

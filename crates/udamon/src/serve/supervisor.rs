@@ -1,12 +1,12 @@
 //! The served targets: starting one on a thread of its own, telling it what to change,
-//! stopping it, and collecting the threads of targets that ended, so that none outlives its
-//! target.
+//! stopping it (with the reason its record ends with), and collecting the threads of targets
+//! that ended, so that none outlives its target. A target started again while its previous
+//! monitoring is still ending (removed and added back at once) starts as soon as that ends.
 
 use super::records::RecordPolicy;
-use super::target::{self, Command, Labels, Reply, Sink, Start, TargetSettings};
+use super::target::{self, Command, Labels, Reply, Sink, Start, StopRequest, TargetSettings};
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{self, Sender};
 use std::thread::JoinHandle;
 
@@ -20,9 +20,21 @@ pub enum Key {
 
 struct Running {
     labels: Labels,
-    stop: Arc<AtomicBool>,
+    stop: StopRequest,
     commands: Sender<Command>,
     thread: JoinHandle<()>,
+    /// Started again while this one was ending: what to start once it ended.
+    then: Option<(Labels, Start, TargetSettings)>,
+}
+
+/// What [`Supervisor::start`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Started {
+    Now,
+    /// Once its previous monitoring, which is ending, has ended.
+    Next,
+    /// It was served already.
+    Already,
 }
 
 pub struct Supervisor {
@@ -40,14 +52,30 @@ impl Supervisor {
         }
     }
 
-    /// Starts monitoring a target on its own thread (nothing if it is served already).
-    pub fn start(&mut self, key: Key, labels: Labels, start: Start, settings: TargetSettings) {
-        if self.running.contains_key(&key) {
-            return;
+    /// Starts monitoring a target on its own thread: now, or once its previous monitoring
+    /// ended if that is ending, or not at all if it is served already.
+    pub fn start(
+        &mut self,
+        key: Key,
+        labels: Labels,
+        start: Start,
+        settings: TargetSettings,
+    ) -> Started {
+        if let Some(running) = self.running.get_mut(&key) {
+            if !running.stop.requested() {
+                return Started::Already;
+            }
+            running.then = Some((labels, start, settings));
+            return Started::Next;
         }
-        let stop = Arc::new(AtomicBool::new(false));
+        self.spawn(key, labels, start, settings);
+        Started::Now
+    }
+
+    fn spawn(&mut self, key: Key, labels: Labels, start: Start, settings: TargetSettings) {
+        let stop = StopRequest::default();
         let (commands, receiver) = mpsc::channel();
-        let thread_stop = Arc::clone(&stop);
+        let thread_stop = stop.clone();
         let sink = Arc::clone(&self.sink);
         let records = self.records.clone();
         let thread_labels = labels.clone();
@@ -73,6 +101,7 @@ impl Supervisor {
                         stop,
                         commands,
                         thread,
+                        then: None,
                     },
                 );
             }
@@ -80,14 +109,17 @@ impl Supervisor {
         }
     }
 
-    /// Asks a target to stop; its thread ends after its current step.
-    pub fn stop(&mut self, key: &Key) {
-        if let Some(r) = self.running.get(key) {
-            r.stop.store(true, Ordering::Relaxed);
+    /// Asks a target to stop because of `why`; its thread ends after its current step. A
+    /// start waiting for it to end is called off.
+    pub fn stop(&mut self, key: &Key, why: &str) {
+        if let Some(r) = self.running.get_mut(key) {
+            r.stop.request(why);
+            r.then = None;
         }
     }
 
-    /// Collects the threads of targets that ended; returns their keys.
+    /// Collects the threads of targets that ended, starting those started again meanwhile;
+    /// returns the keys of those that ended.
     pub fn reap(&mut self) -> Vec<Key> {
         let ended: Vec<Key> = self
             .running
@@ -98,6 +130,9 @@ impl Supervisor {
         for key in &ended {
             if let Some(r) = self.running.remove(key) {
                 let _ = r.thread.join();
+                if let Some((labels, start, settings)) = r.then {
+                    self.spawn(*key, labels, start, settings);
+                }
             }
         }
         ended
@@ -131,10 +166,10 @@ impl Supervisor {
         Ok(receiver)
     }
 
-    /// Stops every target and waits for each to finish its record.
-    pub fn stop_all(mut self) {
+    /// Stops every target because of `why` and waits for each to finish its record.
+    pub fn stop_all(mut self, why: &str) {
         for r in self.running.values() {
-            r.stop.store(true, Ordering::Relaxed);
+            r.stop.request(why);
         }
         for (_, r) in std::mem::take(&mut self.running) {
             let _ = r.thread.join();

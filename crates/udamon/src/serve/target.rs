@@ -97,16 +97,54 @@ pub struct Monitored {
     pub live: bool,
     /// How long its clock sleeps between wake-ups, kept at [`wake_batch`] of the window.
     pub batch: Option<vaddr::Batch>,
+    /// Why the target is gone once its operations find nothing left to monitor.
+    pub gone: Box<dyn Fn() -> String + Send>,
 }
 
 /// How long a served target's clock sleeps between wake-ups: half its aggregation window,
-/// rather than every 50 ms. With many targets, wake-ups are most of the service's cost, and a
-/// window is still published within half a window of its end.
+/// rather than every 50 ms, but at most [`MAX_WAKE_BATCH`]. With many targets, wake-ups are
+/// most of the service's cost, and a window is still published within half a window of its
+/// end; a stop is seen within the longest batch whatever the window.
 pub fn wake_batch(aggr_interval_us: u64) -> Duration {
-    Duration::from_micros(aggr_interval_us / 2).max(vaddr::BATCH)
+    Duration::from_micros(aggr_interval_us / 2).clamp(vaddr::BATCH, MAX_WAKE_BATCH)
 }
 
-/// Builds a target's operations on its thread; fails with a one-line reason.
+/// The longest a served target's clock sleeps at once.
+pub const MAX_WAKE_BATCH: Duration = Duration::from_secs(1);
+
+/// How a target is asked to stop: the flag its loop and clock watch, and why, for its log line
+/// and the end of its record.
+#[derive(Debug, Clone, Default)]
+pub struct StopRequest {
+    flag: Arc<AtomicBool>,
+    why: Arc<std::sync::Mutex<Option<String>>>,
+}
+
+impl StopRequest {
+    /// Asks the target to stop because of `why` (the first reason given is kept).
+    pub fn request(&self, why: &str) {
+        let mut kept = self.why.lock().unwrap_or_else(|e| e.into_inner());
+        kept.get_or_insert_with(|| why.to_string());
+        self.flag.store(true, Ordering::Relaxed);
+    }
+
+    pub fn requested(&self) -> bool {
+        self.flag.load(Ordering::Relaxed)
+    }
+
+    pub fn flag(&self) -> &Arc<AtomicBool> {
+        &self.flag
+    }
+
+    fn why(&self) -> String {
+        let kept = self.why.lock().unwrap_or_else(|e| e.into_inner());
+        kept.clone()
+            .unwrap_or_else(|| "stopped on request".to_string())
+    }
+}
+
+/// Builds a target's operations on its thread (its clock watching the stop flag given);
+/// fails with a one-line reason.
 pub type Start = Box<dyn FnOnce(&Arc<AtomicBool>) -> Result<Monitored, String> + Send>;
 
 /// What a target is monitored with: the serve-wide settings, copied at its start.
@@ -126,6 +164,36 @@ pub struct Tune {
     pub update_us: Option<u64>,
     pub min_regions: Option<u32>,
     pub max_regions: Option<u32>,
+}
+
+impl std::fmt::Display for Tune {
+    /// The changes given, as `ctl tune` takes them: `--aggr-us 200000us --max-regions 300`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let intervals = [
+            ("sample-us", self.sample_us),
+            ("aggr-us", self.aggr_us),
+            ("update-us", self.update_us),
+        ];
+        let bounds = [
+            ("min-regions", self.min_regions),
+            ("max-regions", self.max_regions),
+        ];
+        let mut words = Vec::new();
+        for (name, us) in intervals {
+            if let Some(us) = us {
+                words.push(format!("--{name} {us}us"));
+            }
+        }
+        for (name, n) in bounds {
+            if let Some(n) = n {
+                words.push(format!("--{name} {n}"));
+            }
+        }
+        if words.is_empty() {
+            words.push("(nothing)".to_string());
+        }
+        write!(f, "{}", words.join(" "))
+    }
 }
 
 impl Tune {
@@ -168,7 +236,7 @@ struct Served {
     told: Told,
     rotation: Option<Rotation>,
     commands: Receiver<Command>,
-    stop: Arc<AtomicBool>,
+    stop: StopRequest,
     start_us: u64,
     windows: u64,
     /// The last complete window, for [`Command::Snapshot`].
@@ -200,8 +268,9 @@ impl Served {
         match command {
             Command::Tune(tune, reply) => {
                 let attrs = tune.apply_to(ctx.attrs());
-                let result = ctx
-                    .set_attrs(attrs)
+                let result = crate::monitor::check_attrs(&attrs)
+                    .map_err(|e| format!("{e:#}"))
+                    .and_then(|()| ctx.set_attrs(attrs).map_err(|e| e.to_string()))
                     .map(|()| {
                         // A shorter window must not wait out the old one's batch.
                         if let Some(batch) = &self.batch {
@@ -257,12 +326,17 @@ impl Served {
                 let _ = reply.send(self.snapshot(json));
             }
             Command::Status(reply) => {
-                let _ = reply.send(Ok(format!(
+                let mut text = format!(
                     "{}: {}; {} windows",
                     self.labels,
                     describe(ctx),
                     self.windows
-                )));
+                );
+                for (i, scheme) in ctx.schemes().iter().enumerate() {
+                    text.push('\n');
+                    text.push_str(&scheme_counters(i, scheme));
+                }
+                let _ = reply.send(Ok(text));
             }
         }
     }
@@ -302,9 +376,26 @@ fn describe(ctx: &Context) -> String {
     )
 }
 
+/// What scheme `index` did so far, one line: regions and bytes it tried and applied, and how
+/// often its quota ran out (the counters `udamon report schemes` shows of a record).
+fn scheme_counters(index: usize, scheme: &Scheme) -> String {
+    let s = &scheme.stats;
+    let size = udamon_report::human::size;
+    format!(
+        "scheme {index} {}: tried {} regions ({}), applied {} regions ({}), quota exceeded {} \
+         times",
+        scheme.action.name(),
+        s.nr_tried,
+        size(s.sz_tried),
+        s.nr_applied,
+        size(s.sz_applied),
+        s.qt_exceeds
+    )
+}
+
 impl Callbacks for Served {
     fn control(&mut self, ctx: &mut Context) -> Flow {
-        if self.stop.load(Ordering::Relaxed) {
+        if self.stop.requested() {
             return Ok(ControlFlow::Break(()));
         }
         loop {
@@ -347,7 +438,7 @@ pub fn serve_target(
     sink: Arc<dyn Sink>,
     records: Option<Arc<RecordPolicy>>,
     commands: Receiver<Command>,
-    stop: Arc<AtomicBool>,
+    stop: StopRequest,
 ) {
     let outcome = run(&labels, start, settings, &sink, records, commands, stop);
     sink.gone(&labels);
@@ -364,7 +455,7 @@ fn run(
     sink: &Arc<dyn Sink>,
     records: Option<Arc<RecordPolicy>>,
     commands: Receiver<Command>,
-    stop: Arc<AtomicBool>,
+    stop: StopRequest,
 ) -> Result<String, String> {
     let Monitored {
         mut ops,
@@ -376,7 +467,8 @@ fn run(
         metrics,
         live,
         batch,
-    } = start(&stop)?;
+        gone,
+    } = start(stop.flag())?;
     let mut ctx = Context::new(settings.attrs, settings.seed).map_err(|e| e.to_string())?;
     ctx.set_start_time_us(start_us);
     if let Some(metrics) = metrics {
@@ -409,8 +501,8 @@ fn run(
     };
     let result = ctx.run(ops.as_mut(), clock.as_mut(), &mut served);
     let why = match &result {
-        Ok(StopReason::Requested) => "stopped on request".to_string(),
-        Ok(StopReason::NoValidTarget) => "the target ended".to_string(),
+        Ok(StopReason::Requested) => served.stop.why(),
+        Ok(StopReason::NoValidTarget) => gone(),
         Err(RunError::Callback(e)) => format!("the record could not be written: {e}"),
         Err(RunError::Ops(e)) => format!("monitoring failed: {e}"),
     };

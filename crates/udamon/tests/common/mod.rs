@@ -2,6 +2,8 @@
 //! simulated records, and reading a record's reports as JSON.
 #![allow(dead_code)] // each test binary uses a different subset
 
+pub mod serve;
+
 use assert_cmd::Command;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
