@@ -226,7 +226,7 @@ pub fn stream(dest: &Path, inputs: &[&Path]) -> Result<File> {
 /// is the monitor's life however it ends (the kernel drops it when a killed monitor's files
 /// close). Readers test it ([`crate::input::writer_of`]) to tell a record still being written
 /// from one whose monitor was killed. A file system without locks only loses that distinction.
-fn hold_writer_lock(file: &File) {
+pub fn hold_writer_lock(file: &File) {
     use std::os::fd::AsRawFd;
     // SAFETY: flock on a descriptor we own.
     unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
