@@ -437,7 +437,7 @@ mod tests {
         };
         let e = request(Path::new("/nonexistent/udamon.sock"), &big).unwrap_err();
         assert!(
-            e.to_string().contains("more than serve takes (1024 KiB)"),
+            e.to_string().contains("more than udamon serve takes"),
             "{e}"
         );
     }
