@@ -10,6 +10,9 @@
 //! Sample addresses are generated before timing starts, so only the core's work is measured.
 //! Times are the thread's CPU time. Run: `cargo run --release -p udamon-bench --bin core-bench`.
 
+mod cpu;
+
+use cpu::thread_cpu_ns;
 use std::hint::black_box;
 use udamon_core::{
     AddrRange, Attrs, Context, NoCallbacks, Operations, OpsError, Prng, SampledAccess, Target,
@@ -17,18 +20,6 @@ use udamon_core::{
 };
 
 const PAGE: u64 = 4096;
-
-/// CPU time of this thread, in nanoseconds.
-fn thread_cpu_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: clock_gettime writes into the timespec we own.
-    let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
-    assert_eq!(rc, 0, "clock_gettime(CLOCK_THREAD_CPUTIME_ID) failed");
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
-}
 
 /// A sampled access source replaying pre-generated addresses: `per_interval` samples each
 /// sampling interval, 90 % of them in a hot tenth of the address space.

@@ -48,6 +48,7 @@ fn header() -> Header {
         }],
         host: HostInfo::default(),
         start_time_unix_ns: 0,
+        adjustment: String::new(),
     }
 }
 

@@ -7,21 +7,24 @@
 //! `apply_min_nr_regions` enforces the minimum strictly. Upstream's function-static split state
 //! (`last_nr_regions`, `rotation`) lives in [`SplitState`], one per context.
 //!
-//! Beyond upstream, for sampled access sources only: [`split_at_sampled_extents`]. A region
-//! counts as accessed when any sample falls in it, so a region straddling touched and
-//! never-touched memory reports all of it accessed, and random 10–90 % cuts find the edge only
-//! slowly with a few samples per window. A region whose samples all fell within a span that
-//! leaves a large part of it unsampled is cut at the span's edge (aligned outward to
-//! `min_region_sz`), largest unsampled parts first, within `max_nr_regions`: before the window
-//! is reported where evenly spread samples would hardly have missed that part (the window's
-//! samples, or those with the recent windows' of [`crate::recent_samples`]), so that reports
-//! and schemes see it idle, and after the report wherever the part is large, so that the next
-//! window measures it apart. Accessed-bit sources record no span, so their behaviour is
-//! upstream's.
+//! Beyond upstream, in the guided adjustment (docs/algorithms.md#guided; the context turns it
+//! off for `Adjustment::Faithful`): [`split_at_sampled_extents`]. A region counts as accessed
+//! when any sample falls in it (or any check finds its page accessed), so a region straddling
+//! touched and never-touched memory reports all of it accessed, and random 10–90 % cuts find
+//! the edge only slowly. A region whose accesses were all seen within a span that leaves a
+//! large part of it unseen (the sample addresses of sampled sources, the accessed sampling
+//! addresses of accessed-bit ones: [`Region::sampled`]) is cut at the span's edge (aligned
+//! outward to `min_region_sz`), largest unseen parts first, within `max_nr_regions`: before
+//! the window is reported where evenly spread accesses would hardly have missed that part (the
+//! window's, or with sampled sources those with the recent windows' of
+//! [`crate::recent_samples`]), so that reports and schemes see it idle, and after the report
+//! wherever the part is large, so that the next window measures it apart. Regions seen
+//! accessed and idle ones stay apart in the merge ([`MergeRule::keep_seen_apart`]), and idle
+//! memory is probed ([`crate::probe`]), for accessed-bit sources.
 //!
-//! Also for sampled sources only, merging is by sample density ([`MergeRule::density_alpha`],
-//! the test of [`crate::density`]) rather than by DAMON's threshold over counts that sampling
-//! keeps small, and a merged region keeps the intervals in which either part got a sample
+//! For sampled sources, merging is by sample density ([`MergeRule::density_alpha`], the test
+//! of [`crate::density`]) rather than by DAMON's threshold over counts that sampling keeps
+//! small, and a merged region keeps the intervals in which either part got a sample
 //! ([`merge_two`]): a region that got samples in a window reports accessed in it, through every
 //! merge and split.
 
@@ -112,6 +115,11 @@ pub struct MergeRule {
     /// their sample densities apart (the window's samples and the recent windows'; the
     /// threshold still restarts ages). `None`: DAMON's rule, for accessed-bit sources.
     pub density_alpha: Option<f64>,
+    /// The guided adjustment, accessed-bit sources: a region seen accessed in the window and
+    /// one that was not are never alike, however close their counts (a region with a few
+    /// accessed pages merged into idle memory averages them away). Dropped, as DAMON's
+    /// threshold is raised, while too many regions remain.
+    pub keep_seen_apart: bool,
 }
 
 impl MergeRule {
@@ -121,6 +129,7 @@ impl MergeRule {
             threshold,
             max_nr,
             density_alpha: None,
+            keep_seen_apart: false,
         }
     }
 
@@ -128,7 +137,10 @@ impl MergeRule {
     fn alike(&self, l: &Region, l_samples: u32, r: &Region, r_samples: u32) -> bool {
         match self.density_alpha {
             Some(alpha) => density::alike(l_samples, l.size(), r_samples, r.size(), alpha),
-            None => l.nr_accesses.abs_diff(r.nr_accesses) <= self.threshold,
+            None => {
+                l.nr_accesses.abs_diff(r.nr_accesses) <= self.threshold
+                    && !(self.keep_seen_apart && (l.nr_accesses == 0) != (r.nr_accesses == 0))
+            }
         }
     }
 
@@ -140,6 +152,7 @@ impl MergeRule {
             density_alpha: self
                 .density_alpha
                 .map(|a| if a < 1e-5 { 0.0 } else { a / 10.0 }),
+            keep_seen_apart: false,
             ..self
         }
     }
@@ -149,7 +162,9 @@ impl MergeRule {
     fn can_loosen(&self) -> bool {
         match self.density_alpha {
             Some(alpha) => alpha > 0.0,
-            None => self.threshold.saturating_mul(2).max(1) / 2 < self.max_nr,
+            None => {
+                self.keep_seen_apart || self.threshold.saturating_mul(2).max(1) / 2 < self.max_nr
+            }
         }
     }
 }
@@ -237,8 +252,8 @@ pub fn merge_regions(
 /// statistics. Raw sample counts are shared in proportion to size, since they are additive,
 /// and the read and write samples in proportion to them ([`Region::give_samples`]).
 ///
-/// With sampled sources the window's sampled span says more: samples go to the side they fell
-/// on, and a piece that got none of them was accessed in no interval of the window so far, so
+/// Where the window's accesses were seen ([`Region::sampled`]) says more: samples go to the
+/// side they fell on, and a piece that got none of them was accessed in no interval so far, so
 /// its `nr_accesses` is 0 (left with the region's count, it would carry it into reports,
 /// schemes and `last_nr_accesses`). It keeps the region's age, as every split piece does: an
 /// age of 0 would be averaged into the cold memory it merges with next, and cold memory beside
@@ -335,10 +350,7 @@ fn idle_sides(
         let (gap, at) = beside(s, left);
         (gap >= min_sz && idle_gap(gap, r.size(), samples, reported)).then_some((gap, at))
     };
-    let mut sides = [
-        idle(span, r.raw_samples, true),
-        idle(span, r.raw_samples, false),
-    ];
+    let mut sides = [idle(span, r.seen(), true), idle(span, r.seen(), false)];
     if !reported {
         return sides;
     }
@@ -352,7 +364,7 @@ fn idle_sides(
     let Some((past, n)) = recent.and_then(|h| h.within(AddrRange::new(r.start, r.end))) else {
         return sides;
     };
-    let (both, samples) = (span.hull(past), r.raw_samples.saturating_add(n));
+    let (both, samples) = (span.hull(past), r.seen().saturating_add(n));
     for (i, side) in sides.iter_mut().enumerate() {
         if side.is_none() {
             *side = idle(both, samples, i == 0);
@@ -403,9 +415,9 @@ pub fn split_at_sampled_extents(
     }
 }
 
-/// Cuts `regions` at the addresses `cuts` (ascending, inside regions, at most two per region),
-/// in place: from the back, so that every region moves once and the vector keeps its buffer.
-fn insert_cuts(regions: &mut Vec<Region>, cuts: &[u64]) {
+/// Cuts `regions` at the addresses `cuts` (ascending, each inside a region and none twice), in
+/// place: from the back, so that every region moves once and the vector keeps its buffer.
+pub(crate) fn insert_cuts(regions: &mut Vec<Region>, cuts: &[u64]) {
     let old_len = regions.len();
     regions.resize(old_len + cuts.len(), Region::default());
     let mut write = regions.len();
@@ -443,8 +455,23 @@ fn random_cut(rng: &mut Prng, size: u64, min_sz: u64) -> Option<u64> {
 
 /// `damon_split_regions_of`: split every region into up to `nr_subs` pieces at random points.
 pub fn split_regions_of(regions: &mut Vec<Region>, nr_subs: u32, min_sz: u64, rng: &mut Prng) {
+    split_regions_of_where(regions, nr_subs, min_sz, rng, |_| true);
+}
+
+/// [`split_regions_of`] of the regions `splits` picks; the others stay whole.
+fn split_regions_of_where(
+    regions: &mut Vec<Region>,
+    nr_subs: u32,
+    min_sz: u64,
+    rng: &mut Prng,
+    splits: impl Fn(&Region) -> bool,
+) {
     let mut out = Vec::with_capacity(regions.len() * nr_subs as usize);
     for &r in regions.iter() {
+        if !splits(&r) {
+            out.push(r);
+            continue;
+        }
         let mut left = r;
         // Pieces cut off the right end, in reverse address order.
         let mut right_pieces: Vec<Region> = Vec::new();
@@ -469,6 +496,7 @@ fn split_some_regions(
     state: &mut SplitState,
     min_sz: u64,
     rng: &mut Prng,
+    splits: impl Fn(&Region) -> bool,
 ) {
     let offset = (state.rotation % step as u64) as usize;
     state.rotation = state.rotation.wrapping_add(1);
@@ -477,6 +505,10 @@ fn split_some_regions(
         let mut out = Vec::with_capacity(t.regions.len() + t.regions.len() / step + 1);
         for &r in t.regions.iter() {
             let mut left = r;
+            if !splits(&r) {
+                out.push(left);
+                continue;
+            }
             let chosen = idx % step == offset;
             idx += 1;
             if chosen
@@ -509,12 +541,26 @@ pub fn split_regions(
     state: &mut SplitState,
     rng: &mut Prng,
 ) {
+    split_regions_where(targets, max_nr_regions, min_sz, state, rng, |_| true);
+}
+
+/// [`split_regions`] of the regions `splits` picks (the guided adjustment splits regions seen
+/// accessed at random, and probes idle ones instead); how much to split follows the count of
+/// all regions, as upstream's.
+pub fn split_regions_where(
+    targets: &mut [Target],
+    max_nr_regions: u32,
+    min_sz: u64,
+    state: &mut SplitState,
+    rng: &mut Prng,
+    splits: impl Fn(&Region) -> bool + Copy,
+) {
     let nr: usize = targets.iter().map(Target::nr_regions).sum();
     let max = max_nr_regions as usize;
     if nr < max {
         if nr > max / 2 {
             let step = max / (max - nr);
-            split_some_regions(targets, step.max(1), state, min_sz, rng);
+            split_some_regions(targets, step.max(1), state, min_sz, rng, splits);
         } else {
             // A stable region count hints that a region's middle may differ from its ends.
             let nr_subs = if state.last_nr_regions == nr && nr < max / 3 {
@@ -523,7 +569,7 @@ pub fn split_regions(
                 2
             };
             for t in targets.iter_mut() {
-                split_regions_of(&mut t.regions, nr_subs, min_sz, rng);
+                split_regions_of_where(&mut t.regions, nr_subs, min_sz, rng, splits);
             }
         }
     }
@@ -865,6 +911,31 @@ mod tests {
             [(3, 1), (7, 1)],
             "each kind shared as the samples are"
         );
+    }
+
+    #[test]
+    fn seen_and_unseen_stay_apart_until_too_many_regions_remain() {
+        let rule = MergeRule {
+            keep_seen_apart: true,
+            ..MergeRule::damon(2, 20)
+        };
+        // Counts within the threshold of each other, but one region was seen accessed.
+        let regions = || vec![region(0, 10, 0), region(10, 20, 1), region(20, 30, 0)];
+        let mut targets = [Target {
+            pid: None,
+            regions: regions(),
+        }];
+        merge_regions(&mut targets, rule, u64::MAX, 10, &[]);
+        assert_eq!(targets[0].nr_regions(), 3);
+        merge_regions(&mut targets, MergeRule::damon(2, 20), u64::MAX, 10, &[]);
+        assert_eq!(targets[0].nr_regions(), 1, "DAMON's rule merges them");
+        // Above the maximum, the rule gives way as DAMON's threshold does.
+        let mut targets = [Target {
+            pid: None,
+            regions: regions(),
+        }];
+        merge_regions(&mut targets, rule, u64::MAX, 1, &[]);
+        assert_eq!(targets[0].nr_regions(), 1);
     }
 
     #[test]

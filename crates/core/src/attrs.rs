@@ -31,6 +31,29 @@ impl IntervalsGoal {
     }
 }
 
+/// How regions are merged and split (docs/algorithms.md#guided).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Adjustment {
+    /// DAMON's adaptive regions, plus cuts where accesses were seen and probes of idle memory
+    /// around them ([`crate::probe`]), so that small hot areas in large idle memory are found
+    /// within the same region bound.
+    #[default]
+    Guided,
+    /// Upstream's merge and split alone (random 10-90 % cuts, merging by DAMON's threshold),
+    /// whatever the source, for comparison with the kernel.
+    Faithful,
+}
+
+impl Adjustment {
+    /// The name records and the command line use: `guided` or `faithful`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Adjustment::Guided => "guided",
+            Adjustment::Faithful => "faithful",
+        }
+    }
+}
+
 /// Every time value is in microseconds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Attrs {
@@ -42,6 +65,8 @@ pub struct Attrs {
     /// Every region boundary DAMON itself makes is aligned to this; a power of two.
     pub min_region_sz: u64,
     pub intervals_goal: IntervalsGoal,
+    /// udamon's guided region adjustment (the default) or upstream's alone.
+    pub adjustment: Adjustment,
 }
 
 /// The most regions a context may be asked to keep (`max_nr_regions`): 131 times upstream's
@@ -64,6 +89,7 @@ impl Default for Attrs {
             max_nr_regions: 1000,
             min_region_sz: PAGE_SIZE,
             intervals_goal: IntervalsGoal::default(),
+            adjustment: Adjustment::default(),
         }
     }
 }

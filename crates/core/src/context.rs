@@ -6,15 +6,18 @@
 //! Order of work at an aggregation boundary, as upstream (NEW) with the recording hook placed
 //! where the `damon_aggregated` tracepoint fires: merge (updates ages) → enforce the minimum
 //! region count → DAMOS apply (every step, when a scheme is due) → `after_aggregation`
-//! callbacks → intervals tuning → reset → split. Sampled sources add the sample-informed split
+//! callbacks → intervals tuning → reset → split. The guided adjustment (the default,
+//! [`Adjustment::Guided`]) adds the cuts where accesses were seen
 //! ([`adjust::split_at_sampled_extents`]) twice: before DAMOS apply for the cuts the window's
-//! report may show (after the operations' residency check, which cuts out memory that holds no
-//! pages), and before the reset for those that only refine the next window. While
-//! every scheme is deactivated by its watermarks, a step only waits and checks them again.
+//! report may show (before the operations' residency check, which cuts out memory that holds no
+//! pages), and before the reset for those that only refine the next window; and, for
+//! accessed-bit sources, splits only regions seen accessed at random and probes the idle ones
+//! ([`crate::probe`]). While every scheme is deactivated by its watermarks, a step only waits
+//! and checks them again.
 
 use crate::absent;
 use crate::adjust::{self, IdleEvidence, MergeRule, SplitState};
-use crate::attrs::{Attrs, AttrsError, convert_monitoring_result};
+use crate::attrs::{Adjustment, Attrs, AttrsError, convert_monitoring_result};
 use crate::callbacks::Callbacks;
 use crate::callbacks::{CallbackError, RunError};
 use crate::damos::SchemeTriedRegions;
@@ -22,6 +25,7 @@ use crate::damos::{
     self, Applied, ApplyEnv, DamosWalk, MetricSource, NoMetrics, Scheme, SchemeApplier, SchemeError,
 };
 use crate::ops::{Clock, Operations, OpsError, TargetMemory};
+use crate::probe;
 use crate::rand::Prng;
 use crate::recent_samples::RecentSamples;
 use crate::region::{AddrRange, Region, SampledAccess, Target, mult_frac};
@@ -257,6 +261,34 @@ impl Context {
         }
     }
 
+    /// Accessed-bit style sources, after the interval: `accessed(target, region, rng)` says
+    /// whether the page at the region's sampling address was accessed during it (`rng` for
+    /// sources that decide by chance). Each region accessed counts the interval
+    /// (`nr_accesses += 1`); in the guided adjustment it also keeps where the access was seen
+    /// ([`Region::note_accessed_check`]), which the cuts of
+    /// [`adjust::split_at_sampled_extents`] follow.
+    pub fn count_checked_accesses(
+        &mut self,
+        mut accessed: impl FnMut(usize, &Region, &mut Prng) -> bool,
+    ) {
+        let keep_where = self.guided();
+        for (ti, t) in self.targets.iter_mut().enumerate() {
+            for r in t.regions.iter_mut() {
+                if accessed(ti, r, &mut self.rng) {
+                    if keep_where {
+                        r.note_accessed_check();
+                    } else {
+                        r.nr_accesses = r.nr_accesses.saturating_add(1);
+                    }
+                }
+            }
+        }
+    }
+
+    fn guided(&self) -> bool {
+        self.attrs.adjustment == Adjustment::Guided
+    }
+
     /// Count the samples that fell in target `target`'s regions during the interval just
     /// finished: every hit adds to `raw_samples` (and, by its kind, to `read_samples` and
     /// `write_samples`), and each hit region gets `nr_accesses += 1` once. Sorts `samples` by
@@ -406,12 +438,15 @@ impl Context {
         if aggregation {
             self.merge_regions();
             self.sz_limit = self.apply_min_nr_regions();
-            // Before schemes and the recorder see the window: a part of a region that holds no
-            // memory, or that surely got no sample, is reported, and acted on, as what it was:
-            // not accessed. Residency goes first: it is certain, where the samples' evidence
-            // is a matter of chance, and both draw on what the region bound leaves.
-            ops.check_residency(self);
+            // Before schemes and the recorder see the window: a part of a region that surely
+            // got no sample, or that holds no memory, is reported, and acted on, as what it
+            // was: not accessed. Both draw on what the region bound leaves, and the samples'
+            // cuts go first: one cut takes off all of a region's unsampled side, where memory
+            // that is resident here and there (a sparsely written reservation) would take the
+            // residency cuts a region for every gap between its pages, and use up the bound
+            // before the large idle part beside a small hot area is cut off.
             self.split_at_sampled_extents(IdleEvidence::Report);
+            ops.check_residency(self);
         }
         self.apply_schemes(ops);
         if aggregation {
@@ -427,13 +462,7 @@ impl Context {
             self.next_aggregation_sis = snap_aggr + self.attrs.aggr_interval_us / si;
             self.split_at_sampled_extents(IdleEvidence::Refine);
             self.reset_aggregated();
-            adjust::split_regions(
-                &mut self.targets,
-                self.attrs.max_nr_regions,
-                self.attrs.min_region_sz,
-                &mut self.split,
-                &mut self.rng,
-            );
+            self.split_regions();
         }
 
         if self.passed_sample_intervals >= snap_upd {
@@ -525,8 +554,10 @@ impl Context {
             .map(|r| r.nr_accesses)
             .max()
             .unwrap_or(0);
+        let guided = self.guided();
         let rule = MergeRule {
-            density_alpha: self.sampled.then_some(DENSITY_ALPHA),
+            density_alpha: (guided && self.sampled).then_some(DENSITY_ALPHA),
+            keep_seen_apart: guided && !self.sampled,
             ..MergeRule::damon(max_nr / 10, self.attrs.max_nr_accesses())
         };
         adjust::merge_regions(
@@ -555,8 +586,37 @@ impl Context {
         self.apply_attrs(new);
     }
 
-    /// The sample-informed split of [`adjust::split_at_sampled_extents`], on every target.
+    /// `kdamond_split_regions`; in the guided adjustment with an accessed-bit source, regions
+    /// seen accessed are split so and idle ones probed ([`crate::probe`]).
+    fn split_regions(&mut self) {
+        let (max, min_sz) = (self.attrs.max_nr_regions, self.attrs.min_region_sz);
+        if self.guided() && !self.sampled {
+            adjust::split_regions_where(
+                &mut self.targets,
+                max,
+                min_sz,
+                &mut self.split,
+                &mut self.rng,
+                |r| r.last_nr_accesses > 0,
+            );
+            probe::probe_idle(&mut self.targets, max, min_sz);
+        } else {
+            adjust::split_regions(
+                &mut self.targets,
+                max,
+                min_sz,
+                &mut self.split,
+                &mut self.rng,
+            );
+        }
+    }
+
+    /// The cuts where accesses were seen of [`adjust::split_at_sampled_extents`], on every
+    /// target (the guided adjustment only).
     fn split_at_sampled_extents(&mut self, evidence: IdleEvidence) {
+        if !self.guided() {
+            return;
+        }
         adjust::split_at_sampled_extents(
             &mut self.targets,
             self.attrs.max_nr_regions,
@@ -803,6 +863,102 @@ mod tests {
             4096,
             "a rejected change leaves the attributes"
         );
+    }
+
+    /// Accessed-bit ops over 4 GiB (1 Mi pages) whose pages `hot` are touched in every
+    /// interval, and nothing else.
+    struct HotPages {
+        hot: AddrRange,
+    }
+
+    impl Operations for HotPages {
+        fn name(&self) -> &str {
+            "hot-pages"
+        }
+        fn init(&mut self, ctx: &mut Context) -> Result<(), OpsError> {
+            ctx.targets_mut()[0] = Target::with_regions(None, &[AddrRange::new(0, 1 << 32)]);
+            Ok(())
+        }
+        fn prepare_access_checks(&mut self, ctx: &mut Context) {
+            ctx.randomize_sampling_addrs();
+        }
+        fn check_accesses(&mut self, ctx: &mut Context) {
+            let hot = self.hot;
+            ctx.count_checked_accesses(|_, r, _| (hot.start..hot.end).contains(&r.sampling_addr));
+        }
+    }
+
+    /// The ranges reported accessed in each window, in pages, and the most regions held.
+    fn hot_pages_windows(adjustment: Adjustment, windows: usize) -> (Vec<Vec<(u64, u64)>>, usize) {
+        let attrs = Attrs {
+            adjustment,
+            ..Attrs::default()
+        };
+        let mut ctx = Context::new(attrs, 3).unwrap();
+        ctx.add_target(Target::new(None));
+        let mut ops = HotPages {
+            hot: AddrRange::new(600_001 * 4096, 600_017 * 4096),
+        };
+        let mut seen = Windows::default();
+        ctx.start(&mut ops).unwrap();
+        let mut most = 0;
+        for _ in 0..windows * 20 {
+            let flow = ctx.step(&mut ops, &mut VirtualClock, &mut seen).unwrap();
+            assert!(flow.is_continue());
+            most = most.max(ctx.nr_regions());
+        }
+        let accessed = seen
+            .0
+            .iter()
+            .map(|w| {
+                w.iter()
+                    .filter(|&&(_, _, nr)| nr > 0)
+                    .map(|&(s, e, _)| (s, e))
+                    .collect()
+            })
+            .collect();
+        (accessed, most)
+    }
+
+    #[test]
+    fn guided_checks_find_16_pages_in_4_gib_to_the_page() {
+        let (guided, most) = hot_pages_windows(Adjustment::Guided, 40);
+        assert!(most <= 1000, "{most} regions");
+        let exact = vec![(600_001, 600_017)];
+        let first = guided.iter().position(|w| *w == exact);
+        assert!(
+            first.is_some_and(|i| i < 20),
+            "exact first in window {first:?}"
+        );
+        assert!(
+            guided[20..].iter().all(|w| *w == exact),
+            "and from then on: {:?}",
+            &guided[20..]
+        );
+        // DAMON's adjustment alone, the same seed: never the hot pages alone.
+        let (faithful, _) = hot_pages_windows(Adjustment::Faithful, 40);
+        assert!(!faithful.contains(&exact), "{faithful:?}");
+    }
+
+    #[test]
+    fn only_the_guided_adjustment_keeps_where_checks_found_accesses() {
+        for (adjustment, kept) in [(Adjustment::Guided, true), (Adjustment::Faithful, false)] {
+            let attrs = Attrs {
+                adjustment,
+                ..Attrs::default()
+            };
+            let mut ctx = Context::new(attrs, 1).unwrap();
+            ctx.add_target(Target::with_regions(
+                None,
+                &[AddrRange::new(0, 100), AddrRange::new(100, 200)],
+            ));
+            ctx.targets_mut()[0].regions[1].sampling_addr = 150;
+            ctx.count_checked_accesses(|_, r, _| r.start == 100);
+            let r = &ctx.targets()[0].regions;
+            assert_eq!((r[0].nr_accesses, r[1].nr_accesses), (0, 1));
+            assert_eq!(r[0].sampled, None);
+            assert_eq!(r[1].sampled, kept.then_some(AddrRange::new(150, 151)));
+        }
     }
 
     /// Sampled ops that put one sample per interval into the first `hot` bytes of the target.

@@ -10,6 +10,7 @@
 //! - [`context`]: the monitoring loop as a step machine in sampling intervals;
 //! - [`adjust`]: adaptive regions adjustment (merge, split, minimum region count);
 //! - [`absent`]: cutting memory that holds no pages out of accessed regions;
+//! - [`probe`]: where the guided adjustment cuts idle memory (ladders, exploration);
 //! - [`density`]: the test by which sampled sources tell regions' sample densities apart;
 //! - [`recent_samples`]: where a target's samples fell over its last few windows;
 //! - [`layout`]: regions from address ranges (three-regions construction, `set_regions`);
@@ -33,13 +34,14 @@ pub mod damos;
 pub mod density;
 pub mod layout;
 pub mod ops;
+pub mod probe;
 pub mod rand;
 pub mod recent_samples;
 pub mod region;
 mod region_index;
 pub mod tuning;
 
-pub use attrs::{Attrs, AttrsError, IntervalsGoal, MAX_NR_REGIONS, PAGE_SIZE};
+pub use attrs::{Adjustment, Attrs, AttrsError, IntervalsGoal, MAX_NR_REGIONS, PAGE_SIZE};
 pub use callbacks::{CallbackError, Callbacks, Flow, NoCallbacks, RunError};
 pub use context::{Context, StopReason};
 pub use ops::{Clock, Operations, OpsError, TargetMemory, VirtualClock};

@@ -24,10 +24,11 @@ pub struct Region {
     pub read_samples: u32,
     /// Of `raw_samples`, those whose instruction wrote memory.
     pub write_samples: u32,
-    /// The span of the sample addresses that fell in the region since the last split, from the
-    /// lowest to just past the highest (sampled access sources only; always `None` for
-    /// accessed-bit style sources). The split step cuts off what lies outside it
-    /// ([`crate::adjust::split_at_sampled_extents`]) and clears it.
+    /// Where accesses were seen in the region during the window, from the lowest address to
+    /// just past the highest: the sample addresses of sampled sources, or, for accessed-bit
+    /// style sources in the guided adjustment, the sampling addresses whose check found the
+    /// page accessed. The split step cuts off what lies outside it
+    /// ([`crate::adjust::split_at_sampled_extents`]); the window's reset clears it.
     pub sampled: Option<AddrRange>,
 }
 
@@ -66,6 +67,25 @@ impl Region {
         self.write_samples = self.write_samples.saturating_add(u32::from(sample.write));
         let point = AddrRange::new(sample.addr, sample.addr.saturating_add(1));
         self.sampled = Some(self.sampled.map_or(point, |s| s.hull(point)));
+    }
+
+    /// An accessed-bit check found the page at the sampling address accessed: the interval
+    /// counts, and the address widens where accesses were seen.
+    pub fn note_accessed_check(&mut self) {
+        self.nr_accesses = self.nr_accesses.saturating_add(1);
+        let point = AddrRange::new(self.sampling_addr, self.sampling_addr.saturating_add(1));
+        self.sampled = Some(self.sampled.map_or(point, |s| s.hull(point)));
+    }
+
+    /// How many accesses were seen where [`Region::sampled`] spans: the window's samples, or,
+    /// for accessed-bit sources (which keep no samples), the checks that found the page
+    /// accessed.
+    pub fn seen(&self) -> u32 {
+        if self.raw_samples > 0 {
+            self.raw_samples
+        } else {
+            self.nr_accesses
+        }
     }
 
     /// The read and write samples that go with `raw` of the region's raw samples when a part of

@@ -4,7 +4,7 @@
 use crate::frame::{MAX_PAYLOAD, MAX_SNAPSHOT_REGIONS, MAX_SNAPSHOT_TARGETS};
 use crate::model::{
     CallStack, CodeSite, Event, EventKind, RegionStat, SampleAccess, SampleFact, Snapshot,
-    TargetSnapshot,
+    TargetSnapshot, TouchedExtent,
 };
 use crate::varint::{self, Cursor, DecodeError};
 
@@ -389,6 +389,64 @@ pub fn decode_stacks(bytes: &[u8]) -> Result<Event, DecodeError> {
     })
 }
 
+/// Appends the binary encoding of a truth frame (the crate documentation describes it).
+pub fn encode_truth(
+    out: &mut Vec<u8>,
+    time_ns: u64,
+    target: u32,
+    window_ns: u64,
+    extents: &[TouchedExtent],
+) {
+    varint::put_u64(out, time_ns);
+    varint::put_u64(out, window_ns);
+    varint::put_u64(out, target as u64);
+    varint::put_u64(out, extents.len() as u64);
+    let mut prev_end = 0u64;
+    for e in extents {
+        varint::put_u64(out, varint::zigzag(e.start.wrapping_sub(prev_end) as i64));
+        varint::put_u64(out, e.end.wrapping_sub(e.start));
+        varint::put_u64(out, e.touched_bytes);
+        prev_end = e.end;
+    }
+}
+
+/// Undoes [`encode_truth`] into the event it stands for.
+pub fn decode_truth(bytes: &[u8]) -> Result<Event, DecodeError> {
+    let mut c = Cursor::new(bytes);
+    let time_ns = c.u64()?;
+    let window_ns = c.u64()?;
+    let target = c.u32()?;
+    let nr = c.u64()? as usize;
+    // An extent takes at least three bytes.
+    if nr > c.remaining() / 3 {
+        return Err("more extents than the payload can hold");
+    }
+    let mut extents = Vec::with_capacity(nr);
+    let mut prev_end = 0u64;
+    for _ in 0..nr {
+        let start = prev_end.wrapping_add(varint::unzigzag(c.u64()?) as u64);
+        let end = start.wrapping_add(c.u64()?);
+        let touched_bytes = c.u64()?;
+        extents.push(TouchedExtent {
+            start,
+            end,
+            touched_bytes,
+        });
+        prev_end = end;
+    }
+    if c.remaining() != 0 {
+        return Err("bytes left over after the extents");
+    }
+    Ok(Event {
+        time_ns,
+        kind: EventKind::Truth {
+            target,
+            window_ns,
+            extents,
+        },
+    })
+}
+
 /// Compresses `raw` into `out` as `varint(raw.len()) ++ zstd frame`.
 pub fn compress(
     compressor: &mut zstd::bulk::Compressor<'static>,
@@ -689,6 +747,51 @@ mod tests {
             varint::put_u64(&mut huge, v);
         }
         assert!(decode_stacks(&huge).is_err(), "must not allocate");
+    }
+
+    #[test]
+    fn truth_round_trips_and_bad_ones_are_refused() {
+        let event = Event {
+            time_ns: 900,
+            kind: EventKind::Truth {
+                target: 0,
+                window_ns: 100,
+                extents: vec![
+                    TouchedExtent {
+                        start: 0x7f00_0000_0000,
+                        end: 0x7f00_0400_0000,
+                        touched_bytes: 0x400_0000,
+                    },
+                    TouchedExtent {
+                        start: 0x7f00_1000_0000,
+                        end: 0x7f00_1000_2000,
+                        touched_bytes: 777,
+                    },
+                ],
+            },
+        };
+        let EventKind::Truth {
+            target,
+            window_ns,
+            extents,
+        } = &event.kind
+        else {
+            unreachable!()
+        };
+        let mut out = Vec::new();
+        encode_truth(&mut out, event.time_ns, *target, *window_ns, extents);
+        assert!(out.len() < 30, "{} bytes", out.len());
+        assert_eq!(decode_truth(&out).unwrap(), event);
+        assert!(decode_truth(&out[..out.len() - 1]).is_err());
+        let mut long = out.clone();
+        long.push(0);
+        assert!(decode_truth(&long).is_err());
+        // A count the payload cannot hold is refused before allocating for it.
+        let mut huge = Vec::new();
+        for v in [1, 1, 0, u32::MAX as u64] {
+            varint::put_u64(&mut huge, v);
+        }
+        assert!(decode_truth(&huge).is_err());
     }
 
     #[test]

@@ -40,6 +40,9 @@ pub enum FrameType {
     /// The call stacks of a samples frame's samples
     /// ([`EventKind::Stacks`](crate::model::EventKind::Stacks)), binary.
     Stacks = 5,
+    /// The simulator's ground truth of a window
+    /// ([`EventKind::Truth`](crate::model::EventKind::Truth)), binary.
+    Truth = 6,
 }
 
 impl FrameType {
@@ -50,6 +53,7 @@ impl FrameType {
             3 => Some(FrameType::Event),
             4 => Some(FrameType::Samples),
             5 => Some(FrameType::Stacks),
+            6 => Some(FrameType::Truth),
             _ => None,
         }
     }

@@ -16,8 +16,8 @@
 //! ```text
 //! offset  size  field
 //! 0       4     sync marker F9 55 44 46 ("\xF9UDF")
-//! 4       1     type: 1 header, 2 snapshot, 3 event, 4 samples, 5 stacks; bit 7 (0x80) set =
-//!               payload compressed
+//! 4       1     type: 1 header, 2 snapshot, 3 event, 4 samples, 5 stacks, 6 truth; bit 7
+//!               (0x80) set = payload compressed
 //! 5       4     payload length N, u32 little-endian (at most 16 MiB)
 //! 9       N     payload
 //! 9+N     4     CRC-32 (IEEE, as zlib's crc32) of bytes 4 .. 9+N (type, length and payload),
@@ -115,6 +115,19 @@
 //! A stack is the code sites of a sample's return addresses, innermost first; stacks form a
 //! table that grows through the record like the code sites'. Readers that do not know stacks
 //! frames skip them and keep the samples (docs/record-format.md).
+//!
+//! ## Ground truth
+//!
+//! Records of simulated workloads follow each window's snapshot with a truth frame (type 6)
+//! per target, read as an event of kind `truth`: where the workload touched memory in the
+//! window ([`model::TouchedExtent`]).
+//!
+//! ```text
+//! end_ns, window length in ns, target, nr_extents,
+//! per extent: zigzag(start - previous end), end - start, touched bytes
+//! ```
+//!
+//! Readers from before truth frames skip them as frames of an unknown type.
 
 pub mod damo;
 pub mod detect;

@@ -74,6 +74,10 @@ pub struct Header {
     pub host: HostInfo,
     /// Wall-clock time of the record's time zero, in nanoseconds since the Unix epoch.
     pub start_time_unix_ns: u64,
+    /// How regions were merged and split: `guided` (udamon's default) or `faithful` (DAMON's
+    /// alone); empty when unknown (damo's records, and udamon's from before the choice).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub adjustment: String,
 }
 
 impl Header {
@@ -98,6 +102,7 @@ impl Header {
             targets: Vec::new(),
             host: HostInfo::default(),
             start_time_unix_ns: 0,
+            adjustment: String::new(),
         }
     }
 }
@@ -300,6 +305,27 @@ pub enum EventKind {
         /// Per sample of that `samples` event, in its order: the stack index of its callers.
         samples: Vec<u32>,
     },
+    /// The simulator's ground truth for one aggregation window (`record --sim`): where the
+    /// workload touched memory in it. Stored as a binary frame of its own (see the crate
+    /// documentation), written after the window's snapshot; `time_ns` is the window's end.
+    Truth {
+        target: u32,
+        /// The window's length: `time_ns - window_ns .. time_ns`.
+        window_ns: u64,
+        /// Address-ordered, disjoint ranges and the bytes of their pages touched in the window.
+        extents: Vec<TouchedExtent>,
+    },
+}
+
+/// A range of a simulated address space and the bytes of its pages touched in a window. Where
+/// the simulator knows only an expectation (random accesses), the bytes are its expected value
+/// and lie anywhere in the range with equal chance.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TouchedExtent {
+    pub start: u64,
+    pub end: u64,
+    /// At most `end - start`.
+    pub touched_bytes: u64,
 }
 
 /// DAMOS statistics of one scheme (cumulative since monitoring started).
@@ -387,7 +413,8 @@ impl EventKind {
             | EventKind::Resident { target, .. }
             | EventKind::Referenced { target, .. }
             | EventKind::Samples { target, .. }
-            | EventKind::Stacks { target, .. } => Some(*target),
+            | EventKind::Stacks { target, .. }
+            | EventKind::Truth { target, .. } => Some(*target),
             EventKind::SourceStats { .. }
             | EventKind::SchemeStats { .. }
             | EventKind::SchemeTriedRegions { .. }
@@ -423,6 +450,20 @@ impl EventKind {
             }
             EventKind::Resident { mappings, .. } => {
                 mappings.iter().map(|m| (m.start, m.end)).collect()
+            }
+            EventKind::Truth { extents, .. } => {
+                check_regions(extents.iter().map(|e| (e.start, e.end)))
+                    .map_err(|e| e.replacen("region", "extent", 1))?;
+                return match extents
+                    .iter()
+                    .position(|e| e.touched_bytes > e.end - e.start)
+                {
+                    Some(i) => Err(format!(
+                        "extent {i}: more bytes touched ({}) than it holds",
+                        extents[i].touched_bytes
+                    )),
+                    None => Ok(()),
+                };
             }
             // Mappings never overlap: held to the regions' rule.
             EventKind::Mappings { mappings, .. } => {

@@ -261,6 +261,15 @@ impl<R: Read + Seek> RecordReader<R> {
             FrameType::Stacks => codec::decode_stacks(payload)
                 .map(Frame::Event)
                 .map_err(|e| undecodable(format!("stacks: {e}"))),
+            FrameType::Truth => {
+                let event =
+                    codec::decode_truth(payload).map_err(|e| undecodable(format!("truth: {e}")))?;
+                event
+                    .kind
+                    .check()
+                    .map_err(|e| undecodable(format!("truth: {e}")))?;
+                Ok(Frame::Event(event))
+            }
             FrameType::Header => Err(undecodable(
                 "a second record header (were two records concatenated?)".into(),
             )),

@@ -105,8 +105,9 @@ impl<W: Write> RecordWriter<W> {
         self.emit(FrameType::Snapshot)
     }
 
-    /// Writes an event: a JSON event frame, except for sample batches and their call stacks,
-    /// which take binary frames of their own (they are the bulk of a sampled record).
+    /// Writes an event: a JSON event frame, except for sample batches, their call stacks and
+    /// the simulator's ground truth, which take binary frames of their own (they are the bulk
+    /// of a record, or new kinds that older readers must be able to skip).
     pub fn write_event(&mut self, event: &Event) -> Result<(), RecordError> {
         self.check_usable()?;
         self.payload.clear();
@@ -134,6 +135,20 @@ impl<W: Write> RecordWriter<W> {
             } => {
                 codec::encode_stacks(&mut self.payload, event.time_ns, *target, stacks, samples);
                 FrameType::Stacks
+            }
+            EventKind::Truth {
+                target,
+                window_ns,
+                extents,
+            } => {
+                codec::encode_truth(
+                    &mut self.payload,
+                    event.time_ns,
+                    *target,
+                    *window_ns,
+                    extents,
+                );
+                FrameType::Truth
             }
             _ => {
                 serde_json::to_writer(&mut self.payload, event)

@@ -258,6 +258,7 @@ fn add_event(sum: &mut EventSummary, time_ns: u64, kind: EventKind) {
         EventKind::Note { .. } => "note",
         EventKind::Samples { .. } => "samples",
         EventKind::Stacks { .. } => "stacks",
+        EventKind::Truth { .. } => "truth",
     };
     *sum.by_kind.entry(name.to_string()).or_default() += 1;
     let what = match kind {
@@ -269,7 +270,8 @@ fn add_event(sum: &mut EventSummary, time_ns: u64, kind: EventKind) {
         | EventKind::TargetMemory { .. }
         | EventKind::Referenced { .. }
         | EventKind::Samples { .. }
-        | EventKind::Stacks { .. } => None,
+        | EventKind::Stacks { .. }
+        | EventKind::Truth { .. } => None,
         EventKind::TargetAdded {
             target,
             pid,

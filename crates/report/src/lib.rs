@@ -8,6 +8,7 @@
 //! shows (a grid, one value per snapshot), never by the size of the record.
 //!
 //! - [`access`]: one snapshot's regions, damo's `report access`.
+//! - [`accuracy`]: a simulated record against the simulator's ground truth.
 //! - [`wss`] and [`nr_regions`]: distributions and time series over snapshots ([`dist`]).
 //! - [`heatmap`]: time × address access-frequency grid, rendered for terminals and as PNG/SVG.
 //! - [`raw`]: every frame as a JSON line.
@@ -20,6 +21,7 @@
 //!   profile.
 
 pub mod access;
+pub mod accuracy;
 pub mod code;
 pub mod color;
 pub mod dist;
@@ -97,6 +99,10 @@ pub enum ReportError {
         "the record's mappings take more than {mib} MiB to sum up, more than udamon keeps for a report (a crafted or damaged record?): report on part of it (--target, --time-range)"
     )]
     TooManyMappings { mib: usize },
+    #[error(
+        "the record holds no ground truth: record a simulated workload with `udamon record --sim` (this udamon or later keeps it)"
+    )]
+    NoTruth,
     #[error("invalid time rows: {0}")]
     Buckets(String),
     #[error("could not read the record: {0}")]

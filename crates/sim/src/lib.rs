@@ -33,7 +33,7 @@ pub mod ops;
 
 pub use config::{ConfigError, Pattern, Phase, RwMode, Workload, WorkloadRegion};
 pub use memory::Residency;
-pub use model::Touched;
+pub use model::{Extent, Touched};
 pub use ops::{SimOps, SimOptions};
 
 use udamon_core::Attrs;
@@ -49,9 +49,9 @@ pub fn default_attrs() -> Attrs {
 }
 
 /// Names of the built-in workloads, for [`builtin`].
-pub const BUILTIN_NAMES: [&str; 3] = ["demo", "stairs", "zigzag"];
+pub const BUILTIN_NAMES: [&str; 6] = ["demo", "stairs", "zigzag", "needle", "scattered", "moving"];
 
-/// The text of a built-in workload (`demo`, `stairs`, `zigzag`; a `.cfg` suffix is accepted):
+/// The text of a built-in workload (a `.cfg` suffix is accepted):
 ///
 /// - `stairs`: ten 10 MiB regions swept together for 5 s, then one after another for 2.5 s
 ///   each (30 s), like masim's `stairs_30secs.cfg`;
@@ -59,7 +59,14 @@ pub const BUILTIN_NAMES: [&str; 3] = ["demo", "stairs", "zigzag"];
 ///   six times (35 s), like masim's `zigzag_30secs.cfg`;
 /// - `demo`: a hot, a warm and a cold area, a working set that moves halfway through, and a
 ///   sequential scan that steps through eight chunks (24 s); what `udamon record` and
-///   `udamon demo` monitor when given no target.
+///   `udamon demo` monitor when given no target;
+///
+/// and three that stress the region adjustment with small hot areas in huge idle memory
+/// (docs/algorithms.md#guided), every page of a hot area touched in every sampling interval:
+///
+/// - `needle`: one 64 MiB hot area in a 1 TiB address space (60 s);
+/// - `scattered`: 100 hot areas of 1 MiB scattered over 64 GiB (60 s);
+/// - `moving`: a 256 MiB hot area that moves every 10 s across 256 GiB (60 s).
 ///
 /// The texts are valid masim configurations too.
 pub fn builtin(name: &str) -> Option<&'static str> {
@@ -67,6 +74,9 @@ pub fn builtin(name: &str) -> Option<&'static str> {
         "demo" => Some(include_str!("../workloads/demo.cfg")),
         "stairs" => Some(include_str!("../workloads/stairs.cfg")),
         "zigzag" => Some(include_str!("../workloads/zigzag.cfg")),
+        "needle" => Some(include_str!("../workloads/needle.cfg")),
+        "scattered" => Some(include_str!("../workloads/scattered.cfg")),
+        "moving" => Some(include_str!("../workloads/moving.cfg")),
         _ => None,
     }
 }
@@ -104,5 +114,28 @@ mod tests {
         assert_eq!(zigzag.cycle_us(), 35_000_000);
         let demo = Workload::builtin("demo").unwrap();
         assert!((20_000_000..=30_000_000).contains(&demo.cycle_us()));
+        let hot_bytes = |w: &Workload| -> u64 {
+            w.regions()
+                .iter()
+                .filter(|r| r.name.starts_with("hot"))
+                .map(|r| r.size)
+                .sum()
+        };
+        let total = |w: &Workload| -> u64 { w.regions().iter().map(|r| r.size).sum() };
+        let needle = Workload::builtin("needle").unwrap();
+        assert_eq!((total(&needle), hot_bytes(&needle)), (1 << 40, 64 << 20));
+        assert_eq!(needle.cycle_us(), 60_000_000);
+        let scattered = Workload::builtin("scattered").unwrap();
+        assert_eq!(
+            (total(&scattered), hot_bytes(&scattered)),
+            (64 << 30, 100 << 20)
+        );
+        assert_eq!(scattered.phases()[0].patterns.len(), 100);
+        let moving = Workload::builtin("moving").unwrap();
+        assert_eq!(total(&moving), 256 << 30);
+        assert_eq!(moving.phases().len(), 6);
+        assert!(moving.phases().iter().all(|p| p.duration_ms == 10_000
+            && p.patterns.len() == 1
+            && moving.regions()[p.patterns[0].region].size == 256 << 20));
     }
 }

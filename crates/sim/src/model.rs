@@ -319,6 +319,47 @@ impl RegionAccesses {
         count
     }
 
+    /// Where in a region of `size` bytes its touched pages lie: page ranges `[first, end)` and
+    /// the expected number of touched pages in each. Runs swept at strides up to a page are
+    /// whole ranges, fully touched; the pages between them (or the whole region) hold the
+    /// pages of wider strides and of random accesses, spread evenly. Empty when nothing was
+    /// accessed.
+    fn touched_page_ranges(&self, size: u64) -> Vec<(u64, u64, f64)> {
+        if self.is_idle() {
+            return Vec::new();
+        }
+        let pages = size.div_ceil(PAGE);
+        let mut out = Vec::new();
+        let gap = |first: u64, end: u64, out: &mut Vec<(u64, u64, f64)>| {
+            if first >= end {
+                return;
+            }
+            let comb = self.comb_pages_in(first, end - 1);
+            let mut expected = comb as f64;
+            if self.random > 0 {
+                let p_full = self.random_touch_probability(size, 0);
+                let last = pages - 1;
+                let partial = end == pages && size - last * PAGE < PAGE;
+                let full_pages = end - first - comb - u64::from(partial && comb < end - first);
+                expected += full_pages as f64 * p_full;
+                if partial && comb < end - first {
+                    expected += self.random_touch_probability(size, last);
+                }
+            }
+            if expected > 0.0 {
+                out.push((first, end, expected));
+            }
+        };
+        let mut at = 0;
+        for (lo, hi) in self.swept_runs() {
+            gap(at, lo, &mut out);
+            out.push((lo, hi + 1, (hi + 1 - lo) as f64));
+            at = hi + 1;
+        }
+        gap(at, pages, &mut out);
+        out
+    }
+
     /// Expected number of distinct pages touched in a region of `size` bytes.
     fn expected_touched_pages(&self, size: u64) -> f64 {
         let swept = self.swept_pages();
@@ -409,6 +450,14 @@ pub struct Touched {
     pub bytes: f64,
 }
 
+/// A range of the address space and the bytes of its pages touched in a window, spread evenly
+/// over it as far as anyone knows.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Extent {
+    pub range: AddrRange,
+    pub bytes: f64,
+}
+
 impl Workload {
     /// The ground truth for window `[t0_us, t1_us)` of workload time (0 = when the workload
     /// started): for every region, in configuration order, the memory its touched pages cover.
@@ -425,6 +474,29 @@ impl Workload {
                 bytes: accesses.region(i).expected_touched_pages(r.size) * PAGE as f64,
             })
             .collect()
+    }
+
+    /// The ground truth for window `[t0_us, t1_us)` of workload time by address: the ranges
+    /// holding touched pages, sorted, with the bytes of the pages touched in each (all of a
+    /// range swept at a stride up to a page; an expectation, spread evenly over the range,
+    /// where random accesses or wider strides decide). Ranges of nothing touched are left
+    /// out; the bytes add up to [`Workload::ground_truth_wss`].
+    pub fn touched_extents(&self, options: &SimOptions, window_us: (u64, u64)) -> Vec<Extent> {
+        let timeline = Timeline::new(self, options.repeat.get());
+        let mut accesses = WindowAccesses::default();
+        accesses.compute(self, &timeline, options.access_rate, window_us);
+        let mut out: Vec<Extent> = Vec::new();
+        for (i, r) in self.regions().iter().enumerate() {
+            let page_addr = |p: u64| r.range.start + p * PAGE;
+            for (first, end, pages) in accesses.region(i).touched_page_ranges(r.size) {
+                out.push(Extent {
+                    range: AddrRange::new(page_addr(first), page_addr(end)),
+                    bytes: pages * PAGE as f64,
+                });
+            }
+        }
+        out.sort_by_key(|e| e.range.start);
+        out
     }
 
     /// The working set size of window `[t0_us, t1_us)`: bytes of all pages touched in it.
@@ -641,6 +713,35 @@ mod tests {
         let want = (10.0 + 90.0 * p) * 4096.0;
         let got = w.ground_truth_wss(&o, (0, 1_000));
         assert!((got - want).abs() < 1e-6 * want, "{got} vs {want}");
+    }
+
+    #[test]
+    fn extents_place_the_truth_where_it_was_touched() {
+        // 100 pages swept one page per ms from page 1, plus 50 random accesses, in 10 ms.
+        let w = workload("a, 409600\n\np\n1000\na, 0, 4096, 1\na, 1, 0, 5\n");
+        let o = opts(6_000, 1);
+        let window = (0, 10_000);
+        let e = w.touched_extents(&o, window);
+        let start = w.regions()[0].range.start;
+        let pages: Vec<(u64, u64)> = e
+            .iter()
+            .map(|x| ((x.range.start - start) / 4096, (x.range.end - start) / 4096))
+            .collect();
+        assert_eq!(pages, [(0, 1), (1, 11), (11, 100)], "swept pages 1..=10");
+        assert_eq!(e[1].bytes, 10.0 * 4096.0);
+        let p = 1.0 - (1.0 - 0.01f64).powi(50);
+        assert!((e[2].bytes - 89.0 * p * 4096.0).abs() < 1e-6);
+        let total: f64 = e.iter().map(|x| x.bytes).sum();
+        assert!(
+            (total - w.ground_truth_wss(&o, window)).abs() < 1e-6,
+            "{total}"
+        );
+        // A region of 2.5 pages touched at random: the partial page counts less.
+        let w = workload("a, 10240\n\np\n1000\na, 1, 0, 1\n");
+        let o = opts(1_000_000, 1);
+        let total: f64 = w.touched_extents(&o, (0, 2)).iter().map(|x| x.bytes).sum();
+        assert!((total - w.ground_truth_wss(&o, (0, 2))).abs() < 1e-9);
+        assert!(w.touched_extents(&o, (5_000_000, 6_000_000)).is_empty());
     }
 
     #[test]

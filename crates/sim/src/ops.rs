@@ -235,24 +235,19 @@ impl Operations for SimOps {
             self.options.access_rate,
             window,
         );
-        let (targets, rng) = ctx.targets_and_rng();
-        for t in targets.iter_mut() {
-            let mut last: Option<(u64, bool)> = None;
-            for r in t.regions.iter_mut() {
-                let page = align_down(r.sampling_addr, PAGE_SIZE);
-                let touched = match last {
-                    Some((p, touched)) if p == page => touched,
-                    _ => {
-                        let touched = self.page_touched(page, rng);
-                        last = Some((page, touched));
-                        touched
-                    }
-                };
-                if touched {
-                    r.nr_accesses = r.nr_accesses.saturating_add(1);
+        // (target, page, touched) of the last check.
+        let mut last: Option<(usize, u64, bool)> = None;
+        ctx.count_checked_accesses(|target, r, rng| {
+            let page = align_down(r.sampling_addr, PAGE_SIZE);
+            match last {
+                Some((t, p, touched)) if (t, p) == (target, page) => touched,
+                _ => {
+                    let touched = self.page_touched(page, rng);
+                    last = Some((target, page, touched));
+                    touched
                 }
             }
-        }
+        });
         self.sync_memory(ctx.now_us(), Some(window));
         self.report_memory(ctx);
     }

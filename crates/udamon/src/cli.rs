@@ -94,6 +94,12 @@ pub struct MonitoringArgs {
     /// --schemes_target_regions).
     #[arg(long, alias = "schemes_target_regions", requires = "schemes")]
     pub tried_regions: bool,
+    /// Adjust regions as DAMON does and no more (random 10-90 % splits, merges by DAMON's
+    /// threshold), to compare with the kernel. By default udamon also cuts regions where
+    /// accesses were seen and probes the idle memory around them, which finds small hot areas
+    /// in large idle memory within the same region bound (docs/algorithms.md#guided).
+    #[arg(long)]
+    pub faithful: bool,
     /// Seed of the monitor's random choices; the same seed repeats a simulated run exactly.
     #[arg(long, value_name = "N", default_value_t = 42)]
     pub seed: u64,
@@ -175,7 +181,8 @@ pub struct RecordArgs {
     )]
     pub out: PathBuf,
     /// Monitor a simulated workload from a masim-format config file, or a built-in one
-    /// (`builtin:demo`, `builtin:stairs`, `builtin:zigzag`).
+    /// (`builtin:demo`, `builtin:stairs`, `builtin:zigzag`, `builtin:needle`,
+    /// `builtin:scattered`, `builtin:moving`).
     #[arg(long, value_name = "FILE", conflicts_with_all = ["pid", "command"])]
     pub sim: Option<String>,
     /// Monitor the running process PID, all its threads and threads it creates later
@@ -463,6 +470,22 @@ pub enum ReportKind {
         /// `go tool pprof`, Pyroscope, Parca) instead of printing the function list.
         #[arg(long, value_name = "FILE", conflicts_with = "json")]
         pprof: Option<PathBuf>,
+    },
+    /// Precision, recall and working-set error against a simulation's ground truth.
+    ///
+    /// Per window and summed: the hot set a simulated record (`record --sim`) reports against
+    /// what the workload touched, which the record keeps beside the snapshots.
+    Accuracy {
+        #[command(flatten)]
+        input: InputArgs,
+        /// A region counts as reported accessed when accessed in at least this many samples.
+        #[arg(
+            long = "acc_thres",
+            alias = "acc-thres",
+            value_name = "N",
+            default_value_t = 1
+        )]
+        acc_thres: u32,
     },
     /// Every snapshot and event as JSON lines.
     Raw {

@@ -20,12 +20,16 @@ use udamon_core::damos::MetricSource;
 use udamon_core::{
     Attrs, Callbacks, Clock, Context, Flow, Operations, RunError, StopReason, Target,
 };
-use udamon_record::model::{AccessSource, EventKind, Header, Intervals, TargetInfo};
+use udamon_record::model::{AccessSource, EventKind, Header, Intervals, TargetInfo, TouchedExtent};
 use udamon_record::{FORMAT_VERSION, RecordError, RecordWriter, Recorder, WriterOptions};
 
 /// The operations' events for the record, each with its time on the context's time line (µs),
 /// oldest first, since the last call.
 pub type EventSource = Box<dyn FnMut() -> Vec<(u64, EventKind)>>;
+
+/// What a simulated workload touched in a window, `[start, end)` in µs since monitoring
+/// started: the ground truth that records keep beside the snapshots.
+pub type TruthSource = Box<dyn FnMut((u64, u64)) -> Vec<TouchedExtent>>;
 
 /// Operations whose events go into the record.
 pub trait RecordedOps: Operations {
@@ -33,9 +37,29 @@ pub trait RecordedOps: Operations {
     fn record_events(&self) -> EventSource {
         Box::new(Vec::new)
     }
+
+    /// Where to read the ground truth of each window, for operations that know it.
+    fn record_truth(&self) -> Option<TruthSource> {
+        None
+    }
 }
 
-impl RecordedOps for udamon_sim::SimOps {}
+impl RecordedOps for udamon_sim::SimOps {
+    fn record_truth(&self) -> Option<TruthSource> {
+        let (workload, options) = (self.workload().clone(), *self.options());
+        Some(Box::new(move |window| {
+            workload
+                .touched_extents(&options, window)
+                .into_iter()
+                .map(|e| TouchedExtent {
+                    start: e.range.start,
+                    end: e.range.end,
+                    touched_bytes: (e.bytes.round() as u64).min(e.range.size()),
+                })
+                .collect()
+        }))
+    }
+}
 
 /// What to monitor, as the record's header will describe it.
 pub struct Session<'a> {
@@ -119,6 +143,9 @@ impl Callbacks for Stop {
 struct Recording {
     recorder: Recorder,
     events: EventSource,
+    truth: Option<TruthSource>,
+    /// Where monitoring started on the context's time line.
+    start_us: u64,
     /// Whether monitoring is waiting on the schemes' watermarks, so that the record (and the
     /// user) learn once when it starts and stops waiting.
     waiting: bool,
@@ -166,7 +193,22 @@ impl Callbacks for Recording {
     }
 
     fn after_aggregation(&mut self, ctx: &Context) -> Flow {
-        self.recorder.after_aggregation(ctx)
+        let flow = self.recorder.after_aggregation(ctx)?;
+        if let Some(truth) = &mut self.truth {
+            // Every target is a view of the one simulated address space.
+            let (start, end) = ctx.window_us();
+            let extents = truth((start - self.start_us, end - self.start_us));
+            let time_ns = self.recorder.time_ns(end);
+            for target in 0..ctx.targets().len() as u32 {
+                let kind = EventKind::Truth {
+                    target,
+                    window_ns: (end - start) * 1000,
+                    extents: extents.clone(),
+                };
+                self.recorder.write_event(time_ns, kind)?;
+            }
+        }
+        Ok(flow)
     }
 }
 
@@ -192,6 +234,7 @@ pub fn header(
         targets,
         host: host_info(),
         start_time_unix_ns: unix_now_ns(),
+        adjustment: attrs.adjustment.name().to_string(),
     }
 }
 
@@ -248,6 +291,8 @@ pub fn run(
         waiting: false,
         recorder,
         events: ops.record_events(),
+        truth: ops.record_truth(),
+        start_us,
     };
     let mut callbacks = (recording, (progress, stop));
     let result = ctx.run(ops, clock, &mut callbacks);

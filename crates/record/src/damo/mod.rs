@@ -208,6 +208,7 @@ fn assemble(
             .collect(),
         host: HostInfo::default(),
         start_time_unix_ns: 0,
+        adjustment: String::new(),
     };
     DamoRecords {
         header,

@@ -43,6 +43,7 @@ pub fn header(nr_targets: usize) -> Header {
             mem_total_bytes: 4 << 30,
         },
         start_time_unix_ns: 1_700_000_000_000_000_000,
+        adjustment: String::new(),
     }
 }
 

@@ -12,8 +12,8 @@ use std::path::Path;
 use udamon_report::dist::{self, DistOptions, RenderOptions};
 use udamon_report::heatmap::{self, AddressSelection, HeatmapOptions, term};
 use udamon_report::{
-    access, code, info, mappings, nr_regions, percentile, plot, pprof, raw, referenced, schemes,
-    stacks, wss,
+    access, accuracy, code, info, mappings, nr_regions, percentile, plot, pprof, raw, referenced,
+    schemes, stacks, wss,
 };
 
 /// `report wss --horizons` without values: one window, then spans from a second to a minute.
@@ -211,6 +211,20 @@ pub fn run(args: &ReportArgs) -> Result<()> {
                 print_json(&report)
             } else {
                 Ok(print(&code::render_text(&report))?)
+            }
+        }
+        ReportKind::Accuracy { input, acc_thres } => {
+            let (record, _, frames) = input.open()?;
+            let opts = accuracy::AccuracyOptions {
+                address: record.selection().address,
+                acc_thres: *acc_thres,
+            };
+            let report = accuracy::accuracy(frames, &opts)?;
+            record.warn_damage();
+            if input.json {
+                print_json(&report)
+            } else {
+                Ok(print(&accuracy::render_text(&report))?)
             }
         }
         ReportKind::Raw { input } => {

@@ -11,7 +11,7 @@ use crate::schemes_file;
 use crate::units::{MAX_DURATION_US, check_duration_us, format_duration_us};
 use anyhow::{Context as _, Result, bail};
 use udamon_core::damos::Scheme;
-use udamon_core::{Attrs, IntervalsGoal};
+use udamon_core::{Adjustment, Attrs, IntervalsGoal};
 
 /// Everything a monitoring session needs to know from the command line.
 #[derive(Debug)]
@@ -61,6 +61,11 @@ impl MonitoringArgs {
                 }
             } else {
                 IntervalsGoal::default()
+            },
+            adjustment: if self.faithful {
+                Adjustment::Faithful
+            } else {
+                defaults.adjustment
             },
             ..*defaults
         };
@@ -140,7 +145,7 @@ pub fn check_attrs(attrs: &Attrs) -> Result<()> {
 mod tests {
     use crate::cli::{Cli, Command};
     use clap::Parser;
-    use udamon_core::Attrs;
+    use udamon_core::{Adjustment, Attrs};
 
     /// The record command's monitoring flags from `flags`, resolved with `defaults`.
     fn resolve(flags: &[&str], defaults: &Attrs) -> anyhow::Result<super::Settings> {
@@ -166,6 +171,9 @@ mod tests {
         assert_eq!(s.attrs.max_nr_regions, 90);
         let sim = resolve(&[], &udamon_sim::default_attrs()).unwrap();
         assert_eq!(sim.attrs, udamon_sim::default_attrs());
+        assert_eq!(sim.attrs.adjustment, Adjustment::Guided);
+        let faithful = resolve(&["--faithful"], &udamon_sim::default_attrs()).unwrap();
+        assert_eq!(faithful.attrs.adjustment, Adjustment::Faithful);
         let damo = resolve(&["--monitoring_intervals", "1ms", "20ms", "2s"], &live()).unwrap();
         assert_eq!(
             (

@@ -26,21 +26,37 @@ pub fn build_workload(name: &str) -> PathBuf {
 
 /// [`build_workload`] with the compiler's `flags`, into `NAME-SUFFIX`.
 pub fn build_workload_as(name: &str, suffix: &str, flags: &[&str]) -> PathBuf {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../linux/tests/workload")
+        .join(format!("{name}.c"));
+    build_c(&src, &format!("{name}-{suffix}"), flags)
+}
+
+/// Builds the benchmarks' workload `bench/workloads/NAME.c` (see its source), as
+/// [`build_workload`] does udamon-linux's.
+pub fn build_bench_workload(name: &str) -> PathBuf {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../bench/workloads")
+        .join(format!("{name}.c"));
+    build_c(&src, &format!("{name}-cli"), &["-O2"])
+}
+
+/// Compiles `src` with `flags` into `out` in the target's temporary directory.
+fn build_c(src: &Path, out: &str, flags: &[&str]) -> PathBuf {
     let dir = Path::new(env!("CARGO_TARGET_TMPDIR"));
-    let out = dir.join(format!("{name}-{suffix}"));
+    let out = dir.join(out);
     // Tests of one binary build the same workload at once: each into its own file, then
     // renamed over the others' (atomically: a test never runs a half-written binary).
     static BUILDS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
     let build = BUILDS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let tmp = dir.join(format!("{name}-{suffix}.{}.{build}", std::process::id()));
-    let src = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../linux/tests/workload")
-        .join(format!("{name}.c"));
+    let mut tmp = out.clone().into_os_string();
+    tmp.push(format!(".{}.{build}", std::process::id()));
+    let tmp = PathBuf::from(tmp);
     let status = std::process::Command::new("cc")
         .args(flags)
         .arg("-o")
         .arg(&tmp)
-        .arg(&src)
+        .arg(src)
         .status()
         .expect("a C compiler (cc) builds the test workload");
     assert!(status.success(), "building {} failed", src.display());
