@@ -5,18 +5,23 @@
 //! 3. the core's share of one core while monitoring 20 k regions with 5 ms sampling, 100 ms
 //!    aggregation and 1,000 sampled addresses per second, against upstream's 40-72 % for 20 k
 //!    regions (seed `001_de38b0df64bb5966.txt`); and whether the cost of a sampling interval
-//!    follows the samples in it or the number of regions.
+//!    follows the samples in it or the number of regions;
+//! 5. the working set at page resolution (`udamon_core::working_set`): what the record's
+//!    per-region estimates and serve's three horizons add to each window at the live defaults,
+//!    on a sparse set of pages of a server-sized heap.
 //!
 //! Sample addresses are generated before timing starts, so only the core's work is measured.
-//! Times are the thread's CPU time. Run: `cargo run --release -p udamon-bench --bin core-bench`.
+//! Times are the thread's CPU time. Run: `cargo run --release -p udamon-bench --bin core-bench
+//! [SECTION...]` (all sections when none is named).
 
 mod cpu;
 
 use cpu::thread_cpu_ns;
 use std::hint::black_box;
+use std::ops::ControlFlow;
 use udamon_core::{
-    AddrRange, Attrs, Context, NoCallbacks, Operations, OpsError, Prng, SampledAccess, Target,
-    VirtualClock,
+    AddrRange, Attrs, Callbacks, Context, Flow, NoCallbacks, Operations, OpsError, Prng,
+    SampledAccess, Target, VirtualClock,
 };
 
 const PAGE: u64 = 4096;
@@ -212,9 +217,143 @@ fn run_all(ctx: &mut Context, ops: &mut dyn Operations, steps: usize) -> (u64, f
     (thread_cpu_ns() - t0, ctx.nr_regions() as f64)
 }
 
-fn main() {
-    println!("# udamon core benchmark (release build, thread CPU time)\n");
+/// Samples on `pages` (random pages of `span`), `per_interval` each sampling interval: a
+/// key-value server's hot items scattered over its heap.
+struct SparseSamples {
+    span: AddrRange,
+    pages: Vec<u64>,
+    per_interval: usize,
+    rng: Prng,
+    batch: Vec<SampledAccess>,
+}
 
+impl Operations for SparseSamples {
+    fn name(&self) -> &str {
+        "sparse"
+    }
+
+    fn init(&mut self, ctx: &mut Context) -> Result<(), OpsError> {
+        ctx.targets_mut()[0] = Target::with_regions(None, &[self.span]);
+        Ok(())
+    }
+
+    fn prepare_access_checks(&mut self, _ctx: &mut Context) {}
+
+    fn check_accesses(&mut self, ctx: &mut Context) {
+        self.batch.clear();
+        for _ in 0..self.per_interval {
+            let page = self.pages[self.rng.in_range(0, self.pages.len() as u64) as usize];
+            self.batch.push(SampledAccess::read(page * PAGE + 64));
+        }
+        ctx.record_sampled_accesses(0, &mut self.batch);
+    }
+}
+
+/// Times, at every window, the record's per-region estimates and serve's three horizons.
+struct TimedEstimates {
+    record_ns: u64,
+    serve_ns: u64,
+    windows: u64,
+    left: u64,
+}
+
+impl Callbacks for TimedEstimates {
+    fn after_aggregation(&mut self, ctx: &Context) -> Flow {
+        let t0 = thread_cpu_ns();
+        black_box(ctx.window_touched_bytes(0));
+        let t1 = thread_cpu_ns();
+        let aggr_us = ctx.attrs().aggr_interval_us;
+        for horizon_us in [aggr_us, 10_000_000, 60_000_000] {
+            let cells: Vec<AddrRange> = ctx.targets()[0]
+                .regions
+                .iter()
+                .filter(|r| {
+                    r.nr_accesses > 0 || u64::from(r.age).saturating_mul(aggr_us) < horizon_us
+                })
+                .map(|r| AddrRange::new(r.start, r.end))
+                .collect();
+            black_box(ctx.touched(0, &cells, horizon_us));
+        }
+        self.serve_ns += thread_cpu_ns() - t1;
+        self.record_ns += t1 - t0;
+        self.windows += 1;
+        self.left -= 1;
+        Ok(if self.left == 0 {
+            ControlFlow::Break(())
+        } else {
+            ControlFlow::Continue(())
+        })
+    }
+}
+
+/// At the live defaults (5 ms sampling, 400 ms windows, 20 to 60 regions), `samples_per_s`
+/// samples on `hot_pages` random pages of a 176 MiB heap for `seconds`: CPU ns per window of
+/// the monitoring loop, of the record's estimates and of serve's horizons.
+fn estimate_cost(samples_per_s: usize, hot_pages: u64, seconds: u64) -> (f64, f64, f64) {
+    let span = AddrRange::new(1 << 40, (1 << 40) + (176 << 20));
+    let mut rng = Prng::seeded(5);
+    let heap_pages = span.size() / PAGE;
+    let pages = (0..hot_pages)
+        .map(|_| span.start / PAGE + rng.in_range(0, heap_pages))
+        .collect();
+    let mut ops = SparseSamples {
+        span,
+        pages,
+        per_interval: samples_per_s / 200,
+        rng,
+        batch: Vec::new(),
+    };
+    let mut ctx = Context::new(
+        Attrs {
+            sample_interval_us: 5000,
+            aggr_interval_us: 400_000,
+            min_nr_regions: 20,
+            max_nr_regions: 60,
+            ..Attrs::default()
+        },
+        7,
+    )
+    .expect("valid attributes");
+    ctx.add_target(Target::new(None));
+    let windows = seconds * 5 / 2;
+    let mut timed = TimedEstimates {
+        record_ns: 0,
+        serve_ns: 0,
+        windows: 0,
+        left: windows,
+    };
+    let t0 = thread_cpu_ns();
+    ctx.run(&mut ops, &mut VirtualClock, &mut timed)
+        .expect("replay cannot fail");
+    let all = thread_cpu_ns() - t0;
+    let n = timed.windows.max(1) as f64;
+    let loop_ns = (all - timed.record_ns - timed.serve_ns) as f64 / n;
+    (
+        loop_ns,
+        timed.record_ns as f64 / n,
+        timed.serve_ns as f64 / n,
+    )
+}
+
+fn main() {
+    let sections: Vec<u32> = std::env::args()
+        .skip(1)
+        .map(|a| {
+            a.parse()
+                .expect("section numbers: 1 to 4 (the loop) or 5 (the estimates)")
+        })
+        .collect();
+    let want = |n: u32| sections.is_empty() || sections.contains(&n);
+    println!("# udamon core benchmark (release build, thread CPU time)\n");
+    if (1..=4).any(want) {
+        numbered_sections();
+    }
+    if want(5) {
+        estimate_section();
+    }
+}
+
+fn numbered_sections() {
     println!("## 1. One aggregation (merge + split + reset), per region\n");
     println!("| regions | ns per region | ratio to 1 k |");
     println!("|---:|---:|---:|");
@@ -284,5 +423,35 @@ fn main() {
     println!(
         "- interval cost, 50 / 5 samples, same regions: {:.2} (10 = proportional to the samples)",
         costs[3] / costs[0]
+    );
+}
+
+fn estimate_section() {
+    println!(
+        "\n## 5. The working set at page resolution, per 400 ms window (live defaults, 120 s)\n"
+    );
+    println!(
+        "| samples/s | touched pages | loop µs | record's estimates µs | serve's 3 horizons µs | estimates / loop | estimates' share of one core |"
+    );
+    println!("|---:|---:|---:|---:|---:|---:|---:|");
+    let mut worst_share: f64 = 0.0;
+    for (rate, hot) in [(500usize, 6_000u64), (2_000, 6_000), (2_000, 45_000)] {
+        let (lp, rec, srv) = estimate_cost(rate, hot, 120);
+        let share = (rec + srv) / 400_000_000.0;
+        worst_share = worst_share.max(share);
+        println!(
+            "| {rate} | {hot} | {:.1} | {:.1} | {:.1} | {:.2} | {:.3} % |",
+            lp / 1e3,
+            rec / 1e3,
+            srv / 1e3,
+            (rec + srv) / lp,
+            share * 100.0
+        );
+    }
+
+    println!(
+        "\n- the working-set estimates (record and serve together) at the live defaults: at \
+         most {:.3} % of one core",
+        worst_share * 100.0
     );
 }

@@ -1,21 +1,25 @@
 //! The kernel as judge: udamon's working sets on live programs against the page-table accessed
-//! bits of the same process over the same intervals (see `truth.rs` for how each is read).
+//! bits of the same processes over the same intervals (see `truth.rs` for how each is read).
 //!
-//! For each program: start it, wait for its warm-up, run the release `udamon record --pid` on
-//! it for the horizon, and meanwhile take consecutive truth intervals (clear_refs, sleep,
-//! smaps), then as many intervals again without them (the control: clearing the accessed bits
-//! makes the next touch of every page slower, which moves where samples land). Then judge each
-//! interval against the record, and print per program the medians of truth, udamon, their
-//! ratio and udamon's in the control intervals, the top mappings, whether udamon's hottest mapping is the
-//! truth's, the bytes udamon calls accessed that are not even resident, and the regions with
-//! samples but no accesses; a markdown summary table at the end.
+//! For each program (or phase of one): start it, wait for its warm-up, run the release `udamon
+//! record --pid` on it, and meanwhile take truth intervals at each horizon (clear_refs, sleep
+//! that long, smaps: by default four of 2 s, three of 10 s and one of 30 s), then a stretch of
+//! 10 s without them (the control: clearing the accessed bits makes the next touch of every
+//! page slower, which moves where samples land). Then judge each interval against udamon's
+//! working set over a horizon of the interval's length at the snapshot that ends it (what
+//! `report wss --horizon` says), and print per program and horizon the medians of truth,
+//! udamon, their ratio, the estimate's interval and whether it said it was settled, DAMON's
+//! count (whole regions), the control, the top mappings, whether udamon's hottest mapping is
+//! the truth's, the bytes udamon calls accessed that are not resident, and the regions whose
+//! counts do not rest on samples; markdown summary tables at the end.
 //!
 //! Run (as root for `tick`): `cargo build --release -p udamon && cargo run --release -p
-//! udamon-bench --bin judge -- [--source tick|cpuclock] [--horizon SECS] [--interval SECS]
-//! [--keep DIR] [PROGRAM...]`, programs: patterns-O2 patterns-O0 pointer-chase threads
-//! python-slices stress-ng-write64 stress-ng-read64 memcached sqlite3 (default: all).
-//! stress-ng and memcached are installed with apt-get when missing. memcached and sqlite3 run
-//! two phases each (a narrow and a wide working set), reported apart.
+//! udamon-bench --bin judge -- [--source tick|cpuclock] [--horizons 2,10,30] [--keep DIR]
+//! [PROGRAM...]`, programs: patterns-O2 patterns-O0 pointer-chase threads python-slices
+//! stress-ng-write64 stress-ng-read64 memcached sqlite3 postgres (default: all). stress-ng,
+//! memcached and PostgreSQL are installed with apt-get when missing. memcached, sqlite3 and
+//! PostgreSQL run two phases each (a narrow and a wide working set), reported apart. With
+//! `--keep DIR` the records and each interval's truth (`PROGRAM-truth.json`) stay in DIR.
 
 mod cc;
 mod truth;
@@ -36,8 +40,21 @@ use truth::{
     Judged, TruthInterval, judge, label, read_record, realtime_ns, take_interval, udamon_bytes,
 };
 
+/// The truth intervals of one phase: (horizon in seconds, how many), in order.
+const PLAN: [(u64, usize); 3] = [(2, 4), (10, 3), (30, 1)];
+/// The undisturbed stretch after a phase's truth intervals (as long as the longest horizon),
+/// and the interval before it in which the target touches its pages again. Clearing the
+/// accessed bits moves where samples land (the next touch of every page stalls, so samples
+/// find first touches, each on a page of its own): udamon's working set in this stretch is
+/// what it says when nothing disturbs the program.
+const CONTROL: Duration = Duration::from_secs(30);
+const RECOVER: Duration = Duration::from_secs(2);
+/// The monitor's own warm-up before the first truth interval: its regions adapt, and its
+/// estimates gather the samples they rest on (`report wss` skips the first 20 windows, 8 s).
+const MONITOR_WARM_UP: Duration = Duration::from_secs(10);
+
 const MIB: f64 = (1u64 << 20) as f64;
-const PROGRAMS: [&str; 9] = [
+const PROGRAMS: [&str; 10] = [
     "patterns-O2",
     "patterns-O0",
     "pointer-chase",
@@ -47,6 +64,7 @@ const PROGRAMS: [&str; 9] = [
     "stress-ng-read64",
     "memcached",
     "sqlite3",
+    "postgres",
 ];
 /// How long udamon gets to attach before the first truth interval, and a phase's load to settle
 /// before its intervals.
@@ -66,34 +84,55 @@ const SQL_NARROW: u64 = 20_000;
 
 struct Args {
     source: String,
-    horizon: Duration,
-    interval: Duration,
+    /// Judge the records and truth kept in this directory by an earlier `--keep` run again,
+    /// with this build's reports, instead of running the programs.
+    rejudge: Option<PathBuf>,
+    /// The horizons judged, seconds (a subset of [`PLAN`]'s).
+    horizons: Vec<u64>,
     keep: Option<PathBuf>,
     programs: Vec<String>,
+}
+
+impl Args {
+    /// The truth intervals of a phase.
+    fn plan(&self) -> impl Iterator<Item = Duration> + '_ {
+        PLAN.iter()
+            .filter(|(h, _)| self.horizons.contains(h))
+            .flat_map(|&(h, n)| std::iter::repeat_n(Duration::from_secs(h), n))
+    }
+
+    /// How long a phase takes: its truth intervals, the recovery and the control.
+    fn phase_length(&self) -> Duration {
+        SETTLE + self.plan().sum::<Duration>() + RECOVER + CONTROL
+    }
 }
 
 fn parse_args() -> Args {
     let mut args = Args {
         source: "tick".into(),
-        horizon: Duration::from_secs(20),
-        interval: Duration::from_secs(2),
+        rejudge: None,
+        horizons: PLAN.iter().map(|p| p.0).collect(),
         keep: None,
         programs: Vec::new(),
     };
     let mut it = std::env::args().skip(1);
-    let secs = |v: Option<String>, flag: &str| -> Duration {
-        let v = v.unwrap_or_else(|| panic!("{flag} needs a value"));
-        Duration::from_secs_f64(
-            v.parse()
-                .unwrap_or_else(|_| panic!("{flag} {v}: not seconds")),
-        )
-    };
     while let Some(a) = it.next() {
         match a.as_str() {
             "--source" => args.source = it.next().expect("--source tick|cpuclock"),
-            "--horizon" => args.horizon = secs(it.next(), "--horizon"),
-            "--interval" => args.interval = secs(it.next(), "--interval"),
+            "--horizons" => {
+                let list = it.next().expect("--horizons 2,10,30");
+                args.horizons = list
+                    .split(',')
+                    .map(|h| {
+                        h.parse()
+                            .ok()
+                            .filter(|h| PLAN.iter().any(|p| p.0 == *h))
+                            .unwrap_or_else(|| panic!("--horizons: {h}: one of 2, 10, 30"))
+                    })
+                    .collect();
+            }
             "--keep" => args.keep = Some(it.next().expect("--keep DIR").into()),
+            "--rejudge" => args.rejudge = Some(it.next().expect("--rejudge DIR").into()),
             p if PROGRAMS.contains(&p) => args.programs.push(a),
             _ => panic!("unknown argument {a}; programs: {}", PROGRAMS.join(" ")),
         }
@@ -142,26 +181,29 @@ fn ensure(cmd: &str, pkg: &str) -> Result<(), String> {
 /// A program under test; killed (with everything it started) when dropped.
 struct Target {
     children: Vec<Child>,
-    /// The process udamon monitors and truth is taken on.
-    pid: u32,
+    /// The processes udamon monitors and truth is taken on.
+    pids: Vec<u32>,
     /// Phases of the run, in order; each gets the horizon.
     phases: Vec<&'static str>,
     /// The phase the load generator should be in, and the flag that stops it.
     phase: Arc<AtomicUsize>,
     stop: Arc<AtomicBool>,
     load: Option<JoinHandle<()>>,
+    /// A directory of the program's, removed once it has ended.
+    scratch: Option<PathBuf>,
 }
 
 impl Target {
     fn single(child: Child) -> Target {
-        let pid = child.id();
+        let pids = vec![child.id()];
         Target {
             children: vec![child],
-            pid,
+            pids,
             phases: vec![""],
             phase: Arc::default(),
             stop: Arc::default(),
             load: None,
+            scratch: None,
         }
     }
 }
@@ -184,6 +226,9 @@ impl Drop for Target {
             }
             let _ = c.kill();
             let _ = c.wait();
+        }
+        if let Some(dir) = &self.scratch {
+            let _ = std::fs::remove_dir_all(dir);
         }
     }
 }
@@ -256,7 +301,7 @@ struct Env {
 }
 
 impl Env {
-    fn start(&self, program: &str, horizon: Duration) -> Result<Target, String> {
+    fn start(&self, program: &str, run: Duration) -> Result<Target, String> {
         let secs = self.run_secs.to_string();
         let limit = Duration::from_secs(120);
         match program {
@@ -310,12 +355,12 @@ impl Env {
                 let deadline = Instant::now() + Duration::from_secs(30);
                 loop {
                     sleep(Duration::from_millis(500));
-                    let worker = descendants(t.pid)
+                    let worker = descendants(t.pids[0])
                         .into_iter()
                         .max_by_key(|&p| rss_kib(p))
                         .filter(|&p| rss_kib(p) >= 250 * 1024);
                     if let Some(w) = worker {
-                        t.pid = w;
+                        t.pids = vec![w];
                         // Past the first write of its memory.
                         sleep(Duration::from_secs(2));
                         return Ok(t);
@@ -325,13 +370,14 @@ impl Env {
                     }
                 }
             }
-            "memcached" => self.memcached(horizon),
-            "sqlite3" => sqlite(horizon),
+            "memcached" => self.memcached(run),
+            "sqlite3" => sqlite(run),
+            "postgres" => postgres(run),
             _ => unreachable!("programs are checked when parsing the arguments"),
         }
     }
 
-    fn memcached(&self, horizon: Duration) -> Result<Target, String> {
+    fn memcached(&self, limit: Duration) -> Result<Target, String> {
         ensure("memcached", "memcached")?;
         // A free loopback port: the kernel picks one, which is closed again for memcached.
         let port = TcpListener::bind("127.0.0.1:0")
@@ -381,7 +427,6 @@ impl Env {
         t.phases = vec!["narrow", "wide"];
         let (phase, stop) = (t.phase.clone(), t.stop.clone());
         // Never longer than the whole run, whatever happens to the main thread.
-        let limit = horizon * 2 + Duration::from_secs(60);
         t.load = Some(std::thread::spawn(move || {
             if let Err(e) = mc_gets(conn, &phase, &stop, limit) {
                 eprintln!("memcached load stopped: {e}");
@@ -396,7 +441,7 @@ impl Env {
 
 /// The sqlite3 shell on an in-memory database, answering one query at a time: sums over the
 /// first rows in the narrow phase, over all in the wide one.
-fn sqlite(horizon: Duration) -> Result<Target, String> {
+fn sqlite(limit: Duration) -> Result<Target, String> {
     if !installed("sqlite3") {
         return Err("no sqlite3 shell (optional: apt-get install sqlite3)".into());
     }
@@ -437,7 +482,6 @@ fn sqlite(horizon: Duration) -> Result<Target, String> {
     );
     t.phases = vec!["narrow", "wide"];
     let (phase, stop) = (t.phase.clone(), t.stop.clone());
-    let limit = horizon * 2 + Duration::from_secs(60);
     t.load = Some(std::thread::spawn(move || {
         let start = Instant::now();
         while !stop.load(Ordering::Relaxed) && start.elapsed() < limit {
@@ -450,6 +494,204 @@ fn sqlite(horizon: Duration) -> Result<Target, String> {
             }
         }
     }));
+    Ok(t)
+}
+
+/// PostgreSQL's accounts: `pgbench -i -s 20`, 2,000,000 rows (about 300 MiB with the index).
+const PG_SCALE: u64 = 20;
+const PG_ROWS: u64 = 100_000 * PG_SCALE;
+/// The narrow phase reads the first tenth of the accounts, the wide one all of them.
+const PG_NARROW: u64 = PG_ROWS / 10;
+/// The unprivileged user PostgreSQL runs as (it refuses root): nobody.
+const PG_UID: u32 = 65534;
+
+/// The first of `/usr/lib/postgresql/*/bin` that has `initdb`.
+fn postgres_bin() -> Option<PathBuf> {
+    let mut dirs: Vec<PathBuf> = std::fs::read_dir("/usr/lib/postgresql")
+        .ok()?
+        .flatten()
+        .map(|e| e.path().join("bin"))
+        .filter(|b| b.join("initdb").exists())
+        .collect();
+    dirs.sort();
+    dirs.pop()
+}
+
+/// Runs `psql -c SQL` on the cluster whose socket is in `sock`.
+fn psql(sock: &Path, sql: &str) -> Result<String, String> {
+    let out = Command::new("psql")
+        .args(["-X", "-At", "-U", "postgres", "-h"])
+        .arg(sock)
+        .args(["-d", "postgres", "-c", sql])
+        .output()
+        .map_err(|e| format!("cannot run psql: {e}"))?;
+    if !out.status.success() {
+        return Err(format!(
+            "psql {sql:?}: {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        ));
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
+}
+
+/// PostgreSQL from Debian's packages: a cluster in a scratch directory, run as nobody, whose
+/// pgbench accounts sit in shared buffers (pg_prewarm); two pgbench clients read one account
+/// per transaction (`pgbench --select-only`'s query), among the first `PG_NARROW` (narrow) or
+/// among all (wide). The judged processes are the two backends, which share the buffer pool.
+fn postgres(limit: Duration) -> Result<Target, String> {
+    ensure("psql", "postgresql-client")?;
+    if postgres_bin().is_none() || !installed("pgbench") {
+        ensure("pgbench", "postgresql")?;
+    }
+    let bin = postgres_bin().ok_or("no /usr/lib/postgresql/*/bin/initdb")?;
+    let scratch = std::env::temp_dir().join(format!("udamon-judge-pg-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&scratch);
+    std::fs::create_dir(&scratch).map_err(|e| format!("{}: {e}", scratch.display()))?;
+    let path = std::ffi::CString::new(scratch.as_os_str().as_encoded_bytes()).expect("no NUL");
+    // SAFETY: a valid path; the directory is ours.
+    if unsafe { libc::chown(path.as_ptr(), PG_UID, PG_UID) } != 0 {
+        return Err(format!("cannot give {} to nobody", scratch.display()));
+    }
+    let data = scratch.join("data");
+    let as_nobody = |cmd: &mut Command| -> Result<(), String> {
+        use std::os::unix::process::CommandExt;
+        cmd.uid(PG_UID).gid(PG_UID).env("LC_ALL", "C");
+        Ok(())
+    };
+    let mut initdb = Command::new(bin.join("initdb"));
+    as_nobody(&mut initdb)?;
+    let out = initdb
+        .arg("-D")
+        .arg(&data)
+        .args(["-U", "postgres", "-A", "trust", "--no-sync", "--locale=C"])
+        .output()
+        .map_err(|e| format!("cannot run initdb: {e}"))?;
+    if !out.status.success() {
+        return Err(format!(
+            "initdb: {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        ));
+    }
+    let mut server = Command::new(bin.join("postgres"));
+    as_nobody(&mut server)?;
+    let server = server
+        .arg("-D")
+        .arg(&data)
+        .arg("-k")
+        .arg(&scratch)
+        .args(["-c", "listen_addresses=", "-c", "shared_buffers=512MB"])
+        .args(["-c", "fsync=off", "-c", "max_connections=20"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .map_err(|e| format!("cannot start postgres: {e}"))?;
+    let mut t = Target::single(server);
+    t.scratch = Some(scratch.clone());
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while psql(&scratch, "SELECT 1").is_err() {
+        if Instant::now() > deadline {
+            return Err("postgres did not answer within 30 s".into());
+        }
+        sleep(Duration::from_millis(200));
+    }
+    let start = Instant::now();
+    let out = Command::new("pgbench")
+        .args([
+            "-i",
+            "-q",
+            "-s",
+            &PG_SCALE.to_string(),
+            "-U",
+            "postgres",
+            "-h",
+        ])
+        .arg(&scratch)
+        .arg("postgres")
+        .output()
+        .map_err(|e| format!("cannot run pgbench: {e}"))?;
+    if !out.status.success() {
+        return Err(format!(
+            "pgbench -i: {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        ));
+    }
+    psql(
+        &scratch,
+        &format!(
+            "CREATE EXTENSION pg_prewarm; \
+             SELECT pg_prewarm('pgbench_accounts'), pg_prewarm('pgbench_accounts_pkey'); \
+             CREATE TABLE judge_phase(hi bigint); \
+             INSERT INTO judge_phase VALUES ({PG_NARROW});"
+        ),
+    )?;
+    println!(
+        "postgres: {PG_ROWS} accounts loaded and prewarmed in {:.1} s",
+        start.elapsed().as_secs_f64()
+    );
+    let script = scratch.join("judge.sql");
+    std::fs::write(
+        &script,
+        "SELECT hi FROM judge_phase \\gset\n\
+         \\set aid random(1, :hi)\n\
+         SELECT abalance FROM pgbench_accounts WHERE aid = :aid;\n",
+    )
+    .map_err(|e| e.to_string())?;
+    let clients = Command::new("pgbench")
+        .args([
+            "-n",
+            "-c",
+            "2",
+            "-j",
+            "1",
+            "-T",
+            &limit.as_secs().to_string(),
+        ])
+        .arg("-f")
+        .arg(&script)
+        .args(["-U", "postgres", "-h"])
+        .arg(&scratch)
+        .arg("postgres")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .map_err(|e| format!("cannot start pgbench: {e}"))?;
+    // pgbench first, so that it ends before the server's smart shutdown waits for it.
+    t.children.insert(0, clients);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    t.pids = loop {
+        let pids: Vec<u32> = psql(
+            &scratch,
+            "SELECT pid FROM pg_stat_activity WHERE application_name = 'pgbench' ORDER BY pid",
+        )?
+        .lines()
+        .filter_map(|l| l.trim().parse().ok())
+        .collect();
+        if pids.len() == 2 {
+            break pids;
+        }
+        if Instant::now() > deadline {
+            return Err(format!("pgbench's two backends did not appear: {pids:?}"));
+        }
+        sleep(Duration::from_millis(200));
+    };
+    t.phases = vec!["narrow", "wide"];
+    let (phase, stop) = (t.phase.clone(), t.stop.clone());
+    t.load = Some(std::thread::spawn(move || {
+        let mut current = 0;
+        while !stop.load(Ordering::Relaxed) {
+            let wanted = phase.load(Ordering::Relaxed);
+            if wanted != current {
+                let set = format!("UPDATE judge_phase SET hi = {PG_ROWS}");
+                if let Err(e) = psql(&scratch, &set) {
+                    eprintln!("postgres phase change failed: {e}");
+                }
+                current = wanted;
+            }
+            sleep(Duration::from_millis(50));
+        }
+    }));
+    // The clients' first reads, and the backends' own caches, settle.
+    sleep(Duration::from_secs(3));
     Ok(t)
 }
 
@@ -535,14 +777,15 @@ fn mc_gets(
     Ok(())
 }
 
-/// Runs `udamon record --pid` on `target` for all its phases while taking truth intervals;
-/// returns the judged intervals with their phase (those without a snapshot inside are left out).
-/// A program's judged intervals, and udamon's working set in the control intervals, by phase.
+/// A program's judged intervals (with their phase) and udamon's working set in the control
+/// stretches (phase, horizon, bytes).
 struct Measured {
     judged: Vec<(&'static str, TruthInterval, Judged)>,
-    control: Vec<(&'static str, u64)>,
+    control: Vec<(&'static str, u64, u64)>,
 }
 
+/// Runs `udamon record --pid` on `target` for all its phases while taking truth intervals, then
+/// judges them.
 fn measure(
     args: &Args,
     udamon: &Path,
@@ -550,52 +793,62 @@ fn measure(
     program: &str,
     target: &Target,
 ) -> Result<Measured, String> {
-    // Judged intervals, one to recover, control intervals.
-    let per_phase = SETTLE + args.horizon * 2 + args.interval;
-    let duration = per_phase * target.phases.len() as u32 + SETTLE;
     let rec_path = dir.join(format!("{program}-{}.data", args.source));
     let log = dir.join(format!("{program}-{}.log", args.source));
-    let mut mon = Command::new(udamon)
-        .args(["record", "--pid", &target.pid.to_string()])
+    let mut mon = Command::new(udamon);
+    mon.arg("record");
+    for pid in &target.pids {
+        mon.args(["--pid", &pid.to_string()]);
+    }
+    // Stopped with SIGINT once the truth is taken; the duration only bounds a run gone wrong.
+    let most = args.phase_length() * target.phases.len() as u32 * 2 + Duration::from_secs(60);
+    let mut mon = mon
         .args(["--access-source", &args.source])
-        .args(["--duration", &format!("{}ms", duration.as_millis())])
+        .args(["--duration", &format!("{}s", most.as_secs())])
         .arg("-o")
         .arg(&rec_path)
         .stdout(Stdio::null())
         .stderr(std::fs::File::create(&log).map_err(|e| e.to_string())?)
         .spawn()
         .map_err(|e| format!("cannot run udamon: {e}"))?;
-    // Wall-clock bounds of the control intervals.
     let mut control = Vec::new();
     let mut truth = || -> Result<Vec<(&'static str, TruthInterval)>, String> {
         let mut intervals = Vec::new();
-        sleep(SETTLE);
+        sleep(MONITOR_WARM_UP);
         for (i, &phase) in target.phases.iter().enumerate() {
             target.phase.store(i, Ordering::Relaxed);
             if i > 0 {
                 sleep(SETTLE);
             }
-            let end = Instant::now() + args.horizon;
-            let mut n = 0;
-            while Instant::now() + args.interval <= end {
-                let t = take_interval(target.pid, args.interval)
-                    .map_err(|e| format!("truth for pid {}: {e}", target.pid))?;
+            for len in args.plan() {
+                let t = take_interval(&target.pids, len)
+                    .map_err(|e| format!("truth for {:?}: {e}", target.pids))?;
                 intervals.push((phase, t));
-                n += 1;
             }
-            // The accessed bits were cleared last at the start of the last interval: one
-            // interval for the target to touch its pages again before the control begins.
-            sleep(args.interval);
-            for _ in 1..n {
-                let start_ns = realtime_ns();
-                sleep(args.interval);
-                control.push((phase, start_ns, realtime_ns()));
+            // The accessed bits were cleared last at the start of the last interval: time for
+            // the target to touch its pages again before the control begins.
+            sleep(RECOVER);
+            let start = Instant::now();
+            for h in &args.horizons {
+                // Control points at each multiple of the horizon that ends in the stretch.
+                let horizon = Duration::from_secs(*h);
+                let mut end = horizon;
+                while end <= CONTROL {
+                    control.push((phase, *h, start + end, horizon));
+                    end += horizon.max(Duration::from_secs(6));
+                }
             }
+            sleep(CONTROL);
         }
         Ok(intervals)
     };
-    // udamon is waited for even when the truth failed (say, the target died).
+    // udamon is stopped and waited for even when the truth failed (say, the target died).
     let intervals = truth();
+    // Wall-clock ends of the control points.
+    let now_real = realtime_ns();
+    let now = Instant::now();
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(mon.id() as i32, libc::SIGINT) };
     let deadline = Instant::now() + Duration::from_secs(60);
     let status = loop {
         if let Some(s) = mon.try_wait().map_err(|e| e.to_string())? {
@@ -604,7 +857,7 @@ fn measure(
         if Instant::now() > deadline {
             let _ = mon.kill();
             let _ = mon.wait();
-            return Err("udamon did not stop within 60 s of its duration".into());
+            return Err("udamon did not stop within 60 s of SIGINT".into());
         }
         sleep(Duration::from_millis(100));
     };
@@ -614,9 +867,13 @@ fn measure(
             std::fs::read_to_string(&log).unwrap_or_default().trim()
         ));
     }
+    let intervals = intervals?;
+    if let Some(keep) = &args.keep {
+        keep_truth(&keep.join(format!("{program}-truth.json")), &intervals);
+    }
     let rec = read_record(&rec_path).map_err(|e| format!("reading the record: {e}"))?;
     Ok(Measured {
-        judged: intervals?
+        judged: intervals
             .into_iter()
             .filter_map(|(phase, t)| {
                 let j = judge(&t, &rec)?;
@@ -625,17 +882,107 @@ fn measure(
             .collect(),
         control: control
             .into_iter()
-            .filter_map(|(phase, start, end)| Some((phase, udamon_bytes(&rec, start, end)?)))
+            .filter_map(|(phase, h, end, horizon)| {
+                let end_ns = now_real - now.duration_since(end).as_nanos() as u64;
+                let bytes = udamon_bytes(&rec, &target.pids, end_ns, horizon.as_nanos() as u64)?;
+                Some((phase, h, bytes))
+            })
             .collect(),
     })
 }
 
+/// The phases a truth file names.
+const PHASES: [&str; 3] = ["", "narrow", "wide"];
+
+/// Judges a record and its truth kept by an earlier run (`--keep`) again; no control.
+fn rejudge(dir: &Path, program: &str, source: &str) -> Result<Measured, String> {
+    let truth_path = dir.join(format!("{program}-truth.json"));
+    let text = std::fs::read_to_string(&truth_path)
+        .map_err(|e| format!("skipped: {}: {e}", truth_path.display()))?;
+    let kept: serde_json::Value =
+        serde_json::from_str(&text).map_err(|e| format!("{}: {e}", truth_path.display()))?;
+    let rec = read_record(&dir.join(format!("{program}-{source}.data")))
+        .map_err(|e| format!("reading the record: {e}"))?;
+    let mut judged = Vec::new();
+    for i in kept.as_array().into_iter().flatten() {
+        let n = |v: &serde_json::Value, k: &str| v[k].as_u64().unwrap_or(0);
+        let phase = PHASES
+            .into_iter()
+            .find(|p| Some(*p) == i["phase"].as_str())
+            .unwrap_or("");
+        let mut processes: Vec<(u32, Vec<truth::Mapping>)> = Vec::new();
+        for m in i["mappings"].as_array().into_iter().flatten() {
+            let pid = n(m, "pid") as u32;
+            if processes.last().is_none_or(|p| p.0 != pid) {
+                processes.push((pid, Vec::new()));
+            }
+            processes
+                .last_mut()
+                .expect("pushed")
+                .1
+                .push(truth::Mapping {
+                    start: n(m, "start"),
+                    end: n(m, "end"),
+                    perms: m["perms"].as_str().unwrap_or("").into(),
+                    name: m["name"].as_str().unwrap_or("").into(),
+                    rss_bytes: n(m, "rss_bytes"),
+                    referenced_bytes: n(m, "referenced_bytes"),
+                });
+        }
+        let t = TruthInterval {
+            start_ns: n(i, "start_ns"),
+            end_ns: n(i, "end_ns"),
+            processes,
+        };
+        if let Some(j) = judge(&t, &rec) {
+            judged.push((phase, t, j));
+        }
+    }
+    Ok(Measured {
+        judged,
+        control: Vec::new(),
+    })
+}
+
+/// Writes each interval's truth as JSON, for analysis beside the kept record.
+fn keep_truth(path: &Path, intervals: &[(&str, TruthInterval)]) {
+    let mut out = String::from("[\n");
+    for (i, (phase, t)) in intervals.iter().enumerate() {
+        let maps: Vec<String> = t
+            .mappings()
+            .map(|(pid, m)| {
+                format!(
+                    "{{\"pid\":{pid},\"start\":{},\"end\":{},\"perms\":{:?},\"name\":{:?},\"rss_bytes\":{},\"referenced_bytes\":{}}}",
+                    m.start, m.end, m.perms, m.name, m.rss_bytes, m.referenced_bytes
+                )
+            })
+            .collect();
+        out.push_str(&format!(
+            "{{\"phase\":{phase:?},\"start_ns\":{},\"end_ns\":{},\"mappings\":[{}]}}{}\n",
+            t.start_ns,
+            t.end_ns,
+            maps.join(","),
+            if i + 1 < intervals.len() { "," } else { "" }
+        ));
+    }
+    out.push_str("]\n");
+    if let Err(e) = std::fs::write(path, out) {
+        eprintln!("judge: cannot keep the truth in {}: {e}", path.display());
+    }
+}
+
+/// The median; of an even number of values, the mean of the middle two.
 fn median(mut v: Vec<f64>) -> f64 {
     if v.is_empty() {
         return f64::NAN;
     }
     v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
+    let n = v.len();
+    if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    }
 }
 
 fn truth_per_udamon(truth: u64, udamon: u64) -> String {
@@ -646,64 +993,78 @@ fn truth_per_udamon(truth: u64, udamon: u64) -> String {
     }
 }
 
+/// The horizon, in whole seconds, that an interval judged.
+fn horizon_s(t: &TruthInterval) -> u64 {
+    ((t.end_ns - t.start_ns) as f64 / 1e9).round() as u64
+}
+
 /// One line of the summary table.
 struct Summary {
     name: String,
+    horizon_s: u64,
     n: usize,
     truth_mib: f64,
     udamon_mib: f64,
     ratio: f64,
-    /// udamon's median in the control intervals, without clear_refs.
-    control_mib: f64,
+    /// The median interval's ends over the truth, and how many intervals were settled.
+    low_ratio: f64,
+    high_ratio: f64,
+    settled: usize,
+    /// DAMON's count over the truth.
+    whole_ratio: f64,
+    /// udamon's median without clear_refs, MiB.
+    control_mib: Option<f64>,
     top_truth: String,
     hottest: String,
     not_resident_mib: f64,
     sampled_zero: usize,
+    accessed_unsampled: usize,
 }
 
-/// Prints one program's (or phase's) judged intervals and returns its summary line.
-fn report(name: &str, judged: &[(&TruthInterval, &Judged)], control: &[u64]) -> Summary {
+/// Prints one program's (or phase's) judged intervals of one horizon and returns its summary.
+fn report(
+    name: &str,
+    horizon_s: u64,
+    judged: &[(&TruthInterval, &Judged)],
+    control: &[u64],
+) -> Summary {
     let n = judged.len();
-    let truth = median(judged.iter().map(|(_, j)| j.truth as f64 / MIB).collect());
-    let udamon = median(judged.iter().map(|(_, j)| j.udamon as f64 / MIB).collect());
-    let ratio = median(
-        judged
-            .iter()
-            .map(|(_, j)| j.udamon as f64 / j.truth.max(1) as f64)
-            .collect(),
-    );
-    let control_mib = median(control.iter().map(|&b| b as f64 / MIB).collect());
-    println!("### {name}\n");
+    let m = |f: &dyn Fn(&Judged) -> f64| median(judged.iter().map(|(_, j)| f(j)).collect());
+    let truth = m(&|j| j.truth as f64 / MIB);
+    let udamon = m(&|j| j.udamon as f64 / MIB);
+    let ratio = m(&|j| j.udamon as f64 / j.truth.max(1) as f64);
+    let control_mib =
+        (!control.is_empty()).then(|| median(control.iter().map(|&b| b as f64 / MIB).collect()));
+    println!("### {name}, {horizon_s} s\n");
     println!(
-        "{n} intervals; median truth {truth:.1} MiB, udamon {udamon:.1} MiB, udamon/truth {ratio:.2}; \
-         without clear_refs ({} intervals) udamon {control_mib:.1} MiB\n",
-        control.len()
+        "{n} intervals; median truth {truth:.1} MiB, udamon {udamon:.1} MiB (code {:.1} MiB), \
+         udamon/truth {ratio:.2} (interval {:.2}-{:.2}, settled in {} of {n}); whole regions {:.2}; \
+         without clear_refs {}\n",
+        m(&|j| j.code as f64 / MIB),
+        m(&|j| j.low as f64 / j.truth.max(1) as f64),
+        m(&|j| j.high as f64 / j.truth.max(1) as f64),
+        judged.iter().filter(|(_, j)| j.settled).count(),
+        m(&|j| j.whole_regions as f64 / j.truth.max(1) as f64),
+        control_mib.map_or("-".into(), |c| format!("{c:.1} MiB")),
     );
     // Mappings by label, summed over the intervals (the layout may change between them).
     let mut by_mapping: BTreeMap<String, (u64, u64)> = BTreeMap::new();
     let mut beyond_rss: BTreeMap<String, u64> = BTreeMap::new();
     for (t, j) in judged {
-        for (m, &(tr, ud)) in t.mappings.iter().zip(&j.per_mapping) {
+        for ((_, m), &(tr, ud)) in t.mappings().zip(&j.per_mapping) {
             let e = by_mapping.entry(label(m)).or_default();
             e.0 += tr;
             e.1 += ud;
             *beyond_rss.entry(label(m)).or_default() += ud.saturating_sub(m.rss_bytes);
         }
     }
-    let most_beyond_rss = beyond_rss
-        .into_iter()
-        .filter(|b| b.1 > 0)
-        .max_by_key(|b| b.1)
-        .map_or("none".into(), |(l, b)| {
-            format!("{l}, {:.1} MiB per interval", b as f64 / MIB / n as f64)
-        });
     let mut top: Vec<(String, (u64, u64))> = by_mapping.into_iter().collect();
-    top.sort_by_key(|(_, (tr, _))| std::cmp::Reverse(*tr));
+    top.sort_by_key(|(_, (tr, ud))| std::cmp::Reverse(*tr.max(ud)));
     println!(
-        "| mapping (top 3 by truth) | truth, mean MiB / interval | udamon, mean MiB / interval | truth/udamon |"
+        "| mapping (top 5 by truth or udamon) | truth, mean MiB / interval | udamon, mean MiB / interval | truth/udamon |"
     );
     println!("|---|---:|---:|---:|");
-    for (label, (tr, ud)) in top.iter().take(3) {
+    for (label, (tr, ud)) in top.iter().take(5) {
         println!(
             "| {label} | {:.1} | {:.1} | {} |",
             *tr as f64 / MIB / n as f64,
@@ -724,32 +1085,27 @@ fn report(name: &str, judged: &[(&TruthInterval, &Judged)], control: &[u64]) -> 
     let max_mib =
         |f: fn(&Judged) -> u64| judged.iter().map(|(_, j)| f(j)).max().unwrap_or(0) as f64 / MIB;
     let (not_resident, outside) = (max_mib(|j| j.not_resident), max_mib(|j| j.outside_mappings));
-    // Where udamon's samples pile up most often: the reason when it is not the truth's hottest.
-    let mut favourite: BTreeMap<String, usize> = BTreeMap::new();
-    for (t, j) in judged {
-        if let Some(i) = j.hottest_by_samples {
-            *favourite.entry(label(&t.mappings[i])).or_default() += 1;
-        }
-    }
-    let favourite = favourite
-        .into_iter()
-        .max_by_key(|f| f.1)
-        .map_or("none".into(), |(l, k)| format!("{l} ({k} of {n})"));
     let sampled_zero: usize = judged.iter().map(|(_, j)| j.sampled_zero).sum();
+    let accessed_unsampled: usize = judged.iter().map(|(_, j)| j.accessed_unsampled).sum();
     let snaps: usize = judged.iter().map(|(_, j)| j.nr_snapshots).sum();
     println!(
-        "\nudamon's hottest mapping is the truth's largest (or within 5 % of it): {by_weight} of {n} intervals by \
-         bytes x nr_accesses, {by_samples} of {n} by raw samples (most samples most often in {favourite}). Accessed but \
-         not resident: {not_resident:.1} MiB at most per interval ({outside:.1} MiB at most \
-         outside every mapping; most beyond the Rss of {most_beyond_rss}). Regions with samples but nr_accesses 0: \
-         {sampled_zero} (in {snaps} snapshots).\n"
+        "\nudamon's hottest mapping is the truth's largest (or within 5 % of it): {by_weight} of {n} \
+         intervals by bytes x nr_accesses, {by_samples} of {n} by raw samples. Accessed but not \
+         resident: {not_resident:.1} MiB at most per interval ({outside:.1} MiB outside every \
+         mapping). Regions with samples but nr_accesses 0: {sampled_zero}; with nr_accesses \
+         but no sample: {accessed_unsampled} (in {snaps} snapshots).\n"
     );
     Summary {
         name: name.to_string(),
+        horizon_s,
         n,
         truth_mib: truth,
         udamon_mib: udamon,
         ratio,
+        low_ratio: m(&|j| j.low as f64 / j.truth.max(1) as f64),
+        high_ratio: m(&|j| j.high as f64 / j.truth.max(1) as f64),
+        settled: judged.iter().filter(|(_, j)| j.settled).count(),
+        whole_ratio: m(&|j| j.whole_regions as f64 / j.truth.max(1) as f64),
         control_mib,
         top_truth: top
             .first()
@@ -762,6 +1118,7 @@ fn report(name: &str, judged: &[(&TruthInterval, &Judged)], control: &[u64]) -> 
         hottest: format!("{by_weight}/{n}, {by_samples}/{n}"),
         not_resident_mib: not_resident,
         sampled_zero,
+        accessed_unsampled,
     }
 }
 
@@ -787,45 +1144,47 @@ fn main() {
     let env = Env {
         dir: dir.clone(),
         workloads: Path::new(env!("CARGO_MANIFEST_DIR")).join("workloads"),
-        // Warm-up after start is not counted: the programs' own clocks start before it.
-        run_secs: 2 * (args.horizon * 2 + args.interval + SETTLE * 2).as_secs() + 60,
+        // Two phases at most, and margin; the programs' own clocks start before the warm-up.
+        run_secs: 2 * args.phase_length().as_secs() + 120,
     };
     println!(
-        "# Kernel as judge: udamon (--access-source {}) against clear_refs + smaps Referenced, {:.0} s intervals, {:.0} s per program\n",
-        args.source,
-        args.interval.as_secs_f64(),
-        args.horizon.as_secs_f64()
+        "# Kernel as judge: udamon (--access-source {}) against clear_refs + smaps Referenced, horizons {:?} s\n",
+        args.source, args.horizons
     );
     let mut summaries = Vec::new();
     let mut wide_narrow = Vec::new();
     for program in &args.programs {
-        let target = match env.start(program, args.horizon) {
-            Ok(t) => t,
-            Err(why) => {
-                println!("{program}: skipped: {why}\n");
-                continue;
-            }
+        let measured = match &args.rejudge {
+            Some(kept) => rejudge(kept, program, &args.source),
+            None => env
+                .start(program, Duration::from_secs(env.run_secs))
+                .map_err(|why| format!("skipped: {why}"))
+                .and_then(|target| {
+                    measure(&args, &udamon, &dir, program, &target)
+                        .map_err(|why| format!("failed: {why}"))
+                }),
         };
-        let Measured { judged, control } = match measure(&args, &udamon, &dir, program, &target) {
+        let Measured { judged, control } = match measured {
             Ok(m) => m,
             Err(why) => {
-                println!("{program}: failed: {why}\n");
+                println!("{program}: {why}\n");
                 continue;
             }
         };
-        drop(target);
+        // Medians per (phase, horizon), for the wide/narrow contrast.
         let mut medians = BTreeMap::new();
-        let phases: Vec<&str> = judged.iter().map(|j| j.0).collect();
-        let mut seen = Vec::new();
-        for phase in phases {
-            if seen.contains(&phase) {
-                continue;
+        let mut groups: Vec<(&str, u64)> = Vec::new();
+        for (phase, t, _) in &judged {
+            let key = (*phase, horizon_s(t));
+            if !groups.contains(&key) {
+                groups.push(key);
             }
-            seen.push(phase);
-            let of_phase: Vec<(&TruthInterval, &Judged)> = judged
+        }
+        for (phase, h) in groups {
+            let of_group: Vec<(&TruthInterval, &Judged)> = judged
                 .iter()
-                .filter(|j| j.0 == phase)
-                .map(|j| (&j.1, &j.2))
+                .filter(|(p, t, _)| *p == phase && horizon_s(t) == h)
+                .map(|(_, t, j)| (t, j))
                 .collect();
             let name = if phase.is_empty() {
                 program.clone()
@@ -834,45 +1193,59 @@ fn main() {
             };
             let of_control: Vec<u64> = control
                 .iter()
-                .filter(|c| c.0 == phase)
-                .map(|c| c.1)
+                .filter(|c| c.0 == phase && c.1 == h)
+                .map(|c| c.2)
                 .collect();
-            let s = report(&name, &of_phase, &of_control);
-            medians.insert(phase, (s.truth_mib, s.udamon_mib));
+            let s = report(&name, h, &of_group, &of_control);
+            medians.insert((phase, h), (s.truth_mib, s.udamon_mib));
             summaries.push(s);
         }
-        if let (Some(n), Some(w)) = (medians.get("narrow"), medians.get("wide")) {
-            let line = format!(
-                "{program}: wide/narrow working set: truth {:.2}, udamon {:.2}",
-                w.0 / n.0,
-                w.1 / n.1
-            );
-            println!("{line}\n");
-            wide_narrow.push(line);
+        for h in &args.horizons {
+            if let (Some(n), Some(w)) = (medians.get(&("narrow", *h)), medians.get(&("wide", *h))) {
+                let line = format!(
+                    "{program}, {h} s: wide/narrow working set: truth {:.2}, udamon {:.2}",
+                    w.0 / n.0,
+                    w.1 / n.1
+                );
+                println!("{line}\n");
+                wide_narrow.push(line);
+            }
         }
     }
-    println!("## Summary (--access-source {})\n", args.source);
-    println!(
-        "| program | intervals | truth MiB (median) | udamon MiB (median) | udamon/truth (median) | udamon without clear_refs: MiB, /truth | truth's top mapping: truth/udamon | udamon's hottest = truth's (by weight, by samples) | accessed, not resident (max MiB) | sampled, nr_accesses 0 |"
-    );
-    println!("|---|---:|---:|---:|---:|---:|---|---|---:|---:|");
-    for s in &summaries {
+    for h in &args.horizons {
         println!(
-            "| {} | {} | {:.1} | {:.1} | {:.2} | {:.1}, {:.2} | {} | {} | {:.1} | {} |",
-            s.name,
-            s.n,
-            s.truth_mib,
-            s.udamon_mib,
-            s.ratio,
-            s.control_mib,
-            s.control_mib / s.truth_mib,
-            s.top_truth,
-            s.hottest,
-            s.not_resident_mib,
-            s.sampled_zero
+            "## Summary, {h} s horizon (--access-source {})\n",
+            args.source
         );
+        println!(
+            "| program | intervals | truth MiB | udamon MiB | udamon/truth | interval /truth | settled | whole regions /truth | udamon without clear_refs: MiB, /truth | truth's top mapping: truth/udamon | udamon's hottest = truth's (by weight, by samples) | accessed, not resident (max MiB) | sampled, nr_accesses 0 | nr_accesses, no sample |"
+        );
+        println!("|---|---:|---:|---:|---:|---|---:|---:|---:|---|---|---:|---:|---:|");
+        for s in summaries.iter().filter(|s| s.horizon_s == *h) {
+            println!(
+                "| {} | {} | {:.1} | {:.1} | {:.2} | {:.2}-{:.2} | {}/{} | {:.2} | {} | {} | {} | {:.1} | {} | {} |",
+                s.name,
+                s.n,
+                s.truth_mib,
+                s.udamon_mib,
+                s.ratio,
+                s.low_ratio,
+                s.high_ratio,
+                s.settled,
+                s.n,
+                s.whole_ratio,
+                s.control_mib
+                    .map_or("-".into(), |c| format!("{c:.1}, {:.2}", c / s.truth_mib)),
+                s.top_truth,
+                s.hottest,
+                s.not_resident_mib,
+                s.sampled_zero,
+                s.accessed_unsampled
+            );
+        }
+        println!();
     }
     for line in wide_narrow {
-        println!("\n{line}");
+        println!("{line}\n");
     }
 }

@@ -81,6 +81,7 @@ fn snapshot(i: u64, sampled: bool) -> Snapshot {
                 raw_samples: u32::from(sampled && nr_accesses > 0),
                 read_samples: 0,
                 write_samples: 0,
+                touched_bytes: None,
             }
         })
         .collect();

@@ -9,20 +9,23 @@
 //! `PAGEMAP_SCAN`) hand the absent ranges to [`cut_absent`], which cuts them out of accessed
 //! regions within the region budget, largest first, as pieces not accessed. A page that a
 //! sample fell in stays, present or not: it was accessed. The parts left between the cuts keep
-//! the region's count (the region's claim about them is unchanged) and the window's samples
-//! that fell in them.
+//! the window's samples that fell in them, and the region's count: whole for accessed-bit
+//! sources (the region's claim about them is unchanged), and for sampled sources at most the
+//! samples they hold, so that a part without a sample is not reported accessed.
 
 use crate::region::{AddrRange, Region, align_down, align_up};
 
 /// Cuts the parts of `absent` (sorted, disjoint) that lie in accessed regions of `regions` out
 /// of them as regions not accessed, largest first while the region count stays within
 /// `max_nr_regions` (counting `others`, the regions of the other targets). `samples` are the
-/// window's sample addresses in these regions, sorted: their pages are never cut. Only parts
-/// of at least `min_sz` (aligned inward to it) are cut. Returns the bytes cut out.
+/// window's sample addresses in these regions, sorted: their pages are never cut; `sampled`
+/// says that the counts come from them. Only parts of at least `min_sz` (aligned inward to it)
+/// are cut. Returns the bytes cut out.
 pub fn cut_absent(
     regions: &mut Vec<Region>,
     absent: &[AddrRange],
     samples: &[u64],
+    sampled: bool,
     min_sz: u64,
     max_nr_regions: usize,
     others: usize,
@@ -68,7 +71,7 @@ pub fn cut_absent(
         let mut at = r.start;
         while let Some(&&(_, _, p)) = next.peek().filter(|&&&(_, pi, _)| pi == i) {
             if p.start > at {
-                out.push(kept(r, AddrRange::new(at, p.start), samples));
+                out.push(kept(r, AddrRange::new(at, p.start), samples, sampled));
             }
             out.push(Region {
                 nr_accesses: 0,
@@ -82,7 +85,7 @@ pub fn cut_absent(
             next.next();
         }
         if at < r.end {
-            out.push(kept(r, AddrRange::new(at, r.end), samples));
+            out.push(kept(r, AddrRange::new(at, r.end), samples, sampled));
         }
     }
     *regions = out;
@@ -99,15 +102,16 @@ fn piece_of(r: &Region, range: AddrRange) -> Region {
     }
 }
 
-/// A part of `r` that is not cut out: it keeps the region's count, and the window's samples
-/// that fell in it, with their span (and its share of their read and write samples).
-fn kept(r: &Region, range: AddrRange, samples: &[u64]) -> Region {
+/// A part of `r` that is not cut out: it keeps the window's samples that fell in it, with their
+/// span (and its share of their read and write samples), and the region's count (for a
+/// `sampled` source, at most its samples).
+fn kept(r: &Region, range: AddrRange, samples: &[u64], sampled: bool) -> Region {
     let lo = samples.partition_point(|&a| a < range.start);
     let hi = samples.partition_point(|&a| a < range.end);
     let inside = &samples[lo..hi];
     let raw_samples = inside.len().min(u32::MAX as usize) as u32;
     let (read_samples, write_samples) = r.kind_shares(raw_samples);
-    Region {
+    let mut piece = Region {
         raw_samples,
         read_samples,
         write_samples,
@@ -116,7 +120,11 @@ fn kept(r: &Region, range: AddrRange, samples: &[u64]) -> Region {
             .zip(inside.last())
             .map(|(&a, &b)| AddrRange::new(a, b + 1)),
         ..piece_of(r, range)
+    };
+    if sampled {
+        piece.rest_count_on_samples();
     }
+    piece
 }
 
 /// The parts of `range`, aligned inward to `min_sz` and at least that large, that hold no page
@@ -165,7 +173,7 @@ mod tests {
     }
 
     #[test]
-    fn absent_memory_is_cut_out_and_the_rest_keeps_its_count_and_samples() {
+    fn absent_memory_is_cut_out_and_the_rest_keeps_its_samples_and_the_count_they_support() {
         // Samples in pages 10 and 19 of 0..100; pages 40..60 and 90..100 hold nothing.
         let samples = [10 * P + 8, 19 * P + 8];
         let mut regions = vec![
@@ -178,14 +186,30 @@ mod tests {
             Region::new(100 * P, 200 * P),
         ];
         let absent = [range(40, 60), range(90, 150)];
-        let cut = cut_absent(&mut regions, &absent, &samples, P, 10, 0);
+        let before = regions.clone();
+        let cut = cut_absent(&mut regions, &absent, &samples, true, P, 10, 0);
         assert_eq!(
             cut,
             30 * P,
             "the idle region's absent pages are not its to cut"
         );
+        // A sampled source's count rests on samples: the part without one was not seen
+        // accessed, and the part with two in at most two intervals.
         assert_eq!(
             pages(&regions),
+            [
+                (0, 40, 2, 2),
+                (40, 60, 0, 0),
+                (60, 90, 0, 0),
+                (90, 100, 0, 0),
+                (100, 200, 0, 0)
+            ]
+        );
+        // An accessed-bit source's region claim holds for every part left.
+        let mut checked = before;
+        cut_absent(&mut checked, &absent, &samples, false, P, 10, 0);
+        assert_eq!(
+            pages(&checked),
             [
                 (0, 40, 5, 2),
                 (40, 60, 0, 0),
@@ -217,16 +241,16 @@ mod tests {
         // then they went).
         let samples = [12 * P + 1, 13 * P + 2, 70 * P];
         let mut regions = vec![accessed(0, 100)];
-        let cut = cut_absent(&mut regions, &[range(5, 30)], &samples, P, 10, 0);
+        let cut = cut_absent(&mut regions, &[range(5, 30)], &samples, true, P, 10, 0);
         assert_eq!(cut, 23 * P);
         assert_eq!(
             pages(&regions),
             [
-                (0, 5, 5, 0),
+                (0, 5, 0, 0),
                 (5, 12, 0, 0),
-                (12, 14, 5, 2),
+                (12, 14, 2, 2),
                 (14, 30, 0, 0),
-                (30, 100, 5, 1)
+                (30, 100, 1, 1)
             ]
         );
     }
@@ -236,7 +260,7 @@ mod tests {
         let mut regions = vec![accessed(0, 100), accessed(100, 200)];
         // Room for two more regions: the 30-page piece inside the second region takes both.
         let absent = [range(10, 20), range(130, 160)];
-        let cut = cut_absent(&mut regions, &absent, &[], P, 4, 0);
+        let cut = cut_absent(&mut regions, &absent, &[], false, P, 4, 0);
         assert_eq!(cut, 30 * P);
         assert_eq!(
             pages(&regions),
@@ -249,11 +273,14 @@ mod tests {
         );
         // No room at all: nothing is cut.
         let mut full = vec![accessed(0, 100)];
-        assert_eq!(cut_absent(&mut full, &[range(10, 20)], &[], P, 1, 0), 0);
+        assert_eq!(
+            cut_absent(&mut full, &[range(10, 20)], &[], false, P, 1, 0),
+            0
+        );
         // A piece at a region's end costs one region only.
         let mut edge = vec![accessed(0, 100)];
         assert_eq!(
-            cut_absent(&mut edge, &[range(80, 120)], &[], P, 2, 0),
+            cut_absent(&mut edge, &[range(80, 120)], &[], false, P, 2, 0),
             20 * P
         );
         assert_eq!(pages(&edge), [(0, 80, 5, 0), (80, 100, 0, 0)]);
@@ -263,7 +290,7 @@ mod tests {
     fn pieces_smaller_than_the_minimum_region_are_left() {
         let mut regions = vec![accessed(0, 100)];
         let absent = [AddrRange::new(10 * P + 1, 11 * P + 5)];
-        assert_eq!(cut_absent(&mut regions, &absent, &[], P, 10, 0), 0);
+        assert_eq!(cut_absent(&mut regions, &absent, &[], false, P, 10, 0), 0);
         assert_eq!(regions.len(), 1);
     }
 }

@@ -17,7 +17,7 @@
 
 use crate::absent;
 use crate::adjust::{self, IdleEvidence, MergeRule, SplitState};
-use crate::attrs::{Adjustment, Attrs, AttrsError, convert_monitoring_result};
+use crate::attrs::{Adjustment, Attrs, AttrsError, PAGE_SIZE, convert_monitoring_result};
 use crate::callbacks::Callbacks;
 use crate::callbacks::{CallbackError, RunError};
 use crate::damos::SchemeTriedRegions;
@@ -25,12 +25,15 @@ use crate::damos::{
     self, Applied, ApplyEnv, DamosWalk, MetricSource, NoMetrics, Scheme, SchemeApplier, SchemeError,
 };
 use crate::ops::{Clock, Operations, OpsError, TargetMemory};
+use crate::page_samples::PageSamples;
 use crate::probe;
 use crate::rand::Prng;
 use crate::recent_samples::RecentSamples;
 use crate::region::{AddrRange, Region, SampledAccess, Target, mult_frac};
 use crate::region_index::RegionIndex;
+use crate::touched::Touched;
 use crate::tuning;
+use crate::working_set::{self, ResidentRange};
 use std::ops::ControlFlow;
 
 /// The level of the density test by which sampled sources merge regions: neighbours stay
@@ -76,6 +79,13 @@ pub struct Context {
     sampled: bool,
     /// Each target's sample addresses of its recent windows (sampled sources only).
     recent: Vec<RecentSamples>,
+    /// Each target's sampled pages over the last minute, the evidence of its working set at
+    /// page resolution (sampled sources only).
+    pages: Vec<PageSamples>,
+    /// Each target's sampled instructions' pages over the last minute: the code it touched.
+    code: Vec<PageSamples>,
+    /// Each target's mappings' resident bytes as the operations last walked them.
+    resident: Vec<Vec<ResidentRange>>,
     /// Per-target lookup index for sampled addresses; `None` once boundaries may have changed.
     region_index: Option<Vec<RegionIndex>>,
     schemes: Vec<Scheme>,
@@ -106,6 +116,9 @@ impl Context {
             next_intervals_tune_sis: 0,
             sz_limit: 0,
             recent: Vec::new(),
+            pages: Vec::new(),
+            code: Vec::new(),
+            resident: Vec::new(),
             split: SplitState::default(),
             interval_us: (0, 0),
             window_start_us: 0,
@@ -307,6 +320,11 @@ impl Context {
             self.recent.resize_with(target + 1, RecentSamples::default);
         }
         self.recent[target].add(samples.iter().map(|s| s.addr));
+        if self.pages.len() <= target {
+            self.pages.resize_with(target + 1, PageSamples::default);
+        }
+        let now = self.now_us();
+        self.pages[target].add(now, samples.iter().map(|s| s.addr));
         let targets = &self.targets;
         let index = &self.region_index.get_or_insert_with(|| {
             targets
@@ -347,6 +365,7 @@ impl Context {
             &mut self.targets[target].regions,
             absent,
             samples,
+            self.sampled,
             self.attrs.min_region_sz,
             self.attrs.max_nr_regions as usize,
             others,
@@ -359,6 +378,88 @@ impl Context {
         if let Some(recent) = self.recent.get_mut(target) {
             recent.clear();
         }
+        if let Some(pages) = self.pages.get_mut(target) {
+            pages.clear();
+        }
+        if let Some(code) = self.code.get_mut(target) {
+            code.clear();
+        }
+        if let Some(resident) = self.resident.get_mut(target) {
+            resident.clear();
+        }
+    }
+
+    /// Counts the instruction addresses of target `target`'s samples of the interval just
+    /// finished (those whose data address [`Context::record_sampled_accesses`] took): the code
+    /// they were fetched from is touched memory too ([`working_set::estimate_code`]).
+    pub fn record_sampled_code(&mut self, target: usize, ips: &[u64]) {
+        if self.code.len() <= target {
+            self.code.resize_with(target + 1, PageSamples::default);
+        }
+        let now = self.now_us();
+        self.code[target].add(now, ips.iter().copied());
+    }
+
+    /// The code target `target` touched in the last `horizon_us`, per mapping, from its
+    /// sampled instructions ([`working_set::estimate_code`]).
+    pub fn code_touched(&self, target: usize, horizon_us: u64) -> Vec<(AddrRange, Touched)> {
+        match (self.code.get(target), self.resident.get(target)) {
+            (Some(ips), Some(resident)) => {
+                working_set::estimate_code(ips, self.now_us(), horizon_us, resident)
+            }
+            _ => Vec::new(),
+        }
+    }
+
+    /// Records target `target`'s mappings' resident bytes (sorted, disjoint), as the
+    /// operations walked them: working sets count no more than this of any mapping.
+    pub fn set_resident(&mut self, target: usize, mappings: Vec<ResidentRange>) {
+        if self.resident.len() <= target {
+            self.resident.resize_with(target + 1, Vec::new);
+        }
+        self.resident[target] = mappings;
+    }
+
+    /// The estimated touched pages of each of `cells` (sorted, disjoint ranges of target
+    /// `target` that DAMON's rule saw accessed within the last `horizon_us`), at page
+    /// resolution where the target's samples allow ([`crate::working_set`]); bounded by the
+    /// mappings' and the target's resident bytes where known. Ranges are counted whole for
+    /// sources without samples, as DAMON counts them.
+    pub fn touched(&self, target: usize, cells: &[AddrRange], horizon_us: u64) -> Vec<Touched> {
+        let empty = PageSamples::default();
+        let samples = self.pages.get(target).unwrap_or(&empty);
+        let resident = self.resident.get(target).map_or(&[][..], |r| &r[..]);
+        let mut estimates =
+            working_set::estimate_cells(samples, cells, self.now_us(), horizon_us, resident);
+        if let Some(memory) = self.target_memory(target) {
+            working_set::bound_total(&mut estimates, memory.resident_bytes);
+        }
+        estimates
+    }
+
+    /// The estimated touched bytes of each of target `target`'s regions in the window that
+    /// just ended ([`Context::touched`] over the window; 0 for regions not accessed in it):
+    /// what records keep beside `nr_accesses`. `None` for sources without samples, whose
+    /// accessed regions count whole.
+    pub fn window_touched_bytes(&self, target: usize) -> Option<Vec<u64>> {
+        let t = self.targets.get(target).filter(|_| self.sampled)?;
+        let accessed: Vec<AddrRange> = t
+            .regions
+            .iter()
+            .filter(|r| r.nr_accesses > 0)
+            .map(|r| AddrRange::new(r.start, r.end))
+            .collect();
+        let mut estimates = self
+            .touched(target, &accessed, self.attrs.aggr_interval_us)
+            .into_iter();
+        let bytes = t.regions.iter().map(|r| match r.nr_accesses {
+            0 => 0,
+            _ => estimates
+                .next()
+                .map_or(0, |e| (e.pages * PAGE_SIZE as f64).round() as u64)
+                .min(r.size()),
+        });
+        Some(bytes.collect())
     }
 
     /// Change the monitoring attributes while running (`damon_set_attrs`): results so far are
@@ -447,6 +548,10 @@ impl Context {
             // before the large idle part beside a small hot area is cut off.
             self.split_at_sampled_extents(IdleEvidence::Report);
             ops.check_residency(self);
+            let now = self.now_us();
+            for pages in self.pages.iter_mut().chain(&mut self.code) {
+                pages.settle(now);
+            }
         }
         self.apply_schemes(ops);
         if aggregation {

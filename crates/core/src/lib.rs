@@ -13,6 +13,9 @@
 //! - [`probe`]: where the guided adjustment cuts idle memory (ladders, exploration);
 //! - [`density`]: the test by which sampled sources tell regions' sample densities apart;
 //! - [`recent_samples`]: where a target's samples fell over its last few windows;
+//! - [`page_samples`]: where a target's samples fell, by page and time, over a minute;
+//! - [`touched`]: the pages of a range touched, estimated from how often samples repeat a page;
+//! - [`working_set`]: a horizon's working set at page resolution, bounded by what is resident;
 //! - [`layout`]: regions from address ranges (three-regions construction, `set_regions`);
 //! - [`tuning`]: monitoring intervals auto-tuning and the feedback loop;
 //! - [`ops`]: the operations interface and clocks; [`callbacks`]: hooks into the loop;
@@ -33,13 +36,17 @@ pub mod context;
 pub mod damos;
 pub mod density;
 pub mod layout;
+mod normal;
 pub mod ops;
+pub mod page_samples;
 pub mod probe;
 pub mod rand;
 pub mod recent_samples;
 pub mod region;
 mod region_index;
+pub mod touched;
 pub mod tuning;
+pub mod working_set;
 
 pub use attrs::{Adjustment, Attrs, AttrsError, IntervalsGoal, MAX_NR_REGIONS, PAGE_SIZE};
 pub use callbacks::{CallbackError, Callbacks, Flow, NoCallbacks, RunError};

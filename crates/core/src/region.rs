@@ -101,8 +101,13 @@ impl Region {
     }
 
     /// Moves to `right` (a piece just split off the region, holding a copy of its counts) its
-    /// `right_raw` of the raw samples and its share of the read and write samples.
+    /// `right_raw` of the raw samples and its share of the read and write samples. Where the
+    /// region had samples, each piece's `nr_accesses` rests on its own: a piece was seen
+    /// accessed in at most as many sampling intervals as it holds samples, and in none when it
+    /// holds none (kept at the region's count, a piece without a sample would be reported
+    /// accessed on no evidence).
     pub fn give_samples(&mut self, right: &mut Region, right_raw: u32) {
+        let sampled = self.raw_samples > 0;
         let right_raw = right_raw.min(self.raw_samples);
         let (read, write) = self.kind_shares(right_raw);
         right.raw_samples = right_raw;
@@ -111,6 +116,16 @@ impl Region {
         self.raw_samples -= right_raw;
         self.read_samples -= read;
         self.write_samples -= write;
+        if sampled {
+            self.rest_count_on_samples();
+            right.rest_count_on_samples();
+        }
+    }
+
+    /// Caps `nr_accesses` at the raw samples, for a region of a sampled source whose samples
+    /// were just shared with others (see [`Region::give_samples`]).
+    pub fn rest_count_on_samples(&mut self) {
+        self.nr_accesses = self.nr_accesses.min(self.raw_samples);
     }
 }
 

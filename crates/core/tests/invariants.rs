@@ -305,11 +305,30 @@ impl Operations for SampledOps {
         }
         ctx.record_sampled_accesses(0, &mut addrs);
     }
+
+    /// Some memory holds no pages: a random page-aligned stretch of a span, at times.
+    fn check_residency(&mut self, ctx: &mut Context) {
+        let rng = ctx.rng();
+        if rng.in_range(0, 2) == 0 {
+            return;
+        }
+        let span = self.spans[rng.in_range(0, self.spans.len() as u64) as usize];
+        let pages = span.size() / PAGE;
+        let first = rng.in_range(0, pages);
+        let len = rng.in_range(1, pages - first + 1);
+        let absent = [AddrRange::new(
+            span.start + first * PAGE,
+            span.start + (first + len) * PAGE,
+        )];
+        ctx.cut_absent(0, &absent);
+    }
 }
 
 /// Checks the invariants at every aggregation, and stops after a number of them.
 struct Checker {
     spans: Vec<AddrRange>,
+    /// The source samples: counts must rest on them.
+    sampled: bool,
     left: u32,
     failure: Option<String>,
 }
@@ -346,6 +365,14 @@ impl Checker {
             .find(|r| r.raw_samples > 0 && r.nr_accesses == 0)
         {
             return Err(format!("samples but reported not accessed: {r:?}"));
+        }
+        if let Some(r) = regions
+            .iter()
+            .find(|r| self.sampled && r.nr_accesses > r.raw_samples)
+        {
+            return Err(format!(
+                "accessed in more intervals than it has samples (or without any): {r:?}"
+            ));
         }
         if let Some(r) = regions
             .iter()
@@ -422,7 +449,7 @@ proptest! {
         };
         let mut ctx = Context::new(attrs, seed).unwrap();
         ctx.add_target(Target::new(None));
-        let mut checker = Checker { spans: spans.clone(), left: 12, failure: None };
+        let mut checker = Checker { spans: spans.clone(), sampled, left: 12, failure: None };
         if sampled {
             // Hot areas take their weight of the samples; the rest fall anywhere.
             let total: f64 = hot.iter().map(|h: &(AddrRange, f64)| h.1).sum::<f64>().max(1.0);

@@ -1,10 +1,13 @@
 //! What one target's aggregation window says, in the terms of the metrics: computed once per
 //! window on the target's own monitoring thread, so that a scrape only reads numbers.
 //!
-//! - **Working set** over a horizon H: the bytes of regions accessed in the window, plus those
-//!   of regions not accessed for less than H (DAMON's age of an idle region is how long it has
-//!   stayed idle), if that began after monitoring did (before, the region may never have been
-//!   accessed at all). The window itself is the horizon `window`.
+//! - **Working set** over a horizon H: the regions accessed in the window, plus those not
+//!   accessed for less than H (DAMON's age of an idle region is how long it has stayed idle),
+//!   if that began after monitoring did (before, the region may never have been accessed at
+//!   all); their bytes counted at page resolution where the source samples
+//!   ([`udamon_core::working_set`]: the same estimate as the records and reports), with the
+//!   code the sampled instructions were fetched from, and never beyond what is resident. The
+//!   window itself is the horizon `window`.
 //! - **Access bandwidth**: the sum over regions of size × accesses per second of the window,
 //!   DAMON_STAT's estimated memory bandwidth and damo's "memory bw estimate".
 //! - **Idle time**: DAMON_STAT's idle-time percentiles. Each byte is idle for its region's age
@@ -13,7 +16,7 @@
 //!   a Prometheus gauge of seconds idle stops at 0); the percentiles are taken over bytes.
 
 use std::collections::BTreeMap;
-use udamon_core::Context;
+use udamon_core::{AddrRange, Context, PAGE_SIZE};
 
 /// The working-set horizons exported (label value, microseconds; 0 is the window itself).
 pub const HORIZONS: [(&str, u64); 3] = [("window", 0), ("10s", 10_000_000), ("60s", 60_000_000)];
@@ -77,14 +80,26 @@ pub fn observe(ctx: &Context, target: usize) -> Observation {
     let working_set_bytes = HORIZONS
         .iter()
         .map(|&(_, h)| {
-            regions
+            let cells: Vec<AddrRange> = regions
                 .iter()
                 .filter(|r| {
                     r.nr_accesses > 0
                         || (h > 0 && idle_us(r) < h && idle_us(r) + aggr_us < elapsed_us)
                 })
-                .map(|r| r.size())
-                .sum()
+                .map(|r| AddrRange::new(r.start, r.end))
+                .collect();
+            let horizon = h.max(aggr_us);
+            let data: f64 = ctx
+                .touched(target, &cells, horizon)
+                .iter()
+                .map(|t| t.pages)
+                .sum();
+            let code: f64 = ctx
+                .code_touched(target, horizon)
+                .iter()
+                .map(|c| c.1.pages)
+                .sum();
+            ((data + code) * PAGE_SIZE as f64).round() as u64
         })
         .collect();
     let bandwidth = regions

@@ -171,3 +171,76 @@ fn scraped_series_parse_and_a_removed_target_leaves_none() {
     drop(junk);
     assert_eq!(get(server.local_addr(), "/metrics").0, 200);
 }
+
+/// A sampled source over 64 MiB whose samples fall on 1,024 pages (4 MiB) scattered over it,
+/// five per sampling interval; the walk finds `resident` bytes in the mapping.
+struct Scattered {
+    pages: Vec<u64>,
+    resident: u64,
+}
+
+impl udamon_core::Operations for Scattered {
+    fn name(&self) -> &str {
+        "scattered"
+    }
+    fn init(&mut self, ctx: &mut Context) -> Result<(), udamon_core::OpsError> {
+        ctx.targets_mut()[0] =
+            Target::with_regions(None, &[udamon_core::AddrRange::new(0, 64 * MIB)]);
+        Ok(())
+    }
+    fn prepare_access_checks(&mut self, _ctx: &mut Context) {}
+    fn check_accesses(&mut self, ctx: &mut Context) {
+        let mut samples: Vec<udamon_core::SampledAccess> = (0..5)
+            .map(|_| {
+                let i = ctx.rng().in_range(0, self.pages.len() as u64) as usize;
+                udamon_core::SampledAccess::read(self.pages[i] * 4096 + 64)
+            })
+            .collect();
+        ctx.record_sampled_accesses(0, &mut samples);
+    }
+    fn check_residency(&mut self, ctx: &mut Context) {
+        let range = udamon_core::AddrRange::new(0, 64 * MIB);
+        let resident_bytes = self.resident;
+        ctx.set_resident(
+            0,
+            vec![udamon_core::working_set::ResidentRange {
+                range,
+                resident_bytes,
+            }],
+        );
+    }
+}
+
+fn scattered_at(at_us: u64, resident: u64) -> Observation {
+    let mut ctx = Context::new(Attrs::default(), 3).unwrap();
+    ctx.add_target(Target::new(None));
+    let mut rng = udamon_core::Prng::seeded(9);
+    let mut pages: Vec<u64> = (0..1024).map(|_| rng.in_range(0, 16384)).collect();
+    pages.sort_unstable();
+    pages.dedup();
+    let mut cb = ObserveAt { at_us, seen: None };
+    ctx.run(
+        &mut Scattered { pages, resident },
+        &mut VirtualClock,
+        &mut cb,
+    )
+    .unwrap();
+    cb.seen.unwrap()
+}
+
+#[test]
+fn a_sparse_working_set_is_counted_at_page_resolution_and_never_above_resident() {
+    let o = scattered_at(30_000_000, 64 * MIB);
+    let mib = |b: u64| b as f64 / MIB as f64;
+    // About 4 MiB touched (1,024 pages less duplicates) over 10 s and 60 s, where DAMON's
+    // whole regions would say up to 64; a 100 ms window's 100 samples touch fewer.
+    let [window, s10, s60] = o.working_set_bytes[..] else {
+        panic!("three horizons: {o:?}")
+    };
+    assert!((3.0..=5.0).contains(&mib(s10)), "{o:?}");
+    assert!((3.0..=5.0).contains(&mib(s60)), "{o:?}");
+    assert!(window < s10, "{o:?}");
+    // The walk found 2 MiB resident: no horizon counts more.
+    let o = scattered_at(30_000_000, 2 * MIB);
+    assert!(o.working_set_bytes.iter().all(|&b| b <= 2 * MIB), "{o:?}");
+}

@@ -48,6 +48,7 @@ fn initial_regions(rng: &mut Rng, n: usize) -> Vec<RegionStat> {
                 raw_samples: 0,
                 read_samples: 0,
                 write_samples: 0,
+                touched_bytes: None,
             }
         })
         .collect()

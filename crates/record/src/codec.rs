@@ -37,23 +37,42 @@ pub fn encode_snapshot(out: &mut Vec<u8>, s: &Snapshot) {
             prev_end = end;
         }
     }
-    // Read and write samples, after everything a version 2 snapshot holds, and only where
-    // there are any: records of accessed-bit sources stay as they were. They are counted
-    // among the raw samples, so only regions with raw samples carry them (most regions of a
-    // sampled source's window got none).
-    let sampled = || {
-        s.targets
-            .iter()
-            .flat_map(|t| &t.regions)
-            .filter(|r| r.raw_samples > 0)
-    };
-    if sampled().any(|r| r.read_samples > 0 || r.write_samples > 0) {
+    // Version 4's sections, after everything a version 2 snapshot holds, each only where it
+    // has anything to say, behind a flags number that says which follow (left out, with the
+    // sections, when none does: such a snapshot reads as version 2 wrote it): read and write
+    // samples (counted among the raw samples, so only regions with raw samples carry them),
+    // and the pages estimated touched of regions accessed in the window (sampled sources).
+    let regions = || s.targets.iter().flat_map(|t| &t.regions);
+    let sampled = || regions().filter(|r| r.raw_samples > 0);
+    let accessed = || regions().filter(|r| r.nr_accesses > 0);
+    let kinds = sampled().any(|r| r.read_samples > 0 || r.write_samples > 0);
+    let touched = accessed().any(|r| r.touched_bytes.is_some());
+    let sections = [(kinds, SECTION_KINDS), (touched, SECTION_TOUCHED)]
+        .into_iter()
+        .filter(|s| s.0)
+        .fold(0, |flags, s| flags | s.1);
+    if sections != 0 {
+        varint::put_u64(out, sections);
+    }
+    if kinds {
         for r in sampled() {
             varint::put_u64(out, r.read_samples as u64);
             varint::put_u64(out, r.write_samples as u64);
         }
     }
+    if touched {
+        for r in accessed() {
+            varint::put_u64(out, r.touched().div_ceil(TOUCHED_UNIT));
+        }
+    }
 }
+
+/// Flags of a version 4 snapshot's sections.
+const SECTION_KINDS: u64 = 1;
+const SECTION_TOUCHED: u64 = 2;
+
+/// Touched bytes are written in 4 KiB pages, the unit they are estimated in.
+const TOUCHED_UNIT: u64 = 4096;
 
 /// The number of low zero bits shared by every boundary: 12 for page-aligned regions, which
 /// saves a byte and a half per region.
@@ -77,7 +96,17 @@ pub fn check_snapshot_size(s: &Snapshot) -> Result<(), DecodeError> {
     Ok(())
 }
 
-pub fn decode_snapshot(bytes: &[u8]) -> Result<Snapshot, DecodeError> {
+/// Decodes a snapshot of a record of format `version`; `None` when the record's header was
+/// lost, which tries the current format, then the one before it.
+pub fn decode_snapshot(bytes: &[u8], version: Option<u32>) -> Result<Snapshot, DecodeError> {
+    match version {
+        Some(v) => decode_snapshot_of(bytes, v),
+        None => decode_snapshot_of(bytes, crate::FORMAT_VERSION)
+            .or_else(|_| decode_snapshot_of(bytes, crate::FORMAT_VERSION - 1)),
+    }
+}
+
+fn decode_snapshot_of(bytes: &[u8], version: u32) -> Result<Snapshot, DecodeError> {
     let mut c = Cursor::new(bytes);
     let start_ns = c.u64()?;
     let end_ns = start_ns.wrapping_add(c.u64()?);
@@ -120,16 +149,36 @@ pub fn decode_snapshot(bytes: &[u8]) -> Result<Snapshot, DecodeError> {
                 raw_samples: c.u32()?,
                 read_samples: 0,
                 write_samples: 0,
+                touched_bytes: None,
             });
             prev_end = end;
         }
         targets.push(TargetSnapshot { target, regions });
     }
-    if c.remaining() != 0 {
-        let sampled = targets.iter_mut().flat_map(|t| &mut t.regions);
-        for r in sampled.filter(|r| r.raw_samples > 0) {
+    // Version 3 wrote the read and write samples when there were any, without flags.
+    let sections = if c.remaining() == 0 {
+        0
+    } else if version <= 3 {
+        SECTION_KINDS
+    } else {
+        let flags = c.u64()?;
+        if flags == 0 || flags & !(SECTION_KINDS | SECTION_TOUCHED) != 0 {
+            return Err("unknown snapshot sections");
+        }
+        flags
+    };
+    if sections & SECTION_KINDS != 0 {
+        let regions = targets.iter_mut().flat_map(|t| &mut t.regions);
+        for r in regions.filter(|r| r.raw_samples > 0) {
             r.read_samples = c.u32()?;
             r.write_samples = c.u32()?;
+        }
+    }
+    if sections & SECTION_TOUCHED != 0 {
+        let regions = targets.iter_mut().flat_map(|t| &mut t.regions);
+        for r in regions.filter(|r| r.nr_accesses > 0) {
+            let pages = c.u64()?;
+            r.touched_bytes = Some(pages.saturating_mul(TOUCHED_UNIT).min(r.end - r.start));
         }
     }
     if c.remaining() != 0 {
@@ -500,6 +549,7 @@ mod tests {
             raw_samples,
             read_samples: 0,
             write_samples: 0,
+            touched_bytes: None,
         }
     }
 
@@ -531,7 +581,7 @@ mod tests {
         // 0x7f00_0000 (zigzagged: 32 bits), 5 bytes instead of 1.
         let first_gap_extra = 4;
         assert_eq!(out.len(), 11 + 3 + 100 * 5 + first_gap_extra);
-        assert_eq!(decode_snapshot(&out), Ok(s));
+        assert_eq!(decode(&out), Ok(s));
     }
 
     #[test]
@@ -566,7 +616,7 @@ mod tests {
         };
         let mut out = Vec::new();
         encode_snapshot(&mut out, &s);
-        assert_eq!(decode_snapshot(&out), Ok(s.clone()));
+        assert_eq!(decode(&out), Ok(s.clone()));
 
         // A version 2 snapshot, as the format documented it: no read or write samples.
         let mut v2 = Vec::new();
@@ -594,7 +644,7 @@ mod tests {
                 prev_end = r.end >> shift;
             }
         }
-        let old = decode_snapshot(&v2).unwrap();
+        let old = decode_snapshot(&v2, Some(3)).unwrap();
         for r in s.targets.iter_mut().flat_map(|t| &mut t.regions) {
             (r.read_samples, r.write_samples) = (0, 0);
         }
@@ -605,6 +655,53 @@ mod tests {
             out, v2,
             "without read or write samples, version 2's encoding"
         );
+    }
+
+    #[test]
+    fn touched_bytes_round_trip_in_pages_and_older_snapshots_have_none() {
+        let accessed = |start, end, touched| RegionStat {
+            touched_bytes: Some(touched),
+            ..region(start, end, 2, 0, 3)
+        };
+        let s = Snapshot {
+            start_ns: 1,
+            end_ns: 2,
+            sample_us: 3,
+            aggr_us: 4,
+            targets: vec![TargetSnapshot {
+                target: 0,
+                regions: vec![
+                    accessed(0, 1 << 20, 40960),
+                    region(1 << 20, 2 << 20, 0, 4, 0),
+                    accessed(2 << 20, 3 << 20, 1 << 20),
+                ],
+            }],
+        };
+        let mut out = Vec::new();
+        encode_snapshot(&mut out, &s);
+        assert_eq!(decode(&out), Ok(s.clone()));
+        // A version 3 reader's view of the same regions without the estimate: none.
+        let mut v3 = s.clone();
+        v3.targets[0]
+            .regions
+            .iter_mut()
+            .for_each(|r| r.touched_bytes = None);
+        let mut old = Vec::new();
+        encode_snapshot(&mut old, &v3);
+        assert_eq!(decode_snapshot(&old, Some(3)), Ok(v3.clone()));
+        assert_eq!(
+            decode_snapshot(&old, None),
+            Ok(v3),
+            "header lost: tried as version 3"
+        );
+        // Unknown sections are damage, not a guess.
+        let mut unknown = old.clone();
+        unknown.push(4);
+        assert!(decode(&unknown).is_err());
+    }
+
+    fn decode(bytes: &[u8]) -> Result<Snapshot, DecodeError> {
+        decode_snapshot(bytes, Some(crate::FORMAT_VERSION))
     }
 
     #[test]
@@ -625,7 +722,7 @@ mod tests {
         };
         let mut out = Vec::new();
         encode_snapshot(&mut out, &s);
-        assert_eq!(decode_snapshot(&out), Ok(s));
+        assert_eq!(decode(&out), Ok(s));
     }
 
     #[test]
@@ -642,16 +739,16 @@ mod tests {
         };
         let mut out = Vec::new();
         encode_snapshot(&mut out, &s);
-        assert!(decode_snapshot(&out[..out.len() - 1]).is_err());
+        assert!(decode(&out[..out.len() - 1]).is_err());
         let mut longer = out.clone();
         longer.push(0);
-        assert!(decode_snapshot(&longer).is_err());
+        assert!(decode(&longer).is_err());
         // A huge region count in a tiny payload must not allocate.
         let mut huge = Vec::new();
         for v in [1, 1, 1, 1, 1, 0, u64::MAX >> 1, 0] {
             varint::put_u64(&mut huge, v);
         }
-        assert!(decode_snapshot(&huge).is_err());
+        assert!(decode(&huge).is_err());
     }
 
     /// A snapshot payload of one target whose `nr_regions` adjacent pages compress to nothing.
@@ -674,14 +771,14 @@ mod tests {
 
     #[test]
     fn snapshots_beyond_the_format_limits_are_refused_before_they_are_held() {
-        let at_limit = decode_snapshot(&many_regions(1, MAX_SNAPSHOT_REGIONS)).unwrap();
+        let at_limit = decode(&many_regions(1, MAX_SNAPSHOT_REGIONS)).unwrap();
         assert_eq!(at_limit.nr_regions(), MAX_SNAPSHOT_REGIONS);
         assert_eq!(check_snapshot_size(&at_limit), Ok(()));
-        let e = decode_snapshot(&many_regions(1, MAX_SNAPSHOT_REGIONS + 1)).unwrap_err();
+        let e = decode(&many_regions(1, MAX_SNAPSHOT_REGIONS + 1)).unwrap_err();
         assert!(e.contains(&MAX_SNAPSHOT_REGIONS.to_string()), "{e}");
-        let e = decode_snapshot(&many_regions(MAX_SNAPSHOT_TARGETS + 1, 0)).unwrap_err();
+        let e = decode(&many_regions(MAX_SNAPSHOT_TARGETS + 1, 0)).unwrap_err();
         assert!(e.contains(&MAX_SNAPSHOT_TARGETS.to_string()), "{e}");
-        assert!(decode_snapshot(&many_regions(MAX_SNAPSHOT_TARGETS, 0)).is_ok());
+        assert!(decode(&many_regions(MAX_SNAPSHOT_TARGETS, 0)).is_ok());
     }
 
     #[test]

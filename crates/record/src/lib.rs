@@ -7,7 +7,7 @@
 //! - [`detect`]: format detection by content and [`open_any`], one frame stream for any input;
 //! - [`error`]: errors that stop reading or writing, and damage that reading survives.
 //!
-//! # The udamon record format (version 3)
+//! # The udamon record format (version 4)
 //!
 //! A record is the 8-byte signature `89 55 44 41 4D 4F 4E 0A` (`\x89UDAMON\n`) followed by
 //! frames: first one header frame, then one frame per snapshot and per event, in time order.
@@ -42,15 +42,21 @@
 //! per target:  target index, nr_regions, shift,
 //!   per region: zigzag((start >> shift) - (previous end >> shift)),
 //!               (end - start) >> shift, nr_accesses, age, raw_samples
-//! then, only when a region has read or write samples (sampled sources),
-//!   per target, per region with raw_samples > 0: read_samples, write_samples
+//! then, only when one of the sections below has anything to say, a flags number (bit 0: read
+//! and write samples follow, bit 1: touched pages follow) and the sections in that order:
+//!   read and write samples: per target, per region with raw_samples > 0:
+//!               read_samples, write_samples
+//!   touched pages: per target, per region with nr_accesses > 0: touched_pages
 //! ```
 //!
 //! `read_samples` and `write_samples` count, of the region's raw samples, those whose instruction
 //! read and those whose instruction wrote memory (a read-modify-write counts in both, a sample of
-//! unknown kind in neither); a region without raw samples has neither, and nothing is written for
-//! it. Version 3 added them; version 2 snapshots end before them and read as having none, and a
-//! version 2 reader refuses version 3 records rather than take their snapshots for damage.
+//! unknown kind in neither). `touched_pages` is the region's bytes estimated touched in the
+//! window, in 4 KiB pages, from its samples' repeats ([`model::RegionStat::touched_bytes`]).
+//! Version 3 added the read and write samples, without the flags number; version 4 the touched
+//! pages and the flags. A snapshot with neither section is the same in every version; an older
+//! reader refuses a newer record rather than take its snapshots for damage, and a record whose
+//! header is lost is read as version 4, frame by frame as version 3 where that fails.
 //!
 //! `shift` is the number of low zero bits common to all of the target's region boundaries (12 for
 //! page-aligned regions); the first region's "previous end" is 0; differences wrap modulo 2^64,

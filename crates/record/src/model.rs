@@ -125,6 +125,12 @@ pub struct RegionStat {
     /// Of `raw_samples`, those of writing instructions.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub write_samples: u32,
+    /// The bytes of the region estimated touched in the window, at page resolution from its
+    /// samples' repeats (sampled sources, for regions accessed in the window); `None` where
+    /// the record has no estimate (records of other sources, or written before version 4),
+    /// in which case an accessed region counts whole, as DAMON counts it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub touched_bytes: Option<u64>,
 }
 
 pub(crate) fn is_zero(n: &u32) -> bool {
@@ -134,6 +140,16 @@ pub(crate) fn is_zero(n: &u32) -> bool {
 impl RegionStat {
     pub fn size(&self) -> u64 {
         self.end - self.start
+    }
+
+    /// The bytes touched in the window: the estimate where the record has one, else the whole
+    /// region when it was accessed (DAMON's count) and none when it was not.
+    pub fn touched(&self) -> u64 {
+        match (self.nr_accesses, self.touched_bytes) {
+            (0, _) => 0,
+            (_, Some(bytes)) => bytes.min(self.end.saturating_sub(self.start)),
+            (_, None) => self.end.saturating_sub(self.start),
+        }
     }
 }
 

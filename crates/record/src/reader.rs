@@ -215,6 +215,18 @@ impl<R: Read + Seek> RecordReader<R> {
         &self.header
     }
 
+    /// The format the record says it is written in; `None` when its header was lost.
+    fn format_version(&self) -> Option<u32> {
+        let lost = matches!(
+            self.damage.as_slice().first(),
+            Some(Damage {
+                kind: DamageKind::HeaderLost { .. },
+                ..
+            })
+        );
+        (!lost).then_some(self.header.format_version)
+    }
+
     /// Damage found so far (all of it once the iterator is exhausted).
     pub fn damage(&self) -> &[Damage] {
         self.damage.as_slice()
@@ -236,10 +248,11 @@ impl<R: Read + Seek> RecordReader<R> {
                 skipped: len,
             });
         };
+        let version = self.format_version();
         let payload = self.frames.payload(type_byte).map_err(undecodable)?;
         match kind {
             FrameType::Snapshot => {
-                let snapshot = codec::decode_snapshot(payload)
+                let snapshot = codec::decode_snapshot(payload, version)
                     .map_err(|e| undecodable(format!("snapshot: {e}")))?;
                 snapshot
                     .check()

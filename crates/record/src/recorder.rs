@@ -246,14 +246,21 @@ pub fn fill_snapshot(s: &mut Snapshot, ctx: &Context, start_us: u64) {
     for (i, (out, t)) in s.targets.iter_mut().zip(targets).enumerate() {
         out.target = i as u32;
         out.regions.clear();
-        out.regions.extend(t.regions.iter().map(|r| RegionStat {
-            start: r.start,
-            end: r.end,
-            nr_accesses: r.nr_accesses,
-            age: r.age,
-            raw_samples: r.raw_samples,
-            read_samples: r.read_samples,
-            write_samples: r.write_samples,
+        let mut touched = ctx.window_touched_bytes(i).map(Vec::into_iter);
+        out.regions.extend(t.regions.iter().map(|r| {
+            RegionStat {
+                start: r.start,
+                end: r.end,
+                nr_accesses: r.nr_accesses,
+                age: r.age,
+                raw_samples: r.raw_samples,
+                read_samples: r.read_samples,
+                write_samples: r.write_samples,
+                touched_bytes: touched
+                    .as_mut()
+                    .and_then(Iterator::next)
+                    .filter(|_| r.nr_accesses > 0),
+            }
         }));
     }
 }

@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 /// Version 2 added the `target_added` event: a version 1 reader would skip it as damage and
 /// meet snapshots of targets it was never told of. Version 3 added regions' read and write
 /// samples to snapshots: a version 2 reader would skip every snapshot that holds them as damage.
-pub const FORMAT_VERSION: u32 = 3;
+pub const FORMAT_VERSION: u32 = 4;
 
 /// zstd's default level: fast enough for a monitor, and higher levels gain little on snapshots.
 const ZSTD_LEVEL: i32 = 3;

@@ -39,6 +39,7 @@ fn check_min_record(header: &Header, frames: &[Frame], ages: bool) {
                         raw_samples: 0,
                         read_samples: 0,
                         write_samples: 0,
+                        touched_bytes: None,
                     },
                     RegionStat {
                         start: 1052672,
@@ -48,6 +49,7 @@ fn check_min_record(header: &Header, frames: &[Frame], ages: bool) {
                         raw_samples: 0,
                         read_samples: 0,
                         write_samples: 0,
+                        touched_bytes: None,
                     },
                 ],
             }]

@@ -72,6 +72,7 @@ fn damo_reports_on_our_json_compressed() {
                 raw_samples: nr_accesses / 4,
                 read_samples: nr_accesses / 4,
                 write_samples: nr_accesses / 8,
+                touched_bytes: None,
             };
             Frame::Snapshot(snapshot(
                 i,

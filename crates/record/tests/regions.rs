@@ -33,6 +33,7 @@ fn udamon_records_skip_the_snapshot_with_an_inverted_region() {
                 raw_samples: 0,
                 read_samples: 0,
                 write_samples: 0,
+                touched_bytes: None,
             }],
         )],
     ));
@@ -68,6 +69,7 @@ fn udamon_records_skip_the_snapshot_whose_regions_overlap() {
         raw_samples: 0,
         read_samples: 0,
         write_samples: 0,
+        touched_bytes: None,
     };
     let frames = vec![
         Frame::Snapshot(snapshot(0, vec![(0, vec![region(0x1000, 0x3000)])])),

@@ -132,6 +132,7 @@ fn frames_with_an_added_target() -> Vec<Frame> {
                 raw_samples: hot,
                 read_samples: 0,
                 write_samples: 0,
+                touched_bytes: None,
             },
             RegionStat {
                 start: base + (4 << 20),
@@ -141,6 +142,7 @@ fn frames_with_an_added_target() -> Vec<Frame> {
                 raw_samples: 0,
                 read_samples: 0,
                 write_samples: 0,
+                touched_bytes: None,
             },
         ]
     };
@@ -234,7 +236,15 @@ fn header_frame(header: &Header, version: u32) -> Vec<u8> {
 #[test]
 fn version_1_records_still_read() {
     let h = header(2);
-    let frames = common::sample_frames(4);
+    // Snapshots as version 1 wrote them: without the later versions' sections.
+    let mut frames = common::sample_frames(4);
+    for f in &mut frames {
+        if let Frame::Snapshot(s) = f {
+            for r in s.targets.iter_mut().flat_map(|t| &mut t.regions) {
+                (r.read_samples, r.write_samples) = (0, 0);
+            }
+        }
+    }
     let mut w = RecordWriter::new(Vec::new(), "memory", &h, WriterOptions::default()).unwrap();
     let after_header = w.bytes_written() as usize;
     for f in &frames {

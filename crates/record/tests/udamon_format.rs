@@ -76,6 +76,7 @@ fn arb_scattered_regions() -> impl Strategy<Value = Vec<RegionStat>> {
                     // Any values in a region with raw samples; a region without has none.
                     read_samples: if raw_samples > 0 { age } else { 0 },
                     write_samples: if raw_samples > 0 { nr_accesses } else { 0 },
+                    touched_bytes: None,
                 })
                 .collect()
         })
@@ -101,6 +102,7 @@ fn arb_sorted_regions() -> impl Strategy<Value = Vec<RegionStat>> {
                     raw_samples,
                     read_samples: raw_samples / 2,
                     write_samples: raw_samples / 3,
+                    touched_bytes: None,
                 }
             })
             .collect()
@@ -182,6 +184,7 @@ fn the_documented_layout_reads_back() {
         raw_samples,
         read_samples: 0,
         write_samples: 0,
+        touched_bytes: None,
     };
     assert_eq!(
         frames,

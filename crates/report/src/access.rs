@@ -65,6 +65,10 @@ pub struct RegionAccess {
     pub read_samples: u32,
     /// Of `raw_samples`, those of instructions that wrote memory (read-modify-writes included).
     pub write_samples: u32,
+    /// The bytes estimated touched in the window, at page resolution from its samples'
+    /// repeats (records of sampled sources that keep the estimate; accessed regions only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub touched_bytes: Option<u64>,
     /// The names of the mappings it overlaps, in address order (when the record has them).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub mappings: Vec<Arc<str>>,
@@ -79,6 +83,9 @@ pub struct TargetAccess {
     pub total_bytes: u64,
     /// Bytes in regions with `nr_accesses > 0`.
     pub accessed_bytes: u64,
+    /// Of those, the bytes estimated touched (when the record has estimates).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub touched_bytes: Option<u64>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -95,6 +102,8 @@ pub struct AccessReport {
     pub nr_regions: usize,
     pub total_bytes: u64,
     pub accessed_bytes: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub touched_bytes: Option<u64>,
     /// damo's "memory bw estimate": Σ size × nr_accesses per second of the window.
     pub est_mem_bw_bytes_per_sec: f64,
 }
@@ -133,6 +142,7 @@ pub fn access(
                     raw_samples: r.raw_samples,
                     read_samples: r.read_samples,
                     write_samples: r.write_samples,
+                    touched_bytes: r.touched_bytes.map(|_| r.touched()),
                     mappings: layouts.names(t.target, r.start, r.end),
                 })
                 .collect();
@@ -150,6 +160,10 @@ pub fn access(
                     .filter(|r| r.nr_accesses > 0)
                     .map(|r| r.size)
                     .sum(),
+                touched_bytes: regions
+                    .iter()
+                    .any(|r| r.touched_bytes.is_some())
+                    .then(|| regions.iter().map(|r| r.touched_bytes.unwrap_or(0)).sum()),
                 regions,
             }
         })
@@ -184,6 +198,10 @@ pub fn access(
         accessed_bytes: targets
             .iter()
             .fold(0, |sum, t| sum.saturating_add(t.accessed_bytes)),
+        touched_bytes: targets
+            .iter()
+            .filter_map(|t| t.touched_bytes)
+            .reduce(u64::saturating_add),
         est_mem_bw_bytes_per_sec: bw,
         targets,
     })
@@ -285,6 +303,7 @@ pub fn render_text(report: &AccessReport) -> String {
         .iter()
         .flat_map(|t| &t.regions)
         .any(|r| !r.mappings.is_empty());
+    let show_touched = report.touched_bytes.is_some();
     for target in &report.targets {
         let who = target_name(target.target, target.pid, target.cmdline.as_deref());
         let _ = writeln!(out, "# {who}");
@@ -321,6 +340,9 @@ pub fn render_text(report: &AccessReport) -> String {
         if show_kinds {
             line.push_str("    reads   writes");
         }
+        if show_touched {
+            line.push_str(&format!("  {:>11}", "touched"));
+        }
         if show_mappings {
             line.push_str("  mappings");
         }
@@ -346,6 +368,10 @@ pub fn render_text(report: &AccessReport) -> String {
                     region.read_samples, region.write_samples
                 );
             }
+            if show_touched {
+                let touched = region.touched_bytes.map_or(String::new(), human::size);
+                let _ = write!(line, "  {touched:>11}");
+            }
             if show_mappings {
                 let _ = write!(line, "  {}", mapping_names(&region.mappings));
             }
@@ -353,11 +379,15 @@ pub fn render_text(report: &AccessReport) -> String {
         }
         let _ = writeln!(
             out,
-            "# target {} total: {} regions, {}; accessed: {}",
+            "# target {} total: {} regions, {}; accessed: {}{}",
             target.target,
             target.regions.len(),
             human::size(target.total_bytes),
-            human::size(target.accessed_bytes)
+            human::size(target.accessed_bytes),
+            target.touched_bytes.map_or(String::new(), |t| format!(
+                ", of it touched (page resolution): {}",
+                human::size(t)
+            ))
         );
     }
     let _ = writeln!(
@@ -372,6 +402,13 @@ pub fn render_text(report: &AccessReport) -> String {
             report.accessed_bytes as f64 * 100.0 / report.total_bytes as f64
         })
     );
+    if let Some(touched) = report.touched_bytes {
+        let _ = writeln!(
+            out,
+            "touched in the window, at page resolution from the samples' repeats: {}",
+            human::size(touched)
+        );
+    }
     let _ = writeln!(
         out,
         "memory bw estimate: {} per second",

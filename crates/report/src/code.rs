@@ -491,6 +491,7 @@ mod tests {
                         raw_samples: 0,
                         read_samples: 0,
                         write_samples: 0,
+                        touched_bytes: None,
                     })
                     .collect(),
             }],

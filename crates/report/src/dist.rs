@@ -114,6 +114,13 @@ pub struct Evidence {
     /// The smallest share of those samples a part of the working set must draw to be seen with
     /// probability [`Evidence::CONFIDENCE`].
     pub share_seen: f64,
+    /// The medians, over the snapshots, of the low and high ends of the page-resolution
+    /// estimate's 95 % interval (bytes; `None` for whole regions).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub interval: Option<(u64, u64)>,
+    /// The share of snapshots whose estimate was settled: its interval within about ±25 %.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub settled_share: Option<f64>,
 }
 
 impl Evidence {
@@ -140,7 +147,15 @@ impl Evidence {
             chosen,
             median_samples,
             share_seen: Evidence::share_seen_with(median_samples),
+            interval: None,
+            settled_share: None,
         }
+    }
+
+    /// Whether the page-resolution estimate was settled in most snapshots (true for whole
+    /// regions, which estimate nothing).
+    pub fn is_settled(&self) -> bool {
+        self.settled_share.is_none_or(|s| s >= 0.5)
     }
 
     /// `1 - (1 - CONFIDENCE)^(1/n)`: with `n` samples, a part drawing at least this share of
@@ -164,13 +179,23 @@ impl Evidence {
         } else {
             ""
         };
-        format!(
+        let mut line = format!(
             "evidence: a median of {} samples fell in the working set over {over}{chosen}; a part \
              of it drawing {:.0} % of them or more is seen with {:.0} % probability",
             self.median_samples,
             (self.share_seen * 100.0).ceil(),
             Evidence::CONFIDENCE * 100.0
-        )
+        );
+        if let (Some((low, high)), Some(settled)) = (self.interval, self.settled_share) {
+            line.push_str(&format!(
+                "; counted at page resolution from the samples' repeats, 95 % interval a median \
+                 of {} to {}, settled (within about ±25 %) in {:.0} % of snapshots",
+                human::size(low),
+                human::size(high),
+                settled * 100.0
+            ));
+        }
+        line
     }
 
     /// The fewest samples for which a part drawing `share` of them is seen with probability
@@ -358,6 +383,14 @@ pub fn render_text(report: &DistReport, opts: &RenderOptions) -> String {
                  longer horizon (--horizon, or --horizon auto) or a longer record gathers more"
             );
         }
+    }
+    if report.evidence.as_ref().is_some_and(|e| !e.is_settled()) {
+        let _ = writeln!(
+            out,
+            "# warning: the page-resolution estimate rests on few repeated samples in most \
+             snapshots: the working set lies within the interval above; a longer horizon or \
+             record settles it"
+        );
     }
     if let Some(warning) = &report.warning {
         let _ = writeln!(out, "# warning: {warning}");

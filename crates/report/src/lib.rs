@@ -9,7 +9,8 @@
 //!
 //! - [`access`]: one snapshot's regions, damo's `report access`.
 //! - [`accuracy`]: a simulated record against the simulator's ground truth.
-//! - [`wss`] and [`nr_regions`]: distributions and time series over snapshots ([`dist`]).
+//! - [`wss`] and [`nr_regions`]: distributions and time series over snapshots ([`dist`]);
+//!   [`working_set`]: a record's working sets replayed at page resolution.
 //! - [`heatmap`]: time × address access-frequency grid, rendered for terminals and as PNG/SVG.
 //! - [`raw`]: every frame as a JSON line.
 //! - [`info`]: what the record says about itself.
@@ -35,10 +36,10 @@ pub mod percentile;
 pub mod plot;
 pub mod pprof;
 pub mod raw;
-mod recent;
 pub mod referenced;
 pub mod schemes;
 pub mod stacks;
+pub mod working_set;
 pub mod wss;
 
 use std::error::Error;

@@ -1,15 +1,19 @@
 //! What the monitored memory is: each target's mappings as the record's `mappings` events give
 //! them, with their resident bytes from its `resident` events ([`Layouts`]), and `udamon report
 //! mappings`, which sums the snapshots up per mapping: its size, its resident bytes, and how
-//! many of its bytes were hot (accessed in the window), warm (idle for less than `cold_after`)
-//! or cold, on average over the snapshots it existed in, with the access rate of its bytes and
-//! the samples that fell in it.
+//! many of its bytes were hot (touched in the window: at page resolution where the record has
+//! estimates), warm (idle for less than `cold_after`, or in an accessed region but not among
+//! its touched pages) or cold, and its working set over a horizon ([`crate::working_set`]), on
+//! average over the snapshots it existed in, with the access rate of its bytes and the samples
+//! that fell in it.
 
+use crate::working_set::{Basis, Membership, Replay, WorkingSet, samples_first};
 use crate::{ReportError, Result, human, target_name};
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::sync::Arc;
+use udamon_core::AddrRange;
 use udamon_record::model::{EventKind, Frame, Header, MappingRecord, Snapshot, Targets};
 
 /// Each target's mappings as of the frames observed so far, with their resident bytes as last
@@ -139,6 +143,8 @@ pub struct MappingsOptions {
     pub cold_after_ns: u64,
     /// Snapshots left out at the start, while regions adapt (as the distribution reports).
     pub skip: usize,
+    /// The horizon of the working set shown per mapping.
+    pub horizon_ns: u64,
 }
 
 impl Default for MappingsOptions {
@@ -146,6 +152,7 @@ impl Default for MappingsOptions {
         MappingsOptions {
             cold_after_ns: 10_000_000_000,
             skip: 0,
+            horizon_ns: 10_000_000_000,
         }
     }
 }
@@ -163,13 +170,16 @@ pub struct MappingSummary {
     pub nr_snapshots: usize,
     /// Mean bytes per snapshot: its size, its resident bytes (over the snapshots after its
     /// first walk; none for records without `resident` events), and of it monitored, hot
-    /// (accessed in the window), warm (idle less than the cold threshold) and cold.
+    /// (touched in the window), warm (idle less than the cold threshold, or in a region
+    /// accessed in the window but not among its touched pages) and cold, and its working set
+    /// over the report's horizon.
     pub size_bytes: u64,
     pub resident_bytes: Option<u64>,
     pub monitored_bytes: u64,
     pub hot_bytes: u64,
     pub warm_bytes: u64,
     pub cold_bytes: u64,
+    pub working_set_bytes: u64,
     /// Mean accesses per second of its hot bytes (byte-weighted).
     pub hot_access_hz: f64,
     /// Samples that fell in it over the record (sampled sources), a region's shared out by
@@ -180,6 +190,7 @@ pub struct MappingSummary {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct MappingsReport {
     pub cold_after_ns: u64,
+    pub horizon_ns: u64,
     pub nr_snapshots: usize,
     /// Snapshots left out at the start.
     pub skipped: usize,
@@ -201,6 +212,7 @@ struct Sums {
     hot: f64,
     warm: f64,
     cold: f64,
+    working_set: f64,
     hot_hz_bytes: f64,
     samples: f64,
 }
@@ -218,19 +230,34 @@ pub fn mappings(
 ) -> Result<MappingsReport> {
     let mut known = Targets::new(header);
     let mut layouts = Layouts::default();
+    let window_ns = header.intervals.aggr_us.saturating_mul(1000);
+    let mut replay = Replay::new(
+        opts.horizon_ns.max(window_ns),
+        Membership::default(),
+        Basis::Pages,
+    );
     // Keyed by what stays while a mapping grows: target, start, permissions and name.
     let mut sums: BTreeMap<(u32, u64, String, String), Sums> = BTreeMap::new();
     let mut sums_bytes = 0;
     let mut nr_snapshots = 0;
-    for frame in frames {
+    for frame in samples_first(frames) {
         known.observe(&frame);
         layouts.observe(&frame);
+        replay.observe(&frame);
         let Frame::Snapshot(snapshot) = frame else {
             continue;
         };
         nr_snapshots += 1;
         if nr_snapshots > opts.skip {
-            add_snapshot(&mut sums, &mut sums_bytes, &layouts, &snapshot, opts);
+            let working_sets = |target: u32| replay.working_set(target, opts.horizon_ns, window_ns);
+            add_snapshot(
+                &mut sums,
+                &mut sums_bytes,
+                &layouts,
+                &snapshot,
+                opts,
+                working_sets,
+            );
             if sums_bytes > SUMS_BYTES {
                 return Err(ReportError::TooManyMappings {
                     mib: SUMS_BYTES >> 20,
@@ -262,6 +289,7 @@ pub fn mappings(
                 hot_bytes: (s.hot / n).round() as u64,
                 warm_bytes: (s.warm / n).round() as u64,
                 cold_bytes: (s.cold / n).round() as u64,
+                working_set_bytes: (s.working_set / n).round() as u64,
                 hot_access_hz: if s.hot > 0.0 {
                     s.hot_hz_bytes / s.hot
                 } else {
@@ -295,6 +323,7 @@ pub fn mappings(
         .collect();
     Ok(MappingsReport {
         cold_after_ns: opts.cold_after_ns,
+        horizon_ns: opts.horizon_ns,
         nr_snapshots,
         skipped: opts.skip.min(nr_snapshots),
         mappings,
@@ -312,6 +341,7 @@ fn add_snapshot(
     layouts: &Layouts,
     snapshot: &Snapshot,
     opts: &MappingsOptions,
+    working_set: impl Fn(u32) -> Option<WorkingSet>,
 ) {
     let aggr_ns = snapshot.aggr_us.saturating_mul(1000);
     let aggr_s = snapshot.aggr_us.max(1) as f64 / 1e6;
@@ -319,6 +349,7 @@ fn add_snapshot(
         let (Some(first), Some(last)) = (t.regions.first(), t.regions.last()) else {
             continue;
         };
+        let ws = working_set(t.target);
         for m in layouts.covering(t.target, 0, u64::MAX) {
             let s = sums
                 .entry((t.target, m.start, m.perms.clone(), m.name.clone()))
@@ -333,6 +364,9 @@ fn add_snapshot(
                 s.resident += resident as f64;
                 s.resident_snapshots += 1;
             }
+            if let Some(ws) = &ws {
+                s.working_set += ws.bytes_within(AddrRange::new(m.start, m.end)) as f64;
+            }
             if m.end <= first.start || last.end <= m.start {
                 continue;
             }
@@ -342,8 +376,12 @@ fn add_snapshot(
                 s.monitored += bytes;
                 s.samples += f64::from(r.raw_samples) * bytes / r.size().max(1) as f64;
                 if r.nr_accesses > 0 {
-                    s.hot += bytes;
-                    s.hot_hz_bytes += bytes * f64::from(r.nr_accesses) / aggr_s;
+                    // The region's touched pages, shared out by size; the rest of it is
+                    // accessed memory's idle part.
+                    let touched = bytes * r.touched() as f64 / r.size().max(1) as f64;
+                    s.hot += touched;
+                    s.warm += bytes - touched;
+                    s.hot_hz_bytes += touched * f64::from(r.nr_accesses) / aggr_s;
                 } else if u64::from(r.age).saturating_mul(aggr_ns) < opts.cold_after_ns {
                     s.warm += bytes;
                 } else {
@@ -360,14 +398,15 @@ pub fn render_text(report: &MappingsReport) -> String {
     let used = report.nr_snapshots - report.skipped;
     let _ = writeln!(
         out,
-        "# mappings: means over the {used} snapshots each existed in{}; hot: accessed in the \
-         window, warm: idle less than {}, cold: idle longer",
+        "# mappings: means over the {used} snapshots each existed in{}; hot: touched in the \
+         window, warm: idle less than {}, cold: idle longer; ws: the working set over the last {}",
         if report.skipped > 0 {
             format!(" (the first {} skipped)", report.skipped)
         } else {
             String::new()
         },
-        human::duration(report.cold_after_ns)
+        human::duration(report.cold_after_ns),
+        human::duration(report.horizon_ns)
     );
     let sampled = report.mappings.iter().any(|m| m.samples > 0.0);
     let resident = report.mappings.iter().any(|m| m.resident_bytes.is_some());
@@ -381,8 +420,8 @@ pub fn render_text(report: &MappingsReport) -> String {
                 head.push_str(&format!(" {:>11}", "resident"));
             }
             head.push_str(&format!(
-                " {:>11} {:>11} {:>11} {:>10}",
-                "hot", "warm", "cold", "hot rate"
+                " {:>11} {:>11} {:>11} {:>11} {:>10}",
+                "hot", "warm", "cold", "ws", "hot rate"
             ));
             if sampled {
                 head.push_str(&format!(" {:>8}", "samples"));
@@ -400,10 +439,11 @@ pub fn render_text(report: &MappingsReport) -> String {
             row.push_str(&format!(" {bytes:>11}"));
         }
         row.push_str(&format!(
-            " {:>11} {:>11} {:>11} {:>10}",
+            " {:>11} {:>11} {:>11} {:>11} {:>10}",
             human::size(m.hot_bytes),
             human::size(m.warm_bytes),
             human::size(m.cold_bytes),
+            human::size(m.working_set_bytes),
             format!("{} Hz", human::number(m.hot_access_hz)),
         ));
         if sampled {

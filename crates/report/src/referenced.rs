@@ -1,15 +1,16 @@
 //! `report referenced`: the kernel's page-table accessed bits, read per mapping by `record
-//! --referenced PERIOD`, set against udamon's working set over the same intervals (the union of
-//! the regions accessed in the windows that ended within each interval), in total and per
-//! mapping. The kernel's numbers are exact bytes touched; udamon's come from samples. Where the
+//! --referenced PERIOD`, set against udamon's working set over the same intervals (the memory
+//! accessed in the windows that ended within each interval, at page resolution where the
+//! samples allow: [`crate::working_set`]), in total and per mapping. The kernel's numbers are exact bytes touched; udamon's come from samples. Where the
 //! two part, the samples missed memory (too few landed there) or regions reached past what was
 //! touched.
 
-use crate::recent::Recent;
+use crate::working_set::{Basis, Membership, Replay, WorkingSet, samples_first};
 use crate::{ReportError, Result, human, target_name};
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
+use udamon_core::AddrRange;
 use udamon_record::model::{EventKind, Frame, Header, ReferencedMapping, Targets};
 
 /// Mappings listed per interval, by the kernel's referenced bytes.
@@ -61,7 +62,7 @@ pub struct TargetReferenced {
     pub median_ratio: f64,
 }
 
-/// Windows older than this before the newest are forgotten, unless an interval was longer.
+/// Windows older than this are forgotten: the longest interval compared.
 const KEEP_NS: u64 = 120_000_000_000;
 
 /// The report over `frames`; fails when they hold no `referenced` event.
@@ -70,19 +71,14 @@ pub fn referenced(
     frames: impl IntoIterator<Item = Frame>,
 ) -> Result<ReferencedReport> {
     let mut known = Targets::new(header);
-    let mut recent = Recent::default();
-    let mut keep_ns = KEEP_NS;
+    let mut replay = Replay::new(KEEP_NS, Membership::default(), Basis::Pages);
+    let mut window_ns = 0;
     let mut intervals = Vec::new();
-    for frame in frames {
+    for frame in samples_first(frames) {
         known.observe(&frame);
+        replay.observe(&frame);
         match frame {
-            Frame::Snapshot(s) => {
-                for t in s.targets {
-                    let accessed = t.regions.iter().filter(|r| r.nr_accesses > 0);
-                    recent.add(t.target, accessed.map(|r| (r.start, r.end)), s.end_ns)?;
-                }
-                recent.retain(|last| last.saturating_add(keep_ns) >= s.end_ns);
-            }
+            Frame::Snapshot(s) => window_ns = s.aggr_us.saturating_mul(1000),
             Frame::Event(e) => {
                 let EventKind::Referenced {
                     target,
@@ -93,16 +89,16 @@ pub fn referenced(
                 else {
                     continue;
                 };
-                keep_ns = keep_ns.max(2 * interval_ns);
-                let from = e.time_ns.saturating_sub(interval_ns);
-                let accessed = recent.ranges(target, |last| from < last);
+                let Some(ws) = replay.working_set(target, interval_ns, window_ns) else {
+                    continue;
+                };
                 intervals.push(compare(
                     target,
                     e.time_ns,
                     interval_ns,
                     resident_bytes,
                     mappings,
-                    &accessed,
+                    &ws,
                 ));
             }
         }
@@ -138,23 +134,13 @@ pub fn referenced(
     Ok(ReferencedReport { targets, intervals })
 }
 
-/// The bytes of sorted, disjoint `ranges` within `[start, end)`.
-fn bytes_within(ranges: &[(u64, u64)], start: u64, end: u64) -> u64 {
-    let first = ranges.partition_point(|r| r.1 <= start);
-    ranges[first..]
-        .iter()
-        .take_while(|r| r.0 < end)
-        .map(|r| r.1.min(end) - r.0.max(start))
-        .sum()
-}
-
 fn compare(
     target: u32,
     time_ns: u64,
     interval_ns: u64,
     resident_bytes: u64,
     mut mappings: Vec<ReferencedMapping>,
-    accessed: &[(u64, u64)],
+    working_set: &WorkingSet,
 ) -> Interval {
     mappings.sort_by_key(|m| std::cmp::Reverse(m.referenced_bytes));
     let top = mappings
@@ -165,7 +151,7 @@ fn compare(
             end: m.end,
             name: m.name.clone(),
             kernel_bytes: m.referenced_bytes,
-            udamon_bytes: bytes_within(accessed, m.start, m.end),
+            udamon_bytes: working_set.bytes_within(AddrRange::new(m.start, m.end)),
         })
         .collect();
     Interval {
@@ -173,7 +159,7 @@ fn compare(
         time_ns,
         interval_ns,
         kernel_bytes: mappings.iter().map(|m| m.referenced_bytes).sum(),
-        udamon_bytes: accessed.iter().map(|(s, e)| e - s).sum(),
+        udamon_bytes: working_set.bytes(),
         resident_bytes,
         top,
     }

@@ -175,6 +175,7 @@ pub(crate) mod tests {
                             raw_samples: 0,
                             read_samples: 0,
                             write_samples: 0,
+                            touched_bytes: None,
                         })
                         .to_vec(),
                 }],

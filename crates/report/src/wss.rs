@@ -1,21 +1,26 @@
-//! Working-set size per snapshot, as damo's `report wss`: the total size of the regions accessed
-//! at least `acc_thres` times per aggregation window and at least `sz_thres` bytes large; and
-//! over a horizon: the bytes accessed at least once in the last T (the union of the windows'
-//! accessed regions), for one horizon or a curve of them.
+//! Working-set size per snapshot, as damo's `report wss`, and over a horizon: the bytes
+//! accessed at least once in the last T, for one horizon or a curve of them.
+//!
+//! What a window's or a horizon's accessed memory holds is counted at page resolution where
+//! the record has samples ([`crate::working_set`]): a region that DAMON's rule calls accessed
+//! because one sample fell in it is not counted whole when its samples show that few of its
+//! pages take them. `--whole-regions` counts accessed regions whole, as damo does. Either way
+//! no horizon counts memory the target no longer has or beyond what was resident.
 //!
 //! Sampled access sources see memory only where samples fall, a few hundred a second wherever
 //! the CPU's time goes: one window often holds too few samples to find all of a working set,
 //! while the union over a longer horizon does. For records of sampled sources the report also
-//! counts the samples that fell in the working set over the horizon, and warns when there were
-//! so few that the number says little.
+//! says what the numbers rest on: the samples that fell in the working set over the horizon,
+//! the 95 % interval of the page-resolution estimate, and how often it was settled.
 
 use crate::dist::{self, DistOptions, DistReport, Evidence, Unit};
-use crate::recent::Recent;
+use crate::working_set::{self, Basis, Membership, Replay};
 use crate::{Result, human, reopen};
-use std::collections::{BTreeMap, VecDeque};
+use std::cell::RefCell;
+use std::collections::BTreeMap;
 use udamon_record::model::{Frame, Header, RegionStat};
 
-/// Which regions count as the working set.
+/// Which regions count as the working set, and how.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct WssFilter {
     /// Minimum `nr_accesses` (damo's `--acc_thres`, default 1).
@@ -25,6 +30,8 @@ pub struct WssFilter {
     /// Count the regions selected in any window that ended within this long before the
     /// snapshot's end (0: the snapshot's own window only, as damo does).
     pub horizon_ns: u64,
+    /// Pages from the samples, or whole regions as damo counts.
+    pub basis: Basis,
 }
 
 impl Default for WssFilter {
@@ -33,6 +40,7 @@ impl Default for WssFilter {
             acc_thres: 1,
             sz_thres: 1,
             horizon_ns: 0,
+            basis: Basis::Pages,
         }
     }
 }
@@ -51,85 +59,33 @@ pub const AUTO_HORIZONS_NS: [u64; 8] = [
 ];
 
 impl WssFilter {
-    fn selects(&self, r: &RegionStat) -> bool {
-        r.nr_accesses >= self.acc_thres && r.size() >= self.sz_thres
+    fn membership(&self) -> Membership {
+        Membership {
+            acc_thres: self.acc_thres,
+            sz_thres: self.sz_thres,
+        }
     }
 
-    /// The working-set size of one target's regions in one window.
+    /// The working-set size of one target's regions in one window, damo's way: the selected
+    /// regions whole.
     pub fn wss(&self, regions: &[RegionStat]) -> u64 {
         regions
             .iter()
-            .filter(|r| self.selects(r))
+            .filter(|r| self.membership().selects(r))
             .map(RegionStat::size)
             .sum()
     }
 }
 
-/// The targets' selected memory of the windows within the horizon, and the samples in it.
-#[derive(Debug, Default)]
-struct Horizon {
-    recent: Recent,
-    /// The end of the window last added: what the horizon was last trimmed to.
-    trimmed_at: Option<u64>,
-    /// Per target, the windows within the horizon that had samples in their selection: (end,
-    /// samples), oldest first.
-    samples: BTreeMap<u32, VecDeque<(u64, u64)>>,
-}
-
-impl Horizon {
-    /// Adds `target`'s window ending at `end_ns`, forgets what only windows that ended
-    /// `horizon_ns` or more before it selected, and returns the bytes of what is left (the union
-    /// of the windows' selections) and the samples in it.
-    fn add(
-        &mut self,
-        target: u32,
-        end_ns: u64,
-        regions: &[RegionStat],
-        filter: &WssFilter,
-    ) -> Result<(u64, u64)> {
-        let selected = regions.iter().filter(|r| filter.selects(r));
-        self.recent
-            .add(target, selected.clone().map(|r| (r.start, r.end)), end_ns)?;
-        let counts = |last: u64| within(last, end_ns, filter.horizon_ns);
-        // Once per snapshot: its targets' windows end together.
-        if self.trimmed_at != Some(end_ns) {
-            self.recent.retain(|last| last > end_ns || counts(last));
-            self.trimmed_at = Some(end_ns);
-        }
-        let samples = selected.map(|r| u64::from(r.raw_samples)).sum::<u64>();
-        let windows = self.samples.entry(target).or_default();
-        if samples > 0 {
-            windows.push_back((end_ns, samples));
-        }
-        while windows.front().is_some_and(|w| !counts(w.0)) {
-            windows.pop_front();
-        }
-        let samples = windows.iter().map(|w| w.1).sum();
-        if windows.is_empty() {
-            self.samples.remove(&target);
-        }
-        Ok((self.recent.bytes(target, counts), samples))
-    }
-}
-
-/// Whether a window that ended at `window_end_ns` counts at a snapshot ending at `end_ns` over
-/// a horizon of `horizon_ns` (its own window always does).
-fn within(window_end_ns: u64, end_ns: u64, horizon_ns: u64) -> bool {
-    window_end_ns + horizon_ns > end_ns || window_end_ns == end_ns
-}
-
-/// The union of address ranges `[start, end)`, as sorted, disjoint ranges.
-pub fn union(ranges: impl Iterator<Item = (u64, u64)>) -> Vec<(u64, u64)> {
-    let mut all: Vec<(u64, u64)> = ranges.filter(|(s, e)| s < e).collect();
-    all.sort_unstable();
-    let mut out: Vec<(u64, u64)> = Vec::with_capacity(all.len());
-    for (start, end) in all {
-        match out.last_mut() {
-            Some(last) if start <= last.1 => last.1 = last.1.max(end),
-            _ => out.push((start, end)),
-        }
-    }
-    out
+/// What one snapshot's working set rests on (all targets summed).
+#[derive(Debug, Default, Clone, Copy)]
+struct SnapshotEvidence {
+    /// Raw samples in the regions selected within the horizon.
+    samples: u64,
+    low: u64,
+    high: u64,
+    /// Whether every target's estimate was settled.
+    settled: bool,
 }
 
 /// The working-set size distribution over the record's snapshots (`header` names the targets).
@@ -150,9 +106,20 @@ pub fn wss(
             human::seconds(filter.horizon_ns, 3)
         ));
     }
-    let mut horizon = Horizon::default();
-    // Samples in the working set per snapshot (all targets), for sampled sources.
-    let mut evidence: BTreeMap<u64, u64> = BTreeMap::new();
+    selection.push_str(match filter.basis {
+        Basis::Pages => ", at page resolution where samples allow",
+        Basis::Regions => ", whole regions",
+    });
+    let window_ns = header.intervals.aggr_us.saturating_mul(1000);
+    let replay = RefCell::new(Replay::new(
+        filter.horizon_ns.max(window_ns),
+        filter.membership(),
+        filter.basis,
+    ));
+    // Raw samples of the selected regions per window and target, within the horizon.
+    let mut raw: BTreeMap<u32, std::collections::VecDeque<(u64, u64)>> = BTreeMap::new();
+    let mut evidence: BTreeMap<u64, SnapshotEvidence> = BTreeMap::new();
+    let frames = working_set::samples_first(frames).inspect(|f| replay.borrow_mut().observe(f));
     let mut report = dist::collect(
         header,
         frames,
@@ -161,14 +128,50 @@ pub fn wss(
         Unit::Bytes,
         Some(selection),
         |end_ns, target| {
-            let (bytes, samples) = horizon.add(target.target, end_ns, &target.regions, filter)?;
-            *evidence.entry(end_ns).or_default() += samples;
-            Ok(bytes)
+            let windows = raw.entry(target.target).or_default();
+            let selected = target
+                .regions
+                .iter()
+                .filter(|r| filter.membership().selects(r));
+            windows.push_back((end_ns, selected.map(|r| u64::from(r.raw_samples)).sum()));
+            while windows
+                .front()
+                .is_some_and(|w| !working_set::within(w.0, end_ns, filter.horizon_ns))
+            {
+                windows.pop_front();
+            }
+            let e = evidence.entry(end_ns).or_insert(SnapshotEvidence {
+                settled: true,
+                ..SnapshotEvidence::default()
+            });
+            e.samples += windows.iter().map(|w| w.1).sum::<u64>();
+            let Some(ws) = replay
+                .borrow()
+                .working_set(target.target, filter.horizon_ns, window_ns)
+            else {
+                return Ok(0);
+            };
+            e.low += ws.low_bytes();
+            e.high += ws.high_bytes();
+            e.settled &= ws.total.is_settled();
+            Ok(ws.bytes())
         },
     )?;
-    let supporting: Vec<u64> = evidence.into_values().skip(report.skipped).collect();
-    if supporting.iter().any(|&n| n > 0) {
-        let found = Evidence::new(filter.horizon_ns, false, median(supporting));
+    let per_snapshot: Vec<SnapshotEvidence> = evidence.into_values().skip(report.skipped).collect();
+    if per_snapshot.iter().any(|e| e.samples > 0) {
+        let mut found = Evidence::new(
+            filter.horizon_ns,
+            false,
+            median(per_snapshot.iter().map(|e| e.samples).collect()),
+        );
+        if filter.basis == Basis::Pages {
+            found.interval = Some((
+                median(per_snapshot.iter().map(|e| e.low).collect()),
+                median(per_snapshot.iter().map(|e| e.high).collect()),
+            ));
+            let settled = per_snapshot.iter().filter(|e| e.settled).count();
+            found.settled_share = Some(settled as f64 / per_snapshot.len().max(1) as f64);
+        }
         report.evidence = Some(found);
     }
     Ok(report)
@@ -300,6 +303,9 @@ where
 /// of the summed targets (`opts.percentiles` must hold 10, 50 and 90).
 pub fn render_curve(curve: &[(u64, DistReport)]) -> String {
     let sampled = curve.iter().any(|(_, r)| r.evidence.is_some());
+    let estimated = curve
+        .iter()
+        .any(|(_, r)| r.evidence.is_some_and(|e| e.interval.is_some()));
     let mut out = String::from(
         "# working set by horizon: bytes accessed at least once in the last T \
          (over the snapshots: median, 10th and 90th percentiles)\n",
@@ -311,12 +317,21 @@ pub fn render_curve(curve: &[(u64, DistReport)]) -> String {
             Evidence::CONFIDENCE * 100.0
         ));
     }
+    if estimated {
+        out.push_str(
+            "# interval: the median 95 % interval of the page-resolution estimate; settled: \
+             the share of snapshots where it is within about ±25 %\n",
+        );
+    }
     out.push_str(&format!(
         "# {:>9} {:>12} {:>12} {:>12}",
         "horizon", "median", "p10", "p90"
     ));
     if sampled {
         out.push_str(&format!(" {:>8} {:>6}", "samples", "seen"));
+    }
+    if estimated {
+        out.push_str(&format!(" {:>27} {:>8}", "interval", "settled"));
     }
     out.push('\n');
     for (horizon_ns, report) in curve {
@@ -337,12 +352,20 @@ pub fn render_curve(curve: &[(u64, DistReport)]) -> String {
             at(90.0)
         ));
         if let Some(e) = &report.evidence {
-            let mark = if e.is_enough() { "" } else { "  (few samples)" };
             out.push_str(&format!(
-                " {:>8} {:>5.0}%{mark}",
+                " {:>8} {:>5.0}%",
                 e.median_samples,
                 (e.share_seen * 100.0).ceil()
             ));
+            if let (Some((low, high)), Some(settled)) = (e.interval, e.settled_share) {
+                let interval = format!("{} - {}", human::size(low), human::size(high));
+                out.push_str(&format!(" {interval:>27} {:>7.0}%", settled * 100.0));
+            }
+            if !e.is_enough() {
+                out.push_str("  (few samples)");
+            } else if !e.is_settled() {
+                out.push_str("  (few repeats)");
+            }
         }
         out.push('\n');
         if let Some(w) = &report.warning {

@@ -394,6 +394,10 @@ pub enum ReportKind {
         /// window): how much memory a program touches within each time span.
         #[arg(long, value_name = "T", value_parser = parse_duration_us, num_args = 0.., conflicts_with = "horizon")]
         horizons: Option<Vec<u64>>,
+        /// Count accessed regions whole, as damo and kernel DAMON do, instead of at page
+        /// resolution from the samples' repeats (records of sampled sources).
+        #[arg(long)]
+        whole_regions: bool,
     },
     /// Number of regions: distribution over the record, or over time.
     #[command(name = "nr_regions", alias = "nr-regions")]
@@ -433,6 +437,9 @@ pub enum ReportKind {
             default_value_t = 0
         )]
         exclude_samples: usize,
+        /// The horizon of the working set shown per mapping (bytes touched in the last T).
+        #[arg(long, value_name = "T", value_parser = parse_duration_us, default_value = "10s")]
+        horizon: u64,
     },
     /// The kernel's accessed bits (record --referenced) against udamon's working set.
     Referenced {

@@ -36,6 +36,7 @@ fn parent_and_worker(dir: &Path) -> PathBuf {
         raw_samples: 0,
         read_samples: 0,
         write_samples: 0,
+        touched_bytes: None,
     };
     for i in 0..30u64 {
         let parent = vec![

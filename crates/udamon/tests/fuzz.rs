@@ -190,6 +190,7 @@ fn udamon_record(compress: bool) -> Vec<u8> {
                 raw_samples: 0,
                 read_samples: 0,
                 write_samples: 0,
+                touched_bytes: None,
             })
             .collect();
         w.write_snapshot(&Snapshot {

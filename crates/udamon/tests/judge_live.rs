@@ -20,9 +20,11 @@ use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 use truth::{Judged, judge, read_record, take_interval};
 
-/// Length of one truth interval, and how many are taken per program.
+/// Length of one truth interval, and how many are taken per program, after the monitor's own
+/// warm-up (its regions adapt, and its page-resolution estimates gather samples to rest on).
 const INTERVAL: Duration = Duration::from_secs(2);
 const NR_INTERVALS: u32 = 5;
+const WARM_UP: Duration = Duration::from_secs(6);
 /// Bounds of udamon's working set over the truth's, per interval: the pattern workload
 /// (64 MiB hot, 256 MiB warm, 704 MiB never touched: truth 320 MiB per interval). Measured with
 /// tick: 0.93-1.13 per interval (the first intervals, while regions adapt, run high).
@@ -98,8 +100,8 @@ fn start(cmd: &mut Command, ready: &str) -> Workload {
 fn judged(pid: u32, source: &str) -> Vec<Judged> {
     let dir = tempfile::tempdir().unwrap();
     let rec_path = dir.path().join("judge.data");
-    // Attach time, the intervals, and a margin.
-    let duration = INTERVAL * NR_INTERVALS + Duration::from_secs(2);
+    // The warm-up, the intervals, and a margin.
+    let duration = WARM_UP + INTERVAL * NR_INTERVALS + Duration::from_secs(2);
     let mon = Command::new(assert_cmd::cargo::cargo_bin("udamon"))
         .args([
             "record",
@@ -114,9 +116,9 @@ fn judged(pid: u32, source: &str) -> Vec<Judged> {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    std::thread::sleep(Duration::from_secs(1));
+    std::thread::sleep(WARM_UP);
     let intervals: Vec<_> = (0..NR_INTERVALS)
-        .map(|_| take_interval(pid, INTERVAL).expect("clear_refs and smaps of our own child"))
+        .map(|_| take_interval(&[pid], INTERVAL).expect("clear_refs and smaps of our own child"))
         .collect();
     let out = mon.wait_with_output().unwrap();
     assert!(
@@ -140,12 +142,17 @@ fn judged(pid: u32, source: &str) -> Vec<Judged> {
 fn check(name: &str, judged: &[Judged], (lo, hi): (f64, f64)) {
     for j in judged {
         eprintln!(
-            "{name}: truth {:.1} MiB, udamon {:.1} MiB, ratio {:.2}, not resident {:.1} MiB, sampled but 0: {}",
+            "{name}: truth {:.1} MiB, udamon {:.1} MiB ({:.1}-{:.1}), ratio {:.2}, of it code {:.1} MiB, whole regions {:.1} MiB, not resident {:.1} MiB, sampled but 0: {}, accessed without a sample: {}",
             j.truth as f64 / MIB,
             j.udamon as f64 / MIB,
+            j.low as f64 / MIB,
+            j.high as f64 / MIB,
             j.udamon as f64 / j.truth as f64,
+            j.code as f64 / MIB,
+            j.whole_regions as f64 / MIB,
             j.not_resident as f64 / MIB,
-            j.sampled_zero
+            j.sampled_zero,
+            j.accessed_unsampled
         );
     }
     for j in judged {
@@ -155,9 +162,16 @@ fn check(name: &str, judged: &[Judged], (lo, hi): (f64, f64)) {
             "{name}: udamon/truth {ratio:.2} outside {lo}..{hi}: {j:?}"
         );
         assert!(j.not_resident <= MAX_NOT_RESIDENT, "{name}: {j:?}");
-        // A merge or split never loses a window's evidence: no region with samples in it is
-        // reported not accessed.
+        // Counts rest on samples, both ways: no region with samples in it is reported not
+        // accessed, and none is reported accessed without one.
         assert_eq!(j.sampled_zero, 0, "{name}: {j:?}");
+        assert_eq!(j.accessed_unsampled, 0, "{name}: {j:?}");
+        // Page resolution only ever takes away from DAMON's count of whole regions (which
+        // has no part for the code the samples ran).
+        assert!(
+            j.udamon - j.code <= j.whole_regions + (1 << 20),
+            "{name}: {j:?}"
+        );
     }
 }
 

@@ -91,6 +91,7 @@ pub(super) fn read(
                                 raw_samples: 0,
                                 read_samples: 0,
                                 write_samples: 0,
+                                touched_bytes: None,
                             })
                             .collect(),
                     });

@@ -420,6 +420,7 @@ fn convert_region(
         raw_samples: r.raw_samples,
         read_samples: r.read_samples,
         write_samples: r.write_samples,
+        touched_bytes: None,
     })
 }
 

@@ -254,6 +254,7 @@ fn parse_line(line: &str) -> Result<Line<'_>, String> {
             raw_samples: 0,
             read_samples: 0,
             write_samples: 0,
+            touched_bytes: None,
         },
         fake,
     }))

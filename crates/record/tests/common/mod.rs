@@ -49,6 +49,7 @@ pub fn realistic_regions(rng: &mut Lcg, n: usize) -> Vec<RegionStat> {
             raw_samples,
             read_samples: raw_samples,
             write_samples: raw_samples / 2,
+            touched_bytes: None,
         });
         addr += size;
     }

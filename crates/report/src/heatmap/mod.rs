@@ -11,7 +11,6 @@ pub mod guide;
 pub mod image;
 pub mod term;
 
-use crate::recent::MAX_RANGES;
 use crate::{ReportError, Result, human, reopen};
 use axis::AddressAxis;
 use guide::{Area, Coverage};
@@ -19,6 +18,10 @@ use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet};
 use std::error::Error;
 use udamon_record::model::{EventKind, Frame, Header, Snapshot, Targets};
+
+/// The most address ranges the coverage keeps over all targets (about 100 MiB at worst), whatever
+/// a record claims: real records keep a few times their regions.
+const MAX_RANGES: usize = 1 << 21;
 
 /// The most memory the mapping labels of all targets may take.
 const MAPPING_LABEL_BYTES: usize = 32 << 20;

@@ -23,6 +23,7 @@ pub fn region(start: u64, end: u64, nr_accesses: u32) -> RegionStat {
         raw_samples: 0,
         read_samples: 0,
         write_samples: 0,
+        touched_bytes: None,
     }
 }
 

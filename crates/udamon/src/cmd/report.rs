@@ -11,6 +11,7 @@ use std::io::IsTerminal;
 use std::path::Path;
 use udamon_report::dist::{self, DistOptions, RenderOptions};
 use udamon_report::heatmap::{self, AddressSelection, HeatmapOptions, term};
+use udamon_report::working_set::Basis;
 use udamon_report::{
     access, accuracy, code, info, mappings, nr_regions, percentile, plot, pprof, raw, referenced,
     schemes, stacks, wss,
@@ -53,6 +54,7 @@ pub fn run(args: &ReportArgs) -> Result<()> {
             sz_thres,
             horizon,
             horizons,
+            whole_regions,
         } => {
             let (record, header, frames) = input.open()?;
             // Reports that read the record more than once open it afresh each time: the first
@@ -65,6 +67,11 @@ pub fn run(args: &ReportArgs) -> Result<()> {
                 horizon_ns: match horizon {
                     Horizon::Span(us) => us * 1000,
                     Horizon::Auto => 0,
+                },
+                basis: if *whole_regions {
+                    Basis::Regions
+                } else {
+                    Basis::Pages
                 },
             };
             if let Some(horizons) = horizons {
@@ -146,11 +153,13 @@ pub fn run(args: &ReportArgs) -> Result<()> {
             input,
             cold_after,
             exclude_samples,
+            horizon,
         } => {
             let (record, header, frames) = input.open()?;
             let opts = mappings::MappingsOptions {
                 cold_after_ns: cold_after * 1000,
                 skip: *exclude_samples,
+                horizon_ns: horizon * 1000,
             };
             let report = record.check_target(mappings::mappings(&header, frames, &opts))?;
             record.warn_damage();
