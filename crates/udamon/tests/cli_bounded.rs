@@ -230,7 +230,8 @@ fn frames_at_the_format_limits_stay_within_the_bound() {
         "time_ns": 0, "kind": "mappings", "target": 0,
         "mappings": [{"start": 0, "end": u64::MAX, "perms": "rw-p", "offset": 0, "name": name}]
     }));
-    let shifted = (0..4).map(|i| {
+    // More windows than a horizon may keep at this size: the oldest are forgotten.
+    let shifted = (0..24).map(|i| {
         let mut raw = Vec::new();
         for v in [i * 100_000_000, 100_000_000, 5000, 100_000, 1, 0, limit, 12] {
             leb(v, &mut raw);
