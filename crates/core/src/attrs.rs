@@ -69,6 +69,11 @@ pub struct Attrs {
     pub adjustment: Adjustment,
 }
 
+/// The most regions a context may be asked to keep (`max_nr_regions`): 131 times upstream's
+/// default. Records hold a snapshot's regions in one frame, and readers refuse snapshots of more
+/// than twice this, so that a crafted record cannot make a report hold millions of them.
+pub const MAX_NR_REGIONS: u32 = 1 << 17;
+
 /// The page size that upstream uses as the default minimum region size.
 pub const PAGE_SIZE: u64 = 4096;
 
@@ -95,6 +100,8 @@ pub enum AttrsError {
     TooFewMinRegions(u32),
     #[error("the minimum number of regions ({min}) exceeds the maximum ({max})")]
     MinAboveMax { min: u32, max: u32 },
+    #[error("the maximum number of regions ({0}) is above udamon's limit of {MAX_NR_REGIONS}")]
+    TooManyMaxRegions(u32),
     #[error(
         "the sampling interval ({sample} us) is longer than the aggregation interval ({aggr} us)"
     )]
@@ -131,6 +138,9 @@ impl Attrs {
                 min: self.min_nr_regions,
                 max: self.max_nr_regions,
             });
+        }
+        if self.max_nr_regions > MAX_NR_REGIONS {
+            return Err(AttrsError::TooManyMaxRegions(self.max_nr_regions));
         }
         if self.sample_interval_us > self.aggr_interval_us {
             return Err(AttrsError::SampleAboveAggr {
@@ -221,6 +231,15 @@ mod tests {
         let mut a = valid;
         a.aggr_interval_us = 4999;
         assert!(a.validate().is_err());
+        // udamon's own bound, which records rely on.
+        let mut a = valid;
+        a.max_nr_regions = MAX_NR_REGIONS;
+        assert_eq!(a.validate(), Ok(()));
+        a.max_nr_regions += 1;
+        assert_eq!(
+            a.validate(),
+            Err(AttrsError::TooManyMaxRegions(MAX_NR_REGIONS + 1))
+        );
     }
 
     #[test]

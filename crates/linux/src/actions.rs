@@ -442,7 +442,25 @@ impl Actor {
             }
         }
         let changed = applied_ranges(action, &scan.before, &after);
+        let applied: u64 = changed.iter().map(|(s, e)| e - s).sum();
         if action == Action::Pageout {
+            // What a dry run would have promised, against what the kernel took.
+            let could = self.would_change(action, &scan.before, &scan.targets);
+            if applied < could {
+                self.note_once(
+                    now_us,
+                    "pageout-short",
+                    format!(
+                        "pageout on process {} took {:.1} of {:.1} MiB of pages it could have: \
+                         the kernel leaves pages shared with other processes, file pages the \
+                         monitor may not write, locked pages and pages under writeback; they \
+                         count as tried, not applied",
+                        self.pid,
+                        applied as f64 / (1 << 20) as f64,
+                        could as f64 / (1 << 20) as f64
+                    ),
+                );
+            }
             self.paged_out.add(&changed);
             if self.swap == 0 && scan.anon_present > 0 {
                 self.note_once(
@@ -457,10 +475,11 @@ impl Actor {
                 );
             }
         }
-        changed.iter().map(|(s, e)| e - s).sum()
+        applied
     }
 
-    /// What acting would change, from the state before.
+    /// What acting would change, from the state before: an upper bound for pageout, whose
+    /// pages the kernel may leave (see [`Actor::measure`]'s note).
     fn would_change(&self, action: Action, before: &[PageRun], targets: &[(u64, u64)]) -> u64 {
         let bytes = |f: &dyn Fn(&PageRun) -> bool| -> u64 {
             before.iter().filter(|r| f(r)).map(PageRun::size).sum()
@@ -509,10 +528,17 @@ impl Actor {
                 d.now_us,
                 format!(
                     "dry run: {action} on process {} would act on {regions} regions \
-                     ({:.1} MiB mapped and allowed by the filters) and change {:.1} MiB",
+                     ({:.1} MiB mapped and allowed by the filters) and change up to {:.1} MiB{}",
                     self.pid,
                     passed as f64 / (1 << 20) as f64,
-                    would as f64 / (1 << 20) as f64
+                    would as f64 / (1 << 20) as f64,
+                    if action == Action::Pageout {
+                        " (an upper bound: the pages present now; the kernel leaves those \
+                         shared with other processes, file pages the monitor may not write, \
+                         locked pages and pages under writeback)"
+                    } else {
+                        ""
+                    }
                 ),
             ));
         }

@@ -576,7 +576,7 @@ impl VaddrOps {
                     self.event(
                         now_us,
                         VaddrEventKind::Note(format!(
-                            "cannot read the kernel's accessed bits of process {pid} any more ({e});                              its --referenced intervals end here"
+                            "cannot read the kernel's accessed bits of process {pid} any more ({e}); its --referenced intervals end here"
                         )),
                     );
                 }

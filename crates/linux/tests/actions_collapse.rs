@@ -4,6 +4,8 @@
 
 #[path = "workload/schemes.rs"]
 mod schemes;
+#[path = "../../record/tests/common/skip.rs"]
+mod skip;
 mod workload;
 
 use schemes::{MIB, SERIAL, Workload, monitor, scheme};
@@ -18,7 +20,7 @@ fn collapse_turns_hot_anonymous_memory_into_huge_pages_only() {
     let thp =
         std::fs::read_to_string("/sys/kernel/mm/transparent_hugepage/enabled").unwrap_or_default();
     if thp.contains("[never]") {
-        eprintln!("skipped: THP is disabled");
+        skip::skipped("THP is disabled");
         return;
     }
     let always = thp.contains("[always]");

@@ -2,6 +2,8 @@
 //! it starts and kills, a command-name match, pids, and the ptrace rule of the control socket.
 //! No cgroup is created and nothing system-wide changes.
 
+#[path = "../../record/tests/common/skip.rs"]
+mod skip;
 mod users;
 
 use std::os::unix::net::UnixStream;
@@ -66,7 +68,7 @@ fn scan_until(d: &mut Discovery, pid: u32, gone: bool) -> Option<Departure> {
 #[test]
 fn a_cgroups_processes_come_and_go_across_scans() {
     let Some(own) = process_cgroup(std::process::id()) else {
-        eprintln!("skipped: this process is in no cgroup v2");
+        skip::skipped("this process is in no cgroup v2");
         return;
     };
     let mut d = Discovery::new(asked_by_me(vec![Selector::Cgroup(own.clone().into())])).unwrap();
@@ -188,7 +190,7 @@ fn another_users_process_is_refused_and_its_own_user_allowed() {
     use std::os::unix::process::CommandExt;
     // SAFETY: geteuid cannot fail.
     if unsafe { libc::geteuid() } != 0 {
-        eprintln!("skipped: starting a process as another user needs root");
+        skip::skipped("starting a process as another user needs root");
         return;
     }
     const NOBODY: u32 = 65534;
@@ -226,7 +228,7 @@ fn another_users_process_is_refused_and_its_own_user_allowed() {
     // A process of nobody's that holds a capability nobody's caller lacks: the kernel would
     // refuse the caller its maps, so udamon refuses too.
     if Command::new("setpriv").arg("--version").output().is_err() {
-        eprintln!("skipped the capability case: setpriv (util-linux) is not installed");
+        skip::skipped("the capability case: setpriv (util-linux) is not installed");
         return;
     }
     let mut capable = Command::new("setpriv")

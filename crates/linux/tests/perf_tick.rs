@@ -2,6 +2,8 @@
 //! mounted, the first test to open the source mounts it at /sys/kernel/tracing and it stays
 //! mounted.
 
+#[path = "../../record/tests/common/skip.rs"]
+mod skip;
 mod workload;
 
 use std::time::Duration;
@@ -29,7 +31,7 @@ fn config_hz() -> Option<f64> {
 #[test]
 fn tick_source_samples_each_scheduler_tick() {
     if !is_root() {
-        eprintln!("skipped: the tick source needs root or CAP_PERFMON");
+        skip::skipped("the tick source needs root or CAP_PERFMON");
         return;
     }
     let was_mounted = tracefs_mounted();

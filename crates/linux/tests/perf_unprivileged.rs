@@ -2,6 +2,8 @@
 //! mode works, kernel mode and other users' processes fail with clear errors. Run as root, the
 //! test re-runs its `#[ignore]`d half as nobody with setpriv.
 
+#[path = "../../record/tests/common/skip.rs"]
+mod skip;
 mod workload;
 
 use std::time::Duration;
@@ -11,8 +13,8 @@ use workload::{is_root, memloop, run_as_nobody, run_to_end, samples};
 #[test]
 fn unprivileged_monitor_samples_its_own_child() {
     if !is_root() {
-        eprintln!(
-            "skipped: needs root to switch to nobody (when not root, run the ignored test directly)"
+        skip::skipped(
+            "needs root to switch to nobody (when not root, run the ignored test directly)",
         );
         return;
     }

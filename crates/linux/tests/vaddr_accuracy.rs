@@ -12,6 +12,8 @@
 
 #[path = "workload/patterns.rs"]
 mod patterns;
+#[path = "../../record/tests/common/skip.rs"]
+mod skip;
 mod workload;
 
 use patterns::{MIB, Run, median, run};
@@ -34,7 +36,7 @@ fn sources() -> Vec<(&'static str, AccessSource)> {
     if is_root() {
         v.push(("tick", AccessSource::Tick));
     } else {
-        eprintln!("tick skipped: needs root or CAP_PERFMON");
+        skip::skipped("the tick source: needs root or CAP_PERFMON");
     }
     v
 }

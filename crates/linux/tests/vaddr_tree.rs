@@ -2,6 +2,8 @@
 //! of their own, each with its own regions, exec and exit (a child gone before it is looked at
 //! just ends); attaching with `attach_tree` finds the running descendants.
 
+#[path = "../../record/tests/common/skip.rs"]
+mod skip;
 #[path = "workload/snapshots.rs"]
 mod snapshots;
 mod workload;
@@ -182,7 +184,7 @@ fn cpuclock_follows_every_forked_process() {
 #[test]
 fn tick_follows_every_forked_process() {
     if !is_root() {
-        eprintln!("skipped: the tick source needs root");
+        skip::skipped("the tick source needs root");
         return;
     }
     spawned_tree_is_monitored_process_by_process(AccessSource::Tick);

@@ -1,7 +1,7 @@
 //! Frame payloads: the compact binary encoding of snapshots and of sample batches, JSON for the
 //! rare header and event frames, and the optional zstd wrapping of any payload.
 
-use crate::frame::MAX_RAW_PAYLOAD;
+use crate::frame::{MAX_PAYLOAD, MAX_SNAPSHOT_REGIONS, MAX_SNAPSHOT_TARGETS};
 use crate::model::{
     CallStack, CodeSite, Event, EventKind, RegionStat, SampleAccess, SampleFact, Snapshot,
     TargetSnapshot, TouchedExtent,
@@ -81,6 +81,21 @@ fn common_shift(regions: &[RegionStat]) -> u32 {
     all.trailing_zeros().min(63)
 }
 
+/// Why a snapshot over the format's limits is refused (the numbers are the limits').
+const TOO_MANY_REGIONS: DecodeError = "more than 262144 regions, the format's limit for a snapshot";
+const TOO_MANY_TARGETS: DecodeError = "more than 65536 targets, the format's limit for a snapshot";
+
+/// Whether a snapshot fits the format's limits; `Err` says which it breaks.
+pub fn check_snapshot_size(s: &Snapshot) -> Result<(), DecodeError> {
+    if s.targets.len() > MAX_SNAPSHOT_TARGETS {
+        return Err(TOO_MANY_TARGETS);
+    }
+    if s.nr_regions() > MAX_SNAPSHOT_REGIONS {
+        return Err(TOO_MANY_REGIONS);
+    }
+    Ok(())
+}
+
 /// Decodes a snapshot of a record of format `version`; `None` when the record's header was
 /// lost, which tries the current format, then the one before it.
 pub fn decode_snapshot(bytes: &[u8], version: Option<u32>) -> Result<Snapshot, DecodeError> {
@@ -103,7 +118,11 @@ fn decode_snapshot_of(bytes: &[u8], version: u32) -> Result<Snapshot, DecodeErro
     if nr_targets > c.remaining() / 3 {
         return Err("more targets than the payload can hold");
     }
+    if nr_targets > MAX_SNAPSHOT_TARGETS {
+        return Err(TOO_MANY_TARGETS);
+    }
     let mut targets = Vec::with_capacity(nr_targets);
+    let mut regions_left = MAX_SNAPSHOT_REGIONS;
     for _ in 0..nr_targets {
         let target = c.u32()?;
         let nr_regions = c.u64()? as usize;
@@ -114,6 +133,9 @@ fn decode_snapshot_of(bytes: &[u8], version: u32) -> Result<Snapshot, DecodeErro
         if nr_regions > c.remaining() / MIN_REGION_BYTES {
             return Err("more regions than the payload can hold");
         }
+        regions_left = regions_left
+            .checked_sub(nr_regions)
+            .ok_or(TOO_MANY_REGIONS)?;
         let mut regions = Vec::with_capacity(nr_regions);
         let mut prev_end = 0u64;
         for _ in 0..nr_regions {
@@ -240,14 +262,23 @@ fn put_text(out: &mut Vec<u8>, text: Option<&str>, same_as_previous: bool) {
     }
 }
 
-/// Undoes [`put_text`]; `previous` is the previous site's string.
-fn text(c: &mut Cursor<'_>, previous: Option<&String>) -> Result<Option<String>, DecodeError> {
+/// Undoes [`put_text`]; `previous` is the previous site's string. `budget` is the text a frame
+/// may still decode to: a one-byte reference to a long previous string would otherwise let a
+/// small payload decode to gigabytes.
+fn text(
+    c: &mut Cursor<'_>,
+    previous: Option<&String>,
+    budget: &mut usize,
+) -> Result<Option<String>, DecodeError> {
     match c.u64()? {
         0 => Ok(None),
-        1 => previous
-            .cloned()
-            .map(Some)
-            .ok_or("a string refers to a previous site that has none"),
+        1 => {
+            let previous = previous.ok_or("a string refers to a previous site that has none")?;
+            *budget = budget
+                .checked_sub(previous.len())
+                .ok_or("code sites whose names add up to more than a payload may hold")?;
+            Ok(Some(previous.clone()))
+        }
         len => {
             let len = usize::try_from(len - 2).map_err(|_| "string longer than the payload")?;
             String::from_utf8(c.bytes(len)?.to_vec())
@@ -270,14 +301,23 @@ pub fn decode_samples(bytes: &[u8]) -> Result<Event, DecodeError> {
         return Err("more code sites than the payload can hold");
     }
     let mut sites = Vec::with_capacity(nr_sites);
+    let mut text_left = MAX_PAYLOAD;
     let (mut index, mut ip) = (0u32, 0u64);
     for _ in 0..nr_sites {
         index = index.wrapping_add(varint::unzigzag(c.u64()?) as u32);
         ip = ip.wrapping_add(varint::unzigzag(c.u64()?) as u64);
         let prev: Option<&CodeSite> = sites.last();
-        let function = text(&mut c, prev.and_then(|p| p.function.as_ref()))?;
-        let object = text(&mut c, prev.and_then(|p| p.object.as_ref()))?;
-        let missing = text(&mut c, prev.and_then(|p| p.missing.as_ref()))?;
+        let function = text(
+            &mut c,
+            prev.and_then(|p| p.function.as_ref()),
+            &mut text_left,
+        )?;
+        let object = text(&mut c, prev.and_then(|p| p.object.as_ref()), &mut text_left)?;
+        let missing = text(
+            &mut c,
+            prev.and_then(|p| p.missing.as_ref()),
+            &mut text_left,
+        )?;
         sites.push(CodeSite {
             index,
             ip,
@@ -468,7 +508,7 @@ pub fn compress(
     Ok(())
 }
 
-/// Undoes [`compress`] into `out`, refusing to produce more than [`MAX_RAW_PAYLOAD`] bytes.
+/// Undoes [`compress`] into `out`, refusing to produce more than [`MAX_PAYLOAD`] bytes.
 pub fn decompress(
     decompressor: &mut zstd::bulk::Decompressor<'static>,
     payload: &[u8],
@@ -476,7 +516,7 @@ pub fn decompress(
 ) -> Result<(), String> {
     let mut c = Cursor::new(payload);
     let raw_len = c.u64()? as usize;
-    if raw_len > MAX_RAW_PAYLOAD {
+    if raw_len > MAX_PAYLOAD {
         return Err(format!(
             "uncompressed size {raw_len} above the format's limit"
         ));
@@ -709,6 +749,63 @@ mod tests {
             varint::put_u64(&mut huge, v);
         }
         assert!(decode(&huge).is_err());
+    }
+
+    /// A snapshot payload of one target whose `nr_regions` adjacent pages compress to nothing.
+    fn many_regions(nr_targets: usize, nr_regions: usize) -> Vec<u8> {
+        let mut out = Vec::new();
+        for v in [0, 1, 5000, 100_000, nr_targets as u64] {
+            varint::put_u64(&mut out, v);
+        }
+        for t in 0..nr_targets {
+            let n = if t == 0 { nr_regions } else { 0 };
+            for v in [t as u64, n as u64, 12] {
+                varint::put_u64(&mut out, v);
+            }
+            for _ in 0..n {
+                out.extend_from_slice(&[2, 1, 1, 0, 0]);
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn snapshots_beyond_the_format_limits_are_refused_before_they_are_held() {
+        let at_limit = decode(&many_regions(1, MAX_SNAPSHOT_REGIONS)).unwrap();
+        assert_eq!(at_limit.nr_regions(), MAX_SNAPSHOT_REGIONS);
+        assert_eq!(check_snapshot_size(&at_limit), Ok(()));
+        let e = decode(&many_regions(1, MAX_SNAPSHOT_REGIONS + 1)).unwrap_err();
+        assert!(e.contains(&MAX_SNAPSHOT_REGIONS.to_string()), "{e}");
+        let e = decode(&many_regions(MAX_SNAPSHOT_TARGETS + 1, 0)).unwrap_err();
+        assert!(e.contains(&MAX_SNAPSHOT_TARGETS.to_string()), "{e}");
+        assert!(decode(&many_regions(MAX_SNAPSHOT_TARGETS, 0)).is_ok());
+    }
+
+    #[test]
+    fn site_names_repeated_by_reference_cannot_inflate_a_frame() {
+        // One site with a 1 MiB name, then sites that repeat it by a one-byte reference: 17 of
+        // them would decode to more text than a payload may hold.
+        let name = "f".repeat(1 << 20);
+        let mut out = Vec::new();
+        for v in [0, 0, 0, 18] {
+            varint::put_u64(&mut out, v);
+        }
+        varint::put_u64(&mut out, 0);
+        varint::put_u64(&mut out, 0);
+        put_text(&mut out, Some(&name), false);
+        put_text(&mut out, None, false);
+        put_text(&mut out, None, false);
+        for _ in 0..17 {
+            out.extend_from_slice(&[2, 2, 1, 0, 0]);
+        }
+        varint::put_u64(&mut out, 0);
+        let e = decode_samples(&out).unwrap_err();
+        assert!(e.contains("more than a payload may hold"), "{e}");
+        // Within the limit they decode.
+        let mut fewer = out[..out.len() - 3 * 5 - 1].to_vec();
+        fewer[3] = 15;
+        fewer.push(0);
+        assert!(decode_samples(&fewer).is_ok());
     }
 
     #[test]

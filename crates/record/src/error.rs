@@ -155,6 +155,72 @@ pub enum DamageKind {
     ReadError { message: String },
     /// The header frame is damaged (`reason`); the frames after it were read without it.
     HeaderLost { reason: String, skipped: u64 },
+    /// More damaged places than [`DamageLog`] lists, from `offset` on: how many, and the bytes
+    /// they skipped.
+    More { places: u64, skipped: u64 },
+}
+
+impl DamageKind {
+    /// The bytes this damage made the reader skip.
+    fn skipped(&self) -> u64 {
+        match self {
+            DamageKind::TruncatedTail { bytes: skipped }
+            | DamageKind::ChecksumMismatch { skipped }
+            | DamageKind::BadLength { skipped, .. }
+            | DamageKind::Garbage { skipped }
+            | DamageKind::UnknownFrameType { skipped, .. }
+            | DamageKind::Undecodable { skipped, .. }
+            | DamageKind::HeaderLost { skipped, .. }
+            | DamageKind::More { skipped, .. } => *skipped,
+            DamageKind::ReadError { .. } => 0,
+        }
+    }
+}
+
+/// The damage a reader found: the first [`DamageLog::LISTED`] places one by one, then one
+/// [`DamageKind::More`] that counts the rest, so that a file damaged at every other frame costs
+/// a reader (and a report listing its damage) no more than a few entries.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct DamageLog {
+    list: Vec<Damage>,
+}
+
+impl DamageLog {
+    /// Places listed one by one.
+    pub const LISTED: usize = 100;
+
+    pub fn push(&mut self, damage: Damage) {
+        if self.list.len() < Self::LISTED {
+            self.list.push(damage);
+            return;
+        }
+        let skipped = damage.kind.skipped();
+        match self.list.last_mut() {
+            Some(Damage {
+                kind:
+                    DamageKind::More {
+                        places,
+                        skipped: sum,
+                    },
+                ..
+            }) => {
+                *places += 1;
+                *sum += skipped;
+            }
+            _ => self.list.push(Damage {
+                offset: damage.offset,
+                kind: DamageKind::More { places: 1, skipped },
+            }),
+        }
+    }
+
+    pub fn as_slice(&self) -> &[Damage] {
+        &self.list
+    }
+
+    pub fn into_vec(self) -> Vec<Damage> {
+        self.list
+    }
 }
 
 impl fmt::Display for Damage {
@@ -192,6 +258,10 @@ impl fmt::Display for Damage {
                 f,
                 "damaged record header ({reason}): skipped {skipped} bytes and salvaged the \
                  frames after it; the targets, host and start time are unknown"
+            ),
+            DamageKind::More { places, skipped } => write!(
+                f,
+                "and {places} more damaged places from here on, skipping {skipped} bytes in all"
             ),
             DamageKind::ReadError { message } => {
                 write!(
@@ -239,12 +309,38 @@ mod tests {
                 reason: "the header frame fails its checksum".into(),
                 skipped: 300,
             },
+            DamageKind::More {
+                places: 3,
+                skipped: 40,
+            },
         ];
         for kind in kinds {
             let msg = Damage { offset: 1234, kind }.to_string();
             assert!(msg.starts_with("byte 1234: "), "{msg}");
             assert!(!msg.contains('\n'), "{msg}");
         }
+    }
+
+    #[test]
+    fn a_log_lists_the_first_places_and_counts_the_rest() {
+        let mut log = DamageLog::default();
+        for i in 0..DamageLog::LISTED as u64 + 5000 {
+            log.push(Damage {
+                offset: i * 10,
+                kind: DamageKind::Garbage { skipped: 2 },
+            });
+        }
+        let list = log.as_slice();
+        assert_eq!(list.len(), DamageLog::LISTED + 1);
+        let last = &list[DamageLog::LISTED];
+        assert_eq!(last.offset, DamageLog::LISTED as u64 * 10);
+        assert_eq!(
+            last.kind,
+            DamageKind::More {
+                places: 5000,
+                skipped: 10_000
+            }
+        );
     }
 
     #[test]

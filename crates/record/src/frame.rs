@@ -14,12 +14,17 @@ pub const FRAME_HEAD_LEN: usize = 9;
 /// Bytes of a frame besides its payload: the head and the trailing CRC-32.
 pub const FRAME_OVERHEAD: usize = FRAME_HEAD_LEN + 4;
 
-/// Largest payload as stored. A 1000-region snapshot takes about 8 KiB, so this leaves room for
-/// millions of regions while bounding what a reader allocates for one frame.
-pub const MAX_PAYLOAD: usize = 64 << 20;
+/// Largest payload, as stored and after decompression: what a reader holds for one frame, whatever
+/// the frame claims. A snapshot of [`MAX_SNAPSHOT_REGIONS`] regions takes 2 to 12 MiB.
+pub const MAX_PAYLOAD: usize = 16 << 20;
 
-/// Largest payload after decompression.
-pub const MAX_RAW_PAYLOAD: usize = 256 << 20;
+/// Most regions in one snapshot, all its targets together: twice the most a monitor may keep
+/// (`udamon_core::MAX_NR_REGIONS`), which it exceeds only while merging cannot keep up. Bounds
+/// what one snapshot costs a report (40 bytes a region), however small its frame compresses.
+pub const MAX_SNAPSHOT_REGIONS: usize = 2 * udamon_core::MAX_NR_REGIONS as usize;
+
+/// Most targets in one snapshot: processes monitored at the same time.
+pub const MAX_SNAPSHOT_TARGETS: usize = 1 << 16;
 
 /// Set in the type byte when the payload is `varint(uncompressed length) ++ zstd frame`.
 pub const COMPRESSED: u8 = 0x80;

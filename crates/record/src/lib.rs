@@ -18,7 +18,7 @@
 //! 0       4     sync marker F9 55 44 46 ("\xF9UDF")
 //! 4       1     type: 1 header, 2 snapshot, 3 event, 4 samples, 5 stacks, 6 truth; bit 7
 //!               (0x80) set = payload compressed
-//! 5       4     payload length N, u32 little-endian (at most 64 MiB)
+//! 5       4     payload length N, u32 little-endian (at most 16 MiB)
 //! 9       N     payload
 //! 9+N     4     CRC-32 (IEEE, as zlib's crc32) of bytes 4 .. 9+N (type, length and payload),
 //!               u32 little-endian
@@ -27,6 +27,11 @@
 //! A compressed payload is `LEB128(uncompressed length) ++ one zstd frame`; the writer compresses
 //! when asked (`udamon serve` does, and `record` unless `--no-compress`), and per frame only when
 //! that makes the frame smaller.
+//!
+//! Limits, which bound what a reader holds however far a small compressed frame would inflate:
+//! a payload is at most [`MAX_PAYLOAD`] (16 MiB) stored and decompressed; a snapshot holds
+//! at most [`MAX_SNAPSHOT_REGIONS`] regions and [`MAX_SNAPSHOT_TARGETS`] targets.
+//! The writer refuses frames beyond them, and readers take such frames for damage.
 //!
 //! Header and event payloads are JSON (serde's encoding of [`model::Header`] and
 //! [`model::Event`]). Version 2 added the `target_added` event (targets that join while
@@ -143,7 +148,8 @@ mod frame;
 mod varint;
 
 pub use detect::{AnyRecord, Format, detect_format, open_any};
-pub use error::{Damage, DamageKind, RecordError};
+pub use error::{Damage, DamageKind, DamageLog, RecordError};
+pub use frame::{MAX_PAYLOAD, MAX_SNAPSHOT_REGIONS, MAX_SNAPSHOT_TARGETS};
 pub use reader::RecordReader;
 pub use recorder::{Recorder, fill_snapshot, snapshot_from_context};
 pub use writer::{FORMAT_VERSION, RecordWriter, WriterOptions};

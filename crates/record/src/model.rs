@@ -411,9 +411,52 @@ pub struct Event {
     pub kind: EventKind,
 }
 
+/// The longest mapping name read: a path (`PATH_MAX`, 4096 bytes) with the kernel's
+/// ` (deleted)`, with room to spare. Reports show a name for each region it covers.
+pub const MAX_MAPPING_NAME: usize = 4096 + 64;
+
 impl EventKind {
-    /// [`check_range`] for the regions and mappings an event holds.
+    /// The target the event is about, if it is about one.
+    pub fn target(&self) -> Option<u32> {
+        match self {
+            EventKind::TargetAdded { target, .. }
+            | EventKind::MappingsChanged { target, .. }
+            | EventKind::Mappings { target, .. }
+            | EventKind::Exec { target, .. }
+            | EventKind::Exit { target, .. }
+            | EventKind::TargetDropped { target, .. }
+            | EventKind::TargetMemory { target, .. }
+            | EventKind::Resident { target, .. }
+            | EventKind::Referenced { target, .. }
+            | EventKind::Samples { target, .. }
+            | EventKind::Stacks { target, .. }
+            | EventKind::Truth { target, .. } => Some(*target),
+            EventKind::SourceStats { .. }
+            | EventKind::SchemeStats { .. }
+            | EventKind::SchemeTriedRegions { .. }
+            | EventKind::Stopped { .. }
+            | EventKind::Note { .. } => None,
+        }
+    }
+
+    /// [`check_range`] for the regions and mappings an event holds, and the length of
+    /// mapping names ([`MAX_MAPPING_NAME`]).
     pub fn check(&self) -> Result<(), String> {
+        let names: Vec<&str> = match self {
+            EventKind::Mappings { mappings, .. } => mappings.iter().map(|m| &*m.name).collect(),
+            EventKind::Referenced { mappings, .. } => mappings.iter().map(|m| &*m.name).collect(),
+            _ => Vec::new(),
+        };
+        if let Some((i, name)) = names
+            .iter()
+            .enumerate()
+            .find(|(_, n)| n.len() > MAX_MAPPING_NAME)
+        {
+            return Err(format!(
+                "mapping {i}: a name of {} bytes, longer than a path can be",
+                name.len()
+            ));
+        }
         let ranges: Vec<(u64, u64)> = match self {
             EventKind::SchemeTriedRegions { regions, .. } => {
                 regions.iter().map(|r| (r.start, r.end)).collect()
@@ -466,14 +509,15 @@ pub enum Frame {
 /// every target of the record.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Targets {
-    /// By target index; `None` for an index no frame announced (a damaged record).
-    list: Vec<Option<TargetInfo>>,
+    /// By target index. A map, not a list: an index comes from the file, and a damaged or
+    /// crafted record may announce target 4,000,000,000 first.
+    known: BTreeMap<u32, TargetInfo>,
 }
 
 impl Targets {
     pub fn new(header: &Header) -> Self {
         Targets {
-            list: header.targets.iter().cloned().map(Some).collect(),
+            known: (0..).zip(header.targets.iter().cloned()).collect(),
         }
     }
 
@@ -492,19 +536,18 @@ impl Targets {
         else {
             return;
         };
-        let i = *target as usize;
-        if self.list.len() <= i {
-            self.list.resize(i + 1, None);
-        }
-        self.list[i] = Some(TargetInfo {
-            pid: *pid,
-            cmdline: cmdline.clone(),
-            parent: *parent,
-        });
+        self.known.insert(
+            *target,
+            TargetInfo {
+                pid: *pid,
+                cmdline: cmdline.clone(),
+                parent: *parent,
+            },
+        );
     }
 
     pub fn get(&self, target: u32) -> Option<&TargetInfo> {
-        self.list.get(target as usize).and_then(Option::as_ref)
+        self.known.get(&target)
     }
 }
 
@@ -605,6 +648,19 @@ mod tests {
         });
         targets.observe(&added);
         assert_eq!(targets.get(1), None, "never announced");
+        // An index from a crafted record costs one entry, not a list up to it.
+        let far = Frame::Event(Event {
+            time_ns: 6,
+            kind: EventKind::TargetAdded {
+                target: u32::MAX,
+                pid: None,
+                parent: None,
+                cmdline: String::new(),
+            },
+        });
+        targets.observe(&far);
+        assert!(targets.get(u32::MAX).is_some());
+        assert_eq!(targets.known.len(), 3);
         assert_eq!(targets.get(2).and_then(|t| t.parent), Some(0));
         let json = serde_json::to_string(&added).unwrap();
         assert!(json.contains(r#""kind":"target_added""#), "{json}");

@@ -8,12 +8,14 @@
 
 use crate::codec;
 use crate::detect;
-use crate::error::{Damage, DamageKind, RecordError, describe_start};
+use crate::error::{Damage, DamageKind, DamageLog, RecordError, describe_start};
 use crate::frame::{
-    self, COMPRESSED, FRAME_HEAD_LEN, FRAME_OVERHEAD, FrameType, MAGIC, MAX_PAYLOAD, SYNC,
+    self, COMPRESSED, FRAME_HEAD_LEN, FRAME_OVERHEAD, FrameType, MAGIC, MAX_PAYLOAD,
+    MAX_SNAPSHOT_TARGETS, SYNC,
 };
-use crate::model::{Event, Frame, Header};
+use crate::model::{Event, EventKind, Frame, Header};
 use crate::writer::FORMAT_VERSION;
+use std::collections::BTreeSet;
 use std::fs::File;
 use std::io::{self, BufReader, Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
@@ -27,10 +29,58 @@ pub struct RecordReader<R = BufReader<File>> {
     header: Header,
     /// Offset of the next frame to read.
     pos: u64,
-    damage: Vec<Damage>,
+    damage: DamageLog,
     done: bool,
     /// Frames read ahead while salvaging a record whose header is damaged.
     peeked: Option<std::vec::IntoIter<Frame>>,
+    targets: KnownTargets,
+}
+
+/// The target indexes a record has named so far: those its header and `target_added` events
+/// announced, and at most [`MAX_SNAPSHOT_TARGETS`] more (a record whose announcement was
+/// damaged still reads). Reports keep something per target, so a frame naming yet another
+/// target beyond that is damage: millions of made-up targets would cost them gigabytes.
+#[derive(Debug, Default)]
+struct KnownTargets {
+    announced: BTreeSet<u32>,
+    unannounced: BTreeSet<u32>,
+}
+
+impl KnownTargets {
+    fn new(header: &Header) -> Self {
+        KnownTargets {
+            announced: (0..header.targets.len() as u32).collect(),
+            unannounced: BTreeSet::new(),
+        }
+    }
+
+    /// Takes in the targets `frame` names; `Err` names one too many.
+    fn admit(&mut self, frame: &Frame) -> Result<(), String> {
+        let mut admit = |target: u32| {
+            if self.announced.contains(&target) || self.unannounced.contains(&target) {
+                Ok(())
+            } else if self.unannounced.len() < MAX_SNAPSHOT_TARGETS {
+                self.unannounced.insert(target);
+                Ok(())
+            } else {
+                Err(format!(
+                    "names target {target}, which was never announced, after {MAX_SNAPSHOT_TARGETS} others that were not"
+                ))
+            }
+        };
+        match frame {
+            Frame::Snapshot(s) => s.targets.iter().try_for_each(|t| admit(t.target)),
+            Frame::Event(Event {
+                kind: EventKind::TargetAdded { target, .. },
+                ..
+            }) => {
+                self.unannounced.remove(target);
+                self.announced.insert(*target);
+                Ok(())
+            }
+            Frame::Event(e) => e.kind.target().map_or(Ok(()), admit),
+        }
+    }
 }
 
 /// Frame-level access to the bytes: probing an offset, scanning for the next frame, payloads.
@@ -123,11 +173,12 @@ impl<R: Read + Seek> RecordReader<R> {
             Err(e) => return Err(e),
         };
         let mut reader = RecordReader {
+            targets: KnownTargets::new(&header),
             frames,
             path,
             header,
             pos,
-            damage: Vec::new(),
+            damage: DamageLog::default(),
             done: false,
             peeked: None,
         };
@@ -167,7 +218,7 @@ impl<R: Read + Seek> RecordReader<R> {
     /// The format the record says it is written in; `None` when its header was lost.
     fn format_version(&self) -> Option<u32> {
         let lost = matches!(
-            self.damage.first(),
+            self.damage.as_slice().first(),
             Some(Damage {
                 kind: DamageKind::HeaderLost { .. },
                 ..
@@ -178,7 +229,7 @@ impl<R: Read + Seek> RecordReader<R> {
 
     /// Damage found so far (all of it once the iterator is exhausted).
     pub fn damage(&self) -> &[Damage] {
-        &self.damage
+        self.damage.as_slice()
     }
 
     pub fn path(&self) -> &Path {
@@ -249,7 +300,16 @@ impl<R: Read + Seek> RecordReader<R> {
                 }
                 Probe::Frame { type_byte, next } => {
                     self.pos = next;
-                    match self.decode(type_byte, next - at) {
+                    let decoded = self.decode(type_byte, next - at).and_then(|frame| {
+                        self.targets
+                            .admit(&frame)
+                            .map(|()| frame)
+                            .map_err(|reason| DamageKind::Undecodable {
+                                reason,
+                                skipped: next - at,
+                            })
+                    });
+                    match decoded {
                         Ok(frame) => return Ok(Some(frame)),
                         Err(kind) => {
                             self.damage.push(Damage { offset: at, kind });

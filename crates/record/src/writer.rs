@@ -94,6 +94,11 @@ impl<W: Write> RecordWriter<W> {
 
     pub fn write_snapshot(&mut self, snapshot: &Snapshot) -> Result<(), RecordError> {
         self.check_usable()?;
+        codec::check_snapshot_size(snapshot).map_err(|reason| RecordError::Encode {
+            path: self.path.clone(),
+            what: "a snapshot",
+            reason: reason.into(),
+        })?;
         self.payload.clear();
         codec::encode_snapshot(&mut self.payload, snapshot);
         self.frame.clear();
@@ -199,6 +204,14 @@ impl<W: Write> RecordWriter<W> {
     /// Appends the frame for `self.payload` to `self.frame` (which may already hold the
     /// signature) and writes it all at once.
     fn emit(&mut self, kind: FrameType) -> Result<(), RecordError> {
+        // Readers refuse what decompresses beyond the limit, compressed or not.
+        if self.payload.len() > MAX_PAYLOAD {
+            return Err(RecordError::FrameTooLarge {
+                path: self.path.clone(),
+                len: self.payload.len(),
+                max: MAX_PAYLOAD,
+            });
+        }
         let mut type_byte = kind as u8;
         let mut body: &[u8] = &self.payload;
         if let Some(compressor) = &mut self.compressor {
@@ -208,13 +221,6 @@ impl<W: Write> RecordWriter<W> {
                 type_byte |= COMPRESSED;
                 body = &self.packed;
             }
-        }
-        if body.len() > MAX_PAYLOAD {
-            return Err(RecordError::FrameTooLarge {
-                path: self.path.clone(),
-                len: body.len(),
-                max: MAX_PAYLOAD,
-            });
         }
         frame::put_frame(&mut self.frame, type_byte, body);
         // A failed write may leave a torn frame at the end of the file. Refusing further writes

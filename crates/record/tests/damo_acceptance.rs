@@ -7,6 +7,8 @@
 //! /sys/module at start-up to find DAMON modules, and runs `file -b` on the input).
 
 mod common;
+#[path = "common/skip.rs"]
+mod skip;
 
 use common::*;
 use std::path::{Path, PathBuf};
@@ -49,7 +51,7 @@ fn damo_reports_on_our_json_compressed() {
     let damo = match damo_executable() {
         Ok(d) => d,
         Err(why) => {
-            eprintln!("damo acceptance check skipped: {why}");
+            skip::skipped(&format!("the damo acceptance check: {why}"));
             return;
         }
     };

@@ -8,6 +8,7 @@ use crate::{ReportError, Result, human, target_name};
 use serde::Serialize;
 use std::collections::VecDeque;
 use std::fmt::Write as _;
+use std::sync::Arc;
 use udamon_record::model::{Frame, Header, RegionStat, Snapshot, Targets};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -70,7 +71,7 @@ pub struct RegionAccess {
     pub touched_bytes: Option<u64>,
     /// The names of the mappings it overlaps, in address order (when the record has them).
     #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub mappings: Vec<String>,
+    pub mappings: Vec<Arc<str>>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -250,7 +251,7 @@ fn pick(
 }
 
 /// A region's mappings on one line: the first few names, then how many more.
-fn mapping_names(names: &[String]) -> String {
+fn mapping_names(names: &[Arc<str>]) -> String {
     const SHOWN: usize = 3;
     let mut text = names
         .iter()

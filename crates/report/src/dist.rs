@@ -217,7 +217,7 @@ pub(crate) fn collect<F>(
     mut value: F,
 ) -> Result<DistReport>
 where
-    F: FnMut(u64, &TargetSnapshot) -> u64,
+    F: FnMut(u64, &TargetSnapshot) -> Result<u64>,
 {
     percentile::check(&opts.percentiles)?;
     let mut summed = Vec::new();
@@ -237,15 +237,15 @@ where
         let end_ns = snapshot.end_ns;
         if opts.per_target {
             for t in &snapshot.targets {
-                per_target
-                    .entry(t.target)
-                    .or_default()
-                    .push(point(value(end_ns, t)));
+                let v = value(end_ns, t)?;
+                per_target.entry(t.target).or_default().push(point(v));
             }
         } else {
-            summed.push(point(
-                snapshot.targets.iter().map(|t| value(end_ns, t)).sum(),
-            ));
+            let mut sum = 0;
+            for t in &snapshot.targets {
+                sum = value(end_ns, t)?.saturating_add(sum);
+            }
+            summed.push(point(sum));
         }
         nr_snapshots += 1;
     }

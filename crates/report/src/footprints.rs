@@ -94,7 +94,7 @@ where
         .into_iter()
         .inspect(|f| memory.borrow_mut().observe(f));
     let vsz = dist::collect(header, frames, opts, "vsz", Unit::Bytes, None, |_, t| {
-        memory.borrow().vsz(t.target)
+        Ok(memory.borrow().vsz(t.target))
     })?;
     let (saw_mappings, saw_resident) = {
         let m = memory.borrow();
@@ -121,7 +121,7 @@ where
             "rss",
             Unit::Bytes,
             None,
-            |_, t| memory.borrow().rss(t.target),
+            |_, t| Ok(memory.borrow().rss(t.target)),
         )?);
     } else {
         missing.push("rss: the record holds no resident sizes".into());

@@ -105,23 +105,18 @@ pub const TEXT_CHARS: usize = 160;
 /// characters: control characters are escaped (a newline shows as `\n`), and a longer text
 /// is cut with `…`, so that it neither breaks a report's lines nor overflows an image title.
 pub fn one_line(text: &str, max_chars: usize) -> String {
-    let escaped: String = text
-        .chars()
-        .flat_map(|c| {
-            let shown: Vec<char> = if c.is_control() {
-                c.escape_default().collect()
-            } else {
-                vec![c]
-            };
-            shown
-        })
-        .collect();
-    if escaped.chars().count() <= max_chars {
-        return escaped;
+    // Only as much of `text` is looked at as is shown: it may be megabytes long.
+    let mut shown = text.chars().flat_map(|c| {
+        let escape = c.is_control();
+        let escaped = c.escape_default().take(if escape { usize::MAX } else { 0 });
+        escaped.chain(std::iter::once(c).take(usize::from(!escape)))
+    });
+    let mut out: String = shown.by_ref().take(max_chars).collect();
+    if shown.next().is_some() {
+        out.pop();
+        out.push('…');
     }
-    let mut cut: String = escaped.chars().take(max_chars.saturating_sub(1)).collect();
-    cut.push('…');
-    cut
+    out
 }
 
 /// An address in hex, as damo and /proc/pid/maps show them.

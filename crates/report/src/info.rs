@@ -87,10 +87,21 @@ pub struct InfoReport {
     pub events: EventSummary,
     /// What the reader found wrong with the file, as it said it.
     pub damage: Vec<String>,
-    /// Whether monitoring finished (the record ends with a `stopped` event): false when the
-    /// monitor was killed (SIGKILL) or crashed. `None` for records not written by udamon
-    /// (damo's), which have no such event.
+    /// Whether monitoring finished (the record ends with a `stopped` event): false while the
+    /// monitor is still writing it ([`InfoReport::writer`]) and when it was killed (SIGKILL) or
+    /// crashed. `None` for records not written by udamon (damo's), which have no such event.
     pub finished: Option<bool>,
+    /// The monitor writing the record right now, if one is (the caller finds out: it is not in
+    /// the record).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub writer: Option<Writer>,
+}
+
+/// A monitor still writing a record.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Writer {
+    /// Its process, when the system says.
+    pub pid: Option<u32>,
 }
 
 /// Summarises the record; `damage` is whatever the reader reported about the file.
@@ -112,6 +123,7 @@ pub fn info(
         events: EventSummary::default(),
         damage,
         finished: None,
+        writer: None,
     };
     let mut known = Targets::new(header);
     let mut targets: BTreeMap<u32, TargetSummary> = (0..header.targets.len() as u32)
@@ -480,7 +492,17 @@ pub fn render_text(report: &InfoReport) -> String {
         let list: Vec<String> = counters.iter().map(|(k, v)| format!("{k} {v}")).collect();
         let _ = writeln!(out, "access source counters: {}", list.join(", "));
     }
-    if report.finished == Some(false) {
+    if let Some(writer) = report.writer {
+        let by = writer
+            .pid
+            .map(|p| format!(" (pid {p})"))
+            .unwrap_or_default();
+        let _ = writeln!(
+            out,
+            "still being written: a monitor{by} is writing this record now; it holds what was \
+             written so far"
+        );
+    } else if report.finished == Some(false) {
         let _ = writeln!(
             out,
             "unfinished: no stop event; the monitor was killed (e.g. by SIGKILL) or crashed, and \

@@ -78,6 +78,10 @@ pub enum ReportError {
     )]
     EmptyTimeRange { start_ns: u64, end_ns: u64 },
     #[error(
+        "the record's snapshots span no time (each ends where it starts, or at time 0), so there is no time axis to draw"
+    )]
+    NoTimeSpan,
+    #[error(
         "target {target} has no region in {start:#x}-{end:#x}: pick an address range from the heatmap guide"
     )]
     NothingInRange { target: u32, start: u64, end: u64 },
@@ -97,6 +101,14 @@ pub enum ReportError {
         "the record holds no samples: record a live process with a sampled source (tick, cpuclock or pmu) with this udamon"
     )]
     NoSamples,
+    #[error(
+        "the record's regions lie in more than {max} separate address ranges, more than udamon keeps for a report (a crafted or damaged record?): report on part of it (--address-range, --time-range, --target, or a shorter --horizon)"
+    )]
+    TooFragmented { max: usize },
+    #[error(
+        "the record's mappings take more than {mib} MiB to sum up, more than udamon keeps for a report (a crafted or damaged record?): report on part of it (--target, --time-range)"
+    )]
+    TooManyMappings { mib: usize },
     #[error(
         "the record holds no ground truth: record a simulated workload with `udamon record --sim` (this udamon or later keeps it)"
     )]

@@ -430,6 +430,9 @@ impl Live {
             area,
             cells,
             max,
+            // The view names its target and moves between them itself.
+            other_targets: Vec::new(),
+            busiest: false,
         })
     }
 }

@@ -22,9 +22,24 @@ use udamon_record::model::{EventKind, Frame, Header, MappingRecord, Snapshot, Ta
 #[derive(Debug, Clone, Default)]
 pub struct Layouts {
     by_target: BTreeMap<u32, Arc<Vec<MappingRecord>>>,
+    /// The mappings' names, shared by every region a report names them for (a name may be
+    /// long, and a snapshot has many regions).
+    names: BTreeMap<u32, Arc<Vec<Arc<str>>>>,
     /// Resident bytes by (target, mapping start), from the latest `resident` event.
     resident: BTreeMap<(u32, u64), u64>,
+    /// What each target's layout costs in memory, and when it was last updated (a count of
+    /// updates), for keeping within [`LAYOUTS_BYTES`].
+    cost: BTreeMap<u32, (usize, u64)>,
+    updates: u64,
 }
+
+/// The most memory the targets' layouts may take together. A process has at most some tens of
+/// thousands of mappings; a made-up record may claim millions for each of thousands of
+/// targets, and then the layouts updated longest ago are forgotten (their regions go unnamed).
+pub const LAYOUTS_BYTES: usize = 64 << 20;
+
+/// What a mapping costs a layout besides its name.
+const MAPPING_BYTES: usize = size_of::<MappingRecord>() + size_of::<Arc<str>>() + 32;
 
 impl Layouts {
     /// Takes in a frame: a `mappings` event replaces its target's list, a `resident` event its
@@ -36,6 +51,9 @@ impl Layouts {
         match &e.kind {
             EventKind::Mappings { target, mappings } => {
                 self.by_target.insert(*target, Arc::new(mappings.clone()));
+                let names = mappings.iter().map(|m| Arc::from(m.name.as_str()));
+                self.names.insert(*target, Arc::new(names.collect()));
+                self.keep_within_budget(*target);
             }
             EventKind::Resident { target, mappings } => {
                 self.resident.retain(|k, _| k.0 != *target);
@@ -44,8 +62,37 @@ impl Layouts {
                         .iter()
                         .map(|m| ((*target, m.start), m.resident_bytes)),
                 );
+                self.keep_within_budget(*target);
             }
             _ => {}
+        }
+    }
+
+    /// Counts `target`'s layout as just updated, and forgets the layouts updated longest ago
+    /// while all of them take more than [`LAYOUTS_BYTES`].
+    fn keep_within_budget(&mut self, target: u32) {
+        let list = self.by_target.get(&target).map_or(&[][..], |l| &l[..]);
+        let names: usize = list.iter().map(|m| 2 * m.name.len() + m.perms.len()).sum();
+        let resident = self
+            .resident
+            .range((target, 0)..=(target, u64::MAX))
+            .count();
+        let cost = list.len() * MAPPING_BYTES + names + resident * 48;
+        self.updates += 1;
+        self.cost.insert(target, (cost, self.updates));
+        while self.cost.values().map(|c| c.0).sum::<usize>() > LAYOUTS_BYTES {
+            let Some((&oldest, _)) = self
+                .cost
+                .iter()
+                .filter(|(t, _)| **t != target)
+                .min_by_key(|(_, c)| c.1)
+            else {
+                break;
+            };
+            self.cost.remove(&oldest);
+            self.by_target.remove(&oldest);
+            self.names.remove(&oldest);
+            self.resident.retain(|k, _| k.0 != oldest);
         }
     }
 
@@ -65,21 +112,28 @@ impl Layouts {
         let Some(list) = self.by_target.get(&target) else {
             return &[];
         };
-        let from = list.partition_point(|m| m.end <= start);
-        let to = from + list[from..].partition_point(|m| m.start < end);
-        &list[from..to]
+        &list[overlapping(list, start, end)]
     }
 
     /// The distinct names of the mappings overlapping `[start, end)`, in address order.
-    pub fn names(&self, target: u32, start: u64, end: u64) -> Vec<String> {
-        let mut names: Vec<String> = Vec::new();
-        for m in self.covering(target, start, end) {
-            if !names.contains(&m.name) {
-                names.push(m.name.clone());
+    pub fn names(&self, target: u32, start: u64, end: u64) -> Vec<Arc<str>> {
+        let (Some(list), Some(all)) = (self.by_target.get(&target), self.names.get(&target)) else {
+            return Vec::new();
+        };
+        let mut names: Vec<Arc<str>> = Vec::new();
+        for name in &all[overlapping(list, start, end)] {
+            if !names.contains(name) {
+                names.push(Arc::clone(name));
             }
         }
         names
     }
+}
+
+/// The indexes of the mappings of `list` (in address order) that overlap `[start, end)`.
+fn overlapping(list: &[MappingRecord], start: u64, end: u64) -> std::ops::Range<usize> {
+    let from = list.partition_point(|m| m.end <= start);
+    from..from + list[from..].partition_point(|m| m.start < end)
 }
 
 /// Options of `report mappings`.
@@ -196,6 +250,8 @@ pub struct LiveMappings {
     replay: Replay,
     /// Keyed by what stays while a mapping grows: target, start, permissions and name.
     sums: BTreeMap<(u32, u64, String, String), Sums>,
+    /// What `sums` takes; past [`SUMS_BYTES`] the report is refused.
+    sums_bytes: usize,
     nr_snapshots: usize,
 }
 
@@ -215,6 +271,7 @@ impl LiveMappings {
                 Basis::Pages,
             ),
             sums: BTreeMap::new(),
+            sums_bytes: 0,
             nr_snapshots: 0,
         }
     }
@@ -242,12 +299,13 @@ impl LiveMappings {
             return;
         };
         self.nr_snapshots += 1;
-        if self.nr_snapshots > self.opts.skip {
+        if self.nr_snapshots > self.opts.skip && self.sums_bytes <= SUMS_BYTES {
             let (replay, window_ns, horizon_ns) =
                 (&self.replay, self.window_ns, self.opts.horizon_ns);
             let working_sets = |target: u32| replay.working_set(target, horizon_ns, window_ns);
             add_snapshot(
                 &mut self.sums,
+                &mut self.sums_bytes,
                 &self.layouts,
                 &snapshot,
                 &self.opts,
@@ -280,6 +338,11 @@ impl LiveMappings {
         }
         if self.layouts.is_empty() {
             return Err(ReportError::NoMappings);
+        }
+        if self.sums_bytes > SUMS_BYTES {
+            return Err(ReportError::TooManyMappings {
+                mib: SUMS_BYTES >> 20,
+            });
         }
         let mut mappings: Vec<MappingSummary> = self
             .sums
@@ -343,8 +406,13 @@ impl LiveMappings {
     }
 }
 
+/// The most memory the report's sums may take: one per distinct mapping of the record, a real
+/// one holds some hundred thousand at most.
+const SUMS_BYTES: usize = 128 << 20;
+
 fn add_snapshot(
     sums: &mut BTreeMap<(u32, u64, String, String), Sums>,
+    sums_bytes: &mut usize,
     layouts: &Layouts,
     snapshot: &Snapshot,
     opts: &MappingsOptions,
@@ -360,7 +428,10 @@ fn add_snapshot(
         for m in layouts.covering(t.target, 0, u64::MAX) {
             let s = sums
                 .entry((t.target, m.start, m.perms.clone(), m.name.clone()))
-                .or_default();
+                .or_insert_with(|| {
+                    *sums_bytes += size_of::<Sums>() + 96 + m.perms.len() + m.name.len();
+                    Sums::default()
+                });
             s.end = m.end;
             s.nr_snapshots += 1;
             s.size += m.size() as f64;

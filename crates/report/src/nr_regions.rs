@@ -18,6 +18,6 @@ pub fn nr_regions(
         "nr_regions",
         Unit::Regions,
         None,
-        |_, target| target.regions.len() as u64,
+        |_, target| Ok(target.regions.len() as u64),
     )
 }

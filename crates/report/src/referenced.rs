@@ -6,11 +6,12 @@
 //! touched.
 
 use crate::working_set::{Basis, Membership, Replay, WorkingSet, samples_first};
-use crate::{ReportError, Result, human};
+use crate::{ReportError, Result, human, target_name};
 use serde::Serialize;
+use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use udamon_core::AddrRange;
-use udamon_record::model::{EventKind, Frame, ReferencedMapping};
+use udamon_record::model::{EventKind, Frame, Header, ReferencedMapping, Targets};
 
 /// Mappings listed per interval, by the kernel's referenced bytes.
 pub const TOP_MAPPINGS: usize = 5;
@@ -42,7 +43,20 @@ pub struct Interval {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct ReferencedReport {
     pub intervals: Vec<Interval>,
-    /// Medians over the intervals: the kernel's bytes, udamon's, and udamon's / the kernel's.
+    /// Per target, in target order: pooling a busy worker with its idle parent would give a
+    /// median of neither.
+    pub targets: Vec<TargetReferenced>,
+}
+
+/// One target's intervals summed up.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct TargetReferenced {
+    pub target: u32,
+    pub pid: Option<u32>,
+    pub cmdline: Option<String>,
+    pub nr_intervals: usize,
+    /// Medians over its intervals: the kernel's bytes, udamon's, and of the ratios udamon's /
+    /// the kernel's (the median ratio, not the ratio of the medians).
     pub median_kernel_bytes: u64,
     pub median_udamon_bytes: u64,
     pub median_ratio: f64,
@@ -52,11 +66,16 @@ pub struct ReferencedReport {
 const KEEP_NS: u64 = 120_000_000_000;
 
 /// The report over `frames`; fails when they hold no `referenced` event.
-pub fn referenced(frames: impl IntoIterator<Item = Frame>) -> Result<ReferencedReport> {
+pub fn referenced(
+    header: &Header,
+    frames: impl IntoIterator<Item = Frame>,
+) -> Result<ReferencedReport> {
+    let mut known = Targets::new(header);
     let mut replay = Replay::new(KEEP_NS, Membership::default(), Basis::Pages);
     let mut window_ns = 0;
     let mut intervals = Vec::new();
     for frame in samples_first(frames) {
+        known.observe(&frame);
         replay.observe(&frame);
         match frame {
             Frame::Snapshot(s) => window_ns = s.aggr_us.saturating_mul(1000),
@@ -91,18 +110,28 @@ pub fn referenced(frames: impl IntoIterator<Item = Frame>) -> Result<ReferencedR
         v.sort_by(f64::total_cmp);
         v[v.len() / 2]
     };
-    let kernel: Vec<f64> = intervals.iter().map(|i| i.kernel_bytes as f64).collect();
-    let udamon: Vec<f64> = intervals.iter().map(|i| i.udamon_bytes as f64).collect();
-    let ratios = intervals
-        .iter()
-        .map(|i| i.udamon_bytes as f64 / i.kernel_bytes.max(1) as f64)
+    let mut by_target: BTreeMap<u32, Vec<&Interval>> = BTreeMap::new();
+    for i in &intervals {
+        by_target.entry(i.target).or_default().push(i);
+    }
+    let targets = by_target
+        .into_iter()
+        .map(|(target, list)| {
+            let info = known.get(target);
+            TargetReferenced {
+                target,
+                pid: info.and_then(|i| i.pid),
+                cmdline: info.map(|i| i.cmdline.clone()),
+                nr_intervals: list.len(),
+                median_kernel_bytes: median(list.iter().map(|i| i.kernel_bytes as f64).collect())
+                    as u64,
+                median_udamon_bytes: median(list.iter().map(|i| i.udamon_bytes as f64).collect())
+                    as u64,
+                median_ratio: median(list.iter().map(|i| i.ratio()).collect()),
+            }
+        })
         .collect();
-    Ok(ReferencedReport {
-        median_kernel_bytes: median(kernel) as u64,
-        median_udamon_bytes: median(udamon) as u64,
-        median_ratio: median(ratios),
-        intervals,
-    })
+    Ok(ReferencedReport { targets, intervals })
 }
 
 fn compare(
@@ -136,6 +165,13 @@ fn compare(
     }
 }
 
+impl Interval {
+    /// udamon's bytes over the kernel's.
+    pub fn ratio(&self) -> f64 {
+        self.udamon_bytes as f64 / self.kernel_bytes.max(1) as f64
+    }
+}
+
 pub fn render_text(report: &ReferencedReport) -> String {
     let mut out = String::new();
     let _ = writeln!(
@@ -156,18 +192,21 @@ pub fn render_text(report: &ReferencedReport) -> String {
             human::seconds(i.interval_ns, 1),
             human::size(i.kernel_bytes),
             human::size(i.udamon_bytes),
-            i.udamon_bytes as f64 / i.kernel_bytes.max(1) as f64,
+            i.ratio(),
             human::size(i.resident_bytes)
         );
     }
-    let _ = writeln!(
-        out,
-        "# median over {} intervals: kernel {}, udamon {}, udamon/kernel {:.2}",
-        report.intervals.len(),
-        human::size(report.median_kernel_bytes),
-        human::size(report.median_udamon_bytes),
-        report.median_ratio
-    );
+    for t in &report.targets {
+        let _ = writeln!(
+            out,
+            "# {}: medians over {} intervals: kernel {}, udamon {}; median ratio udamon/kernel {:.2}",
+            target_name(t.target, t.pid, t.cmdline.as_deref()),
+            t.nr_intervals,
+            human::size(t.median_kernel_bytes),
+            human::size(t.median_udamon_bytes),
+            t.median_ratio
+        );
+    }
     if let Some(last) = report.intervals.last() {
         let _ = writeln!(
             out,

@@ -86,6 +86,10 @@ pub struct SchemeReport {
     pub applied_bytes_per_min: Option<f64>,
     pub tried_regions: TriedRegionsSummary,
     pub series: Vec<SchemeRow>,
+    /// When less was applied than tried: what the record says of why (the notes of the
+    /// operations about the scheme's action), or that it does not say.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub not_applied: Vec<String>,
 }
 
 /// What a scheme tried and applied within one time row.
@@ -182,6 +186,7 @@ pub fn schemes(
     let mut target_index: BTreeMap<u32, usize> = BTreeMap::new();
     let mut nr_snapshots = 0usize;
     let mut known = Targets::new(header);
+    let mut action_notes: Vec<String> = Vec::new();
 
     for frame in frames {
         known.observe(&frame);
@@ -234,6 +239,13 @@ pub fn schemes(
                     cell.memory = Some((resident_bytes, paged_out_bytes));
                     cell.refaulted += refaulted;
                 }
+                EventKind::Note { text } => {
+                    timeline.see(e.time_ns);
+                    // Few: the operations note each kind of trouble once per process.
+                    if action_notes.len() < MAX_ACTION_NOTES && !action_notes.contains(&text) {
+                        action_notes.push(text);
+                    }
+                }
                 _ => timeline.see(e.time_ns),
             },
         }
@@ -263,6 +275,7 @@ pub fn schemes(
                     passes: s.passes,
                     last: s.last_pass,
                 },
+                not_applied: not_applied(s, &action_notes),
                 series: rows
                     .rows
                     .iter()
@@ -754,6 +767,29 @@ fn refault_text(r: &RefaultSummary) -> String {
     text
 }
 
+/// Notes kept for the schemes report: more would be the same troubles on more processes.
+const MAX_ACTION_NOTES: usize = 20;
+
+/// Why a scheme applied less than it tried, as far as the record's notes say.
+fn not_applied(s: &SchemeState, notes: &[String]) -> Vec<String> {
+    let (Some(action), true) = (&s.action, s.stats.sz_applied < s.stats.sz_tried) else {
+        return Vec::new();
+    };
+    let about: Vec<String> = notes
+        .iter()
+        .filter(|n| n.contains(action.as_str()))
+        .cloned()
+        .collect();
+    if !about.is_empty() {
+        return about;
+    }
+    vec![format!(
+        "the record does not say why: tried bytes are the regions' whole ranges, applied the \
+         pages {action} changed (unmapped gaps, pages the filters left, and pages already in \
+         the state it makes count as tried only)"
+    )]
+}
+
 /// Text: the record's span and notes, a summary table of the schemes, their tried-region passes,
 /// bytes tried and applied per row, then per target the memory saved and refaults, and per row.
 pub fn render_text(report: &SchemesReport) -> String {
@@ -802,6 +838,18 @@ pub fn render_text(report: &SchemesReport) -> String {
         })
         .collect();
     table(&mut out, &head, &rows, &[0, 1]);
+    for s in &report.schemes {
+        for why in &s.not_applied {
+            let _ = writeln!(
+                out,
+                "# scheme {}: {} of {} tried not applied: {}",
+                s.scheme,
+                human::size(s.stats.sz_tried - s.stats.sz_applied),
+                human::size(s.stats.sz_tried),
+                human::one_line(why, 400)
+            );
+        }
+    }
     for s in &report.schemes {
         let tr = &s.tried_regions;
         let _ = write!(out, "# scheme {} tried regions: ", s.scheme);

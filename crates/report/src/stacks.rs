@@ -82,13 +82,17 @@ pub fn stack_profile(
 }
 
 impl StackProfile {
-    /// How a frame is named: its function, else its object in brackets (`[libc.so.6]`), else
-    /// `[unknown]` for a site the record lost.
+    /// How a frame is named: its function, else its object in brackets (`[libc.so.6]`; the
+    /// kernel's names, `[anon]`, `[vdso]`, are bracketed already), else `[unknown]` for a site
+    /// the record lost.
     pub fn frame_name(&self, site: u32) -> String {
         match self.sites.get(&site) {
             Some(CodeSite {
                 function: Some(f), ..
             }) => f.clone(),
+            Some(CodeSite {
+                object: Some(o), ..
+            }) if o.starts_with('[') && o.ends_with(']') => o.clone(),
             Some(CodeSite {
                 object: Some(o), ..
             }) => format!("[{}]", o.rsplit('/').next().unwrap_or(o)),
@@ -302,5 +306,39 @@ pub(crate) mod tests {
         assert_eq!(render_folded(&p), "[libfoo.so] 2\ntouch 6\n");
         let total: f64 = p.stacks.iter().map(|r| r.bytes).sum();
         assert_eq!(total, 12288.0, "the hot bytes of a window");
+    }
+
+    #[test]
+    fn frames_without_a_function_are_named_by_their_object_bracketed_once() {
+        let profile = StackProfile {
+            has_stacks: true,
+            samples: 0,
+            windows: 0,
+            stacks: Vec::new(),
+            sites: [
+                (0, "/usr/lib/libfoo.so"),
+                (1, "[anon]"),
+                (2, "[anon:JIT code]"),
+                (3, "[vdso]"),
+            ]
+            .into_iter()
+            .map(|(i, object)| {
+                let mut s = site(i, None);
+                s.object = Some(object.into());
+                (i, s)
+            })
+            .collect(),
+        };
+        let names: Vec<String> = (0..5).map(|i| profile.frame_name(i)).collect();
+        assert_eq!(
+            names,
+            [
+                "[libfoo.so]",
+                "[anon]",
+                "[anon:JIT code]",
+                "[vdso]",
+                "[unknown]"
+            ]
+        );
     }
 }

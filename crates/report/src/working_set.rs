@@ -115,9 +115,17 @@ pub fn to_bytes(pages: f64) -> u64 {
 /// One window's accessed memory.
 #[derive(Debug)]
 struct Window {
+    /// Its place in the order windows came in, over all targets.
+    seq: u64,
     end_ns: u64,
     accessed: Vec<AddrRange>,
 }
+
+/// The most accessed ranges a replay keeps in its windows, over all targets (32 MiB): beyond
+/// them the oldest windows are forgotten first, so a record's claims cannot take its reader's
+/// memory (a window may hold 2^18 regions, a horizon hundreds of windows), and a horizon that
+/// reached back before them counts fewer windows.
+const MAX_KEPT_RANGES: usize = 1 << 21;
 
 /// One target's replayed state.
 #[derive(Debug, Default)]
@@ -145,6 +153,11 @@ pub struct Replay {
     longest_ns: u64,
     membership: Membership,
     basis: Basis,
+    /// Every target's kept windows in the order they came: (seq, target).
+    order: VecDeque<(u64, u32)>,
+    next_seq: u64,
+    /// The accessed ranges in all kept windows.
+    kept_ranges: usize,
 }
 
 impl Replay {
@@ -156,6 +169,9 @@ impl Replay {
             longest_ns,
             membership,
             basis,
+            order: VecDeque::new(),
+            next_seq: 0,
+            kept_ranges: 0,
         }
     }
 
@@ -223,22 +239,63 @@ impl Replay {
                 .iter()
                 .map(|r| AddrRange::new(r.start, r.end)),
         );
-        let accessed = snapshot
+        let accessed: Vec<AddrRange> = snapshot
             .regions
             .iter()
             .filter(|r| self.membership.selects(r))
             .map(|r| AddrRange::new(r.start, r.end))
             .collect();
-        t.windows.push_back(Window { end_ns, accessed });
+        self.kept_ranges += accessed.len();
+        let seq = self.next_seq;
+        self.next_seq += 1;
+        self.order.push_back((seq, snapshot.target));
+        t.windows.push_back(Window {
+            seq,
+            end_ns,
+            accessed,
+        });
         while t
             .windows
             .front()
             .is_some_and(|w| w.end_ns + self.longest_ns < end_ns)
         {
-            t.windows.pop_front();
+            let gone = t.windows.pop_front().expect("a front window");
+            self.kept_ranges -= gone.accessed.len();
         }
+        self.forget_beyond_the_bound();
+        let t = self.targets.get_mut(&snapshot.target).expect("added above");
         t.pages.settle(end_ns / 1000);
         t.code.settle(end_ns / 1000);
+    }
+
+    /// Forgets the oldest windows, of any target, while the kept ones hold more than
+    /// [`MAX_KEPT_RANGES`] ranges; the newest window always stays.
+    fn forget_beyond_the_bound(&mut self) {
+        while self.kept_ranges > MAX_KEPT_RANGES && self.order.len() > 1 {
+            let Some((seq, target)) = self.order.pop_front() else {
+                break;
+            };
+            let Some(t) = self.targets.get_mut(&target) else {
+                continue;
+            };
+            // Gone already where the horizon moved past it.
+            if t.windows.front().is_some_and(|w| w.seq == seq) {
+                let gone = t.windows.pop_front().expect("a front window");
+                self.kept_ranges -= gone.accessed.len();
+            }
+        }
+        // Windows forgotten by the horizon leave their entries; drop them as they surface.
+        while let Some(&(seq, target)) = self.order.front() {
+            let kept = self
+                .targets
+                .get(&target)
+                .and_then(|t| t.windows.front())
+                .is_some_and(|w| w.seq <= seq);
+            if kept {
+                break;
+            }
+            self.order.pop_front();
+        }
     }
 
     /// Target `target`'s working set over the `horizon_ns` before its latest snapshot (0: that

@@ -149,12 +149,12 @@ pub fn wss(
                 .borrow()
                 .working_set(target.target, filter.horizon_ns, window_ns)
             else {
-                return 0;
+                return Ok(0);
             };
             e.low += ws.low_bytes();
             e.high += ws.high_bytes();
             e.settled &= ws.total.is_settled();
-            ws.bytes()
+            Ok(ws.bytes())
         },
     )?;
     let per_snapshot: Vec<SnapshotEvidence> = evidence.into_values().skip(report.skipped).collect();

@@ -7,7 +7,7 @@ mod common;
 use common::*;
 use std::cell::Cell;
 use std::convert::Infallible;
-use udamon_record::model::Frame;
+use udamon_record::model::{Frame, Snapshot};
 use udamon_report::ReportError;
 use udamon_report::heatmap::term::{TermStyle, render};
 use udamon_report::heatmap::{AddressSelection, Heatmap, HeatmapOptions, heatmap};
@@ -184,6 +184,24 @@ fn reads_the_record_twice_and_reports_bad_requests() {
     })
     .unwrap_err();
     assert!(matches!(err, ReportError::EmptyTimeRange { .. }), "{err}");
+    // Snapshots of no length: no time range was given, so none is named (it said "the time
+    // range 0-18446744073709551615 ns").
+    let instant: Vec<Frame> = banded_frames()
+        .into_iter()
+        .map(|f| match f {
+            Frame::Snapshot(s) => Frame::Snapshot(Snapshot {
+                start_ns: 0,
+                end_ns: 0,
+                ..s
+            }),
+            other => other,
+        })
+        .collect();
+    let Err(err) = heatmap(&header(1), opener(&instant), &options()) else {
+        panic!("a heatmap of no time");
+    };
+    assert!(matches!(err, ReportError::NoTimeSpan), "{err}");
+    assert!(!err.to_string().contains("18446744073709551615"), "{err}");
     let err = build(&HeatmapOptions {
         cols: 0,
         ..options()

@@ -88,7 +88,8 @@ fn layouts_tell_which_mappings_a_range_overlaps() {
     for f in &record()[..1] {
         layouts.observe(f);
     }
-    let names = |s, e| layouts.names(0, s, e);
+    let strings = |v: Vec<std::sync::Arc<str>>| v.iter().map(|n| n.to_string()).collect::<Vec<_>>();
+    let names = |s, e| strings(layouts.names(0, s, e));
     assert_eq!(
         names(ANON + 99 * PAGE, ANON + 101 * PAGE),
         ["[anon]", "/usr/lib/libc.so.6"]
@@ -99,7 +100,7 @@ fn layouts_tell_which_mappings_a_range_overlaps() {
     );
     assert_eq!(names(HEAP, HEAP + 1), ["[heap]"]);
     assert_eq!(
-        layouts.names(1, HEAP, HEAP + 1),
+        strings(layouts.names(1, HEAP, HEAP + 1)),
         Vec::<String>::new(),
         "another target"
     );
@@ -167,9 +168,18 @@ fn per_mapping_hot_warm_and_cold_bytes_are_the_means_over_the_snapshots() {
 fn access_names_the_mappings_of_each_region() {
     let report = access(&header(1), record(), &AccessOptions::default()).unwrap();
     let regions = &report.targets[0].regions;
-    assert_eq!(regions[0].mappings, ["[heap]"]);
-    assert_eq!(regions[1].mappings, ["[anon:cache]"]);
-    assert_eq!(regions[3].mappings, ["/usr/lib/libc.so.6"]);
+    assert_eq!(
+        regions[0].mappings,
+        ["[heap]"].map(std::sync::Arc::<str>::from)
+    );
+    assert_eq!(
+        regions[1].mappings,
+        ["[anon:cache]"].map(std::sync::Arc::<str>::from)
+    );
+    assert_eq!(
+        regions[3].mappings,
+        ["/usr/lib/libc.so.6"].map(std::sync::Arc::<str>::from)
+    );
     let text = access_text(&report);
     assert!(
         text.contains("mappings") && text.contains("[heap]"),
@@ -185,7 +195,10 @@ fn access_names_the_mappings_of_each_region() {
         },
     )
     .unwrap();
-    assert_eq!(first.targets[0].regions[1].mappings, ["[anon]"]);
+    assert_eq!(
+        first.targets[0].regions[1].mappings,
+        ["[anon]"].map(std::sync::Arc::<str>::from)
+    );
 }
 
 #[test]

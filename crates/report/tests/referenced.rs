@@ -52,7 +52,7 @@ fn record() -> Vec<Frame> {
 
 #[test]
 fn each_interval_is_set_against_the_union_of_its_windows() {
-    let report = referenced(record()).unwrap();
+    let report = referenced(&header(1), record()).unwrap();
     let got: Vec<_> = report
         .intervals
         .iter()
@@ -76,8 +76,11 @@ fn each_interval_is_set_against_the_union_of_its_windows() {
         (top[1].name.as_str(), top[1].udamon_bytes),
         ("/lib/x.so", 0)
     );
-    assert_eq!(report.median_kernel_bytes, 9 * 4096);
-    assert!((report.median_ratio - 4.0 / 9.0).abs() < 1e-9);
+    let [t] = &report.targets[..] else {
+        panic!("{:?}", report.targets)
+    };
+    assert_eq!(t.median_kernel_bytes, 9 * 4096);
+    assert!((t.median_ratio - 4.0 / 9.0).abs() < 1e-9);
 }
 
 #[test]
@@ -86,7 +89,42 @@ fn a_record_without_the_kernels_bits_says_how_to_get_them() {
         .into_iter()
         .filter(|f| matches!(f, Frame::Snapshot(_)))
         .collect();
-    let err = referenced(frames).unwrap_err();
+    let err = referenced(&header(1), frames).unwrap_err();
     assert!(matches!(err, ReportError::NoReferenced));
     assert!(err.to_string().contains("--referenced"), "{err}");
+}
+
+/// A busy worker and its idle parent: each is summed up on its own, where a median over both
+/// pooled took the parent's empty intervals for the answer (`udamon/kernel 0.00` while every
+/// one of the worker's read 1.0).
+#[test]
+fn targets_are_summed_up_each_on_its_own() {
+    const A: u64 = 0x10_0000;
+    let mut frames = Vec::new();
+    for i in 0..8u64 {
+        let worker = vec![region(A, A + 16 * 4096, 2)];
+        let parent = vec![region(0x40_0000, 0x40_1000, 0)];
+        frames.push(Frame::Snapshot(snapshot(i, vec![(0, parent), (1, worker)])));
+        // The parent touched nothing, each of three times; the worker all of its 16 pages.
+        for (target, bytes) in [(0, 0), (0, 0), (0, 0), (1, 16 * 4096)] {
+            frames.push(event(
+                (i + 1) * AGGR_NS,
+                EventKind::Referenced {
+                    target,
+                    interval_ns: AGGR_NS,
+                    resident_bytes: 16 * 4096,
+                    mappings: vec![mapping(A, A + 16 * 4096, "[anon]", bytes)],
+                },
+            ));
+        }
+    }
+    let report = referenced(&header(2), frames).unwrap();
+    let ratios: Vec<(u32, usize, f64)> = report
+        .targets
+        .iter()
+        .map(|t| (t.target, t.nr_intervals, t.median_ratio))
+        .collect();
+    assert_eq!(ratios, [(0, 24, 0.0), (1, 8, 1.0)]);
+    let text = udamon_report::referenced::render_text(&report);
+    assert!(text.contains("median ratio udamon/kernel 1.00"), "{text}");
 }

@@ -460,3 +460,37 @@ fn the_report_serialises_to_json() {
     assert_eq!(json["refault_reference_pct_per_min"], 0.2);
     assert_eq!(json["targets"][0]["series"][0]["paged_out_bytes"], 10 * MIB);
 }
+
+/// Tried bytes that were not applied are explained by what the record noted about the action
+/// (a dry-run preview promised more than the real run applied, and nothing said why).
+#[test]
+fn a_scheme_that_applied_less_than_it_tried_says_why() {
+    let why = "pageout on process 7 took 0.0 of 4.6 MiB of pages it could have: the kernel \
+               leaves pages shared with other processes";
+    let mut frames = one_minute_of_schemes();
+    frames.push(event(
+        61 * S,
+        EventKind::Note {
+            text: why.to_string(),
+        },
+    ));
+    frames.push(event(
+        61 * S,
+        EventKind::Note {
+            text: "process_madvise(collapse) on process 7 failed: EINVAL".to_string(),
+        },
+    ));
+    let report = schemes(&header(1), frames, &SchemesOptions::default()).unwrap();
+    let pageout = report.schemes.iter().find(|s| s.scheme == 0).unwrap();
+    assert_eq!(pageout.not_applied, [why]);
+    // The stat scheme applies nothing by design, and no note is about it.
+    let stat = report.schemes.iter().find(|s| s.scheme == 3).unwrap();
+    assert!(stat.not_applied[0].contains("does not say why"), "{stat:?}");
+    let text = render_text(&report);
+    assert!(
+        text.contains(
+            "# scheme 0: 210.000 MiB of 240.000 MiB tried not applied: pageout on process 7 took"
+        ),
+        "{text}"
+    );
+}

@@ -376,6 +376,10 @@ pub struct InputArgs {
     /// Print JSON instead of text.
     #[arg(long)]
     pub json: bool,
+    /// Only this target (its index in the record, as `report info` lists them). Reports of one
+    /// target (heatmap) take the busiest by default, others all targets.
+    #[arg(long, value_name = "INDEX")]
+    pub target: Option<u32>,
     #[command(flatten)]
     pub range: RangeArgs,
 }
@@ -672,9 +676,6 @@ pub struct HeatmapArgs {
     /// at most what the output shows: 800 1200 for images, 1000 160 on a terminal).
     #[arg(long, num_args = 2, value_names = ["ROWS", "COLS"])]
     pub resol: Option<Vec<usize>>,
-    /// Which target to draw (its index in the record).
-    #[arg(long, value_name = "INDEX", default_value_t = 0)]
-    pub target: u32,
     /// Plain characters instead of colours (also when NO_COLOR is set or output is not a terminal).
     #[arg(long)]
     pub no_color: bool,

@@ -4,6 +4,7 @@
 use crate::select::Selection;
 use anyhow::Result;
 use std::cell::RefCell;
+use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
 use udamon_record::model::{Frame, Header};
@@ -13,6 +14,8 @@ pub struct Input {
     path: PathBuf,
     selection: Selection,
     damage: Rc<RefCell<Vec<String>>>,
+    /// The targets the record's snapshots hold, when a target was selected.
+    targets: Rc<RefCell<BTreeSet<u32>>>,
 }
 
 /// A record's frames, as far as the [`Selection`] lets a report see them; on reaching the end
@@ -21,6 +24,7 @@ pub struct Frames {
     record: AnyRecord,
     selection: Selection,
     damage: Rc<RefCell<Vec<String>>>,
+    targets: Rc<RefCell<BTreeSet<u32>>>,
 }
 
 impl Iterator for Frames {
@@ -28,7 +32,15 @@ impl Iterator for Frames {
 
     fn next(&mut self) -> Option<Frame> {
         let selection = self.selection;
-        let frame = self.record.by_ref().find_map(|f| selection.keep(f));
+        let targets = &self.targets;
+        let frame = self.record.by_ref().find_map(|f| {
+            if let (Some(_), Frame::Snapshot(s)) = (selection.target, &f) {
+                targets
+                    .borrow_mut()
+                    .extend(s.targets.iter().map(|t| t.target));
+            }
+            selection.keep(f)
+        });
         if frame.is_none() {
             *self.damage.borrow_mut() = self
                 .record
@@ -52,6 +64,7 @@ impl Input {
             path: path.to_path_buf(),
             selection,
             damage: Rc::default(),
+            targets: Rc::default(),
         };
         let frames = input.frames()?;
         let header = frames.record.header().clone();
@@ -60,12 +73,40 @@ impl Input {
 
     /// The frames again, from the start (for reports that read twice).
     pub fn frames(&self) -> Result<Frames, RecordError> {
+        self.frames_of(self.selection.target)
+    }
+
+    /// [`Input::frames`] of `target` (`None`: of every target) instead of the selected one.
+    pub fn frames_of(&self, target: Option<u32>) -> Result<Frames, RecordError> {
         let record = open_any(&self.path)?;
         Ok(Frames {
             record,
-            selection: self.selection,
+            selection: Selection {
+                target,
+                ..self.selection
+            },
             damage: Rc::clone(&self.damage),
+            targets: Rc::clone(&self.targets),
         })
+    }
+
+    /// Why the report's answer is not about the selected target: the record's snapshots never
+    /// held it (complete once the frames were read).
+    pub fn missing_target(&self) -> Option<anyhow::Error> {
+        let want = self.selection.target?;
+        let targets = self.targets.borrow();
+        if targets.contains(&want) {
+            return None;
+        }
+        let list: Vec<String> = targets.iter().map(u32::to_string).collect();
+        Some(anyhow::anyhow!(
+            "--target {want}: the record has no regions of target {want}; its targets with regions are {} (`udamon report info` names them)",
+            if list.is_empty() {
+                "none".to_string()
+            } else {
+                list.join(", ")
+            }
+        ))
     }
 
     /// The part of the record its frames show.
@@ -84,4 +125,31 @@ impl Input {
             eprintln!("udamon: warning: {d} (the report uses every frame that checked)");
         }
     }
+}
+
+/// A monitor writing the record at `path` right now: `Some` with its pid when /proc/locks names
+/// it, `None` when no one holds the writer's lock (see `output::stream`), so that a record
+/// without a stop event was left by a monitor that was killed or crashed.
+pub fn writer_of(path: &Path) -> Option<Option<u32>> {
+    use std::os::fd::AsRawFd;
+    use std::os::unix::fs::MetadataExt;
+    let file = std::fs::File::open(path).ok()?;
+    // SAFETY: flock on a descriptor we own; the shared lock goes with the file, at once.
+    let held = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_SH | libc::LOCK_NB) } != 0
+        && std::io::Error::last_os_error().kind() == std::io::ErrorKind::WouldBlock;
+    if !held {
+        return None;
+    }
+    let inode = file.metadata().ok()?.ino();
+    // "1: FLOCK  ADVISORY  WRITE 1234 00:2a:5678 0 EOF": the pid before device:inode.
+    let locks = std::fs::read_to_string("/proc/locks").unwrap_or_default();
+    let pid = locks.lines().find_map(|line| {
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        let at = fields.iter().position(|f| f.matches(':').count() == 2)?;
+        let ino: u64 = fields[at].rsplit(':').next()?.parse().ok()?;
+        (fields.get(1) == Some(&"FLOCK") && ino == inode)
+            .then(|| fields.get(at - 1)?.parse().ok())
+            .flatten()
+    });
+    Some(pid)
 }

@@ -38,10 +38,41 @@ fn main() -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             // One line: the error and its causes.
-            eprintln!("udamon: error: {e:#}");
+            eprintln!("udamon: error: {}", printable(&format!("{e:#}")));
             ExitCode::FAILURE
         }
     }
+}
+
+/// The most characters of an error line: values echoed in it (a path, a field, a line of a
+/// file) may be of any length.
+const MAX_ERROR_CHARS: usize = 1000;
+
+/// An error message as one printable line: control characters escaped (a file name may hold a
+/// newline or an escape sequence), and a message longer than [`MAX_ERROR_CHARS`] cut in the
+/// middle, which keeps what failed (its start) and what to do (its end).
+fn printable(message: &str) -> String {
+    let chars: Vec<String> = message
+        .chars()
+        .map(|c| {
+            if c.is_control() {
+                c.escape_default().to_string()
+            } else {
+                c.to_string()
+            }
+        })
+        .collect();
+    if chars.len() <= MAX_ERROR_CHARS {
+        return chars.concat();
+    }
+    let head = MAX_ERROR_CHARS * 2 / 3;
+    let tail = MAX_ERROR_CHARS - head - 3;
+    let cut = chars.len() - head - tail;
+    format!(
+        "{} … ({cut} characters left out) … {}",
+        chars[..head].concat(),
+        chars[chars.len() - tail..].concat()
+    )
 }
 
 /// A command line that clap refused: help and version print as clap prints them; anything else
@@ -100,4 +131,23 @@ fn command_path(args: impl Iterator<Item = String>) -> String {
         command = sub;
     }
     path.join(" ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn error_lines_are_printable_and_bounded() {
+        assert_eq!(printable("a\nb\x1b[31m"), "a\\nb\\u{1b}[31m");
+        let long = format!("cannot read {}: do this", "x".repeat(100_000));
+        let line = printable(&long);
+        assert!(
+            line.chars().count() < MAX_ERROR_CHARS + 40,
+            "{}",
+            line.len()
+        );
+        assert!(line.starts_with("cannot read xxx") && line.ends_with("xx: do this"));
+        assert!(line.contains("characters left out"));
+    }
 }

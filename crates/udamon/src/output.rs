@@ -26,11 +26,18 @@ pub fn print(text: &str) -> io::Result<()> {
     }
 }
 
-/// Pretty JSON of a report, with a final newline.
+/// Pretty JSON of a report, with a final newline, written as it is made: a report's JSON may
+/// be far larger than the report (a region's mapping names, repeated for each region).
 pub fn print_json(value: &impl serde::Serialize) -> anyhow::Result<()> {
-    let mut text = serde_json::to_string_pretty(value)?;
-    text.push('\n');
-    Ok(print(&text)?)
+    let mut out = io::BufWriter::new(io::stdout().lock());
+    let written = serde_json::to_writer_pretty(&mut out, value)
+        .map_err(io::Error::from)
+        .and_then(|()| out.write_all(b"\n"))
+        .and_then(|()| out.flush());
+    match written {
+        Err(e) if e.kind() == io::ErrorKind::BrokenPipe => Ok(()),
+        other => Ok(other?),
+    }
 }
 
 /// What is at an output path now.
@@ -146,9 +153,12 @@ impl Output {
             _ => Path::new("."),
         };
         let name = dest.file_name().unwrap_or_default().to_string_lossy();
+        // Made as any file the user writes is: 0666 less the umask (a temporary file would
+        // otherwise stay 0600 under its final name).
         let temp = tempfile::Builder::new()
             .prefix(".udamon-")
             .suffix(&format!("-{name}"))
+            .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o666))
             .tempfile_in(dir)
             .with_context(|| format!("cannot write in {}", dir.display()))?
             .into_temp_path();
@@ -207,7 +217,19 @@ pub fn stream(dest: &Path, inputs: &[&Path]) -> Result<File> {
         }
         Existing::Nothing => dest.to_path_buf(),
     };
-    File::create(&path).with_context(|| format!("cannot write {}", path.display()))
+    let file = File::create(&path).with_context(|| format!("cannot write {}", path.display()))?;
+    hold_writer_lock(&file);
+    Ok(file)
+}
+
+/// Marks a record as being written: an advisory lock that lasts while the file is open, which
+/// is the monitor's life however it ends (the kernel drops it when a killed monitor's files
+/// close). Readers test it ([`crate::input::writer_of`]) to tell a record still being written
+/// from one whose monitor was killed. A file system without locks only loses that distinction.
+pub fn hold_writer_lock(file: &File) {
+    use std::os::fd::AsRawFd;
+    // SAFETY: flock on a descriptor we own.
+    unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
 }
 
 #[cfg(test)]

@@ -28,10 +28,63 @@ pub fn load(path: &Path, attrs: &Attrs) -> Result<Vec<Scheme>> {
 
 pub fn parse(text: &str, attrs: &Attrs) -> Result<Vec<Scheme>> {
     let labelled = read_schemes(text)?;
+    check_total(0, labelled.len())?;
     labelled
         .iter()
         .map(|(label, s)| s.to_scheme(attrs).with_context(|| label.clone()))
         .collect()
+}
+
+/// The most schemes a target may have. Every scheme is checked against every region at every
+/// aggregation, so tens of thousands would pin a CPU to apply nothing in particular; damo's
+/// users run a handful.
+pub const MAX_SCHEMES: usize = 256;
+
+/// Whether a target with `existing` schemes may take `adding` more (from a file or `ctl
+/// add-schemes`): `Err` says why not.
+pub fn check_total(existing: usize, adding: usize) -> Result<()> {
+    if existing.saturating_add(adding) > MAX_SCHEMES {
+        bail!(
+            "{adding} scheme(s) on top of {existing} would be more than udamon applies to a \
+             target ({MAX_SCHEMES}): merge schemes that do the same (an access pattern takes \
+             ranges), or remove some first"
+        );
+    }
+    Ok(())
+}
+
+/// A list of schemes that stops at [`MAX_SCHEMES`] + 1 rather than reading a file of a million
+/// whole (so that the count, not the memory, is what a huge file runs into).
+struct Bounded(Vec<SchemeJson>);
+
+impl<'de> Deserialize<'de> for Bounded {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Each;
+        impl<'de> serde::de::Visitor<'de> for Each {
+            type Value = Bounded;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a list of schemes")
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(
+                self,
+                mut seq: A,
+            ) -> Result<Bounded, A::Error> {
+                let mut out = Vec::new();
+                while let Some(scheme) = seq.next_element()? {
+                    if out.len() == MAX_SCHEMES {
+                        return Err(serde::de::Error::custom(format!(
+                            "more than {MAX_SCHEMES} schemes, the most udamon applies to a \
+                             target: merge schemes that do the same (an access pattern takes \
+                             ranges)"
+                        )));
+                    }
+                    out.push(scheme);
+                }
+                Ok(Bounded(out))
+            }
+        }
+        d.deserialize_seq(Each)
+    }
 }
 
 /// The file's schemes, each with the path that names it in errors (`schemes[0]`, or
@@ -39,18 +92,22 @@ pub fn parse(text: &str, attrs: &Attrs) -> Result<Vec<Scheme>> {
 /// JSON's top-level value, and each shape is read on its own, so that a mistake is reported at
 /// its field rather than as "no shape matched".
 fn read_schemes(text: &str) -> Result<Vec<(String, SchemeJson)>> {
-    let value: serde_json::Value =
-        serde_json::from_str(text).map_err(|e| anyhow!("not JSON: {e}"))?;
-    match value {
-        serde_json::Value::Array(_) => {
-            let list: Vec<SchemeJson> = typed(text, "schemes", 1)?;
+    // The syntax first, holding nothing, then the shape from the top-level value.
+    serde_json::from_str::<IgnoredAny>(text).map_err(|e| anyhow!("not JSON: {e}"))?;
+    let top = text.trim_start().as_bytes().first();
+    let params = top == Some(&b'{')
+        && serde_json::from_str::<Shape>(text).is_ok_and(|s| s.kdamonds.is_some());
+    match top {
+        Some(b'[') => {
+            let list: Bounded = typed(text, "schemes", 1)?;
             Ok(list
+                .0
                 .into_iter()
                 .enumerate()
                 .map(|(i, s)| (format!("schemes[{i}]"), s))
                 .collect())
         }
-        serde_json::Value::Object(o) if o.contains_key("kdamonds") => {
+        Some(b'{') if params => {
             let params: Params = typed(text, "", 6)?;
             let mut schemes = Vec::new();
             for (k, kdamond) in params.kdamonds.into_iter().enumerate() {
@@ -104,6 +161,12 @@ fn join(segments: &[&serde_path_to_error::Segment]) -> String {
     out
 }
 
+/// Whether a JSON object is damo's parameters.
+#[derive(Deserialize)]
+struct Shape {
+    kdamonds: Option<IgnoredAny>,
+}
+
 #[derive(Deserialize)]
 struct Params {
     kdamonds: Vec<KdamondJson>,
@@ -117,8 +180,12 @@ struct KdamondJson {
 
 #[derive(Deserialize)]
 struct ContextJson {
-    #[serde(default)]
+    #[serde(default, deserialize_with = "bounded")]
     schemes: Vec<SchemeJson>,
+}
+
+fn bounded<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<SchemeJson>, D::Error> {
+    Bounded::deserialize(d).map(|b| b.0)
 }
 
 #[derive(Deserialize)]
@@ -274,7 +341,12 @@ fn leading_number(n: &Num, field: &str) -> Result<f64> {
         .unwrap_or(t.len());
     Num::Text(t[..end].trim().to_string())
         .value(Unit::Count)
-        .map_err(|e| anyhow!("{field}: {e}"))
+        .map_err(|_| {
+            anyhow!(
+                "{field}: cannot read {t:?}: expected a number and its unit, such as \"5 %\", \
+                 \"3 samples\", \"2 aggr_intervals\" or \"1 s\""
+            )
+        })
 }
 
 fn is_max(n: &Num) -> bool {
@@ -729,6 +801,45 @@ mod tests {
                 Filter::new(FilterKind::Cpu(3), false, false)
             ]
         );
+    }
+
+    #[test]
+    fn a_value_that_is_no_number_is_quoted_whole() {
+        for bad in ["nan %", "% 5", "fast samples"] {
+            let text = format!(
+                r#"[{{"access_pattern": {{"nr_accesses": {{"min": "{bad}", "max": "max"}}}}}}]"#
+            );
+            let e = err(&text);
+            assert!(
+                e.contains(&format!(
+                    "cannot read {bad:?}: expected a number and its unit"
+                )),
+                "{e}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_file_of_too_many_schemes_is_refused_by_count() {
+        let one = r#"{"action": "stat"}"#;
+        let list = |n: usize| format!("[{}]", vec![one; n].join(","));
+        assert_eq!(
+            parse(&list(MAX_SCHEMES), &attrs()).unwrap().len(),
+            MAX_SCHEMES
+        );
+        let e = err(&list(MAX_SCHEMES + 1));
+        assert!(
+            e.contains(&format!("more than {MAX_SCHEMES} schemes")),
+            "{e}"
+        );
+        // Counted over the contexts of damo's parameters too.
+        let context = format!(r#"{{"schemes": {}}}"#, list(MAX_SCHEMES / 2 + 1));
+        let params = format!(r#"{{"kdamonds": [{{"contexts": [{context}, {context}]}}]}}"#);
+        let e = err(&params);
+        assert!(e.contains("more than udamon applies to a target"), "{e}");
+        // What ctl add-schemes checks against a target's schemes.
+        assert!(check_total(MAX_SCHEMES - 1, 1).is_ok());
+        assert!(check_total(MAX_SCHEMES, 1).is_err());
     }
 
     /// Serde's own mistakes (a wrong type, an unknown or missing field) name the scheme and

@@ -1,6 +1,7 @@
-//! The part of a record a report reads: damo's `--address_range` and `--time_range`. Reports
-//! see only the snapshots whose window overlaps the time range, with their regions cut to the
-//! address range; events pass through, since they say what happened to the targets.
+//! The part of a record a report reads: damo's `--address_range` and `--time_range`, and
+//! `--target`. Reports see only the snapshots whose window overlaps the time range, with their
+//! regions cut to the address range, and only the target asked for; events pass through, since
+//! they say what happened to the targets, except those about other targets.
 
 use anyhow::{Result, bail};
 use udamon_record::model::{Frame, Snapshot};
@@ -12,6 +13,8 @@ pub struct Selection {
     pub address: Option<(u64, u64)>,
     /// `[start, end)` nanoseconds from the record's start.
     pub time_ns: Option<(u64, u64)>,
+    /// Only this target (its index in the record).
+    pub target: Option<u32>,
 }
 
 impl Selection {
@@ -32,14 +35,22 @@ impl Selection {
             Some(&[start, end]) => Some((start * 1000, end.saturating_mul(1000))),
             _ => None,
         };
-        Ok(Selection { address, time_ns })
+        Ok(Selection {
+            address,
+            time_ns,
+            target: None,
+        })
     }
 
-    /// `frame` as the report sees it, or `None` for a snapshot outside the time range.
+    /// `frame` as the report sees it, or `None` for a snapshot outside the time range and an
+    /// event about another target.
     pub fn keep(&self, frame: Frame) -> Option<Frame> {
         match frame {
             Frame::Snapshot(s) => self.snapshot(s).map(Frame::Snapshot),
-            event => Some(event),
+            Frame::Event(e) => match (self.target, e.kind.target()) {
+                (Some(want), Some(about)) if want != about => None,
+                _ => Some(Frame::Event(e)),
+            },
         }
     }
 
@@ -48,6 +59,9 @@ impl Selection {
             && !(s.start_ns < end && s.end_ns > start)
         {
             return None;
+        }
+        if let Some(want) = self.target {
+            s.targets.retain(|t| t.target == want);
         }
         if let Some((start, end)) = self.address {
             for target in &mut s.targets {
@@ -123,6 +137,37 @@ mod tests {
         assert!(sel.keep(snapshot(1900, &[(0, 4096)])).is_some());
         assert!(sel.keep(snapshot(2000, &[(0, 4096)])).is_none());
         assert!(Selection::default().keep(snapshot(7, &[(1, 2)])).is_some());
+    }
+
+    #[test]
+    fn a_target_is_kept_with_the_events_about_it() {
+        use udamon_record::model::{Event, EventKind};
+        let sel = Selection {
+            target: Some(1),
+            ..Selection::default()
+        };
+        let Some(Frame::Snapshot(s)) = sel.keep(snapshot(0, &[(0, 4096)])) else {
+            panic!("snapshots stay");
+        };
+        assert!(s.targets.is_empty(), "target 0 is left out");
+        let exit = |target| {
+            Frame::Event(Event {
+                time_ns: 1,
+                kind: EventKind::Exit {
+                    target,
+                    status: None,
+                },
+            })
+        };
+        assert!(sel.keep(exit(0)).is_none());
+        assert!(sel.keep(exit(1)).is_some());
+        let stop = Frame::Event(Event {
+            time_ns: 2,
+            kind: EventKind::Stopped {
+                reason: "done".into(),
+            },
+        });
+        assert!(sel.keep(stop).is_some(), "events about no target stay");
     }
 
     #[test]

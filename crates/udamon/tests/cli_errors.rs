@@ -3,6 +3,8 @@
 //! anything else; `--help` and `--version` are not errors.
 
 mod common;
+#[path = "../../record/tests/common/skip.rs"]
+mod skip;
 
 use common::udamon;
 
@@ -115,7 +117,7 @@ fn write_errors_say_the_os_message_once() {
         .assert()
         .success();
     let Ok(full) = std::fs::OpenOptions::new().write(true).open("/dev/full") else {
-        eprintln!("skipped: no /dev/full here");
+        skip::skipped("no /dev/full here");
         return;
     };
     for report in ["raw", "wss", "info"] {
@@ -182,7 +184,7 @@ fn a_kernel_thread_is_called_one() {
             .is_some_and(|flags| flags & 0x0020_0000 != 0)
     });
     let Some((pid, _)) = kthread else {
-        eprintln!("skipped: no kernel thread is visible in this pid namespace");
+        skip::skipped("no kernel thread is visible in this pid namespace");
         return;
     };
     let (code, err) = run(&["record", "--pid", &pid.to_string(), "-o", "/dev/null"]);
@@ -205,7 +207,7 @@ fn a_refused_process_gets_advice_that_fits_the_user() {
             .is_err_and(|e| e.kind() == std::io::ErrorKind::PermissionDenied)
     });
     let Some(pid) = refused else {
-        eprintln!("skipped: this user may read every process's memory map here");
+        skip::skipped("this user may read every process's memory map here");
         return;
     };
     let (code, err) = run(&["record", "--pid", &pid.to_string(), "-o", "/dev/null"]);
@@ -227,4 +229,39 @@ fn a_refused_process_gets_advice_that_fits_the_user() {
             "{line}"
         );
     }
+}
+
+/// The small ones: a command that is not there, an empty one, and values that would break the
+/// one line (a file name with a newline and an escape sequence, a huge one).
+#[test]
+fn commands_and_values_that_would_mislead_are_named_plainly() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("r.data");
+    let out = out.to_str().unwrap();
+    let (code, err) = run(&["record", "-o", out, "--", "nosuchcommand-udamon"]);
+    assert_eq!(code, 1);
+    let line = one_error_line(&err);
+    assert!(
+        line.contains("cannot run nosuchcommand-udamon: not found in PATH"),
+        "{line}"
+    );
+    let (code, err) = run(&["record", "-o", out, ""]);
+    assert_eq!(code, 1);
+    assert!(
+        one_error_line(&err).contains("the command is empty"),
+        "{err}"
+    );
+    let odd = dir.path().join("a\nb\x1b[31m");
+    let (code, err) = run(&["report", "info", odd.to_str().unwrap()]);
+    assert_eq!(code, 1);
+    let line = one_error_line(&err);
+    assert!(line.contains("a\\nb\\u{1b}[31m"), "{line}");
+    let long = dir
+        .path()
+        .join("x".repeat(200))
+        .join("y".repeat(200))
+        .join("z".repeat(200));
+    let long = long.to_str().unwrap().repeat(4);
+    let (_, err) = run(&["report", "info", &long]);
+    assert!(one_error_line(&err).chars().count() < 1100, "{err}");
 }

@@ -145,3 +145,52 @@ fn record_never_writes_over_the_files_it_reads() {
         );
     }
 }
+
+/// Outputs are made as any file the user writes: 0666 less the umask (they were 0600).
+#[test]
+fn outputs_respect_the_umask() {
+    use std::os::unix::fs::PermissionsExt;
+    use std::os::unix::process::CommandExt;
+    let dir = tempfile::tempdir().unwrap();
+    let rec = record(dir.path(), "v.data");
+    for (umask, mode) in [(0o022, 0o644), (0o027, 0o640)] {
+        let png = dir.path().join(format!("heat-{umask:o}.png"));
+        let converted = dir.path().join(format!("v-{umask:o}.json_compressed"));
+        let runs: [&[&std::ffi::OsStr]; 2] = [
+            &[
+                "report".as_ref(),
+                "heatmap".as_ref(),
+                rec.as_os_str(),
+                "-o".as_ref(),
+                png.as_os_str(),
+            ],
+            &[
+                "convert".as_ref(),
+                rec.as_os_str(),
+                "-o".as_ref(),
+                converted.as_os_str(),
+            ],
+        ];
+        for args in runs {
+            let mut cmd = std::process::Command::new(udamon().get_program());
+            cmd.args(args);
+            // SAFETY: umask is async-signal-safe and cannot fail.
+            unsafe {
+                cmd.pre_exec(move || {
+                    libc::umask(umask);
+                    Ok(())
+                });
+            }
+            let out = cmd.output().unwrap();
+            assert!(
+                out.status.success(),
+                "{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        for file in [&png, &converted] {
+            let got = fs::metadata(file).unwrap().permissions().mode() & 0o777;
+            assert_eq!(got, mode, "{} under umask {umask:o}", file.display());
+        }
+    }
+}

@@ -3,6 +3,8 @@
 //! unprivileged, and the one-line errors a user meets (wrong pid, dead process).
 
 mod common;
+#[path = "../../record/tests/common/skip.rs"]
+mod skip;
 
 use common::{build_workload, info, is_root, report_json, udamon};
 use predicates::str::contains;
@@ -230,7 +232,7 @@ fn wrong_or_dead_pid_is_a_one_line_error() {
 #[test]
 fn unprivileged_user_records_with_cpuclock() {
     if !is_root() {
-        eprintln!("skipped: needs root to run a command as another user");
+        skip::skipped("needs root to run a command as another user");
         return;
     }
     let dir = tempfile::tempdir().unwrap();

@@ -4,6 +4,8 @@
 //! command.
 
 mod common;
+#[path = "../../record/tests/common/skip.rs"]
+mod skip;
 
 use common::{build_workload, info, is_root, raw_snapshots, udamon};
 use serde_json::Value;
@@ -153,7 +155,7 @@ fn cpuclock_record_follows_every_forked_process() {
 #[test]
 fn tick_record_follows_every_forked_process() {
     if !is_root() {
-        eprintln!("skipped: the tick source needs root");
+        skip::skipped("the tick source needs root");
         return;
     }
     record_follows_every_forked_process("tick");

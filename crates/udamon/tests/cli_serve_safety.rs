@@ -5,6 +5,8 @@
 //! a log that says what changed and why each target ended.
 
 mod common;
+#[path = "../../record/tests/common/skip.rs"]
+mod skip;
 #[path = "../../linux/tests/users/mod.rs"]
 mod users;
 

@@ -470,3 +470,36 @@ fn records_are_compressed_unless_told_not_to_and_read_the_same() {
         .failure()
         .stderr(contains("cannot be used with"));
 }
+
+/// Ctrl-C or SIGTERM stop a simulated run as they stop a live one: the record ends with its
+/// stop event (it was left without one, as by SIGKILL).
+#[test]
+fn a_signal_stops_a_simulation_with_a_complete_record() {
+    let dir = tempfile::tempdir().unwrap();
+    // Ten hours of virtual time: minutes of real time, far longer than the test waits.
+    let cfg = dir.path().join("long.cfg");
+    std::fs::write(&cfg, "a, 10485760\n\nlong\n36000000\na, 1, 4096, 1\n").unwrap();
+    for signal in [libc::SIGTERM, libc::SIGINT] {
+        let out = dir.path().join(format!("sim-{signal}.data"));
+        let mut run = std::process::Command::new(udamon().get_program())
+            .args(["record", "--sim"])
+            .arg(&cfg)
+            .arg("-o")
+            .arg(&out)
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        while std::fs::metadata(&out).map_or(0, |m| m.len()) < 4096 {
+            assert!(std::time::Instant::now() < deadline, "nothing recorded");
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        // SAFETY: signalling our own child.
+        assert_eq!(unsafe { libc::kill(run.id() as libc::pid_t, signal) }, 0);
+        assert!(run.wait().unwrap().success(), "signal {signal}");
+        let info = common::info(&out);
+        assert_eq!(info["finished"], true, "signal {signal}: {info}");
+        let stops = info["events"]["lifecycle"].to_string();
+        assert!(stops.contains("interrupted by a signal"), "{stops}");
+    }
+}

@@ -71,7 +71,11 @@ fn words(line: &str) -> Option<Vec<String>> {
         .split(" | ")
         .next()
         .unwrap();
-    let words = shlex::split(command.trim())?;
+    let mut words = shlex::split(command.trim())?;
+    // The binary a build leaves, as the README runs it, is this binary.
+    if words.first().is_some_and(|w| w == "target/release/udamon") {
+        words[0] = "udamon".into();
+    }
     (!words.is_empty()).then_some(words)
 }
 
@@ -90,9 +94,14 @@ fn skip_reason(words: &[String]) -> Option<&'static str> {
     }
     if words
         .iter()
-        .any(|w| w == "1234" || w.starts_with("./myservice"))
+        .any(|w| w == "1234" || w.starts_with("./myservice") || w.starts_with("./myprog"))
     {
-        return Some("pid 1234 and ./myservice stand for the reader's own process and program");
+        return Some(
+            "pid 1234, ./myservice and ./myprog stand for the reader's own process and program",
+        );
+    }
+    if words.iter().any(|w| w == "myprog.data") {
+        return Some("myprog.data is made by the recording of ./myprog above it");
     }
     if words.iter().any(|w| w == "--host") {
         return Some(
@@ -295,4 +304,48 @@ fn the_heatmap_footer_names_rows_and_columns_the_right_way_round() {
         &svg[svg.len().saturating_sub(2000)..]
     );
     assert!(svg.contains(" per row; white"));
+}
+
+/// The docs speak of the project's history by commits and dates, which anyone can look up,
+/// never by "session N", which nobody outside can.
+#[test]
+fn history_is_told_by_commits_not_sessions() {
+    let session = regex::Regex::new(r"(?i)\b(session \d+|(this|that) session)\b").unwrap();
+    for file in doc_files() {
+        let text = fs::read_to_string(&file).unwrap();
+        for (n, line) in text.lines().enumerate() {
+            assert!(
+                !session.is_match(line),
+                "{}:{}: {line}",
+                file.display(),
+                n + 1
+            );
+        }
+    }
+}
+
+/// The README's first screen keeps its two commands, says what a fresh machine needs for them
+/// and how long they take, and shows how to record one's own program.
+#[test]
+fn the_readme_first_screen_gets_a_newcomer_going() {
+    let readme = fs::read_to_string(repository().join("README.md")).unwrap();
+    let screen: String = readme.lines().take(45).collect::<Vec<_>>().join("\n");
+    for needed in [
+        "cargo run --release -- demo",
+        "./scripts/test",
+        "min on 2 cores",
+        "C compiler",
+        "python3-venv",
+        "crates.io",
+        "PyPI",
+        "as root",
+        "skipped",
+        "udamon record -o myprog.data -- ./myprog",
+        "udamon report heatmap myprog.data",
+    ] {
+        assert!(
+            screen.contains(needed),
+            "README's first screen lacks {needed:?}"
+        );
+    }
 }

@@ -7,6 +7,8 @@
 //! The tolerances below are what the monitor meets, with margin for this noisy 2-CPU VM: they
 //! catch a regression (the measured values are beside them and in docs/benchmarks.md).
 
+#[path = "../../record/tests/common/skip.rs"]
+mod skip;
 #[path = "../../../bench/src/truth.rs"]
 #[allow(dead_code, reason = "the judge bench uses all of it, this test a part")]
 mod truth;
@@ -51,7 +53,7 @@ fn source() -> &'static str {
     if is_root() {
         "tick"
     } else {
-        eprintln!("not root: the tick source is skipped, cpuclock is judged instead");
+        skip::skipped("not root: the tick source is not judged, cpuclock is instead");
         "cpuclock"
     }
 }
@@ -213,7 +215,7 @@ fn python_working_set_matches_accessed_bits() {
         .args(["-c", "import sys; print(sys.executable)"])
         .output()
     else {
-        eprintln!("skipped: no python3");
+        skip::skipped("no python3");
         return;
     };
     let python = String::from_utf8(out.stdout).unwrap();

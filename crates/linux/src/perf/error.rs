@@ -67,8 +67,22 @@ pub enum PerfError {
     #[error("cannot run {program}: {cause}")]
     Spawn { program: String, cause: io::Error },
 
+    #[error("cannot run {program}: {}", not_found(program))]
+    NotFound { program: String },
+
     #[error("{context}: {cause}")]
     Io { context: String, cause: io::Error },
+}
+
+/// Where a program that could not be found was looked for.
+fn not_found(program: &str) -> &'static str {
+    if program.is_empty() {
+        "the command is empty: give a program to run"
+    } else if program.contains('/') {
+        "no such executable file"
+    } else {
+        "not found in PATH (give its path, or add its directory to PATH)"
+    }
 }
 
 impl PerfError {

@@ -57,7 +57,9 @@ impl PausedChild {
             program: name.clone(),
             cause,
         };
-        let path = resolve(program).ok_or_else(|| spawn_err(io::ErrorKind::NotFound.into()))?;
+        let path = resolve(program).ok_or_else(|| PerfError::NotFound {
+            program: name.clone(),
+        })?;
         let cstr =
             |s: Vec<u8>| CString::new(s).map_err(|_| spawn_err(io::ErrorKind::InvalidInput.into()));
         let path = cstr(path.into_os_string().into_vec())?;

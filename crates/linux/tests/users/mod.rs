@@ -3,6 +3,9 @@
 //! skips. Shared by udamon-linux's and the CLI's tests.
 #![allow(dead_code)] // each test binary uses a subset
 
+// Each test binary that uses this declares `skip` (crates/record/tests/common/skip.rs).
+use super::skip;
+
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
@@ -14,11 +17,11 @@ pub const NOBODY: u32 = 65534;
 pub fn other_users_run() -> bool {
     // SAFETY: geteuid cannot fail.
     if unsafe { libc::geteuid() } != 0 {
-        eprintln!("skipped: starting processes as other users needs root");
+        skip::skipped("starting processes as other users needs root");
         return false;
     }
     if Command::new("setpriv").arg("--version").output().is_err() {
-        eprintln!("skipped: setpriv (util-linux) is not installed");
+        skip::skipped("setpriv (util-linux) is not installed");
         return false;
     }
     true
@@ -27,7 +30,7 @@ pub fn other_users_run() -> bool {
 /// ... and whether su(1), setuid root, is there to be started by one.
 pub fn setuid_cases_run() -> bool {
     if !Path::new("/usr/bin/su").exists() {
-        eprintln!("skipped: /usr/bin/su is not installed");
+        skip::skipped("/usr/bin/su is not installed");
         return false;
     }
     other_users_run()

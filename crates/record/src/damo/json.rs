@@ -13,11 +13,18 @@ use crate::error::RecordError;
 use crate::model::{Frame, Header, Intervals, RegionStat, Snapshot, Targets, check_regions};
 use flate2::Compression;
 use flate2::write::ZlibEncoder;
+use serde::de::{Error as _, SeqAccess, Visitor};
 use serde::ser::{SerializeSeq, Serializer};
 use serde::{Deserialize, Serialize};
+use std::cell::Cell;
+use std::fmt;
 use std::fs::File;
 use std::io::{BufWriter, Read, Write};
+use std::marker::PhantomData;
 use std::path::Path;
+
+/// The records of a file, each counted against the [`Budget`] as it is read.
+struct JRecords(Vec<JRecord>);
 
 #[derive(Deserialize)]
 struct JRecord {
@@ -27,6 +34,7 @@ struct JRecord {
     scheme_idx: Option<Num>,
     #[serde(default)]
     target_id: Option<Num>,
+    #[serde(deserialize_with = "budgeted")]
     snapshots: Vec<JSnapshot>,
 }
 
@@ -41,7 +49,8 @@ struct JIntervals {
 struct JSnapshot {
     start_time: Num,
     end_time: Num,
-    regions: Vec<JRegion>,
+    #[serde(deserialize_with = "compact_regions")]
+    regions: Vec<Compact>,
     #[serde(default)]
     sample_interval_us: Option<Num>,
     #[serde(default)]
@@ -80,13 +89,216 @@ struct JAge {
     aggr_intervals: Option<Num>,
 }
 
+/// A region as read, its numbers parsed: what stays of it until its snapshot's intervals are
+/// known (a third of a [`JRegion`]'s size).
+struct Compact {
+    start: u64,
+    end: u64,
+    nr_accesses: Rate,
+    age: Age,
+    raw_samples: u32,
+    read_samples: u32,
+    write_samples: u32,
+}
+
+enum Rate {
+    Samples(u32),
+    Percent(f64),
+    Unknown,
+}
+
+enum Age {
+    Intervals(u32),
+    Microseconds(u64),
+    Unknown,
+}
+
+impl TryFrom<JRegion> for Compact {
+    type Error = String;
+
+    fn try_from(r: JRegion) -> Result<Compact, String> {
+        Ok(Compact {
+            start: r.start.u64(Unit::Bytes)?,
+            end: r.end.u64(Unit::Bytes)?,
+            nr_accesses: match r.nr_accesses {
+                Some(JNrAccesses {
+                    samples: Some(n), ..
+                }) => Rate::Samples(n.u32(Unit::Count)?),
+                Some(JNrAccesses {
+                    samples: None,
+                    percent: Some(p),
+                }) => Rate::Percent(p.value(Unit::Percent)?),
+                _ => Rate::Unknown,
+            },
+            age: match r.age {
+                Some(JAge {
+                    aggr_intervals: Some(n),
+                    ..
+                }) => Age::Intervals(n.u32(Unit::Count)?),
+                Some(JAge {
+                    aggr_intervals: None,
+                    usec: Some(us),
+                }) => Age::Microseconds(us.u64(Unit::Microseconds)?),
+                _ => Age::Unknown,
+            },
+            raw_samples: count(&r.raw_samples)?,
+            read_samples: count(&r.read_samples)?,
+            write_samples: count(&r.write_samples)?,
+        })
+    }
+}
+
+/// What reading a damo JSON file may hold in memory: damo's layout (snapshots grouped by target,
+/// to be merged by time) is read whole, so a file that inflates far, or lists millions of
+/// regions in little text, is refused at this bound rather than exhausting memory.
+pub const MAX_LOADED_BYTES: usize = 160 << 20;
+
+/// The most a file may inflate to, and the longest token (string or number) in it.
+pub const MAX_TEXT_BYTES: u64 = 1 << 30;
+const MAX_TOKEN_BYTES: usize = 64 << 10;
+
+thread_local! {
+    /// Bytes the file being read may still take; set by [`read`] on its own thread.
+    static BUDGET: Cell<usize> = const { Cell::new(0) };
+}
+
+/// Why a file is refused at [`MAX_LOADED_BYTES`].
+pub(super) const TOO_LARGE: &str = "it holds more than udamon loads of damo's formats (about 1.5 million \
+    regions, 160 MiB in memory; damo's layout is read whole): record with udamon, whose format \
+    streams, or split the record with damo";
+
+/// Takes `bytes` from the budget of the file being read.
+fn spend<E: serde::de::Error>(bytes: usize) -> Result<(), E> {
+    BUDGET.with(|b| match b.get().checked_sub(bytes) {
+        Some(left) => {
+            b.set(left);
+            Ok(())
+        }
+        None => Err(E::custom(TOO_LARGE)),
+    })
+}
+
+/// A list whose items are each counted against the budget as they are read.
+fn budgeted<'de, D, T>(d: D) -> Result<Vec<T>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: Deserialize<'de>,
+{
+    each(d, |item: T| {
+        spend(size_of::<T>())?;
+        Ok(item)
+    })
+}
+
+/// The regions of a snapshot, each made [`Compact`] and counted as it is read.
+fn compact_regions<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<Compact>, D::Error> {
+    each(d, |r: JRegion| {
+        spend(size_of::<Compact>() + size_of::<RegionStat>())?;
+        Compact::try_from(r).map_err(serde::de::Error::custom)
+    })
+}
+
+/// A JSON list read item by item, each turned by `f` into what is kept.
+fn each<'de, D, T, U, F>(d: D, f: F) -> Result<Vec<U>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: Deserialize<'de>,
+    F: FnMut(T) -> Result<U, D::Error>,
+{
+    struct Each<T, U, F>(F, PhantomData<(T, U)>);
+    impl<'de, T, U, F, E> Visitor<'de> for Each<T, U, F>
+    where
+        T: Deserialize<'de>,
+        F: FnMut(T) -> Result<U, E>,
+        E: serde::de::Error,
+    {
+        type Value = Vec<U>;
+        fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+            f.write_str("a list")
+        }
+        fn visit_seq<A: SeqAccess<'de>>(mut self, mut seq: A) -> Result<Vec<U>, A::Error> {
+            let mut out = Vec::new();
+            while let Some(item) = seq.next_element::<T>()? {
+                out.push((self.0)(item).map_err(|e| A::Error::custom(e.to_string()))?);
+            }
+            Ok(out)
+        }
+    }
+    d.deserialize_seq(Each(f, PhantomData))
+}
+
+impl<'de> Deserialize<'de> for JRecords {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        budgeted(d).map(JRecords)
+    }
+}
+
+/// The text of a damo file on its way to the JSON parser, refused once it runs longer than
+/// [`MAX_TEXT_BYTES`] or holds a token longer than [`MAX_TOKEN_BYTES`] (which the parser would
+/// buffer whole): the bounds that keep a small compressed file from taking unbounded time or
+/// memory however it inflates.
+struct Guarded<R> {
+    inner: R,
+    read: u64,
+    token: usize,
+    in_string: bool,
+    escaped: bool,
+}
+
+impl<R: Read> Read for Guarded<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        self.read += n as u64;
+        if self.read > MAX_TEXT_BYTES {
+            return Err(std::io::Error::other(format!(
+                "it inflates to more than {} GiB of JSON",
+                MAX_TEXT_BYTES >> 30
+            )));
+        }
+        for &b in &buf[..n] {
+            if self.in_string {
+                match (self.escaped, b) {
+                    (false, b'\\') => self.escaped = true,
+                    (false, b'"') => self.in_string = false,
+                    _ => self.escaped = false,
+                }
+                self.token += 1;
+            } else if b == b'"' {
+                (self.in_string, self.token) = (true, 0);
+            } else if b.is_ascii_whitespace() || b"[]{},:".contains(&b) {
+                self.token = 0;
+            } else {
+                self.token += 1;
+            }
+            if self.token > MAX_TOKEN_BYTES {
+                return Err(std::io::Error::other(format!(
+                    "a string or number longer than {} KiB, which damo never writes",
+                    MAX_TOKEN_BYTES >> 10
+                )));
+            }
+        }
+        Ok(n)
+    }
+}
+
 pub(super) fn read(path: &Path, text: impl Read) -> Result<Vec<TargetRecord>, RecordError> {
     let damo_error = |reason: String| RecordError::Damo {
         path: path.to_path_buf(),
         reason,
     };
-    let records: Vec<JRecord> = serde_json::from_reader(text).map_err(|e| {
-        if e.is_io() {
+    let text = Guarded {
+        inner: text,
+        read: 0,
+        token: 0,
+        in_string: false,
+        escaped: false,
+    };
+    BUDGET.with(|b| b.set(MAX_LOADED_BYTES));
+    let records = serde_json::from_reader::<_, JRecords>(text).map(|r| r.0);
+    let records = records.map_err(|e| {
+        if e.to_string().contains(TOO_LARGE) {
+            damo_error(TOO_LARGE.to_string())
+        } else if e.is_io() {
             damo_error(format!(
                 "cannot decompress or read it ({e}); is the file truncated?"
             ))
@@ -154,7 +366,7 @@ fn convert_snapshot(s: JSnapshot, intervals: Option<Intervals>) -> Result<Target
         .regions
         .into_iter()
         .enumerate()
-        .map(|(ri, r)| convert_region(r, si, ai).map_err(|e| format!("region {ri}: {e}")))
+        .map(|(ri, r)| convert_region(&r, si, ai).map_err(|e| format!("region {ri}: {e}")))
         .collect::<Result<Vec<_>, _>>()?;
     check_regions(regions.iter().map(|r| (r.start, r.end)))?;
     Ok(TargetSnap {
@@ -175,50 +387,39 @@ fn count(n: &Option<Num>) -> Result<u32, String> {
 }
 
 fn convert_region(
-    r: JRegion,
+    r: &Compact,
     sample_us: Option<u64>,
     aggr_us: Option<u64>,
 ) -> Result<RegionStat, String> {
     let nr_accesses = match r.nr_accesses {
-        Some(JNrAccesses {
-            samples: Some(n), ..
-        }) => n.u32(Unit::Count)?,
-        Some(JNrAccesses {
-            samples: None,
-            percent: Some(p),
-        }) => {
+        Rate::Samples(n) => n,
+        Rate::Percent(p) => {
             let (Some(si), Some(ai)) = (sample_us, aggr_us) else {
                 return Err("access rate in percent, but the record has no intervals".into());
             };
             let max = ai as f64 / si.max(1) as f64;
-            (p.value(Unit::Percent)? * max / 100.0).round() as u32
+            (p * max / 100.0).round() as u32
         }
-        _ => 0,
+        Rate::Unknown => 0,
     };
     let age = match r.age {
-        Some(JAge {
-            aggr_intervals: Some(n),
-            ..
-        }) => n.u32(Unit::Count)?,
-        Some(JAge {
-            aggr_intervals: None,
-            usec: Some(us),
-        }) => {
+        Age::Intervals(n) => n,
+        Age::Microseconds(us) => {
             let Some(ai) = aggr_us else {
                 return Err("age in microseconds, but the record has no intervals".into());
             };
-            (us.u64(Unit::Microseconds)? / ai.max(1)).min(u32::MAX as u64) as u32
+            (us / ai.max(1)).min(u32::MAX as u64) as u32
         }
-        _ => 0,
+        Age::Unknown => 0,
     };
     Ok(RegionStat {
-        start: r.start.u64(Unit::Bytes)?,
-        end: r.end.u64(Unit::Bytes)?,
+        start: r.start,
+        end: r.end,
         nr_accesses,
         age,
-        raw_samples: count(&r.raw_samples)?,
-        read_samples: count(&r.read_samples)?,
-        write_samples: count(&r.write_samples)?,
+        raw_samples: r.raw_samples,
+        read_samples: r.read_samples,
+        write_samples: r.write_samples,
         touched_bytes: None,
     })
 }

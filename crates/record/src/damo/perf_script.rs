@@ -44,6 +44,9 @@ enum Line<'a> {
     Other,
 }
 
+/// The longest line read.
+const MAX_LINE_BYTES: u64 = 64 << 10;
+
 pub(super) fn read(
     path: &Path,
     mut text: impl BufRead,
@@ -55,13 +58,25 @@ pub(super) fn read(
     let mut sample_us = None;
     let mut line = Vec::new();
     let mut offset = 0u64;
+    // Regions the file may still add: damo's layout is read whole, so bounded as damo's JSON.
+    let mut regions_left = super::json::MAX_LOADED_BYTES / size_of::<RegionStat>();
+    let damo_error = |reason: String| RecordError::Damo {
+        path: path.to_path_buf(),
+        reason,
+    };
     loop {
         line.clear();
-        let n = text
+        let n = std::io::Read::take(&mut text, MAX_LINE_BYTES)
             .read_until(b'\n', &mut line)
             .map_err(|e| RecordError::io(path, e))?;
         if n == 0 {
             break;
+        }
+        if n as u64 == MAX_LINE_BYTES && !line.ends_with(b"\n") {
+            return Err(damo_error(format!(
+                "a line at byte {offset} is longer than {} KiB, which perf script never writes",
+                MAX_LINE_BYTES >> 10
+            )));
         }
         let line_offset = offset;
         offset += n as u64;
@@ -98,6 +113,9 @@ pub(super) fn read(
             }
             Entry::Vacant(e) => e.insert(new_pending(&a, line_offset, sample_us)),
         };
+        regions_left = regions_left
+            .checked_sub(1)
+            .ok_or_else(|| damo_error(super::json::TOO_LARGE.to_string()))?;
         p.regions.push(a.region);
         p.fake &= a.fake;
         if p.regions.len() >= p.nr_regions {

@@ -56,6 +56,11 @@ impl Coverage {
         self.map.insert(start, (end, heat));
     }
 
+    /// How many contiguous ranges there are.
+    pub(crate) fn len(&self) -> usize {
+        self.map.len()
+    }
+
     /// The contiguous ranges, ascending.
     pub(crate) fn ranges(&self) -> Vec<ContiguousRange> {
         self.map

@@ -19,6 +19,13 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::error::Error;
 use udamon_record::model::{EventKind, Frame, Header, Snapshot, Targets};
 
+/// The most address ranges the coverage keeps over all targets (about 100 MiB at worst), whatever
+/// a record claims: real records keep a few times their regions.
+const MAX_RANGES: usize = 1 << 21;
+
+/// The most memory the mapping labels of all targets may take.
+const MAPPING_LABEL_BYTES: usize = 32 << 20;
+
 /// Which addresses to show.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -63,7 +70,7 @@ impl HeatUnit {
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct HeatmapOptions {
-    /// The target to show; `None` picks the one with the hottest area.
+    /// The target to show; `None` picks the busiest (see [`busiest_target`]).
     pub target: Option<u32>,
     pub address: AddressSelection,
     /// Only `start..end`, in ns from the record's start.
@@ -144,6 +151,10 @@ pub struct Heatmap {
     /// The target's mappings along the axis (records of live processes), ascending.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub mappings: Vec<MappingSpan>,
+    /// The other targets with regions in the time shown, which `--target` could show instead.
+    pub other_targets: Vec<u32>,
+    /// Whether the target was picked as the busiest rather than asked for.
+    pub busiest: bool,
 }
 
 /// Where a named mapping lies on the address axis: consecutive mappings of one name (a
@@ -222,12 +233,15 @@ where
 
     // Pass 1: the guide.
     let mut coverage: BTreeMap<u32, Coverage> = BTreeMap::new();
+    // Ranges in all the targets' coverage: bounded, whatever the record claims.
+    let mut nr_ranges = 0;
     let mut span: Option<(u64, u64)> = None;
     let mut any_snapshot = false;
     let mut with_regions = BTreeSet::new();
     let mut known = Targets::new(header);
     // Every mapping each target had, by (start, end), with its latest name.
     let mut mappings: BTreeMap<u32, BTreeMap<(u64, u64), String>> = BTreeMap::new();
+    let mut mapping_bytes = 0;
     for frame in reopen(&mut open)? {
         known.observe(&frame);
         if let Frame::Event(e) = &frame
@@ -236,8 +250,17 @@ where
                 mappings: list,
             } = &e.kind
         {
+            // Labels only: past their budget, mappings not seen before go unlabelled.
             let seen = mappings.entry(*target).or_default();
-            seen.extend(list.iter().map(|m| ((m.start, m.end), m.name.clone())));
+            for m in list {
+                let known = seen.contains_key(&(m.start, m.end));
+                if known || mapping_bytes < MAPPING_LABEL_BYTES {
+                    seen.insert((m.start, m.end), m.name.clone());
+                }
+                if !known {
+                    mapping_bytes += 64 + m.name.len();
+                }
+            }
         }
         let Frame::Snapshot(s) = frame else { continue };
         any_snapshot = true;
@@ -250,28 +273,28 @@ where
         for t in s.targets.iter().filter(|t| !t.regions.is_empty()) {
             with_regions.insert(t.target);
             if opts.target.is_none_or(|want| want == t.target) {
-                coverage
-                    .entry(t.target)
-                    .or_default()
-                    .add_regions(&t.regions);
+                let c = coverage.entry(t.target).or_default();
+                let before = c.len();
+                c.add_regions(&t.regions);
+                nr_ranges = nr_ranges - before + c.len();
+                if nr_ranges > MAX_RANGES {
+                    return Err(ReportError::TooFragmented { max: MAX_RANGES });
+                }
             }
         }
     }
+    // A range the user gave is named; the whole record's, which they did not give, is not.
+    let empty = || match opts.time_range {
+        Some((start_ns, end_ns)) => ReportError::EmptyTimeRange { start_ns, end_ns },
+        None => ReportError::NoTimeSpan,
+    };
     let (t0, t1) = match span {
         Some((a, b)) => (a.max(window.0), b.min(window.1)),
-        None if any_snapshot => {
-            return Err(ReportError::EmptyTimeRange {
-                start_ns: window.0,
-                end_ns: window.1,
-            });
-        }
+        None if any_snapshot => return Err(empty()),
         None => return Err(ReportError::NoSnapshots),
     };
     if t0 >= t1 {
-        return Err(ReportError::EmptyTimeRange {
-            start_ns: window.0,
-            end_ns: window.1,
-        });
+        return Err(empty());
     }
     let guides: BTreeMap<u32, Vec<Area>> = coverage
         .iter()
@@ -285,7 +308,7 @@ where
                 present: target_list(&known, &with_regions),
             });
         }
-        None => hottest_target(&guides).ok_or(ReportError::NoRegions)?,
+        None => busiest_target(&guides).ok_or(ReportError::NoRegions)?,
     };
     let areas = guides.get(&target).cloned().unwrap_or_default();
     let (ranges, area) = select(&areas, opts.address, target)?;
@@ -337,18 +360,24 @@ where
         cells,
         max,
         mappings: spans,
+        other_targets: with_regions
+            .iter()
+            .copied()
+            .filter(|&t| t != target)
+            .collect(),
+        busiest: opts.target.is_none(),
     })
 }
 
-/// The target whose hottest area has the most access per byte.
-fn hottest_target(guides: &BTreeMap<u32, Vec<Area>>) -> Option<u32> {
+/// The busiest target: the one with the most access (heats, Σ size × nr_accesses) over the
+/// record, so that a program's worker wins over its idle parent however small a hot spot the
+/// parent has; the lowest index among equals.
+fn busiest_target(guides: &BTreeMap<u32, Vec<Area>>) -> Option<u32> {
     let mut best: Option<(u32, f64)> = None;
     for (&t, areas) in guides {
-        if let Some(i) = guide::hottest(areas) {
-            let h = areas[i].heats_per_byte();
-            if best.is_none_or(|(_, b)| h > b) {
-                best = Some((t, h));
-            }
+        let heats: f64 = areas.iter().map(|a| a.heats).sum();
+        if best.is_none_or(|(_, b)| heats > b) {
+            best = Some((t, heats));
         }
     }
     best.map(|(t, _)| t)

@@ -86,6 +86,15 @@ pub fn render(map: &Heatmap, style: TermStyle) -> String {
         "# heatmap of {who}; access frequency in {}; time runs down, addresses run right",
         map.unit.label()
     );
+    if !map.other_targets.is_empty() {
+        let others: Vec<String> = map.other_targets.iter().map(u32::to_string).collect();
+        let why = if map.busiest { "the busiest; " } else { "" };
+        let _ = writeln!(
+            out,
+            "# ({why}other targets: {}; --target INDEX shows one)",
+            human::one_line(&others.join(", "), human::TEXT_CHARS)
+        );
+    }
 
     // Ticks at segment starts (the left edge, after each collapsed gap) and round addresses,
     // labelled where they fit; segment starts win.

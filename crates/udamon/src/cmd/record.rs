@@ -491,7 +491,10 @@ pub fn record_sim_watched(
             .collect(),
         compress,
         expected_us: Some(duration_us.map_or(ops.duration_us(), |d| d.min(ops.duration_us()))),
-        stop: watch.as_ref().map(|w| Arc::clone(&w.stop)),
+        stop: Some(match &watch {
+            Some(w) => Arc::clone(&w.stop),
+            None => stop_on_signals()?,
+        }),
         metrics: None,
         tap: None,
     };

@@ -34,13 +34,14 @@ pub fn run(args: &ReportArgs) -> Result<()> {
             style,
         } => {
             let (record, header, frames) = input.open()?;
+            let (snapshot, frames) = from_start(*snapshot, &record, frames)?;
             let opts = access::AccessOptions {
-                snapshot: *snapshot,
-                target: None,
+                snapshot,
+                target: input.target,
                 reads: *reads,
                 writes: *writes,
             };
-            let mut report = access::access(&header, frames, &opts)?;
+            let mut report = record.check_target(access::access(&header, frames, &opts))?;
             sort_regions(&mut report, *sort_regions_by, *sort_regions_dsc);
             record.warn_damage();
             if style.style != AccessStyle::Detailed {
@@ -62,6 +63,10 @@ pub fn run(args: &ReportArgs) -> Result<()> {
             whole_regions,
         } => {
             let (record, header, frames) = input.open()?;
+            // Reports that read the record more than once open it afresh each time: the first
+            // frames go, lest a damo record, read whole, be held twice.
+            let frames = matches!(horizon, Horizon::Span(_)).then_some(frames);
+            let dist = &dist.for_target(input);
             let filter = wss::WssFilter {
                 acc_thres: *acc_thres,
                 sz_thres: *sz_thres,
@@ -91,7 +96,8 @@ pub fn run(args: &ReportArgs) -> Result<()> {
                     per_target: false,
                     ..dist.options()?
                 };
-                let curve = wss::curve(&header, || record.frames(), &filter, &horizons_ns, &opts)?;
+                let curve = wss::curve(&header, || record.frames(), &filter, &horizons_ns, &opts);
+                let curve = record.check_target(curve)?;
                 record.warn_damage();
                 return if input.json {
                     print_json(&curve)
@@ -99,12 +105,11 @@ pub fn run(args: &ReportArgs) -> Result<()> {
                     Ok(print(&wss::render_curve(&curve))?)
                 };
             }
-            let report = match horizon {
-                Horizon::Auto => {
-                    wss::wss_auto(&header, || record.frames(), &filter, &dist.options()?)?
-                }
-                Horizon::Span(_) => wss::wss(&header, frames, &filter, &dist.options()?)?,
+            let report = match frames {
+                None => wss::wss_auto(&header, || record.frames(), &filter, &dist.options()?),
+                Some(frames) => wss::wss(&header, frames, &filter, &dist.options()?),
             };
+            let report = record.check_target(report)?;
             record.warn_damage();
             print_dist(&report, dist, input)
         }
@@ -116,14 +121,18 @@ pub fn run(args: &ReportArgs) -> Result<()> {
         ReportKind::Html { input, out } => report_views::html(input, out.as_deref()),
         ReportKind::NrRegions { input, dist } => {
             let (record, header, frames) = input.open()?;
-            let report = nr_regions::nr_regions(&header, frames, &dist.options()?)?;
+            let dist = &dist.for_target(input);
+            let report = nr_regions::nr_regions(&header, frames, &dist.options()?);
+            let report = record.check_target(report)?;
             record.warn_damage();
             print_dist(&report, dist, input)
         }
         ReportKind::Heatmap { input, heatmap } => {
             let (record, header, _) = input.open()?;
-            let opts = heatmap.options(&record.selection())?;
-            let map = heatmap::heatmap(&header, || record.frames(), &opts)?;
+            let mut opts = heatmap.options(&record.selection())?;
+            // The heatmap picks among the targets itself (and names the others).
+            opts.target = input.target;
+            let map = heatmap::heatmap(&header, || record.all_targets(), &opts)?;
             record.warn_damage();
             if input.json {
                 return print_json(&map);
@@ -144,7 +153,7 @@ pub fn run(args: &ReportArgs) -> Result<()> {
                 bucket_ns: bucket.map(|us| us * 1000),
                 ..schemes::SchemesOptions::default()
             };
-            let report = schemes::schemes(&header, frames, &opts)?;
+            let report = record.check_target(schemes::schemes(&header, frames, &opts))?;
             record.warn_damage();
             if input.json {
                 print_json(&report)
@@ -164,7 +173,7 @@ pub fn run(args: &ReportArgs) -> Result<()> {
                 skip: *exclude_samples,
                 horizon_ns: horizon * 1000,
             };
-            let report = mappings::mappings(&header, frames, &opts)?;
+            let report = record.check_target(mappings::mappings(&header, frames, &opts))?;
             record.warn_damage();
             if input.json {
                 print_json(&report)
@@ -173,8 +182,8 @@ pub fn run(args: &ReportArgs) -> Result<()> {
             }
         }
         ReportKind::Referenced { input } => {
-            let (record, _, frames) = input.open()?;
-            let report = referenced::referenced(frames)?;
+            let (record, header, frames) = input.open()?;
+            let report = record.check_target(referenced::referenced(&header, frames))?;
             record.warn_damage();
             if input.json {
                 print_json(&report)
@@ -204,7 +213,7 @@ pub fn run(args: &ReportArgs) -> Result<()> {
                 writes: *writes,
             };
             if *folded || pprof.is_some() {
-                let profile = stacks::stack_profile(frames, &opts)?;
+                let profile = record.check_target(stacks::stack_profile(frames, &opts))?;
                 record.warn_damage();
                 if !profile.has_stacks {
                     eprintln!(
@@ -217,7 +226,7 @@ pub fn run(args: &ReportArgs) -> Result<()> {
                     None => Ok(print(&stacks::render_folded(&profile))?),
                 };
             }
-            let report = code::code(frames, &opts)?;
+            let report = record.check_target(code::code(frames, &opts))?;
             record.warn_damage();
             if input.json {
                 print_json(&report)
@@ -253,8 +262,16 @@ pub fn run(args: &ReportArgs) -> Result<()> {
             let (record, header, mut frames) = input.open()?;
             // Read every frame first so that the damage list is complete.
             let report = info::info(&header, frames.by_ref(), Vec::new());
+            if let Some(e) = record.missing_target() {
+                return Err(e);
+            }
+            let writer = report.finished.is_some_and(|f| !f);
             let report = info::InfoReport {
                 damage: record.damage(),
+                writer: writer
+                    .then(|| crate::input::writer_of(input.path()))
+                    .flatten()
+                    .map(|pid| info::Writer { pid }),
                 ..report
             };
             if input.json {
@@ -269,11 +286,45 @@ pub fn run(args: &ReportArgs) -> Result<()> {
 impl InputArgs {
     /// The record, as much of it as the report is to read.
     pub(crate) fn open(&self) -> Result<(Input, udamon_record::model::Header, Frames)> {
-        let selection = Selection::new(
-            self.range.address_range.as_deref(),
-            self.range.time_range.as_deref(),
-        )?;
+        let selection = Selection {
+            target: self.target,
+            ..Selection::new(
+                self.range.address_range.as_deref(),
+                self.range.time_range.as_deref(),
+            )?
+        };
         Input::open_selected(self.path(), selection)
+    }
+}
+
+/// `report access --snapshot`: a negative index counts from the end, which a reader that keeps
+/// one snapshot at a time can only know from the count; the record is counted first.
+fn from_start(index: i64, record: &Input, frames: Frames) -> Result<(i64, Frames)> {
+    if index >= -1 {
+        return Ok((index, frames));
+    }
+    let count = frames
+        .filter(|f| matches!(f, udamon_record::model::Frame::Snapshot(_)))
+        .count();
+    match i64::try_from(count)?.checked_add(index) {
+        Some(i) if i >= 0 => Ok((i, record.frames()?)),
+        _ => Err(udamon_report::ReportError::SnapshotIndex { index, count }.into()),
+    }
+}
+
+impl Input {
+    /// A report's result, unless the selected target was not in the record: that is what the
+    /// user must hear, rather than an empty report or one that had nothing to count.
+    fn check_target<T>(&self, report: udamon_report::Result<T>) -> Result<T> {
+        match self.missing_target() {
+            Some(e) => Err(e),
+            None => Ok(report?),
+        }
+    }
+
+    /// The frames of every target, whatever `--target` selected.
+    fn all_targets(&self) -> Result<Frames, udamon_record::RecordError> {
+        self.frames_of(None)
     }
 }
 
@@ -315,6 +366,14 @@ fn print_dist(report: &dist::DistReport, args: &DistArgs, input: &InputArgs) -> 
 }
 
 impl DistArgs {
+    /// With `--target`, the distribution of that target, named as such.
+    fn for_target(&self, input: &InputArgs) -> DistArgs {
+        DistArgs {
+            per_target: self.per_target || input.target.is_some(),
+            ..self.clone()
+        }
+    }
+
     pub(crate) fn options(&self) -> Result<DistOptions> {
         let [start, stop, step] = self.range[..] else {
             bail!("--range takes START STOP STEP")
@@ -338,7 +397,6 @@ impl HeatmapArgs {
             Some(_) => HeatmapOptions::image(),
             None => HeatmapOptions::terminal(terminal_width()),
         };
-        opts.target = Some(self.target);
         if let Some((start, end)) = selection.address {
             opts.address = AddressSelection::Range { start, end };
         }

@@ -423,3 +423,22 @@ pub fn request(path: &Path, request: &Request) -> anyhow::Result<Answer> {
     serde_json::from_str(&line)
         .map_err(|e| anyhow::anyhow!("udamon serve answered something else: {e}"))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_request_longer_than_serve_takes_is_refused_before_it_is_sent() {
+        let schemes = format!("[{}]", vec![r#"{"action": "stat"}"#; 90_000].join(","));
+        let big = Request::AddSchemes {
+            target: "1".into(),
+            schemes,
+        };
+        let e = request(Path::new("/nonexistent/udamon.sock"), &big).unwrap_err();
+        assert!(
+            e.to_string().contains("more than udamon serve takes"),
+            "{e}"
+        );
+    }
+}

@@ -95,6 +95,7 @@ impl RecordPolicy {
             match created {
                 // Exactly the mode asked for, whatever the umask.
                 Ok(file) => {
+                    crate::output::hold_writer_lock(&file);
                     return file
                         .set_permissions(std::fs::Permissions::from_mode(self.mode))
                         .map(|()| (file, path.clone()))

@@ -241,6 +241,10 @@ impl Served {
             }
             Command::AddSchemes(text, reply) => {
                 let result = crate::schemes_file::parse(&text, ctx.attrs())
+                    .and_then(|schemes| {
+                        crate::schemes_file::check_total(ctx.schemes().len(), schemes.len())
+                            .map(|()| schemes)
+                    })
                     .map_err(|e| format!("{e:#}"))
                     .and_then(|schemes| {
                         if self.live {
