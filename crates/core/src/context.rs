@@ -22,7 +22,8 @@ use crate::callbacks::Callbacks;
 use crate::callbacks::{CallbackError, RunError};
 use crate::damos::SchemeTriedRegions;
 use crate::damos::{
-    self, Applied, ApplyEnv, DamosWalk, MetricSource, NoMetrics, Scheme, SchemeApplier, SchemeError,
+    self, Applied, ApplyEnv, ApplyPass, DamosWalk, MetricSource, NoMetrics, Scheme, SchemeApplier,
+    SchemeError,
 };
 use crate::ops::{Clock, Operations, OpsError, TargetMemory};
 use crate::page_samples::PageSamples;
@@ -84,8 +85,9 @@ pub struct Context {
     pages: Vec<PageSamples>,
     /// Each target's mappings' resident bytes as the operations last walked them.
     resident: Vec<Vec<ResidentRange>>,
-    /// Per-target lookup index for sampled addresses; `None` once boundaries may have changed.
-    region_index: Option<Vec<RegionIndex>>,
+    /// Per-target lookup index for sampled addresses, grown on first use; it checks itself
+    /// against the regions, so nothing that changes them has to invalidate it.
+    region_index: Vec<RegionIndex>,
     schemes: Vec<Scheme>,
     walk: DamosWalk,
     /// System metrics for quota goals and watermarks.
@@ -122,7 +124,7 @@ impl Context {
             start_us: 0,
             started: false,
             sampled: false,
-            region_index: None,
+            region_index: Vec::new(),
             schemes: Vec::new(),
             walk: DamosWalk::default(),
             metrics: Box::new(NoMetrics),
@@ -136,7 +138,6 @@ impl Context {
     /// everything kept by target index (recent samples, memory, the region index, schemes'
     /// passes) grows to it on first use, and it is adjusted and schemed from the next window.
     pub fn add_target(&mut self, target: Target) {
-        self.region_index = None;
         self.targets.push(target);
     }
 
@@ -208,13 +209,11 @@ impl Context {
     }
 
     pub fn targets_mut(&mut self) -> &mut [Target] {
-        self.region_index = None;
         &mut self.targets
     }
 
     /// Targets and the generator at once, for operations that pick sampling addresses.
     pub fn targets_and_rng(&mut self) -> (&mut [Target], &mut Prng) {
-        self.region_index = None;
         (&mut self.targets, &mut self.rng)
     }
 
@@ -322,21 +321,19 @@ impl Context {
         }
         let now = self.now_us();
         self.pages[target].add(now, samples.iter().map(|s| s.addr));
-        let targets = &self.targets;
-        let index = &self.region_index.get_or_insert_with(|| {
-            targets
-                .iter()
-                .map(|t| RegionIndex::build(&t.regions))
-                .collect()
-        })[target];
+        if self.region_index.len() <= target {
+            self.region_index
+                .resize_with(target + 1, RegionIndex::default);
+        }
+        let index = &mut self.region_index[target];
         let regions = &mut self.targets[target].regions;
         let mut hits = 0;
         let mut last_hit: Option<usize> = None;
         for &sample in samples.iter() {
-            let i = index.first_ending_after(sample.addr);
-            let Some(r) = regions.get_mut(i).filter(|r| r.start <= sample.addr) else {
+            let Some(i) = index.find(regions, sample.addr) else {
                 continue;
             };
+            let r = &mut regions[i];
             hits += 1;
             r.note_sample(sample);
             // Addresses ascend, so repeated hits on one region are adjacent.
@@ -352,7 +349,6 @@ impl Context {
     /// its accessed regions as regions not accessed, except the pages the window's samples fell
     /// in, within the region bound; see [`absent::cut_absent`]. Returns the bytes cut out.
     pub fn cut_absent(&mut self, target: usize, absent: &[AddrRange]) -> u64 {
-        self.region_index = None;
         let others = self.nr_regions() - self.targets[target].nr_regions();
         let samples = self
             .recent
@@ -476,7 +472,6 @@ impl Context {
     }
 
     fn apply_min_nr_regions(&mut self) -> u64 {
-        self.region_index = None;
         adjust::apply_min_nr_regions(
             &mut self.targets,
             self.attrs.min_nr_regions,
@@ -603,18 +598,13 @@ impl Context {
             let _ = self.walk.request();
         }
         let mut applier = OpsApplier { ops, valid: &valid };
-        let applied = damos::apply_schemes(
-            &mut self.targets,
-            &mut self.schemes,
-            &env,
-            &mut applier,
-            self.metrics.as_mut(),
-            &mut self.walk,
-        );
-        if applied {
-            // Quota trimming and filters split regions; merge-back joins them again.
-            self.region_index = None;
-        }
+        let mut pass = ApplyPass {
+            env,
+            applier: &mut applier,
+            metrics: self.metrics.as_mut(),
+            walk: &mut self.walk,
+        };
+        pass.run(&mut self.targets, &mut self.schemes);
         if let Some(Ok(tried)) = self.walk.take_result() {
             self.tried = (self.tried.0 + 1, tried);
         }
@@ -623,7 +613,6 @@ impl Context {
     /// `kdamond_merge_regions` with the threshold from this window's highest access count.
     /// Sampled sources merge by sample density instead ([`MergeRule::density_alpha`]).
     fn merge_regions(&mut self) {
-        self.region_index = None;
         let max_nr = self
             .targets
             .iter()
@@ -701,7 +690,6 @@ impl Context {
             evidence,
             &self.recent,
         );
-        self.region_index = None;
     }
 
     /// `kdamond_reset_aggregated`: the window's counts become the previous window's.

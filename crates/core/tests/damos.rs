@@ -3,9 +3,9 @@
 
 use udamon_core::damos::quota::set_effective_quota;
 use udamon_core::damos::{
-    AccessPattern, Action, Applied, ApplyEnv, DamosWalk, Filter, FilterKind, Filters, GoalMetric,
-    GoalTuner, MigrateDest, NoMetrics, Quota, QuotaGoal, QuotaState, Scheme, SchemeApplier,
-    WalkError, Watermarks, WmarkMetric, apply_schemes, default_scheme_score,
+    AccessPattern, Action, Applied, ApplyEnv, ApplyPass, DamosWalk, Filter, FilterKind, Filters,
+    GoalMetric, GoalTuner, MigrateDest, NoMetrics, Quota, QuotaGoal, QuotaState, Scheme,
+    SchemeApplier, WalkError, Watermarks, WmarkMetric, default_scheme_score,
 };
 use udamon_core::{AddrRange, Attrs, Region, Target};
 
@@ -468,14 +468,13 @@ fn pages(t: &Target) -> Vec<(u64, u64)> {
 }
 
 fn run(targets: &mut [Target], schemes: &mut [Scheme], env: &ApplyEnv, ops: &mut Ops) -> bool {
-    apply_schemes(
-        targets,
-        schemes,
-        env,
-        ops,
-        &mut NoMetrics,
-        &mut DamosWalk::default(),
-    )
+    ApplyPass {
+        env: *env,
+        applier: ops,
+        metrics: &mut NoMetrics,
+        walk: &mut DamosWalk::default(),
+    }
+    .run(targets, schemes)
 }
 
 fn quota_sz(sz: u64, reset_interval_ms: u64) -> Quota {
@@ -937,27 +936,25 @@ fn tried_regions_are_captured_for_one_apply_interval() {
     let mut walk = DamosWalk::default();
     walk.request().unwrap();
     let mut ops = Ops::new();
-    apply_schemes(
-        &mut t,
-        &mut schemes,
-        &boundary(0),
-        &mut ops,
-        &mut NoMetrics,
-        &mut walk,
-    );
+    ApplyPass {
+        env: boundary(0),
+        applier: &mut ops,
+        metrics: &mut NoMetrics,
+        walk: &mut walk,
+    }
+    .run(&mut t, &mut schemes);
     assert_eq!(
         walk.take_result(),
         None,
         "the stat scheme's interval is not over yet"
     );
-    apply_schemes(
-        &mut t,
-        &mut schemes,
-        &boundary(1),
-        &mut ops,
-        &mut NoMetrics,
-        &mut walk,
-    );
+    ApplyPass {
+        env: boundary(1),
+        applier: &mut ops,
+        metrics: &mut NoMetrics,
+        walk: &mut walk,
+    }
+    .run(&mut t, &mut schemes);
     let result = walk.take_result().unwrap().unwrap();
     let seen = |i: usize| {
         result[i]
