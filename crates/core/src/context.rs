@@ -803,6 +803,7 @@ mod tests {
     use crate::callbacks::Flow;
     use crate::ops::VirtualClock;
     use crate::region::AddrRange;
+    use crate::testing::{TestOps, steps};
 
     fn ctx_with(sample: u64, aggr: u64) -> Context {
         let attrs = Attrs {
@@ -930,30 +931,9 @@ mod tests {
         );
     }
 
-    /// Accessed-bit ops over 4 GiB (1 Mi pages) whose pages `hot` are touched in every
-    /// interval, and nothing else.
-    struct HotPages {
-        hot: AddrRange,
-    }
-
-    impl Operations for HotPages {
-        fn name(&self) -> &str {
-            "hot-pages"
-        }
-        fn init(&mut self, ctx: &mut Context) -> Result<(), OpsError> {
-            ctx.targets_mut()[0] = Target::with_regions(None, &[AddrRange::new(0, 1 << 32)]);
-            Ok(())
-        }
-        fn prepare_access_checks(&mut self, ctx: &mut Context) {
-            ctx.randomize_sampling_addrs();
-        }
-        fn check_accesses(&mut self, ctx: &mut Context) {
-            let hot = self.hot;
-            ctx.count_checked_accesses(|_, r, _| (hot.start..hot.end).contains(&r.sampling_addr));
-        }
-    }
-
-    /// The ranges reported accessed in each window, in pages, and the most regions held.
+    /// The ranges reported accessed in each window, in pages, and the most regions held, when
+    /// accessed-bit checks over 4 GiB (1 Mi pages) find pages 600,001 to 600,016 touched in
+    /// every interval, and nothing else.
     fn hot_pages_windows(adjustment: Adjustment, windows: usize) -> (Vec<Vec<(u64, u64)>>, usize) {
         let attrs = Attrs {
             adjustment,
@@ -961,9 +941,10 @@ mod tests {
         };
         let mut ctx = Context::new(attrs, 3).unwrap();
         ctx.add_target(Target::new(None));
-        let mut ops = HotPages {
-            hot: AddrRange::new(600_001 * 4096, 600_017 * 4096),
-        };
+        let mut ops = TestOps::hot_ranges(
+            &[AddrRange::new(0, 1 << 32)],
+            &[AddrRange::new(600_001 * 4096, 600_017 * 4096)],
+        );
         let mut seen = Windows::default();
         ctx.start(&mut ops).unwrap();
         let mut most = 0;
@@ -1026,27 +1007,6 @@ mod tests {
         }
     }
 
-    /// Sampled ops that put one sample per interval into the first `hot` bytes of the target.
-    struct SamplesAtTheStart {
-        hot: u64,
-        next: u64,
-    }
-
-    impl Operations for SamplesAtTheStart {
-        fn name(&self) -> &str {
-            "samples-at-the-start"
-        }
-        fn init(&mut self, ctx: &mut Context) -> Result<(), OpsError> {
-            ctx.targets_mut()[0] = Target::with_regions(None, &[AddrRange::new(0, 100 * 4096)]);
-            Ok(())
-        }
-        fn prepare_access_checks(&mut self, _ctx: &mut Context) {}
-        fn check_accesses(&mut self, ctx: &mut Context) {
-            self.next = (self.next + 4096 + 8) % self.hot;
-            ctx.record_sampled_accesses(0, &mut [SampledAccess::at(self.next)]);
-        }
-    }
-
     /// The regions each aggregation callback saw: (start page, end page, nr_accesses).
     #[derive(Default)]
     struct Windows(Vec<Vec<(u64, u64, u32)>>);
@@ -1070,16 +1030,14 @@ mod tests {
         // 20 samples in each window, all in the first 4 pages of the first 10-page region.
         let mut ctx = ctx_with(5000, 100_000);
         ctx.add_target(Target::new(None));
-        let mut ops = SamplesAtTheStart {
-            hot: 4 * 4096,
-            next: 0,
-        };
+        let mut next = 0;
+        let mut ops = TestOps::sampled(&[AddrRange::new(0, 100 * 4096)], |ctx| {
+            next = (next + 4096 + 8) % (4 * 4096);
+            ctx.record_sampled_accesses(0, &mut [SampledAccess::at(next)]);
+        });
         let mut windows = Windows::default();
         ctx.start(&mut ops).unwrap();
-        for _ in 0..20 {
-            let flow = ctx.step(&mut ops, &mut VirtualClock, &mut windows).unwrap();
-            assert!(flow.is_continue());
-        }
+        steps(&mut ctx, &mut ops, &mut windows, 20);
         assert_eq!(
             &windows.0[0][..2],
             &[(0, 4, 20), (4, 10, 0)],
@@ -1147,36 +1105,6 @@ mod tests {
             && (r.raw_samples, r.read_samples, r.write_samples) == (0, 0, 0)));
     }
 
-    /// Sampled ops that put one sample per window at the start of a 120-page target and reset
-    /// it to three 40-page regions at every update, so that each window judges the same ones.
-    struct OneSampleAWindow {
-        intervals: u64,
-    }
-
-    impl Operations for OneSampleAWindow {
-        fn name(&self) -> &str {
-            "one-sample-a-window"
-        }
-        fn init(&mut self, ctx: &mut Context) -> Result<(), OpsError> {
-            self.update(ctx)
-        }
-        fn update(&mut self, ctx: &mut Context) -> Result<(), OpsError> {
-            let thirds: Vec<_> = (0..3)
-                .map(|i| AddrRange::new(i * 40 * 4096, (i + 1) * 40 * 4096))
-                .collect();
-            ctx.targets_mut()[0] = Target::with_regions(None, &thirds);
-            Ok(())
-        }
-        fn prepare_access_checks(&mut self, _ctx: &mut Context) {}
-        fn check_accesses(&mut self, ctx: &mut Context) {
-            if self.intervals.is_multiple_of(20) {
-                let addr = self.intervals / 20 % 2 * 4096 + 8;
-                ctx.record_sampled_accesses(0, &mut [SampledAccess::at(addr)]);
-            }
-            self.intervals += 1;
-        }
-    }
-
     #[test]
     fn recent_windows_samples_show_a_part_idle_that_one_window_cannot() {
         // 20 intervals a window; the first region, of 40 pages, gets every sample, all in its
@@ -1192,14 +1120,24 @@ mod tests {
         )
         .unwrap();
         ctx.add_target(Target::new(None));
-        let mut ops = OneSampleAWindow { intervals: 0 };
+        // One sample per window at the start of a 120-page target, which every update sets
+        // back to three 40-page regions, so that each window judges the same ones.
+        let thirds: Vec<_> = (0..3)
+            .map(|i| AddrRange::new(i * 40 * 4096, (i + 1) * 40 * 4096))
+            .collect();
+        let mut intervals = 0u64;
+        let mut ops = TestOps::sampled(&thirds, |ctx| {
+            if intervals.is_multiple_of(20) {
+                let addr = intervals / 20 % 2 * 4096 + 8;
+                ctx.record_sampled_accesses(0, &mut [SampledAccess::at(addr)]);
+            }
+            intervals += 1;
+        })
+        .reset_on_update();
         let mut windows = Windows::default();
         ctx.start(&mut ops).unwrap();
         let mut window = |ctx: &mut Context| {
-            for _ in 0..20 {
-                let flow = ctx.step(&mut ops, &mut VirtualClock, &mut windows).unwrap();
-                assert!(flow.is_continue());
-            }
+            steps(ctx, &mut ops, &mut windows, 20);
             windows.0.last().cloned().unwrap()
         };
         let idle = [(40, 80, 0), (80, 120, 0)];
@@ -1216,43 +1154,7 @@ mod tests {
         );
     }
 
-    /// Sampled ops over targets of 100 pages, the second added at the end of interval `join`:
-    /// every interval one sample in the first 4 pages of each target, and the memory of each.
-    struct Joining {
-        join: u64,
-        intervals: u64,
-    }
-
     const SECOND: u64 = 1 << 30;
-
-    impl Operations for Joining {
-        fn name(&self) -> &str {
-            "joining"
-        }
-        fn init(&mut self, ctx: &mut Context) -> Result<(), OpsError> {
-            ctx.targets_mut()[0] = Target::with_regions(Some(1), &[AddrRange::new(0, 100 * 4096)]);
-            Ok(())
-        }
-        fn prepare_access_checks(&mut self, _ctx: &mut Context) {}
-        fn check_accesses(&mut self, ctx: &mut Context) {
-            self.intervals += 1;
-            if self.intervals == self.join {
-                let pages = AddrRange::new(SECOND, SECOND + 100 * 4096);
-                ctx.add_target(Target::with_regions(Some(2), &[pages]));
-            }
-            for (t, base) in [0, SECOND].into_iter().enumerate() {
-                if t < ctx.targets().len() {
-                    let addr = base + self.intervals % 4 * 4096 + 8;
-                    ctx.record_sampled_accesses(t, &mut [SampledAccess::at(addr)]);
-                    let memory = TargetMemory {
-                        resident_bytes: 100 * 4096,
-                        ..TargetMemory::default()
-                    };
-                    ctx.set_target_memory(t, memory);
-                }
-            }
-        }
-    }
 
     #[test]
     fn a_target_added_while_running_is_monitored_and_schemed_like_the_first() {
@@ -1271,17 +1173,30 @@ mod tests {
         ))
         .unwrap();
         ctx.capture_tried_regions(true);
-        // Mid-window: the second target joins with part of a window left.
-        let mut ops = Joining {
-            join: 50,
-            intervals: 0,
-        };
+        // Targets of 100 pages, the second added at the end of interval 50, mid-window: every
+        // interval one sample in the first 4 pages of each target, and the memory of each.
+        let mut intervals = 0;
+        let mut ops = TestOps::sampled(&[AddrRange::new(0, 100 * 4096)], |ctx| {
+            intervals += 1;
+            if intervals == 50 {
+                let pages = AddrRange::new(SECOND, SECOND + 100 * 4096);
+                ctx.add_target(Target::with_regions(Some(2), &[pages]));
+            }
+            for (t, base) in [0, SECOND].into_iter().enumerate() {
+                if t < ctx.targets().len() {
+                    let addr = base + intervals % 4 * 4096 + 8;
+                    ctx.record_sampled_accesses(t, &mut [SampledAccess::at(addr)]);
+                    let memory = TargetMemory {
+                        resident_bytes: 100 * 4096,
+                        ..TargetMemory::default()
+                    };
+                    ctx.set_target_memory(t, memory);
+                }
+            }
+        });
         let mut windows = Windows::default();
         ctx.start(&mut ops).unwrap();
-        for _ in 0..200 {
-            let flow = ctx.step(&mut ops, &mut VirtualClock, &mut windows).unwrap();
-            assert!(flow.is_continue());
-        }
+        steps(&mut ctx, &mut ops, &mut windows, 200);
         let second = &ctx.targets()[1].regions;
         assert!(second.len() >= 3, "split like the first: {second:?}");
         let hot: u64 = second
