@@ -618,7 +618,11 @@ mod tests {
         }
     }
 
-    /// Upstream's kunit test `damon_test_split_at`.
+    /// Upstream's kunit test `damon_test_split_at`: both pieces keep the region's monitoring
+    /// results.
+    ///
+    /// old:    [0,            100)
+    /// expect: [0, 25)[25,    100)
     #[test]
     fn damon_test_split_at() {
         let mut r = Region {
@@ -636,7 +640,12 @@ mod tests {
         );
     }
 
-    /// Upstream's kunit test `damon_test_merge_two`.
+    /// Upstream's kunit test `damon_test_merge_two`: the merged region's `nr_accesses` and age
+    /// are the size-weighted means, (10·100 + 20·200) / 300 = 16 and (9·100 + 21·200) / 300 =
+    /// 17, and one region remains.
+    ///
+    /// old:    [0, 100)[100,      300)
+    /// expect: [0,                300)
     #[test]
     fn damon_test_merge_two() {
         let mut l = Region {
@@ -651,23 +660,25 @@ mod tests {
         assert_eq!((l.start, l.end, l.nr_accesses, l.age), (0, 300, 16, 17));
     }
 
-    /// Upstream's kunit test `damon_test_merge_regions_of`.
+    /// Upstream's kunit test `damon_test_merge_regions_of`: threshold 9, size limit 9999.
     #[test]
     fn damon_test_merge_regions_of() {
         let input = [
             (0, 100, 0),
-            (100, 112, 0),
-            (114, 122, 10),
-            (122, 130, 10),
-            (130, 156, 20),
-            (156, 170, 30),
+            (100, 112, 0),  // merges with [0, 100): the same count
+            (114, 122, 10), // a hole (112-114) before it: nothing merges across
+            (122, 130, 10), // merges with [114, 122)
+            (130, 156, 20), // 10 from both neighbours, above 9: stays apart
+            (156, 170, 30), // as does this one
             (170, 184, 1),
-            (184, 230, 2),
-            (230, 10170, 5),
+            (184, 230, 2),   // merges with [170, 184)
+            (230, 10170, 5), // not with [170, 230): 60 + 9940 = 10000 bytes, above 9999
         ];
         let mut regions: Vec<Region> = input.iter().map(|&(s, e, n)| region(s, e, n)).collect();
         merge_regions_of(&mut regions, MergeRule::damon(9, 100), 9999, true, None);
         let got: Vec<(u64, u64)> = regions.iter().map(|r| (r.start, r.end)).collect();
+        // old:    0-100-112  114-122-130-156-170-184-230-10170
+        // expect: 0-----112  114-----130-156-170-----230-10170
         assert_eq!(
             got,
             [
@@ -681,19 +692,23 @@ mod tests {
         );
     }
 
-    /// Upstream's kunit test `damon_test_split_regions_of`: only upper bounds are checked upstream;
-    /// we also check that coverage is unchanged.
+    /// Upstream's kunit test `damon_test_split_regions_of`: the cuts are random, so only upper
+    /// bounds are checked upstream; we also check that coverage is unchanged.
     #[test]
     fn damon_test_split_regions_of() {
         let mut rng = Prng::seeded(3);
         for _ in 0..100 {
+            // [0, 22) in at most 2 pieces.
             let mut t = Target::with_regions(None, &[AddrRange::new(0, 22)]);
             split_regions_of(&mut t.regions, 2, 1, &mut rng);
             assert!(t.nr_regions() <= 2);
+            // [0, 220) in at most 4 pieces.
             let mut t = Target::with_regions(None, &[AddrRange::new(0, 220)]);
             split_regions_of(&mut t.regions, 4, 1, &mut rng);
             assert!(t.nr_regions() <= 4);
             assert_eq!(t.total_size(), 220);
+            // Three regions in at most 4 pieces each, on a minimum region size of 5 (upstream's
+            // check of that, `size % 5 >= 0`, always holds; ours checks the alignment).
             let ranges = [
                 AddrRange::new(0, 220),
                 AddrRange::new(300, 400),
@@ -706,7 +721,9 @@ mod tests {
         }
     }
 
-    /// Upstream's kunit test `damon_test_split_above_half_progresses`.
+    /// Upstream's kunit test `damon_test_split_above_half_progresses`: with more than half of
+    /// the maximum region count (760 of 1500), splitting still makes progress, within the
+    /// maximum, instead of stopping.
     #[test]
     fn damon_test_split_above_half_progresses() {
         let mut t = Target::new(None);
@@ -726,13 +743,21 @@ mod tests {
         assert_eq!(after, 760 + 380);
     }
 
-    /// Upstream's kunit test `damon_test_apply_min_nr_regions`.
+    /// Upstream's kunit test `damon_test_apply_min_nr_regions`: one region [0, sz) split so
+    /// that there are at least `min_nr` regions; the returned size limit, and the count.
     #[test]
     fn damon_test_apply_min_nr_regions() {
         for (sz, min_sz, min_nr, want_limit, want_nr) in [
+            // The common case: ten regions of 1.
             (10, 1, 10, 1, 10),
+            // No size limit of zero: 10 bytes make at most ten regions.
             (10, 1, 15, 1, 10),
+            // The limit is aligned to the minimum region size: 10 / 2 = 5, up to 6.
+            //
+            // old:    [0,        10)
+            // expect: [0,   6)[6, 10)
             (10, 2, 2, 6, 2),
+            // When the minimum count and the minimum region size conflict, the size wins.
             (10, 2, 10, 2, 5),
         ] {
             let mut targets = [Target::with_regions(None, &[AddrRange::new(0, sz)])];

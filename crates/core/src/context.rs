@@ -838,7 +838,10 @@ mod tests {
         assert_eq!(t.nr_regions(), 0);
     }
 
-    /// Upstream's kunit test `damon_test_aggregate`.
+    /// Upstream's kunit test `damon_test_aggregate` (`kdamond_reset_aggregated`): every
+    /// sampling interval that found a region accessed added to its `nr_accesses`; at the end of
+    /// a window the counts are reported and reset to zero (here, kept as `last_nr_accesses`),
+    /// and the targets and their regions stay as they were.
     #[test]
     fn damon_test_aggregate() {
         let mut ctx = ctx_with(5000, 100_000);

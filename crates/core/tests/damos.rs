@@ -298,16 +298,39 @@ fn damos_test_commit_migrate_hot() {
     check_commit(commit_dst(), &src);
 }
 
-/// `damos_test_filter_out`: an `addr` filter [2, 6) with a minimum region size of 1.
+/// `damos_test_filter_out`: an `addr` filter [2, 6) with a minimum region size of 1. A region
+/// partly in the range is split at its edge, and the part the filter decides on is the first.
 #[test]
 fn damos_test_filter_out() {
     let f = Filter::new(FilterKind::Addr(AddrRange::new(2, 6)), true, false);
     let ranges = |regions: &[Region]| regions.iter().map(|r| (r.start, r.end)).collect::<Vec<_>>();
     for (region, matched, after) in [
+        // A region in the range.
+        //
+        // filter: [2,      6)
+        // region:   [3, 5)
         ((3, 5), true, vec![(3, 5)]),
+        // A region before the range.
+        //
+        // filter:       [2,   6)
+        // region: [1, 2)
         ((1, 2), false, vec![(1, 2)]),
+        // A region after the range.
+        //
+        // filter: [2,   6)
+        // region:       [6, 8)
         ((6, 8), false, vec![(6, 8)]),
+        // A region that starts before the range: split at its start.
+        //
+        // filter:       [2,      6)
+        // region: [1,      4)
+        // expect: [1, 2)[2, 4)
         ((1, 4), false, vec![(1, 2), (2, 4)]),
+        // A region that starts in the range: split at its end.
+        //
+        // filter: [2,      6)
+        // region: [2,            8)
+        // expect: [2,      6)[6, 8)
         ((2, 8), true, vec![(2, 6), (6, 8)]),
     ] {
         let mut regions = vec![Region::new(region.0, region.1)];
@@ -340,22 +363,35 @@ fn damon_test_feed_loop_next_input() {
         assert_eq!(st.esz, st.esz_bp / 10_000);
         st.esz_bp
     };
+    // A score below the goal (always 10,000 bp) raises the input.
     assert!(esz_bp_after(200) > 900_000);
+    // A score above it lowers the input.
     assert!(esz_bp_after(250_000_000) < 900_000);
+    // The farther the score from the goal, the larger the change.
     assert!(esz_bp_after(200) > esz_bp_after(2000));
     assert_eq!(esz_bp_after(200), 1_782_000);
     assert_eq!(esz_bp_after(250_000_000), 10_000);
 }
 
+/// `damon_test_set_filters_default_reject`: what each layer does with memory that no filter
+/// decided on: (filters, core layer rejects it, operations layer rejects it).
 #[test]
 fn damon_test_set_filters_default_reject() {
     let target = |allow| Filter::new(FilterKind::Target { idx: 0 }, true, allow);
     let anon = Filter::new(FilterKind::Anon, true, true);
     for (filters, core, ops) in [
+        // No filter: both layers allow, since nothing filters at all.
         (vec![], false, false),
+        // A core allow-filter: the core layer rejects by default, as its last filter allows;
+        // the operations layer, without filters, allows.
         (vec![target(true)], true, false),
+        // A core reject-filter: the core layer allows by default, as its last filter rejects.
         (vec![target(false)], false, false),
+        // A core reject-filter and an operations allow-filter: the core layer allows, since
+        // the operations layer filters after it; that layer rejects, as its last filter
+        // allows.
         (vec![target(false), anon.clone()], false, true),
+        // A core allow-filter and an operations allow-filter: the same.
         (vec![target(true), anon.clone()], false, true),
     ] {
         let f: Filters = filters.into_iter().collect();
