@@ -12,6 +12,7 @@
 
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
+use udamon_core::AddrRange;
 
 /// Monitoring intervals in microseconds, as DAMON defines them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -142,6 +143,10 @@ impl RegionStat {
         self.end - self.start
     }
 
+    pub fn range(&self) -> AddrRange {
+        AddrRange::new(self.start, self.end)
+    }
+
     /// The bytes touched in the window: the estimate where the record has one, else the whole
     /// region when it was accessed (DAMON's count) and none when it was not.
     pub fn touched(&self) -> u64 {
@@ -155,7 +160,8 @@ impl RegionStat {
 
 /// Every reader's check of a region read from a file: it must start below its end (reports
 /// would otherwise take `end - start` for a region of exabytes). `Err` says what is wrong.
-pub fn check_range(start: u64, end: u64) -> Result<(), String> {
+pub fn check_range(range: AddrRange) -> Result<(), String> {
+    let AddrRange { start, end } = range;
     if start < end {
         Ok(())
     } else {
@@ -165,20 +171,21 @@ pub fn check_range(start: u64, end: u64) -> Result<(), String> {
     }
 }
 
-/// [`check_range`] over one target's regions, `(start, end)`, which DAMON keeps in address
-/// order without overlap (so that their sizes add up to at most the address space); names the
-/// first bad one by its index.
-pub fn check_regions(regions: impl IntoIterator<Item = (u64, u64)>) -> Result<(), String> {
+/// [`check_range`] over one target's regions, which DAMON keeps in address order without
+/// overlap (so that their sizes add up to at most the address space); names the first bad one
+/// by its index.
+pub fn check_regions(regions: impl IntoIterator<Item = AddrRange>) -> Result<(), String> {
     let mut previous_end = 0;
-    for (i, (start, end)) in regions.into_iter().enumerate() {
-        check_range(start, end).map_err(|e| format!("region {i}: {e}"))?;
-        if start < previous_end {
+    for (i, range) in regions.into_iter().enumerate() {
+        check_range(range).map_err(|e| format!("region {i}: {e}"))?;
+        if range.start < previous_end {
             return Err(format!(
-                "region {i}: starts at {start:#x}, below the previous region's end \
-                 {previous_end:#x} (regions out of order or overlapping)"
+                "region {i}: starts at {:#x}, below the previous region's end \
+                 {previous_end:#x} (regions out of order or overlapping)",
+                range.start
             ));
         }
-        previous_end = end;
+        previous_end = range.end;
     }
     Ok(())
 }
@@ -207,7 +214,7 @@ impl Snapshot {
     /// [`check_regions`] for every target.
     pub fn check(&self) -> Result<(), String> {
         for t in &self.targets {
-            check_regions(t.regions.iter().map(|r| (r.start, r.end)))
+            check_regions(t.regions.iter().map(RegionStat::range))
                 .map_err(|e| format!("target {}: {e}", t.target))?;
         }
         Ok(())
@@ -414,18 +421,19 @@ pub struct Event {
 impl EventKind {
     /// [`check_range`] for the regions and mappings an event holds.
     pub fn check(&self) -> Result<(), String> {
-        let ranges: Vec<(u64, u64)> = match self {
+        let range = AddrRange::new;
+        let ranges: Vec<AddrRange> = match self {
             EventKind::SchemeTriedRegions { regions, .. } => {
-                regions.iter().map(|r| (r.start, r.end)).collect()
+                regions.iter().map(|r| range(r.start, r.end)).collect()
             }
             EventKind::Referenced { mappings, .. } => {
-                mappings.iter().map(|m| (m.start, m.end)).collect()
+                mappings.iter().map(|m| range(m.start, m.end)).collect()
             }
             EventKind::Resident { mappings, .. } => {
-                mappings.iter().map(|m| (m.start, m.end)).collect()
+                mappings.iter().map(|m| range(m.start, m.end)).collect()
             }
             EventKind::Truth { extents, .. } => {
-                check_regions(extents.iter().map(|e| (e.start, e.end)))
+                check_regions(extents.iter().map(|e| range(e.start, e.end)))
                     .map_err(|e| e.replacen("region", "extent", 1))?;
                 return match extents
                     .iter()
@@ -440,13 +448,13 @@ impl EventKind {
             }
             // Mappings never overlap: held to the regions' rule.
             EventKind::Mappings { mappings, .. } => {
-                return check_regions(mappings.iter().map(|m| (m.start, m.end)))
+                return check_regions(mappings.iter().map(|m| range(m.start, m.end)))
                     .map_err(|e| e.replacen("region", "mapping", 1));
             }
             _ => return Ok(()),
         };
-        for (i, (start, end)) in ranges.into_iter().enumerate() {
-            check_range(start, end).map_err(|e| format!("entry {i}: {e}"))?;
+        for (i, r) in ranges.into_iter().enumerate() {
+            check_range(r).map_err(|e| format!("entry {i}: {e}"))?;
         }
         Ok(())
     }

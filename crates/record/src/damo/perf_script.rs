@@ -105,7 +105,7 @@ pub(super) fn read(
             if done.fake {
                 continue;
             }
-            if let Err(reason) = check_regions(done.regions.iter().map(|r| (r.start, r.end))) {
+            if let Err(reason) = check_regions(done.regions.iter().map(RegionStat::range)) {
                 damage.push(Damage {
                     offset: done.offset,
                     kind: DamageKind::Undecodable {
