@@ -323,32 +323,47 @@ fn idle_gap(gap: u64, size: u64, samples: u32, reported: bool) -> bool {
     large && (!reported || miss.powi(samples.min(i32::MAX as u32) as i32) < CHANCE_OF_AN_EMPTY_GAP)
 }
 
+/// An unsampled side of a region that may be cut off as idle.
+#[derive(Debug, Clone, Copy)]
+struct IdleSide {
+    /// The bytes cut off.
+    bytes: u64,
+    /// Where the cut is.
+    at: u64,
+}
+
 /// Where region `r` may be cut off as idle for `evidence`, with `recent` its target's samples
-/// of the recent windows: per side (left, right), the bytes cut off and the cut address of the
-/// largest unsampled part that the evidence allows.
+/// of the recent windows: per side (left, right), the largest unsampled part that the evidence
+/// allows.
 fn idle_sides(
     r: &Region,
     recent: Option<&RecentSamples>,
     min_sz: u64,
     evidence: IdleEvidence,
-) -> [Option<(u64, u64)>; 2] {
+) -> [Option<IdleSide>; 2] {
     let Some(span) = r.sampled_within() else {
         return [None, None];
     };
     let reported = evidence == IdleEvidence::Report;
-    // The unsampled part beside `s` on one side: its size and the cut address.
+    // The unsampled part beside `s` on one side.
     let beside = |s: AddrRange, left: bool| {
         if left {
             let lo = align_down(s.start, min_sz).max(r.start);
-            (lo - r.start, lo)
+            IdleSide {
+                bytes: lo - r.start,
+                at: lo,
+            }
         } else {
             let hi = align_up(s.end, min_sz).min(r.end);
-            (r.end - hi, hi)
+            IdleSide {
+                bytes: r.end - hi,
+                at: hi,
+            }
         }
     };
     let idle = |s: AddrRange, samples: u32, left: bool| {
-        let (gap, at) = beside(s, left);
-        (gap >= min_sz && idle_gap(gap, r.size(), samples, reported)).then_some((gap, at))
+        let side = beside(s, left);
+        (side.bytes >= min_sz && idle_gap(side.bytes, r.size(), samples, reported)).then_some(side)
     };
     let mut sides = [idle(span, r.seen(), true), idle(span, r.seen(), false)];
     if !reported {
@@ -357,7 +372,7 @@ fn idle_sides(
     // Where the window's samples are too few to tell, the window's and the recent windows'
     // together may not be: their span is narrower, so the part beside it smaller, but they
     // weigh more. The lookup is worth it only beside a part large enough to be cut at all.
-    let undecided = |i: usize| sides[i].is_none() && beside(span, i == 0).0 * 4 > r.size();
+    let undecided = |i: usize| sides[i].is_none() && beside(span, i == 0).bytes * 4 > r.size();
     if !(undecided(0) || undecided(1)) {
         return sides;
     }
@@ -391,27 +406,25 @@ pub fn split_at_sampled_extents(
     if budget == 0 {
         return;
     }
-    // (bytes cut off, target, cut address)
-    let mut cuts: Vec<(u64, usize, u64)> = Vec::new();
+    // Every idle side of every target, by target.
+    let mut cuts: Vec<(usize, IdleSide)> = Vec::new();
     for (ti, t) in targets.iter().enumerate() {
         // Most regions got no sample: a cheap test keeps the pass a plain scan over them.
         for r in t.regions.iter().filter(|r| r.sampled.is_some()) {
             let sides = idle_sides(r, recent.get(ti), min_sz, evidence);
-            for (gap, at) in sides.into_iter().flatten() {
-                cuts.push((gap, ti, at));
-            }
+            cuts.extend(sides.into_iter().flatten().map(|side| (ti, side)));
         }
     }
     if cuts.is_empty() {
         return;
     }
     // Stable: among equal gaps the lower address goes first.
-    cuts.sort_by_key(|c| std::cmp::Reverse(c.0));
+    cuts.sort_by_key(|(_, side)| std::cmp::Reverse(side.bytes));
     cuts.truncate(budget);
-    cuts.sort_unstable_by_key(|&(_, ti, at)| (ti, at));
-    for target_cuts in cuts.chunk_by(|a, b| a.1 == b.1) {
-        let at: Vec<u64> = target_cuts.iter().map(|c| c.2).collect();
-        insert_cuts(&mut targets[target_cuts[0].1].regions, &at);
+    cuts.sort_unstable_by_key(|&(ti, side)| (ti, side.at));
+    for target_cuts in cuts.chunk_by(|a, b| a.0 == b.0) {
+        let at: Vec<u64> = target_cuts.iter().map(|(_, side)| side.at).collect();
+        insert_cuts(&mut targets[target_cuts[0].0].regions, &at);
     }
 }
 
