@@ -139,6 +139,21 @@ pub(crate) fn is_zero(n: &u32) -> bool {
 }
 
 impl RegionStat {
+    /// A region seen accessed in `nr_accesses` sampling intervals, and nothing else known of
+    /// it (no age, no samples, no estimate).
+    pub fn new(start: u64, end: u64, nr_accesses: u32) -> Self {
+        RegionStat {
+            start,
+            end,
+            nr_accesses,
+            age: 0,
+            raw_samples: 0,
+            read_samples: 0,
+            write_samples: 0,
+            touched_bytes: None,
+        }
+    }
+
     pub fn size(&self) -> u64 {
         self.end - self.start
     }

@@ -197,17 +197,7 @@ fn read_block(c: &mut Cursor, version: i32) -> Result<Block, Problem> {
         }
         let mut regions = Vec::with_capacity(nr_regions);
         for _ in 0..nr_regions {
-            let (start, end, nr_accesses) = (c.u64()?, c.u64()?, c.u32()?);
-            regions.push(RegionStat {
-                start,
-                end,
-                nr_accesses,
-                age: 0,
-                raw_samples: 0,
-                read_samples: 0,
-                write_samples: 0,
-                touched_bytes: None,
-            });
+            regions.push(RegionStat::new(c.u64()?, c.u64()?, c.u32()?));
         }
         targets.push((id, regions));
     }

@@ -229,14 +229,8 @@ fn parse_line(line: &str) -> Result<Line<'_>, String> {
         target_id,
         nr_regions,
         region: RegionStat {
-            start,
-            end,
-            nr_accesses,
             age,
-            raw_samples: 0,
-            read_samples: 0,
-            write_samples: 0,
-            touched_bytes: None,
+            ..RegionStat::new(start, end, nr_accesses)
         },
         fake,
     }))
