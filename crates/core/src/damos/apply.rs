@@ -8,7 +8,7 @@
 //! equal neighbours are merged back after each region (NEW `damos_apply_target`).
 
 use super::goal::MetricSource;
-use super::quota::{QuotaState, update_charge_window};
+use super::quota::{ChargeWindow, QuotaState, update_charge_window};
 use super::score::ScoreHistogram;
 use super::stats::{DamosWalk, TriedRegion};
 use super::{Action, Scheme};
@@ -170,14 +170,16 @@ impl ApplyPass<'_> {
         }
         let env = &self.env;
         let min_sz = env.attrs.min_region_sz;
-        update_charge_window(
+        let window = update_charge_window(
             &mut s.quota,
             &mut s.state.quota,
-            &mut s.stats,
             env.now_us,
             self.metrics,
             min_sz,
         );
+        if window == (ChargeWindow::Started { exceeded: true }) {
+            s.stats.qt_exceeds += 1;
+        }
         let mut histogram = ScoreHistogram::default();
         for (ti, t) in targets.iter_mut().enumerate() {
             let mut i = 0;
