@@ -788,6 +788,18 @@ pub fn nr_accesses_mvsum(attrs: &Attrs, passed: u64, next_aggregation_sis: u64, 
     )
 }
 
+/// Upstream's kunit vectors of `damon_test_nr_accesses_mvsum`, for every test of a place that
+/// computes the moving sum: (sampling intervals passed, where the window ends in them,
+/// `nr_accesses`, `last_nr_accesses`, the moving sum).
+#[cfg(test)]
+pub(crate) const NR_ACCESSES_MVSUM_VECTORS: [(u64, u64, u32, u32, u32); 5] = [
+    (0, 10, 5, 3, 3),
+    (0, 10, 0, 7, 7),
+    (5, 10, 3, 10, 8),
+    (8, 10, 3, 10, 5),
+    (10, 10, 42, 49, 42),
+];
+
 /// `damon_mvsum`: the partial count plus the not-yet-elapsed share (`left_bp` basis points) of
 /// the last window's count. A full window left means nothing was sampled yet: the last count.
 pub fn mvsum(current: u32, last: u32, left_bp: u64) -> u32 {
@@ -892,13 +904,7 @@ mod tests {
     #[test]
     fn damon_test_nr_accesses_mvsum() {
         let mut ctx = ctx_with(1, 10);
-        for (passed, next_aggr, nr, last, want) in [
-            (0, 10, 5, 3, 3),
-            (0, 10, 0, 7, 7),
-            (5, 10, 3, 10, 8),
-            (8, 10, 3, 10, 5),
-            (10, 10, 42, 49, 42),
-        ] {
+        for (passed, next_aggr, nr, last, want) in NR_ACCESSES_MVSUM_VECTORS {
             ctx.passed_sample_intervals = passed;
             ctx.next_aggregation_sis = next_aggr;
             let r = Region {

@@ -214,18 +214,21 @@ fn damos_test_commit_filter() {
     }
 }
 
+/// The access pattern upstream's `damos_test_commit_*` cases write as six consecutive numbers
+/// from `first`: minimum and maximum size, accesses and age.
+fn consecutive_pattern(first: u32) -> AccessPattern {
+    AccessPattern {
+        min_sz_region: first.into(),
+        max_sz_region: (first + 1).into(),
+        min_nr_accesses: first + 2,
+        max_nr_accesses: first + 3,
+        min_age_region: first + 4,
+        max_age_region: first + 5,
+    }
+}
+
 fn commit_dst() -> Scheme {
-    let mut s = Scheme::new(
-        AccessPattern {
-            min_sz_region: 1,
-            max_sz_region: 2,
-            min_nr_accesses: 3,
-            max_nr_accesses: 4,
-            min_age_region: 5,
-            max_age_region: 6,
-        },
-        Action::Pageout,
-    );
+    let mut s = Scheme::new(consecutive_pattern(1), Action::Pageout);
     s.apply_interval_us = 1_000_000;
     // Upstream's positional initialiser {FREE_MEM_RATE, 900, 100, 50}: interval 900, high 100,
     // mid 50, low 0.
@@ -258,17 +261,7 @@ fn check_commit(mut dst: Scheme, src: &Scheme) {
 
 #[test]
 fn damos_test_commit_pageout() {
-    let mut src = Scheme::new(
-        AccessPattern {
-            min_sz_region: 2,
-            max_sz_region: 3,
-            min_nr_accesses: 4,
-            max_nr_accesses: 5,
-            min_age_region: 6,
-            max_age_region: 7,
-        },
-        Action::Pageout,
-    );
+    let mut src = Scheme::new(consecutive_pattern(2), Action::Pageout);
     src.apply_interval_us = 2_000_000;
     src.wmarks = Watermarks {
         metric: WmarkMetric::FreeMemRate,
@@ -282,17 +275,7 @@ fn damos_test_commit_pageout() {
 
 #[test]
 fn damos_test_commit_migrate_hot() {
-    let mut src = Scheme::new(
-        AccessPattern {
-            min_sz_region: 2,
-            max_sz_region: 3,
-            min_nr_accesses: 4,
-            max_nr_accesses: 5,
-            min_age_region: 6,
-            max_age_region: 7,
-        },
-        Action::MigrateHot,
-    );
+    let mut src = Scheme::new(consecutive_pattern(2), Action::MigrateHot);
     src.apply_interval_us = 2_000_000;
     src.target_nid = Some(5);
     check_commit(commit_dst(), &src);

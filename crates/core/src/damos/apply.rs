@@ -358,13 +358,7 @@ mod tests {
             aggr_interval_us: 10,
             ..Attrs::default()
         };
-        for (passed, next_aggr, nr, last, want) in [
-            (0, 10, 5, 3, 3),
-            (0, 10, 0, 7, 7),
-            (5, 10, 3, 10, 8),
-            (8, 10, 3, 10, 5),
-            (10, 10, 42, 49, 42),
-        ] {
+        for (passed, next_aggr, nr, last, want) in crate::context::NR_ACCESSES_MVSUM_VECTORS {
             let env = ApplyEnv {
                 attrs,
                 passed_sample_intervals: passed,
