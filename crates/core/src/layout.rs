@@ -9,8 +9,12 @@ use thiserror::Error;
 pub enum LayoutError {
     #[error("need at least two gaps between mappings to build three regions")]
     TooFewGaps,
-    #[error("address ranges must be non-empty, sorted and non-overlapping (range {0:#x}-{1:#x})")]
-    BadRanges(u64, u64),
+    #[error(
+        "address ranges must be non-empty, sorted and non-overlapping (range {:#x}-{:#x})",
+        .0.start,
+        .0.end
+    )]
+    BadRanges(AddrRange),
     #[error("cannot split into {0} pieces")]
     BadPieceCount(u64),
 }
@@ -80,7 +84,7 @@ pub fn set_regions(
     let mut prev_end = 0;
     for (i, r) in aligned.iter().enumerate() {
         if r.start >= r.end || (i > 0 && prev_end > r.start) {
-            return Err(LayoutError::BadRanges(ranges[i].start, ranges[i].end));
+            return Err(LayoutError::BadRanges(ranges[i]));
         }
         prev_end = r.end;
     }
