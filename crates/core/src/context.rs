@@ -96,8 +96,10 @@ pub struct Context {
     memory: Vec<Option<TargetMemory>>,
     /// Whether every apply interval's tried regions are kept (a standing `damos_walk`).
     capture_tried: bool,
-    /// The last completed capture and how many captures completed so far.
-    tried: (u64, Vec<SchemeTriedRegions>),
+    /// The last completed capture of tried regions, per scheme.
+    tried: Vec<SchemeTriedRegions>,
+    /// How many captures completed so far.
+    tried_captures: u64,
 }
 
 impl Context {
@@ -130,7 +132,8 @@ impl Context {
             metrics: Box::new(NoMetrics),
             memory: Vec::new(),
             capture_tried: false,
-            tried: (0, Vec::new()),
+            tried: Vec::new(),
+            tried_captures: 0,
         })
     }
 
@@ -185,7 +188,7 @@ impl Context {
     /// The last captured tried regions, per scheme, with a count that grows with each capture
     /// (so that a reader can tell a new capture from one it has seen).
     pub fn tried_regions(&self) -> (u64, &[SchemeTriedRegions]) {
-        (self.tried.0, &self.tried.1)
+        (self.tried_captures, &self.tried)
     }
 
     /// Operations report what they observed about target `target`'s memory.
@@ -606,7 +609,8 @@ impl Context {
         };
         pass.run(&mut self.targets, &mut self.schemes);
         if let Some(Ok(tried)) = self.walk.take_result() {
-            self.tried = (self.tried.0 + 1, tried);
+            self.tried = tried;
+            self.tried_captures += 1;
         }
     }
 
