@@ -42,9 +42,12 @@ use truth::{
 
 /// The truth intervals of one phase: (horizon in seconds, how many), in order.
 const PLAN: [(u64, usize); 3] = [(2, 4), (10, 3), (30, 1)];
-/// The undisturbed stretch after a phase's truth intervals, and the interval before it in
-/// which the target touches its pages again.
-const CONTROL: Duration = Duration::from_secs(10);
+/// The undisturbed stretch after a phase's truth intervals (as long as the longest horizon),
+/// and the interval before it in which the target touches its pages again. Clearing the
+/// accessed bits moves where samples land (the next touch of every page stalls, so samples
+/// find first touches, each on a page of its own): udamon's working set in this stretch is
+/// what it says when nothing disturbs the program.
+const CONTROL: Duration = Duration::from_secs(30);
 const RECOVER: Duration = Duration::from_secs(2);
 /// The monitor's own warm-up before the first truth interval: its regions adapt, and its
 /// estimates gather the samples they rest on (`report wss` skips the first 20 windows, 8 s).
@@ -827,9 +830,13 @@ fn measure(
             sleep(RECOVER);
             let start = Instant::now();
             for h in &args.horizons {
-                let horizon = Duration::from_secs(*h).min(CONTROL);
-                // Control points at the end of the stretch, one per horizon within it.
-                control.push((phase, *h, start + CONTROL, horizon));
+                // Control points at each multiple of the horizon that ends in the stretch.
+                let horizon = Duration::from_secs(*h);
+                let mut end = horizon;
+                while end <= CONTROL {
+                    control.push((phase, *h, start + end, horizon));
+                    end += horizon.max(Duration::from_secs(6));
+                }
             }
             sleep(CONTROL);
         }
@@ -1030,8 +1037,10 @@ fn report(
         (!control.is_empty()).then(|| median(control.iter().map(|&b| b as f64 / MIB).collect()));
     println!("### {name}, {horizon_s} s\n");
     println!(
-        "{n} intervals; median truth {truth:.1} MiB, udamon {udamon:.1} MiB, udamon/truth {ratio:.2} \
-         (interval {:.2}-{:.2}, settled in {} of {n}); whole regions {:.2}; without clear_refs {}\n",
+        "{n} intervals; median truth {truth:.1} MiB, udamon {udamon:.1} MiB (code {:.1} MiB), \
+         udamon/truth {ratio:.2} (interval {:.2}-{:.2}, settled in {} of {n}); whole regions {:.2}; \
+         without clear_refs {}\n",
+        m(&|j| j.code as f64 / MIB),
         m(&|j| j.low as f64 / j.truth.max(1) as f64),
         m(&|j| j.high as f64 / j.truth.max(1) as f64),
         judged.iter().filter(|(_, j)| j.settled).count(),

@@ -183,6 +183,9 @@ pub struct Judged {
     pub settled: bool,
     /// DAMON's count: the accessed regions whole.
     pub whole_regions: u64,
+    /// The part of `udamon` that is code the sampled instructions ran from (DAMON's count has
+    /// no such part).
+    pub code: u64,
     /// (truth, udamon) bytes per mapping, in the order of the interval's mappings.
     pub per_mapping: Vec<(u64, u64)>,
     /// udamon's bytes that cannot have been touched: outside every mapping, or beyond a
@@ -297,6 +300,7 @@ pub fn judge(t: &TruthInterval, rec: &Record) -> Option<Judged> {
         high: sum(&WorkingSet::high_bytes, &at.pages),
         settled,
         whole_regions: sum(&WorkingSet::bytes, &at.whole),
+        code: sum(&WorkingSet::code_bytes, &at.pages),
         not_resident: udamon.saturating_sub(in_mappings) + beyond_rss,
         outside_mappings: udamon.saturating_sub(in_mappings),
         sampled_zero: regions()

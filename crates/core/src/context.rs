@@ -83,6 +83,8 @@ pub struct Context {
     /// Each target's sampled pages over the last minute, the evidence of its working set at
     /// page resolution (sampled sources only).
     pages: Vec<PageSamples>,
+    /// Each target's sampled instructions' pages over the last minute: the code it touched.
+    code: Vec<PageSamples>,
     /// Each target's mappings' resident bytes as the operations last walked them.
     resident: Vec<Vec<ResidentRange>>,
     /// Per-target lookup index for sampled addresses, grown on first use; it checks itself
@@ -119,6 +121,7 @@ impl Context {
             sz_limit: 0,
             recent: Vec::new(),
             pages: Vec::new(),
+            code: Vec::new(),
             resident: Vec::new(),
             split: SplitState::default(),
             interval_us: (0, 0),
@@ -377,8 +380,33 @@ impl Context {
         if let Some(pages) = self.pages.get_mut(target) {
             pages.clear();
         }
+        if let Some(code) = self.code.get_mut(target) {
+            code.clear();
+        }
         if let Some(resident) = self.resident.get_mut(target) {
             resident.clear();
+        }
+    }
+
+    /// Counts the instruction addresses of target `target`'s samples of the interval just
+    /// finished (those whose data address [`Context::record_sampled_accesses`] took): the code
+    /// they were fetched from is touched memory too ([`working_set::estimate_code`]).
+    pub fn record_sampled_code(&mut self, target: usize, ips: &[u64]) {
+        if self.code.len() <= target {
+            self.code.resize_with(target + 1, PageSamples::default);
+        }
+        let now = self.now_us();
+        self.code[target].add(now, ips.iter().copied());
+    }
+
+    /// The code target `target` touched in the last `horizon_us`, per mapping, from its
+    /// sampled instructions ([`working_set::estimate_code`]).
+    pub fn code_touched(&self, target: usize, horizon_us: u64) -> Vec<(AddrRange, Touched)> {
+        match (self.code.get(target), self.resident.get(target)) {
+            (Some(ips), Some(resident)) => {
+                working_set::estimate_code(ips, self.now_us(), horizon_us, resident)
+            }
+            _ => Vec::new(),
         }
     }
 
@@ -519,7 +547,7 @@ impl Context {
             self.split_at_sampled_extents(IdleEvidence::Report);
             ops.check_residency(self);
             let now = self.now_us();
-            for pages in &mut self.pages {
+            for pages in self.pages.iter_mut().chain(&mut self.code) {
                 pages.settle(now);
             }
         }

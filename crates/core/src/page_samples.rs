@@ -22,7 +22,7 @@
 
 use crate::attrs::PAGE_SIZE;
 use crate::region::AddrRange;
-use crate::touched::{Repeats, Touched, poisson_cdf};
+use crate::touched::{Repeats, Touched, Unbounded, poisson_cdf};
 
 /// How long samples are kept: the longest horizon that serve exports.
 pub const KEEP_US: u64 = 60_000_000;
@@ -147,13 +147,20 @@ impl PageSamples {
     /// documentation for the evidence it weighs). Samples added since the last settle do not
     /// count.
     pub fn estimate(&self, range: AddrRange, now_us: u64, horizon_us: u64) -> Touched {
-        self.estimate_pooled(&[range], now_us, horizon_us)
+        self.estimate_pooled(&[range], now_us, horizon_us, Unbounded::Whole)
     }
 
     /// [`PageSamples::estimate`] of the pages of several ranges (sorted, disjoint) taken as one
     /// memory: pieces of memory touched alike, which together hold more evidence than each.
-    /// Their samples' spread bounds a single range only.
-    pub fn estimate_pooled(&self, ranges: &[AddrRange], now_us: u64, horizon_us: u64) -> Touched {
+    /// Their samples' spread bounds a single range only. `unbounded` says what counts where
+    /// the samples set no upper bound.
+    pub fn estimate_pooled(
+        &self,
+        ranges: &[AddrRange],
+        now_us: u64,
+        horizon_us: u64,
+        unbounded: Unbounded,
+    ) -> Touched {
         let range_pages: u64 = ranges.iter().map(|&r| pages_of(r).1).sum::<u64>().max(1);
         let horizon_us = horizon_us.max(1);
         let longest = horizon_us.max(MAX_EVIDENCE_US);
@@ -188,7 +195,7 @@ impl PageSamples {
             };
             let mut estimate = Touched {
                 evidence_us: span_us,
-                ..counts.repeats.estimate(bound)
+                ..counts.repeats.estimate_as(bound, unbounded)
             };
             match &best {
                 None => own_high = estimate.high,

@@ -28,6 +28,11 @@
 //! touched all over, which is DAMON's answer and the right one for memory a program sweeps. So
 //! the estimate adds no noise to densely touched memory, and falls below DAMON's count only
 //! where repeats show that it must.
+//!
+//! Code is the exception ([`Unbounded::Point`]): its ranges are whole mappings (a library's
+//! text), not regions that DAMON's checks found accessed, and counting a library whole on a
+//! handful of samples that found new pages is the overestimate the page resolution is for.
+//! Where its samples set no upper bound, code counts the point estimate, unsettled.
 
 use crate::normal;
 
@@ -37,6 +42,16 @@ pub const SETTLED_RATIO: f64 = 1.6;
 
 /// The normal quantile of the two-sided 95 % interval.
 const Z95: f64 = 1.96;
+
+/// What an estimate counts where its samples cannot tell its range from memory touched all
+/// over (its interval reaches the whole range).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Unbounded {
+    /// The whole range, as DAMON's rule counts a region its checks found accessed.
+    Whole,
+    /// The point estimate: for ranges that no check found accessed as a whole (code mappings).
+    Point,
+}
 
 /// How a range's samples fell on its pages: the frequency counts the estimate needs.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -88,6 +103,11 @@ impl Repeats {
     /// The estimated pages touched in a range of `range_pages` pages that these samples fell
     /// in, with its interval (see the module documentation).
     pub fn estimate(&self, range_pages: u64) -> Touched {
+        self.estimate_as(range_pages, Unbounded::Whole)
+    }
+
+    /// [`Repeats::estimate`], counting `unbounded` where the samples set no upper bound.
+    pub fn estimate_as(&self, range_pages: u64, unbounded: Unbounded) -> Touched {
         let whole = range_pages as f64;
         if self.samples == 0 {
             // Nothing to go on: the caller's range is what DAMON's rule says was accessed,
@@ -118,8 +138,13 @@ impl Repeats {
         let cap = |x: f64| x.min(whole).max(seen.min(whole));
         let low = cap(seen + unseen_if(twice_high));
         let high = cap(seen + unseen_if(twice_low));
-        // The samples cannot rule out that every page was touched: count the range whole.
-        let pages = if high >= whole { whole } else { cap(point) };
+        // The samples cannot rule out that every page was touched: count the range whole,
+        // where DAMON's rule would.
+        let pages = if high >= whole && unbounded == Unbounded::Whole {
+            whole
+        } else {
+            cap(point)
+        };
         Touched {
             pages,
             low: low.min(pages),

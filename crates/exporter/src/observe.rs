@@ -5,8 +5,9 @@
 //!   accessed for less than H (DAMON's age of an idle region is how long it has stayed idle),
 //!   if that began after monitoring did (before, the region may never have been accessed at
 //!   all); their bytes counted at page resolution where the source samples
-//!   ([`udamon_core::working_set`]: the same estimate as the records and reports), and never
-//!   beyond what is resident. The window itself is the horizon `window`.
+//!   ([`udamon_core::working_set`]: the same estimate as the records and reports), with the
+//!   code the sampled instructions were fetched from, and never beyond what is resident. The
+//!   window itself is the horizon `window`.
 //! - **Access bandwidth**: the sum over regions of size × accesses per second of the window,
 //!   DAMON_STAT's estimated memory bandwidth and damo's "memory bw estimate".
 //! - **Idle time**: DAMON_STAT's idle-time percentiles. Each byte is idle for its region's age
@@ -87,12 +88,18 @@ pub fn observe(ctx: &Context, target: usize) -> Observation {
                 })
                 .map(|r| AddrRange::new(r.start, r.end))
                 .collect();
-            let pages: f64 = ctx
-                .touched(target, &cells, h.max(aggr_us))
+            let horizon = h.max(aggr_us);
+            let data: f64 = ctx
+                .touched(target, &cells, horizon)
                 .iter()
                 .map(|t| t.pages)
                 .sum();
-            (pages * PAGE_SIZE as f64).round() as u64
+            let code: f64 = ctx
+                .code_touched(target, horizon)
+                .iter()
+                .map(|c| c.1.pages)
+                .sum();
+            ((data + code) * PAGE_SIZE as f64).round() as u64
         })
         .collect();
     let bandwidth = regions

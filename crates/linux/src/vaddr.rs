@@ -422,6 +422,8 @@ pub struct VaddrOps {
     pending: VecDeque<PerfRecord>,
     /// Each target's samples of the sampling interval being handled.
     addrs: Vec<Vec<SampledAccess>>,
+    /// Per target, the instruction addresses of those samples, in the same order.
+    ips: Vec<Vec<u64>>,
     stats: SourceStats,
     events: EventLog,
     /// How often the kernel's accessed bits are read (`set_referenced`), in µs.
@@ -457,6 +459,7 @@ impl VaddrOps {
                 AccessSource::Pmu(_) => Point::Pmu,
             },
             addrs: vec![Vec::new(); procs.len()],
+            ips: vec![Vec::new(); procs.len()],
             procs,
             feed: feed.clone(),
             pending: VecDeque::new(),
@@ -649,6 +652,7 @@ impl VaddrOps {
         }
         self.procs.push(proc);
         self.addrs.push(Vec::new());
+        self.ips.push(Vec::new());
         ctx.add_target(Target::new(Some(pid)));
         self.event(
             now_us,
@@ -821,6 +825,7 @@ impl VaddrOps {
             read: matches!(access, Some(Access::Read | Access::ReadWrite)),
             write: matches!(access, Some(Access::Write | Access::ReadWrite)),
         });
+        self.ips[t].push(ip);
         // The chain starts with the interrupted IP; its callers follow.
         let callers = self
             .call_stacks
@@ -900,8 +905,10 @@ impl Operations for VaddrOps {
                 let hits = if self.procs[t].dropped {
                     0
                 } else {
+                    ctx.record_sampled_code(t, &self.ips[t]);
                     ctx.record_sampled_accesses(t, &mut addrs)
                 };
+                self.ips[t].clear();
                 self.stats.outside_regions += (addrs.len() - hits) as u64;
                 addrs.clear();
                 self.addrs[t] = addrs;

@@ -210,7 +210,8 @@ fn exec_mmap_fork_and_exit_are_reported() {
 fn drain_sorted_merges_the_cpus_in_time_order() {
     let mut s = Sampler::spawn(
         memloop(),
-        &["-t", "0.5", "-n", "1", "-o", "/dev/null"],
+        // Long enough that a loaded machine still gives the loop CPU time for 100 samples.
+        &["-t", "2", "-n", "1", "-o", "/dev/null"],
         &SamplerConfig::default(),
     )
     .unwrap();

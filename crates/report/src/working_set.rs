@@ -10,10 +10,14 @@
 //! bytes of its last walk (`resident` events). So no horizon's working set exceeds what is
 //! resident.
 //!
+//! The code the sampled instructions were fetched from counts too, as the kernel counts it:
+//! each sample names its instruction's code site, whose page is touched
+//! ([`udamon_core::working_set::estimate_code`]).
+//!
 //! A sampled record writes each window's samples after its snapshot; [`samples_first`] moves
 //! them before it, so that a report looking at a snapshot has seen its samples.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use udamon_core::page_samples::PageSamples;
 use udamon_core::touched::Touched;
 use udamon_core::working_set::{self, ResidentRange};
@@ -61,7 +65,14 @@ pub struct WorkingSet {
     pub cells: Vec<(AddrRange, Touched)>,
     /// The estimate in pages, summed over the cells.
     pub total: Touched,
+    /// The part of `total` that is code the sampled instructions were fetched from (none when
+    /// whole regions are counted, as damo counts only the regions).
+    pub code: Touched,
 }
+
+/// The most code sites a replay remembers; a record numbers its sites so that no more are in
+/// use at once (serve's rotation and `record` keep far fewer).
+const MAX_SITES: usize = 1 << 17;
 
 impl WorkingSet {
     pub fn bytes(&self) -> u64 {
@@ -74,6 +85,10 @@ impl WorkingSet {
 
     pub fn high_bytes(&self) -> u64 {
         to_bytes(self.total.high)
+    }
+
+    pub fn code_bytes(&self) -> u64 {
+        to_bytes(self.code.pages)
     }
 
     /// The estimate's bytes within `range` (a mapping, say): each cell's share by its overlap.
@@ -114,6 +129,8 @@ struct TargetReplay {
     /// Its end.
     now_ns: u64,
     pages: PageSamples,
+    /// The sampled instructions' pages.
+    code: PageSamples,
     resident: Vec<ResidentRange>,
     resident_total: Option<u64>,
 }
@@ -122,6 +139,8 @@ struct TargetReplay {
 #[derive(Debug)]
 pub struct Replay {
     targets: BTreeMap<u32, TargetReplay>,
+    /// The record's code sites, by index: their instructions' addresses.
+    sites: HashMap<u32, u64>,
     /// Windows are kept for this long.
     longest_ns: u64,
     membership: Membership,
@@ -133,6 +152,7 @@ impl Replay {
     pub fn new(longest_ns: u64, membership: Membership, basis: Basis) -> Replay {
         Replay {
             targets: BTreeMap::new(),
+            sites: HashMap::new(),
             longest_ns,
             membership,
             basis,
@@ -149,10 +169,19 @@ impl Replay {
             }
             Frame::Event(Event { time_ns, kind }) => match kind {
                 EventKind::Samples {
-                    target, samples, ..
+                    target,
+                    sites,
+                    samples,
+                    ..
                 } => {
+                    if self.sites.len() + sites.len() > MAX_SITES {
+                        self.sites.clear();
+                    }
+                    self.sites.extend(sites.iter().map(|s| (s.index, s.ip)));
                     let t = self.targets.entry(*target).or_default();
                     t.pages.add(time_ns / 1000, samples.iter().map(|s| s.addr));
+                    let ips = samples.iter().filter_map(|s| self.sites.get(&s.site));
+                    t.code.add(time_ns / 1000, ips.copied());
                 }
                 EventKind::Resident { target, mappings } => {
                     self.targets.entry(*target).or_default().resident = mappings
@@ -175,6 +204,7 @@ impl Replay {
                 EventKind::Exec { target, .. } => {
                     if let Some(t) = self.targets.get_mut(target) {
                         t.pages.clear();
+                        t.code.clear();
                         t.resident.clear();
                     }
                 }
@@ -208,6 +238,7 @@ impl Replay {
             t.windows.pop_front();
         }
         t.pages.settle(end_ns / 1000);
+        t.code.settle(end_ns / 1000);
     }
 
     /// Target `target`'s working set over the `horizon_ns` before its latest snapshot (0: that
@@ -241,11 +272,17 @@ impl Replay {
         if let Some(total) = t.resident_total {
             working_set::bound_total(&mut estimates, total);
         }
-        let total = Touched::sum(estimates.iter().copied());
-        Some(WorkingSet {
-            cells: cells.into_iter().zip(estimates).collect(),
-            total,
-        })
+        let mut cells: Vec<(AddrRange, Touched)> = cells.into_iter().zip(estimates).collect();
+        let mut code = Touched::default();
+        if self.basis == Basis::Pages {
+            let code_cells =
+                working_set::estimate_code(&t.code, t.now_ns / 1000, horizon_us, &t.resident);
+            code = Touched::sum(code_cells.iter().map(|c| c.1));
+            cells.extend(code_cells);
+            cells.sort_by_key(|c| c.0);
+        }
+        let total = Touched::sum(cells.iter().map(|c| c.1));
+        Some(WorkingSet { cells, total, code })
     }
 }
 
@@ -458,6 +495,55 @@ mod tests {
         r.observe(&snapshot(400_000_000, &[(0, 2048 * P, 3)]));
         let ws = r.working_set(0, 0, 400_000_000).unwrap();
         assert_eq!(ws.bytes(), 2 * P);
+    }
+
+    #[test]
+    fn the_code_of_the_sampled_instructions_counts_with_the_data() {
+        // Samples at one data page, their instructions on two pages of a text mapping.
+        let mut r = Replay::new(10_000_000_000, Membership::default(), Basis::Pages);
+        r.observe(&Frame::Event(Event {
+            time_ns: 0,
+            kind: EventKind::Resident {
+                target: 0,
+                mappings: vec![udamon_record::model::MappingResident {
+                    start: 1000 * P,
+                    end: 1100 * P,
+                    resident_bytes: 100 * P,
+                }],
+            },
+        }));
+        for w in 1..=25u64 {
+            let end = w * 400_000_000;
+            let mut frame = samples(end, &[8; 20]);
+            if let Frame::Event(Event {
+                kind: EventKind::Samples { sites, samples, .. },
+                ..
+            }) = &mut frame
+            {
+                if w == 1 {
+                    *sites = [0u32, 1]
+                        .iter()
+                        .map(|&i| udamon_record::model::CodeSite {
+                            index: i,
+                            ip: (1000 + u64::from(i)) * P + 16,
+                            function: None,
+                            object: None,
+                            missing: None,
+                        })
+                        .collect();
+                }
+                for (k, s) in samples.iter_mut().enumerate() {
+                    s.site = (k % 2) as u32;
+                }
+            }
+            for f in samples_first([snapshot(end, &[(0, 16 * P, 20)]), frame]) {
+                r.observe(&f);
+            }
+        }
+        let ws = r.working_set(0, 10_000_000_000, 400_000_000).unwrap();
+        let code = ws.bytes_within(AddrRange::new(1000 * P, 1100 * P));
+        assert_eq!(code, 2 * P, "{ws:?}");
+        assert_eq!(ws.bytes(), 3 * P, "one data page and two of code: {ws:?}");
     }
 
     #[test]
