@@ -12,7 +12,7 @@
 
 use crate::error::RecordError;
 use crate::model::{
-    Event, EventKind, Header, RegionStat, SchemeStatsRecord, Snapshot, TargetSnapshot,
+    Event, EventKind, Frame, Header, RegionStat, SchemeStatsRecord, Snapshot, TargetSnapshot,
     TriedRegionRecord,
 };
 use crate::writer::{RecordWriter, WriterOptions};
@@ -22,8 +22,13 @@ use std::ops::ControlFlow;
 use std::path::Path;
 use udamon_core::{Callbacks, Context, Flow};
 
+/// Where a recorder also hands every frame it has written, in order (a live view of the
+/// record as it grows).
+pub type Tap = Box<dyn FnMut(Frame)>;
+
 pub struct Recorder<W: Write = File> {
     writer: RecordWriter<W>,
+    tap: Option<Tap>,
     /// The record's time zero on the context's time line.
     start_us: u64,
     /// Reused between aggregations.
@@ -60,6 +65,7 @@ impl<W: Write> Recorder<W> {
         Recorder {
             announced: writer.header_targets(),
             writer,
+            tap: None,
             start_us,
             snapshot: Snapshot {
                 start_ns: 0,
@@ -74,6 +80,11 @@ impl<W: Write> Recorder<W> {
             last_memory: Vec::new(),
             last_tried: 0,
         }
+    }
+
+    /// Hands every frame written from now on to `tap` as well.
+    pub fn set_tap(&mut self, tap: Tap) {
+        self.tap = Some(tap);
     }
 
     /// Nanoseconds since the record's start for a time `t_us` on the context's time line.
@@ -91,9 +102,13 @@ impl<W: Write> Recorder<W> {
             EventKind::TargetAdded { target, .. } => Some(target as usize + 1),
             _ => None,
         };
-        let result = self.writer.write_event(&Event { time_ns, kind });
+        let event = Event { time_ns, kind };
+        let result = self.writer.write_event(&event);
         if let (Ok(()), Some(n)) = (&result, added) {
             self.announced = self.announced.max(n);
+        }
+        if let (Ok(()), Some(tap)) = (&result, &mut self.tap) {
+            tap(Frame::Event(event));
         }
         self.keep_error(result)
     }
@@ -134,6 +149,9 @@ impl<W: Write> Callbacks for Recorder<W> {
         let result = self.writer.write_snapshot(&self.snapshot);
         self.keep_error(result)?;
         self.snapshots_written += 1;
+        if let Some(tap) = &mut self.tap {
+            tap(Frame::Snapshot(self.snapshot.clone()));
+        }
         let time_ns = self.time_ns(ctx.now_us());
         self.write_changes(ctx, time_ns)?;
         Ok(ControlFlow::Continue(()))

@@ -268,3 +268,35 @@ fn scheme_statistics_tried_regions_and_memory_are_recorded_when_they_change() {
         "target memory is written once while it does not change"
     );
 }
+
+#[test]
+fn a_tap_sees_every_frame_written_in_order() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("run.udamon");
+    let mut recorder = Recorder::create(
+        &path,
+        &header(1),
+        WriterOptions { compress: true },
+        START_US,
+    )
+    .unwrap();
+    let seen = std::rc::Rc::new(std::cell::RefCell::new(Vec::new()));
+    let tapped = std::rc::Rc::clone(&seen);
+    recorder.set_tap(Box::new(move |frame| tapped.borrow_mut().push(frame)));
+    recorder
+        .write_event(
+            0,
+            EventKind::Note {
+                text: "starting".into(),
+            },
+        )
+        .unwrap();
+    let mut callbacks = (recorder, StopAfter(3));
+    context()
+        .run(&mut OneHotAddress, &mut VirtualClock, &mut callbacks)
+        .unwrap();
+    callbacks.0.finish().unwrap();
+    let read: Vec<Frame> = RecordReader::open(&path).unwrap().collect();
+    assert_eq!(read.len(), 4, "a note and three snapshots");
+    assert_eq!(*seen.borrow(), read, "the tap saw what the file holds");
+}

@@ -80,58 +80,101 @@ type Key = (Option<String>, Option<String>);
 
 /// The report over `frames`; fails when they hold no samples.
 pub fn code(frames: impl IntoIterator<Item = Frame>, opts: &CodeOptions) -> Result<CodeReport> {
-    let mut counts: HashMap<Key, Count> = HashMap::new();
-    let mut missing: HashMap<Key, String> = HashMap::new();
-    let walked = walk(frames, opts, |hit, _| {
+    let mut tally = Tally::default();
+    let walked = walk(frames, opts, |hit, _| tally.add(hit))?;
+    Ok(tally.report(&walked))
+}
+
+/// The code report of a record that is still growing (a live view): frames go in as they
+/// come, and the report covers those seen so far (a window's samples count once the frame
+/// after them has come, which may carry their call stacks).
+pub struct LiveCode {
+    walker: Walker,
+    tally: Tally,
+}
+
+impl LiveCode {
+    pub fn new(opts: &CodeOptions) -> LiveCode {
+        LiveCode {
+            walker: Walker::new(opts),
+            tally: Tally::default(),
+        }
+    }
+
+    pub fn observe(&mut self, frame: Frame) {
+        let tally = &mut self.tally;
+        self.walker.feed(frame, &mut |hit, _| tally.add(hit));
+    }
+
+    /// The report so far; `None` before the first sample.
+    pub fn report(&self) -> Option<CodeReport> {
+        (self.walker.walked.recorded > 0).then(|| self.tally.report(&self.walker.walked))
+    }
+}
+
+/// Samples counted by function.
+#[derive(Default)]
+struct Tally {
+    counts: HashMap<Key, Count>,
+    missing: HashMap<Key, String>,
+}
+
+impl Tally {
+    fn add(&mut self, hit: &Hit<'_>) {
         let site = hit.site;
         let key = (
             site.and_then(|c| c.function.clone()),
             site.and_then(|c| c.object.clone()),
         );
-        let count = counts.entry(key.clone()).or_default();
+        let count = self.counts.entry(key.clone()).or_default();
         count.samples += 1;
         count.reads += hit.sample.access.reads() as u64;
         count.writes += hit.sample.access.writes() as u64;
-        if key.0.is_none() && !missing.contains_key(&key) {
+        if key.0.is_none() && !self.missing.contains_key(&key) {
             let why = site.map_or_else(
                 || LOST_SITE.into(),
                 |c| c.missing.clone().unwrap_or_default(),
             );
-            missing.insert(key, why);
+            self.missing.insert(key, why);
         }
-    })?;
-    let in_scope = walked.samples;
-    let named: u64 = counts
-        .iter()
-        .filter(|(k, _)| k.0.is_some())
-        .map(|(_, c)| c.samples)
-        .sum();
-    let share = |n: u64| n as f64 / in_scope.max(1) as f64;
-    let mut functions: Vec<FunctionRow> = counts
-        .into_iter()
-        .map(|(key, c)| FunctionRow {
-            missing: missing.get(&key).cloned(),
-            function: key.0,
-            object: key.1,
-            samples: c.samples,
-            share: share(c.samples),
-            reads: c.reads,
-            writes: c.writes,
-        })
-        .collect();
-    functions.sort_by(|a, b| {
-        b.samples
-            .cmp(&a.samples)
-            .then_with(|| a.function.cmp(&b.function))
-            .then_with(|| a.object.cmp(&b.object))
-    });
-    Ok(CodeReport {
-        scope: walked.scope,
-        samples_recorded: walked.recorded,
-        samples: in_scope,
-        named_share: share(named),
-        functions,
-    })
+    }
+
+    fn report(&self, walked: &Walked) -> CodeReport {
+        let in_scope = walked.samples;
+        let named: u64 = self
+            .counts
+            .iter()
+            .filter(|(k, _)| k.0.is_some())
+            .map(|(_, c)| c.samples)
+            .sum();
+        let share = |n: u64| n as f64 / in_scope.max(1) as f64;
+        let mut functions: Vec<FunctionRow> = self
+            .counts
+            .iter()
+            .map(|(key, c)| FunctionRow {
+                missing: self.missing.get(key).cloned(),
+                function: key.0.clone(),
+                object: key.1.clone(),
+                samples: c.samples,
+                share: share(c.samples),
+                reads: c.reads,
+                writes: c.writes,
+            })
+            .collect();
+        functions.sort_by(|a, b| {
+            b.samples
+                .cmp(&a.samples)
+                .then_with(|| a.function.cmp(&b.function))
+                .then_with(|| a.object.cmp(&b.object))
+        });
+        CodeReport {
+            scope: walked.scope.clone(),
+            samples_recorded: walked.recorded,
+            samples: in_scope,
+            named_share: share(named),
+            functions,
+        }
+    }
 }
 
 /// Why a sample's site has no description.
@@ -172,29 +215,54 @@ pub(crate) struct Tables {
 }
 
 /// Hands every sample of `frames` in scope and through `opts`' filters to `visit`, with the
-/// tables that name its site and callers; fails when the frames hold no samples. A window's
-/// stacks frame follows its samples frame, so a samples event waits for the next frame.
+/// tables that name its site and callers; fails when the frames hold no samples.
 pub(crate) fn walk(
     frames: impl IntoIterator<Item = Frame>,
     opts: &CodeOptions,
     mut visit: impl FnMut(&Hit<'_>, &Tables),
 ) -> Result<Walked> {
-    let mut w = Walker {
-        opts,
-        tables: Tables::default(),
-        last_snapshot: BTreeMap::new(),
-        layouts: Layouts::default(),
-        walked: Walked {
-            scope: scope_text(opts),
-            recorded: 0,
-            samples: 0,
-            windows: 0,
-            stacks: false,
-        },
-        last_window: None,
-    };
-    let mut pending: Option<Event> = None;
+    let mut w = Walker::new(opts);
     for frame in frames {
+        w.feed(frame, &mut visit);
+    }
+    w.finish(&mut visit)
+}
+
+/// [`walk`]'s state between frames.
+pub(crate) struct Walker {
+    opts: CodeOptions,
+    tables: Tables,
+    /// Each target's last snapshot: its end and regions.
+    last_snapshot: BTreeMap<u32, (u64, Vec<RegionStat>)>,
+    layouts: Layouts,
+    walked: Walked,
+    /// The end of the last window counted in `walked.windows`.
+    last_window: Option<u64>,
+    /// A window's samples, waiting for the next frame: its call stacks, if the record has them.
+    pending: Option<Event>,
+}
+
+impl Walker {
+    pub(crate) fn new(opts: &CodeOptions) -> Walker {
+        Walker {
+            opts: opts.clone(),
+            tables: Tables::default(),
+            last_snapshot: BTreeMap::new(),
+            layouts: Layouts::default(),
+            walked: Walked {
+                scope: scope_text(opts),
+                recorded: 0,
+                samples: 0,
+                windows: 0,
+                stacks: false,
+            },
+            last_window: None,
+            pending: None,
+        }
+    }
+
+    /// Takes in the next frame.
+    pub(crate) fn feed(&mut self, frame: Frame, visit: &mut impl FnMut(&Hit<'_>, &Tables)) {
         if let Frame::Event(Event {
             time_ns,
             kind:
@@ -205,55 +273,48 @@ pub(crate) fn walk(
                 },
         }) = frame
         {
-            w.walked.stacks = true;
+            self.walked.stacks = true;
             for stack in stacks {
-                w.tables.stacks.insert(stack.index, stack.sites);
+                self.tables.stacks.insert(stack.index, stack.sites);
             }
-            if let Some(e) = pending.take() {
+            if let Some(e) = self.pending.take() {
                 let theirs = matches!(&e.kind, EventKind::Samples { target: t, samples: s, .. }
                     if *t == target && e.time_ns == time_ns && s.len() == samples.len());
-                w.samples(e, theirs.then_some(samples.as_slice()), &mut visit);
+                self.samples(e, theirs.then_some(samples.as_slice()), visit);
             }
-            continue;
+            return;
         }
-        if let Some(e) = pending.take() {
-            w.samples(e, None, &mut visit);
+        if let Some(e) = self.pending.take() {
+            self.samples(e, None, visit);
         }
-        w.layouts.observe(&frame);
+        self.layouts.observe(&frame);
         match frame {
             Frame::Snapshot(s) => {
                 for t in s.targets {
-                    w.last_snapshot.insert(t.target, (s.end_ns, t.regions));
+                    self.last_snapshot.insert(t.target, (s.end_ns, t.regions));
                 }
             }
-            Frame::Event(e) if matches!(e.kind, EventKind::Samples { .. }) => pending = Some(e),
+            Frame::Event(e) if matches!(e.kind, EventKind::Samples { .. }) => {
+                self.pending = Some(e)
+            }
             Frame::Event(_) => {}
         }
     }
-    if let Some(e) = pending.take() {
-        w.samples(e, None, &mut visit);
-    }
-    if w.walked.recorded == 0 {
-        return Err(ReportError::NoSamples);
-    }
-    if opts.mapping.is_some() && w.layouts.is_empty() {
-        return Err(ReportError::NoMappings);
-    }
-    Ok(w.walked)
-}
 
-struct Walker<'o> {
-    opts: &'o CodeOptions,
-    tables: Tables,
-    /// Each target's last snapshot: its end and regions.
-    last_snapshot: BTreeMap<u32, (u64, Vec<RegionStat>)>,
-    layouts: Layouts,
-    walked: Walked,
-    /// The end of the last window counted in `walked.windows`.
-    last_window: Option<u64>,
-}
+    /// After the last frame: what was walked; fails when there were no samples.
+    pub(crate) fn finish(mut self, visit: &mut impl FnMut(&Hit<'_>, &Tables)) -> Result<Walked> {
+        if let Some(e) = self.pending.take() {
+            self.samples(e, None, visit);
+        }
+        if self.walked.recorded == 0 {
+            return Err(ReportError::NoSamples);
+        }
+        if self.opts.mapping.is_some() && self.layouts.is_empty() {
+            return Err(ReportError::NoMappings);
+        }
+        Ok(self.walked)
+    }
 
-impl Walker<'_> {
     /// One samples event, with the stack index of each of its samples when known.
     fn samples(
         &mut self,
@@ -274,7 +335,7 @@ impl Walker<'_> {
             self.tables.sites.insert(site.index, site);
         }
         self.walked.recorded += samples.len() as u64;
-        let opts = self.opts;
+        let opts = &self.opts;
         let start_ns = e.time_ns.saturating_sub(window_ns);
         if opts
             .time_ns
@@ -625,6 +686,21 @@ mod tests {
             ..CodeOptions::default()
         });
         assert_eq!(rows(&late), [(None, 1, 1, 0)]);
+    }
+
+    #[test]
+    fn a_live_report_fed_frame_by_frame_is_the_records() {
+        let mut all = frames();
+        all.push(snapshot(300, &[(0x1000, 0x2000, 1)]));
+        let mut live = LiveCode::new(&CodeOptions::default());
+        assert!(live.report().is_none(), "no samples yet");
+        for frame in all.clone() {
+            live.observe(frame);
+        }
+        assert_eq!(
+            live.report(),
+            Some(code(all, &CodeOptions::default()).unwrap())
+        );
     }
 
     #[test]

@@ -3,7 +3,7 @@
 //! terminals, with damo's ten levels (digits 0-9) for the terminal.
 
 /// Viridis sampled at 0, 1/9, ..., 1 (matplotlib's `_viridis_data`).
-const VIRIDIS: [(u8, u8, u8); 10] = [
+pub const VIRIDIS: [(u8, u8, u8); 10] = [
     (68, 1, 84),
     (72, 40, 120),
     (62, 73, 137),

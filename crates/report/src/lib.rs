@@ -7,13 +7,17 @@
 //! serialises to JSON, and has a text renderer beside it. Memory stays bounded by what the report
 //! shows (a grid, one value per snapshot), never by the size of the record.
 //!
-//! - [`access`]: one snapshot's regions, damo's `report access`.
+//! - [`access`]: one snapshot's regions, damo's `report access`; [`styles`]: damo's other
+//!   styles of it (temperature and idle-time histograms and percentiles, hot and cold).
 //! - [`accuracy`]: a simulated record against the simulator's ground truth.
 //! - [`wss`] and [`nr_regions`]: distributions and time series over snapshots ([`dist`]);
 //!   [`working_set`]: a record's working sets replayed at page resolution.
+//! - [`footprints`]: mapped and resident bytes against the working set.
 //! - [`heatmap`]: time × address access-frequency grid, rendered for terminals and as PNG/SVG.
+//! - [`live`]: a record as it grows, for `udamon top`: the same views, fed frame by frame.
 //! - [`raw`]: every frame as a JSON line.
 //! - [`info`]: what the record says about itself.
+//! - [`html`]: all of them on one self-contained web page.
 //! - [`schemes`]: what DAMOS schemes did, the memory they saved and the refaults that cost.
 //! - [`referenced`]: the kernel's accessed bits (`record --referenced`) against udamon's
 //!   working set over the same intervals.
@@ -27,9 +31,12 @@ pub mod code;
 pub mod color;
 pub mod dist;
 pub mod dist_image;
+pub mod footprints;
 pub mod heatmap;
+pub mod html;
 pub mod human;
 pub mod info;
+pub mod live;
 pub mod mappings;
 pub mod nr_regions;
 pub mod percentile;
@@ -39,6 +46,8 @@ pub mod raw;
 pub mod referenced;
 pub mod schemes;
 pub mod stacks;
+pub mod styles;
+pub mod typeset;
 pub mod working_set;
 pub mod wss;
 

@@ -7,10 +7,10 @@
 //! average over the snapshots it existed in, with the access rate of its bytes and the samples
 //! that fell in it.
 
-use crate::working_set::{Basis, Membership, Replay, WorkingSet, samples_first};
+use crate::working_set::{Basis, Membership, Replay, SamplesFirst, WorkingSet};
 use crate::{ReportError, Result, human, target_name};
 use serde::Serialize;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 use std::fmt::Write as _;
 use std::sync::Arc;
 use udamon_core::AddrRange;
@@ -174,94 +174,173 @@ pub fn mappings(
     frames: impl IntoIterator<Item = Frame>,
     opts: &MappingsOptions,
 ) -> Result<MappingsReport> {
-    let mut known = Targets::new(header);
-    let mut layouts = Layouts::default();
-    let window_ns = header.intervals.aggr_us.saturating_mul(1000);
-    let mut replay = Replay::new(
-        opts.horizon_ns.max(window_ns),
-        Membership::default(),
-        Basis::Pages,
-    );
-    // Keyed by what stays while a mapping grows: target, start, permissions and name.
-    let mut sums: BTreeMap<(u32, u64, String, String), Sums> = BTreeMap::new();
-    let mut nr_snapshots = 0;
-    for frame in samples_first(frames) {
-        known.observe(&frame);
-        layouts.observe(&frame);
-        replay.observe(&frame);
-        let Frame::Snapshot(snapshot) = frame else {
-            continue;
-        };
-        nr_snapshots += 1;
-        if nr_snapshots > opts.skip {
-            let working_sets = |target: u32| replay.working_set(target, opts.horizon_ns, window_ns);
-            add_snapshot(&mut sums, &layouts, &snapshot, opts, working_sets);
+    let mut live = LiveMappings::new(header, opts);
+    for frame in frames {
+        live.observe(frame);
+    }
+    live.finish();
+    live.report()
+}
+
+/// `report mappings` of a record that is still growing (a live view): frames go in as they
+/// come, and the report covers those seen so far. A sampled record writes a window's samples
+/// after its snapshot, so each snapshot counts once the frame after its samples has come
+/// ([`SamplesFirst`]), or at [`LiveMappings::finish`].
+pub struct LiveMappings {
+    opts: MappingsOptions,
+    known: Targets,
+    layouts: Layouts,
+    window_ns: u64,
+    order: SamplesFirst,
+    ready: VecDeque<Frame>,
+    replay: Replay,
+    /// Keyed by what stays while a mapping grows: target, start, permissions and name.
+    sums: BTreeMap<(u32, u64, String, String), Sums>,
+    nr_snapshots: usize,
+}
+
+impl LiveMappings {
+    pub fn new(header: &Header, opts: &MappingsOptions) -> LiveMappings {
+        let window_ns = header.intervals.aggr_us.saturating_mul(1000);
+        LiveMappings {
+            opts: *opts,
+            known: Targets::new(header),
+            layouts: Layouts::default(),
+            window_ns,
+            order: SamplesFirst::default(),
+            ready: VecDeque::new(),
+            replay: Replay::new(
+                opts.horizon_ns.max(window_ns),
+                Membership::default(),
+                Basis::Pages,
+            ),
+            sums: BTreeMap::new(),
+            nr_snapshots: 0,
         }
     }
-    if nr_snapshots == 0 {
-        return Err(ReportError::NoSnapshots);
+
+    /// Takes in the record's next frame, in the record's order.
+    pub fn observe(&mut self, frame: Frame) {
+        self.order.push(frame, &mut self.ready);
+        while let Some(f) = self.ready.pop_front() {
+            self.count(f);
+        }
     }
-    if layouts.is_empty() {
-        return Err(ReportError::NoMappings);
+
+    /// Counts the snapshot held back for its samples: the record has ended.
+    pub fn finish(&mut self) {
+        if let Some(f) = self.order.finish() {
+            self.count(f);
+        }
     }
-    let mut mappings: Vec<MappingSummary> = sums
-        .into_iter()
-        .map(|((target, start, perms, name), s)| {
-            let n = s.nr_snapshots.max(1) as f64;
-            MappingSummary {
-                target,
-                start,
-                end: s.end,
-                perms,
-                name,
-                nr_snapshots: s.nr_snapshots,
-                size_bytes: (s.size / n).round() as u64,
-                resident_bytes: (s.resident_snapshots > 0)
-                    .then(|| (s.resident / s.resident_snapshots as f64).round() as u64),
-                monitored_bytes: (s.monitored / n).round() as u64,
-                hot_bytes: (s.hot / n).round() as u64,
-                warm_bytes: (s.warm / n).round() as u64,
-                cold_bytes: (s.cold / n).round() as u64,
-                working_set_bytes: (s.working_set / n).round() as u64,
-                hot_access_hz: if s.hot > 0.0 {
-                    s.hot_hz_bytes / s.hot
-                } else {
-                    0.0
-                },
-                samples: s.samples,
-            }
-        })
-        .collect();
-    mappings.sort_by(|a, b| {
-        a.target
-            .cmp(&b.target)
-            .then(b.hot_bytes.cmp(&a.hot_bytes))
-            .then(b.warm_bytes.cmp(&a.warm_bytes))
-            .then(a.start.cmp(&b.start))
-    });
-    let targets = mappings
-        .iter()
-        .map(|m| m.target)
-        .map(|t| {
-            let info = known.get(t);
-            (
-                t,
-                target_name(
+
+    fn count(&mut self, frame: Frame) {
+        self.known.observe(&frame);
+        self.layouts.observe(&frame);
+        self.replay.observe(&frame);
+        let Frame::Snapshot(snapshot) = frame else {
+            return;
+        };
+        self.nr_snapshots += 1;
+        if self.nr_snapshots > self.opts.skip {
+            let (replay, window_ns, horizon_ns) =
+                (&self.replay, self.window_ns, self.opts.horizon_ns);
+            let working_sets = |target: u32| replay.working_set(target, horizon_ns, window_ns);
+            add_snapshot(
+                &mut self.sums,
+                &self.layouts,
+                &snapshot,
+                &self.opts,
+                working_sets,
+            );
+        }
+    }
+
+    /// Snapshots counted so far.
+    pub fn nr_snapshots(&self) -> usize {
+        self.nr_snapshots
+    }
+
+    /// The mappings as of the frames seen: each target's mappings and resident bytes.
+    pub fn layouts(&self) -> &Layouts {
+        &self.layouts
+    }
+
+    /// `target`'s working set over `horizon_ns` (at most the report's horizon; 0: one window)
+    /// before the latest snapshot counted, as `report wss` counts it.
+    pub fn working_set(&self, target: u32, horizon_ns: u64) -> Option<WorkingSet> {
+        self.replay.working_set(target, horizon_ns, self.window_ns)
+    }
+
+    /// The report so far.
+    pub fn report(&self) -> Result<MappingsReport> {
+        let nr_snapshots = self.nr_snapshots;
+        if nr_snapshots == 0 {
+            return Err(ReportError::NoSnapshots);
+        }
+        if self.layouts.is_empty() {
+            return Err(ReportError::NoMappings);
+        }
+        let mut mappings: Vec<MappingSummary> = self
+            .sums
+            .iter()
+            .map(|((target, start, perms, name), s)| {
+                let n = s.nr_snapshots.max(1) as f64;
+                MappingSummary {
+                    target: *target,
+                    start: *start,
+                    end: s.end,
+                    perms: perms.clone(),
+                    name: name.clone(),
+                    nr_snapshots: s.nr_snapshots,
+                    size_bytes: (s.size / n).round() as u64,
+                    resident_bytes: (s.resident_snapshots > 0)
+                        .then(|| (s.resident / s.resident_snapshots as f64).round() as u64),
+                    monitored_bytes: (s.monitored / n).round() as u64,
+                    hot_bytes: (s.hot / n).round() as u64,
+                    warm_bytes: (s.warm / n).round() as u64,
+                    cold_bytes: (s.cold / n).round() as u64,
+                    working_set_bytes: (s.working_set / n).round() as u64,
+                    hot_access_hz: if s.hot > 0.0 {
+                        s.hot_hz_bytes / s.hot
+                    } else {
+                        0.0
+                    },
+                    samples: s.samples,
+                }
+            })
+            .collect();
+        mappings.sort_by(|a, b| {
+            a.target
+                .cmp(&b.target)
+                .then(b.hot_bytes.cmp(&a.hot_bytes))
+                .then(b.warm_bytes.cmp(&a.warm_bytes))
+                .then(a.start.cmp(&b.start))
+        });
+        let targets = mappings
+            .iter()
+            .map(|m| m.target)
+            .map(|t| {
+                let info = self.known.get(t);
+                (
                     t,
-                    info.and_then(|i| i.pid),
-                    info.map(|i| i.cmdline.as_str()),
-                ),
-            )
+                    target_name(
+                        t,
+                        info.and_then(|i| i.pid),
+                        info.map(|i| i.cmdline.as_str()),
+                    ),
+                )
+            })
+            .collect();
+        Ok(MappingsReport {
+            cold_after_ns: self.opts.cold_after_ns,
+            horizon_ns: self.opts.horizon_ns,
+            nr_snapshots,
+            skipped: self.opts.skip.min(nr_snapshots),
+            mappings,
+            targets,
         })
-        .collect();
-    Ok(MappingsReport {
-        cold_after_ns: opts.cold_after_ns,
-        horizon_ns: opts.horizon_ns,
-        nr_snapshots,
-        skipped: opts.skip.min(nr_snapshots),
-        mappings,
-        targets,
-    })
+    }
 }
 
 fn add_snapshot(

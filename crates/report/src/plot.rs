@@ -1,7 +1,8 @@
 //! Reports as images (plotters): PNG or SVG by the file's extension, at one size, with text in
-//! DejaVu Sans, embedded (from the `dejavu` crate) so that no system font is needed. Each
-//! report that can be drawn implements [`Drawing`].
+//! DejaVu Sans, embedded (from the `dejavu` crate) so that no system font is needed, and set
+//! in PNGs by [`crate::typeset`]. Each report that can be drawn implements [`Drawing`].
 
+use crate::typeset::Typeset;
 use crate::{ReportError, Result};
 use plotters::coord::Shift;
 use plotters::prelude::*;
@@ -70,7 +71,7 @@ pub fn write(
     let size = (opts.width, opts.height);
     match format {
         Format::Png => {
-            let root = BitMapBackend::new(path, size).into_drawing_area();
+            let root = Typeset(BitMapBackend::new(path, size)).into_drawing_area();
             drawing.draw(&root).map_err(|e| failed(e.to_string()))?;
             root.present().map_err(|e| failed(e.to_string()))
         }
@@ -80,6 +81,25 @@ pub fn write(
             root.present().map_err(|e| failed(e.to_string()))
         }
     }
+}
+
+/// `drawing` as the text of an SVG image, for pages that inline their images.
+pub fn svg(drawing: &impl Drawing, opts: &ImageOptions) -> Result<String> {
+    let failed = |message: String| ReportError::Image {
+        path: "(inline SVG)".into(),
+        message,
+    };
+    if !font_ready() {
+        return Err(failed("the embedded font could not be loaded".into()));
+    }
+    let mut text = String::new();
+    {
+        let root =
+            SVGBackend::with_string(&mut text, (opts.width, opts.height)).into_drawing_area();
+        drawing.draw(&root).map_err(|e| failed(e.to_string()))?;
+        root.present().map_err(|e| failed(e.to_string()))?;
+    }
+    Ok(text)
 }
 
 /// Registers the embedded font as plotters' "sans-serif" once; false if it could not be loaded.

@@ -330,55 +330,62 @@ fn intersect(a: &[AddrRange], b: &[AddrRange]) -> Vec<AddrRange> {
 /// `frames` with each window's samples (and call stacks) before its snapshot instead of after
 /// it, as a record writes them: one snapshot is held back at a time.
 pub fn samples_first(frames: impl IntoIterator<Item = Frame>) -> impl Iterator<Item = Frame> {
-    SamplesFirst {
-        frames: frames.into_iter(),
-        held: None,
-        ready: VecDeque::new(),
-    }
-}
-
-struct SamplesFirst<I> {
-    frames: I,
-    held: Option<Frame>,
-    ready: VecDeque<Frame>,
-}
-
-impl<I: Iterator<Item = Frame>> Iterator for SamplesFirst<I> {
-    type Item = Frame;
-
-    fn next(&mut self) -> Option<Frame> {
+    let mut frames = frames.into_iter();
+    let mut order = SamplesFirst::default();
+    let mut ready = VecDeque::new();
+    std::iter::from_fn(move || {
         loop {
-            if let Some(f) = self.ready.pop_front() {
+            if let Some(f) = ready.pop_front() {
                 return Some(f);
             }
-            let Some(frame) = self.frames.next() else {
-                return self.held.take();
-            };
-            let held_end = match &self.held {
-                Some(Frame::Snapshot(s)) => Some(s.end_ns),
-                _ => None,
-            };
-            let of_held_window = |f: &Frame| match (f, held_end) {
-                (
-                    Frame::Event(Event {
-                        time_ns,
-                        kind: EventKind::Samples { .. } | EventKind::Stacks { .. },
-                    }),
-                    Some(end),
-                ) => *time_ns <= end,
-                _ => false,
-            };
-            if of_held_window(&frame) {
-                return Some(frame);
-            }
-            if let Some(held) = self.held.take() {
-                self.ready.push_back(held);
-            }
-            match frame {
-                Frame::Snapshot(_) => self.held = Some(frame),
-                other => self.ready.push_back(other),
+            match frames.next() {
+                Some(frame) => order.push(frame, &mut ready),
+                None => return order.finish(),
             }
         }
+    })
+}
+
+/// [`samples_first`] for frames that come one at a time (a live view): each frame pushed
+/// releases those now in order.
+#[derive(Debug, Default)]
+pub struct SamplesFirst {
+    held: Option<Frame>,
+}
+
+impl SamplesFirst {
+    /// Takes in the record's next frame; the frames it releases go to `ready`.
+    pub fn push(&mut self, frame: Frame, ready: &mut VecDeque<Frame>) {
+        let held_end = match &self.held {
+            Some(Frame::Snapshot(s)) => Some(s.end_ns),
+            _ => None,
+        };
+        let of_held_window = match (&frame, held_end) {
+            (
+                Frame::Event(Event {
+                    time_ns,
+                    kind: EventKind::Samples { .. } | EventKind::Stacks { .. },
+                }),
+                Some(end),
+            ) => *time_ns <= end,
+            _ => false,
+        };
+        if of_held_window {
+            ready.push_back(frame);
+            return;
+        }
+        if let Some(held) = self.held.take() {
+            ready.push_back(held);
+        }
+        match frame {
+            Frame::Snapshot(_) => self.held = Some(frame),
+            other => ready.push_back(other),
+        }
+    }
+
+    /// The snapshot held back, at the end of the record.
+    pub fn finish(&mut self) -> Option<Frame> {
+        self.held.take()
     }
 }
 

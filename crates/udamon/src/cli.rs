@@ -35,8 +35,12 @@ pub enum Command {
     Demo(DemoArgs),
     /// Monitor a workload and write a record file (the built-in demo when no target is given).
     Record(RecordArgs),
-    /// Show a record: access, wss, heatmap, nr_regions, schemes, referenced, code, raw or info.
+    /// Show a record: access, wss, footprints, heatmap, nr_regions, schemes, mappings,
+    /// referenced, code, html, raw or info.
     Report(ReportArgs),
+    /// Watch a workload live in the terminal: the heatmap as windows arrive, the working set,
+    /// the hottest mappings and functions (see docs/top.md).
+    Top(TopArgs),
     /// Convert a record to damo's json_compressed format (and damo's records to udamon's).
     Convert(ConvertArgs),
     /// Monitor processes until stopped, with Prometheus metrics, rotated records and runtime
@@ -285,6 +289,53 @@ impl From<SourceArg> for vaddr::SourceChoice {
 }
 
 #[derive(Debug, Args)]
+#[command(
+    after_help = "Keys: q quits, ? lists the others (pause, zoom and pan in address and time, \
+    pick a target). The terminal is restored however top ends (q, SIGTERM, a crash). See \
+    docs/top.md."
+)]
+pub struct TopArgs {
+    /// Also record what is shown to FILE, as `udamon record -o FILE` would.
+    #[arg(short, long = "out", value_name = "FILE")]
+    pub out: Option<PathBuf>,
+    /// Watch a simulated workload (masim-format file or builtin:NAME), in real time.
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["pid", "command", "serve"])]
+    pub sim: Option<String>,
+    /// Watch the running process PID (repeat for several).
+    #[arg(long, value_name = "PID", conflicts_with_all = ["command", "serve"])]
+    pub pid: Vec<u32>,
+    /// With --pid: also every descendant process.
+    #[arg(long, requires = "pid")]
+    pub children: bool,
+    /// Run this command and watch it and the processes it forks (after `--`).
+    #[arg(value_name = "COMMAND", conflicts_with = "serve")]
+    pub command: Vec<OsString>,
+    /// Watch a target of a running `udamon serve`, over its control socket (--control).
+    #[arg(long)]
+    pub serve: bool,
+    /// With --serve: the control socket [default: as serve's].
+    #[arg(long, value_name = "PATH", requires = "serve")]
+    pub control: Option<PathBuf>,
+    /// With --serve: the served target to show first (a pid or sim:N) [default: the first].
+    #[arg(long, value_name = "TARGET", requires = "serve")]
+    pub target: Option<String>,
+    /// How live processes' accesses are observed, as for `record`.
+    #[arg(long, value_enum, default_value_t = SourceArg::Auto)]
+    pub access_source: SourceArg,
+    /// Samples per second of CPU time for `cpuclock` and `pmu`.
+    #[arg(long, value_name = "HZ", value_parser = parse_rate_hz, default_value_t = vaddr::DEFAULT_CPUCLOCK_HZ)]
+    pub sample_rate: u64,
+    /// Live processes: also record each sample's call stack, as for `record`.
+    #[arg(long)]
+    pub call_stacks: bool,
+    /// Stop monitoring after this long (the view stays until q).
+    #[arg(long, value_name = "DURATION", value_parser = parse_interval_us)]
+    pub duration: Option<u64>,
+    #[command(flatten)]
+    pub monitoring: MonitoringArgs,
+}
+
+#[derive(Debug, Args)]
 pub struct DemoArgs {
     /// Keep the record in this file (by default it goes to a temporary file).
     #[arg(short, long = "out", value_name = "FILE")]
@@ -363,6 +414,8 @@ pub enum ReportKind {
         /// Only regions that got samples of writing instructions (with --reads: of either).
         #[arg(long)]
         writes: bool,
+        #[command(flatten)]
+        style: AccessStyleArgs,
     },
     /// Working set size: distribution over the record, or over time.
     Wss {
@@ -394,6 +447,19 @@ pub enum ReportKind {
         /// resolution from the samples' repeats (records of sampled sources).
         #[arg(long)]
         whole_regions: bool,
+    },
+    /// Mapped and resident bytes against the working set, over the record.
+    ///
+    /// damo's `report footprints` (vsz, rss), with the working set (wss) as `report wss`
+    /// counts it; see docs/reports/footprints.md.
+    Footprints {
+        #[command(flatten)]
+        input: InputArgs,
+        #[command(flatten)]
+        dist: DistArgs,
+        /// The working set over this horizon, as `report wss --horizon`.
+        #[arg(long, value_name = "T|auto", value_parser = parse_horizon, default_value = "auto")]
+        horizon: Horizon,
     },
     /// Number of regions: distribution over the record, or over time.
     #[command(name = "nr_regions", alias = "nr-regions")]
@@ -474,6 +540,17 @@ pub enum ReportKind {
         #[arg(long, value_name = "FILE", conflicts_with = "json")]
         pprof: Option<PathBuf>,
     },
+    /// Every report on one self-contained web page, to open in a browser or share.
+    ///
+    /// An interactive heatmap (zoom, pan, hover), the working set, footprints, mappings, code,
+    /// schemes and the record's info, with the text reports' numbers; see docs/reports/html.md.
+    Html {
+        #[command(flatten)]
+        input: InputArgs,
+        /// The page to write [default: the record's name with .html].
+        #[arg(short, long = "out", value_name = "FILE")]
+        out: Option<PathBuf>,
+    },
     /// Precision, recall and working-set error against a simulation's ground truth.
     ///
     /// Per window and summed: the hot set a simulated record (`record --sim`) reports against
@@ -529,6 +606,40 @@ pub struct DistArgs {
     /// of printing it; .png or .svg.
     #[arg(long, value_name = "FILE")]
     pub plot: Option<PathBuf>,
+}
+
+/// `report access --style` and what it takes (damo's options).
+#[derive(Debug, Args, Clone)]
+pub struct AccessStyleArgs {
+    /// How to show the snapshot (damo's --style): every region (detailed), its bytes by
+    /// temperature or idle time (temperature-sz-hist, recency-sz-hist), per-byte percentiles
+    /// of either (temperature-percentiles, recency-percentiles), or the regions from the
+    /// hottest or the coldest (hot, cold).
+    #[arg(long, value_enum, default_value_t = AccessStyle::Detailed)]
+    pub style: AccessStyle,
+    /// Weights of a region's size, access rate (%) and age (us) in its temperature.
+    #[arg(long = "temperature_weights", alias = "temperature-weights", num_args = 3,
+        value_names = ["SIZE", "RATE", "AGE"], default_values_t = [0, 100, 100],
+        allow_negative_numbers = true)]
+    pub temperature_weights: Vec<i64>,
+    /// Percentiles of the percentile styles: START STOP STEP, or a list of more than three.
+    #[arg(long = "percentiles_range", alias = "percentiles-range", num_args = 1..,
+        value_name = "P")]
+    pub percentiles_range: Option<Vec<u32>>,
+}
+
+/// `report access --style`, damo's names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum AccessStyle {
+    Detailed,
+    TemperatureSzHist,
+    #[value(alias = "cold-memory-tail")]
+    RecencySzHist,
+    TemperaturePercentiles,
+    #[value(alias = "idle-time-percentiles")]
+    RecencyPercentiles,
+    Hot,
+    Cold,
 }
 
 /// `report access --sort-regions-by`, damo's names.

@@ -29,6 +29,7 @@ fn main() -> ExitCode {
         cli::Command::Demo(args) => cmd::demo::run(args),
         cli::Command::Record(args) => cmd::record::run(args),
         cli::Command::Report(args) => cmd::report::run(args),
+        cli::Command::Top(args) => cmd::top::run(args),
         cli::Command::Convert(args) => cmd::convert::run(args),
         cli::Command::Serve(args) => serve::run(args),
         cli::Command::Ctl(args) => cmd::ctl::run(args),

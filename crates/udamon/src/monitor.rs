@@ -61,6 +61,13 @@ impl RecordedOps for udamon_sim::SimOps {
     }
 }
 
+/// Where a session also hands its record as it writes it (`udamon top`): the header, then
+/// every frame.
+pub trait Tap {
+    fn header(&mut self, header: &Header);
+    fn frame(&mut self, frame: udamon_record::model::Frame);
+}
+
 /// What to monitor, as the record's header will describe it.
 pub struct Session<'a> {
     pub settings: Settings,
@@ -77,6 +84,8 @@ pub struct Session<'a> {
     pub stop: Option<Arc<AtomicBool>>,
     /// Where quota goals and watermarks read system metrics (none: upstream's fallbacks).
     pub metrics: Option<Box<dyn MetricSource>>,
+    /// Where the record also goes as it is written.
+    pub tap: Option<Box<dyn Tap>>,
 }
 
 /// What a finished session tells the user.
@@ -281,8 +290,16 @@ pub fn run(
         },
     )
     .with_context(|| format!("cannot record to {}", session.out.display()))?;
-    let recorder = Recorder::new(writer, start_us);
-    let progress = Progress::new("recording", session.expected_us, start_us);
+    let mut recorder = Recorder::new(writer, start_us);
+    // A watched session is shown by its watcher, not by a progress bar.
+    let progress = match session.tap {
+        Some(_) => Progress::hidden(start_us),
+        None => Progress::new("recording", session.expected_us, start_us),
+    };
+    if let Some(mut tap) = session.tap {
+        tap.header(&header);
+        recorder.set_tap(Box::new(move |frame| tap.frame(frame)));
+    }
     let stop = Stop {
         deadline_us: settings.duration_us.map(|d| start_us.saturating_add(d)),
         flag: session.stop,

@@ -40,6 +40,14 @@ impl Progress {
         Progress { bar, start_us }
     }
 
+    /// No bar: the run is shown some other way (`udamon top`).
+    pub fn hidden(start_us: u64) -> Self {
+        Progress {
+            bar: None,
+            start_us,
+        }
+    }
+
     pub fn finish(&self) {
         if let Some(bar) = &self.bar {
             bar.finish_and_clear();

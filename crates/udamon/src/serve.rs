@@ -268,13 +268,13 @@ fn start_sim(workload: Workload, fast: bool) -> Start {
 
 /// Real time for a simulation: its time line starts at 0 when it starts, and a stop ends
 /// every wait at once.
-struct PacedClock {
+pub(crate) struct PacedClock {
     origin: Instant,
     stop: Arc<AtomicBool>,
 }
 
 impl PacedClock {
-    fn new(stop: Arc<AtomicBool>) -> Self {
+    pub(crate) fn new(stop: Arc<AtomicBool>) -> Self {
         PacedClock {
             origin: Instant::now(),
             stop,

@@ -80,6 +80,9 @@ fn skip_reason(words: &[String]) -> Option<&'static str> {
     if words[0] != "udamon" {
         return Some("not a udamon command (building and the test suite)");
     }
+    if words.get(1).is_some_and(|w| w == "top") {
+        return Some("top draws on a terminal: tests/cli_top.rs runs it in one (tmux)");
+    }
     if matches!(words.get(1).map(String::as_str), Some("serve" | "ctl")) {
         return Some(
             "serve runs until stopped, and ctl talks to it: tests/cli_serve.rs runs them both",

@@ -88,6 +88,12 @@ impl Grid {
         self.col_weight[lo..hi].fill(0.0);
     }
 
+    /// The sums behind the cells, row-major: Σ frequency × bytes × ns and Σ bytes × ns; sums
+    /// of grids over the same axis and columns add up to the grid of the time they cover.
+    pub(crate) fn into_sums(self) -> (Vec<f64>, Vec<f64>) {
+        (self.sum, self.weight)
+    }
+
     /// Cell values, row-major; `None` where nothing was monitored.
     pub(crate) fn finish(self) -> Vec<Option<f64>> {
         self.sum

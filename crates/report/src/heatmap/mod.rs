@@ -6,7 +6,7 @@
 //! rather than of holes. Renderers: [`term`] (256-colour or plain text) and [`image`] (PNG, SVG).
 
 pub mod axis;
-mod grid;
+pub(crate) mod grid;
 pub mod guide;
 pub mod image;
 pub mod term;
@@ -51,7 +51,7 @@ impl HeatUnit {
         }
     }
 
-    fn of(self, nr_accesses: u32, snapshot: &Snapshot) -> f64 {
+    pub(crate) fn of(self, nr_accesses: u32, snapshot: &Snapshot) -> f64 {
         match self {
             HeatUnit::Hz => f64::from(nr_accesses) * 1e6 / snapshot.aggr_us.max(1) as f64,
             HeatUnit::PercentOfMax => {
@@ -157,7 +157,10 @@ pub struct MappingSpan {
 }
 
 /// The spans of `mappings`, by (start, end), on `axis`.
-fn mapping_spans(axis: &AddressAxis, mappings: &BTreeMap<(u64, u64), String>) -> Vec<MappingSpan> {
+pub(crate) fn mapping_spans(
+    axis: &AddressAxis,
+    mappings: &BTreeMap<(u64, u64), String>,
+) -> Vec<MappingSpan> {
     let mut spans: Vec<MappingSpan> = Vec::new();
     for ((start, end), name) in mappings {
         axis.pieces(*start, *end, |from, to| match spans.last_mut() {

@@ -5,3 +5,5 @@ pub mod ctl;
 pub mod demo;
 pub mod record;
 pub mod report;
+pub mod report_views;
+pub mod top;

@@ -2,7 +2,8 @@
 //! virtual time, or live processes (spawned or attached) with a sampled access source.
 
 use crate::cli::{MonitoringArgs, RecordArgs};
-use crate::monitor::{self, RecordedOps, Session, Settings, Summary};
+use crate::monitor::{self, RecordedOps, Session, Settings, Summary, Tap};
+use crate::serve::PacedClock;
 use anyhow::{Context as _, Result, bail};
 use std::path::Path;
 use std::sync::Arc;
@@ -53,7 +54,11 @@ pub fn run(args: &RecordArgs) -> Result<()> {
             args.duration,
         )?
     } else {
-        record_live(args)?
+        let watch = Watch {
+            stop: stop_on_signals()?,
+            tap: None,
+        };
+        record_live(args, watch)?
     };
     eprintln!("udamon: recorded {} to {}", summary, args.out.display());
     Ok(())
@@ -241,17 +246,30 @@ fn start_live(args: &RecordArgs, source: Source) -> Result<(VaddrOps, SampleCloc
     }
 }
 
-/// Records live processes until they exit, `--duration` passes, or Ctrl-C/SIGTERM.
-fn record_live(args: &RecordArgs) -> Result<Summary> {
-    let chosen = vaddr::choose_source(args.access_source.into(), args.sample_rate)
-        .map_err(|e| anyhow::anyhow!("{e}"))?;
-    // Bad options and schemes fail before anything starts.
-    let settings = live_settings(args, &chosen.source)?;
+/// How a recording is watched while it runs: what stops it, and where its record also goes.
+pub struct Watch {
+    /// Set to stop monitoring with a complete record.
+    pub stop: Arc<AtomicBool>,
+    pub tap: Option<Box<dyn Tap>>,
+}
+
+/// A flag that Ctrl-C and SIGTERM set.
+pub fn stop_on_signals() -> Result<Arc<AtomicBool>> {
     let stop = Arc::new(AtomicBool::new(false));
     for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
         signal_hook::flag::register(sig, Arc::clone(&stop))
             .context("cannot install the Ctrl-C/SIGTERM handler")?;
     }
+    Ok(stop)
+}
+
+/// Records live processes until they exit, `--duration` passes, or `watch.stop` is set.
+pub fn record_live(args: &RecordArgs, watch: Watch) -> Result<Summary> {
+    let chosen = vaddr::choose_source(args.access_source.into(), args.sample_rate)
+        .map_err(|e| anyhow::anyhow!("{e}"))?;
+    // Bad options and schemes fail before anything starts.
+    let settings = live_settings(args, &chosen.source)?;
+    let Watch { stop, tap } = watch;
     // The errors' messages already include their causes: keep them to one line.
     let one_line = |e: VaddrError| anyhow::anyhow!("{e}");
     let (source, reason, settings, (mut ops, mut clock)) = match start_live(args, chosen.source) {
@@ -299,6 +317,7 @@ fn record_live(args: &RecordArgs) -> Result<Summary> {
         expected_us: args.duration,
         stop: Some(stop),
         metrics: Some(Box::new(metrics)),
+        tap,
     };
     let start_us = monotonic_us();
     let summary = monitor::run(session, &mut ops, &mut clock, start_us)?;
@@ -351,9 +370,27 @@ pub fn record_sim(
     compress: bool,
     duration_us: Option<u64>,
 ) -> Result<Summary> {
+    record_sim_watched(spec, monitoring, out, compress, duration_us, None)
+}
+
+/// Records a simulated workload: in virtual time, or when watched in real time, until it
+/// ends or `watch.stop` is set.
+pub fn record_sim_watched(
+    spec: &str,
+    monitoring: &MonitoringArgs,
+    out: &Path,
+    compress: bool,
+    duration_us: Option<u64>,
+    watch: Option<Watch>,
+) -> Result<Summary> {
     let settings = monitoring.resolve(&udamon_sim::default_attrs(), duration_us)?;
     let workload = load_workload(spec)?;
-    let (info, source) = sim_identity(workload.name(), "virtual time");
+    let time = if watch.is_some() {
+        "real time"
+    } else {
+        "virtual time"
+    };
+    let (info, source) = sim_identity(workload.name(), time);
     let mut ops = SimOps::new(workload, SimOptions::default());
     let session = Session {
         settings,
@@ -372,8 +409,15 @@ pub fn record_sim(
             .collect(),
         compress,
         expected_us: Some(duration_us.map_or(ops.duration_us(), |d| d.min(ops.duration_us()))),
-        stop: None,
+        stop: watch.as_ref().map(|w| Arc::clone(&w.stop)),
         metrics: None,
+        tap: None,
     };
-    monitor::run(session, &mut ops, &mut VirtualClock, 0)
+    match watch {
+        None => monitor::run(session, &mut ops, &mut VirtualClock, 0),
+        Some(Watch { stop, tap }) => {
+            let session = Session { tap, ..session };
+            monitor::run(session, &mut ops, &mut PacedClock::new(stop), 0)
+        }
+    }
 }

@@ -1,8 +1,10 @@
 //! `udamon report TYPE [FILE]`: every report reads any supported record format, streaming.
 
 use crate::cli::{
-    DistArgs, HeatmapArgs, Horizon, InputArgs, RegionOrder, ReportArgs, ReportKind, SortBy,
+    AccessStyle, DistArgs, HeatmapArgs, Horizon, InputArgs, RegionOrder, ReportArgs, ReportKind,
+    SortBy,
 };
+use crate::cmd::report_views;
 use crate::input::{Frames, Input};
 use crate::output::{Output, print, print_json};
 use crate::select::Selection;
@@ -29,6 +31,7 @@ pub fn run(args: &ReportArgs) -> Result<()> {
             sort_regions_dsc,
             reads,
             writes,
+            style,
         } => {
             let (record, header, frames) = input.open()?;
             let opts = access::AccessOptions {
@@ -40,6 +43,9 @@ pub fn run(args: &ReportArgs) -> Result<()> {
             let mut report = access::access(&header, frames, &opts)?;
             sort_regions(&mut report, *sort_regions_by, *sort_regions_dsc);
             record.warn_damage();
+            if style.style != AccessStyle::Detailed {
+                return report_views::styled(&report, style, input.json);
+            }
             if input.json {
                 print_json(&report)
             } else {
@@ -102,6 +108,12 @@ pub fn run(args: &ReportArgs) -> Result<()> {
             record.warn_damage();
             print_dist(&report, dist, input)
         }
+        ReportKind::Footprints {
+            input,
+            dist,
+            horizon,
+        } => report_views::footprints(input, dist, *horizon),
+        ReportKind::Html { input, out } => report_views::html(input, out.as_deref()),
         ReportKind::NrRegions { input, dist } => {
             let (record, header, frames) = input.open()?;
             let report = nr_regions::nr_regions(&header, frames, &dist.options()?)?;
@@ -256,7 +268,7 @@ pub fn run(args: &ReportArgs) -> Result<()> {
 
 impl InputArgs {
     /// The record, as much of it as the report is to read.
-    fn open(&self) -> Result<(Input, udamon_record::model::Header, Frames)> {
+    pub(crate) fn open(&self) -> Result<(Input, udamon_record::model::Header, Frames)> {
         let selection = Selection::new(
             self.range.address_range.as_deref(),
             self.range.time_range.as_deref(),
@@ -303,7 +315,7 @@ fn print_dist(report: &dist::DistReport, args: &DistArgs, input: &InputArgs) -> 
 }
 
 impl DistArgs {
-    fn options(&self) -> Result<DistOptions> {
+    pub(crate) fn options(&self) -> Result<DistOptions> {
         let [start, stop, step] = self.range[..] else {
             bail!("--range takes START STOP STEP")
         };
@@ -346,7 +358,7 @@ fn terminal_width() -> Option<usize> {
 }
 
 /// Draws a report into the image `path` names (PNG or SVG), by the output rule.
-fn write_image(drawing: &impl plot::Drawing, path: &Path, record: &Path) -> Result<()> {
+pub(crate) fn write_image(drawing: &impl plot::Drawing, path: &Path, record: &Path) -> Result<()> {
     let Some(format) = plot::Format::of(path) else {
         bail!(
             "{}: the image format comes from the extension: use .png or .svg",

@@ -2,6 +2,7 @@
 //! simulated records, and reading a record's reports as JSON.
 #![allow(dead_code)] // each test binary uses a different subset
 
+pub mod screen;
 pub mod serve;
 
 use assert_cmd::Command;
