@@ -291,9 +291,9 @@ fn a_tap_sees_every_frame_written_in_order() {
             },
         )
         .unwrap();
-    let mut callbacks = (recorder, StopAfter(3));
+    let mut callbacks = (recorder, StopAfterWindows(3));
     context()
-        .run(&mut OneHotAddress, &mut VirtualClock, &mut callbacks)
+        .run(&mut one_hot_address(), &mut VirtualClock, &mut callbacks)
         .unwrap();
     callbacks.0.finish().unwrap();
     let read: Vec<Frame> = RecordReader::open(&path).unwrap().collect();
