@@ -69,9 +69,6 @@ impl Operations for ReplayedSamples {
         Ok(())
     }
 
-    /// Sampled sources arm nothing per region.
-    fn prepare_access_checks(&mut self, _ctx: &mut Context) {}
-
     fn check_accesses(&mut self, ctx: &mut Context) {
         let end = (self.cursor + self.per_interval).min(self.addrs.len());
         self.batch.clear();
@@ -236,8 +233,6 @@ impl Operations for SparseSamples {
         ctx.targets_mut()[0] = Target::with_regions(None, &[self.span]);
         Ok(())
     }
-
-    fn prepare_access_checks(&mut self, _ctx: &mut Context) {}
 
     fn check_accesses(&mut self, ctx: &mut Context) {
         self.batch.clear();

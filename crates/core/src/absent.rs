@@ -31,8 +31,7 @@ pub fn cut_absent(
     others: usize,
 ) -> u64 {
     let mut budget = max_nr_regions.saturating_sub(regions.len() + others);
-    // (bytes, region index, piece)
-    let mut pieces: Vec<(u64, usize, AddrRange)> = Vec::new();
+    let mut pieces: Vec<Piece> = Vec::new();
     for (i, r) in regions.iter().enumerate() {
         if r.nr_accesses == 0 {
             continue;
@@ -41,14 +40,17 @@ pub fn cut_absent(
         for a in absent[first..].iter().take_while(|a| a.start < r.end) {
             let clipped = AddrRange::new(a.start.max(r.start), a.end.min(r.end));
             for piece in between_samples(clipped, samples, min_sz) {
-                pieces.push((piece.size(), i, piece));
+                pieces.push(Piece {
+                    region: i,
+                    range: piece,
+                });
             }
         }
     }
-    pieces.sort_by_key(|p| std::cmp::Reverse(p.0));
+    pieces.sort_by_key(|p| std::cmp::Reverse(p.range.size()));
     // A piece inside a region costs two more regions, one at its end one.
-    pieces.retain(|&(_, i, p)| {
-        let r = &regions[i];
+    pieces.retain(|&Piece { region, range: p }| {
+        let r = &regions[region];
         let cost = usize::from(p.start > r.start) + usize::from(p.end < r.end);
         let fits = cost <= budget;
         if fits {
@@ -59,17 +61,17 @@ pub fn cut_absent(
     if pieces.is_empty() {
         return 0;
     }
-    let cut = pieces.iter().map(|p| p.0).sum();
-    pieces.sort_unstable_by_key(|&(_, i, p)| (i, p.start));
+    let cut = pieces.iter().map(|p| p.range.size()).sum();
+    pieces.sort_unstable_by_key(|p| (p.region, p.range.start));
     let mut out = Vec::with_capacity(regions.len() + 2 * pieces.len());
     let mut next = pieces.iter().peekable();
     for (i, r) in regions.iter().enumerate() {
-        if next.peek().is_none_or(|p| p.1 != i) {
+        if next.peek().is_none_or(|p| p.region != i) {
             out.push(*r);
             continue;
         }
         let mut at = r.start;
-        while let Some(&&(_, _, p)) = next.peek().filter(|&&&(_, pi, _)| pi == i) {
+        while let Some(p) = next.peek().filter(|p| p.region == i).map(|p| p.range) {
             if p.start > at {
                 out.push(kept(r, AddrRange::new(at, p.start), samples, sampled));
             }
@@ -90,6 +92,14 @@ pub fn cut_absent(
     }
     *regions = out;
     cut
+}
+
+/// An absent part of an accessed region, to be cut out of it.
+#[derive(Debug, Clone, Copy)]
+struct Piece {
+    /// The region's index.
+    region: usize,
+    range: AddrRange,
 }
 
 /// `r`'s statistics over `range`, a part of it.

@@ -323,32 +323,47 @@ fn idle_gap(gap: u64, size: u64, samples: u32, reported: bool) -> bool {
     large && (!reported || miss.powi(samples.min(i32::MAX as u32) as i32) < CHANCE_OF_AN_EMPTY_GAP)
 }
 
+/// An unsampled side of a region that may be cut off as idle.
+#[derive(Debug, Clone, Copy)]
+struct IdleSide {
+    /// The bytes cut off.
+    bytes: u64,
+    /// Where the cut is.
+    at: u64,
+}
+
 /// Where region `r` may be cut off as idle for `evidence`, with `recent` its target's samples
-/// of the recent windows: per side (left, right), the bytes cut off and the cut address of the
-/// largest unsampled part that the evidence allows.
+/// of the recent windows: per side (left, right), the largest unsampled part that the evidence
+/// allows.
 fn idle_sides(
     r: &Region,
     recent: Option<&RecentSamples>,
     min_sz: u64,
     evidence: IdleEvidence,
-) -> [Option<(u64, u64)>; 2] {
+) -> [Option<IdleSide>; 2] {
     let Some(span) = r.sampled_within() else {
         return [None, None];
     };
     let reported = evidence == IdleEvidence::Report;
-    // The unsampled part beside `s` on one side: its size and the cut address.
+    // The unsampled part beside `s` on one side.
     let beside = |s: AddrRange, left: bool| {
         if left {
             let lo = align_down(s.start, min_sz).max(r.start);
-            (lo - r.start, lo)
+            IdleSide {
+                bytes: lo - r.start,
+                at: lo,
+            }
         } else {
             let hi = align_up(s.end, min_sz).min(r.end);
-            (r.end - hi, hi)
+            IdleSide {
+                bytes: r.end - hi,
+                at: hi,
+            }
         }
     };
     let idle = |s: AddrRange, samples: u32, left: bool| {
-        let (gap, at) = beside(s, left);
-        (gap >= min_sz && idle_gap(gap, r.size(), samples, reported)).then_some((gap, at))
+        let side = beside(s, left);
+        (side.bytes >= min_sz && idle_gap(side.bytes, r.size(), samples, reported)).then_some(side)
     };
     let mut sides = [idle(span, r.seen(), true), idle(span, r.seen(), false)];
     if !reported {
@@ -357,7 +372,7 @@ fn idle_sides(
     // Where the window's samples are too few to tell, the window's and the recent windows'
     // together may not be: their span is narrower, so the part beside it smaller, but they
     // weigh more. The lookup is worth it only beside a part large enough to be cut at all.
-    let undecided = |i: usize| sides[i].is_none() && beside(span, i == 0).0 * 4 > r.size();
+    let undecided = |i: usize| sides[i].is_none() && beside(span, i == 0).bytes * 4 > r.size();
     if !(undecided(0) || undecided(1)) {
         return sides;
     }
@@ -391,27 +406,25 @@ pub fn split_at_sampled_extents(
     if budget == 0 {
         return;
     }
-    // (bytes cut off, target, cut address)
-    let mut cuts: Vec<(u64, usize, u64)> = Vec::new();
+    // Every idle side of every target, by target.
+    let mut cuts: Vec<(usize, IdleSide)> = Vec::new();
     for (ti, t) in targets.iter().enumerate() {
         // Most regions got no sample: a cheap test keeps the pass a plain scan over them.
         for r in t.regions.iter().filter(|r| r.sampled.is_some()) {
             let sides = idle_sides(r, recent.get(ti), min_sz, evidence);
-            for (gap, at) in sides.into_iter().flatten() {
-                cuts.push((gap, ti, at));
-            }
+            cuts.extend(sides.into_iter().flatten().map(|side| (ti, side)));
         }
     }
     if cuts.is_empty() {
         return;
     }
     // Stable: among equal gaps the lower address goes first.
-    cuts.sort_by_key(|c| std::cmp::Reverse(c.0));
+    cuts.sort_by_key(|(_, side)| std::cmp::Reverse(side.bytes));
     cuts.truncate(budget);
-    cuts.sort_unstable_by_key(|&(_, ti, at)| (ti, at));
-    for target_cuts in cuts.chunk_by(|a, b| a.1 == b.1) {
-        let at: Vec<u64> = target_cuts.iter().map(|c| c.2).collect();
-        insert_cuts(&mut targets[target_cuts[0].1].regions, &at);
+    cuts.sort_unstable_by_key(|&(ti, side)| (ti, side.at));
+    for target_cuts in cuts.chunk_by(|a, b| a.0 == b.0) {
+        let at: Vec<u64> = target_cuts.iter().map(|(_, side)| side.at).collect();
+        insert_cuts(&mut targets[target_cuts[0].0].regions, &at);
     }
 }
 
@@ -618,7 +631,11 @@ mod tests {
         }
     }
 
-    /// Upstream's kunit test `damon_test_split_at`.
+    /// Upstream's kunit test `damon_test_split_at`: both pieces keep the region's monitoring
+    /// results.
+    ///
+    /// old:    [0,            100)
+    /// expect: [0, 25)[25,    100)
     #[test]
     fn damon_test_split_at() {
         let mut r = Region {
@@ -636,7 +653,12 @@ mod tests {
         );
     }
 
-    /// Upstream's kunit test `damon_test_merge_two`.
+    /// Upstream's kunit test `damon_test_merge_two`: the merged region's `nr_accesses` and age
+    /// are the size-weighted means, (10·100 + 20·200) / 300 = 16 and (9·100 + 21·200) / 300 =
+    /// 17, and one region remains.
+    ///
+    /// old:    [0, 100)[100,      300)
+    /// expect: [0,                300)
     #[test]
     fn damon_test_merge_two() {
         let mut l = Region {
@@ -651,23 +673,25 @@ mod tests {
         assert_eq!((l.start, l.end, l.nr_accesses, l.age), (0, 300, 16, 17));
     }
 
-    /// Upstream's kunit test `damon_test_merge_regions_of`.
+    /// Upstream's kunit test `damon_test_merge_regions_of`: threshold 9, size limit 9999.
     #[test]
     fn damon_test_merge_regions_of() {
         let input = [
             (0, 100, 0),
-            (100, 112, 0),
-            (114, 122, 10),
-            (122, 130, 10),
-            (130, 156, 20),
-            (156, 170, 30),
+            (100, 112, 0),  // merges with [0, 100): the same count
+            (114, 122, 10), // a hole (112-114) before it: nothing merges across
+            (122, 130, 10), // merges with [114, 122)
+            (130, 156, 20), // 10 from both neighbours, above 9: stays apart
+            (156, 170, 30), // as does this one
             (170, 184, 1),
-            (184, 230, 2),
-            (230, 10170, 5),
+            (184, 230, 2),   // merges with [170, 184)
+            (230, 10170, 5), // not with [170, 230): 60 + 9940 = 10000 bytes, above 9999
         ];
         let mut regions: Vec<Region> = input.iter().map(|&(s, e, n)| region(s, e, n)).collect();
         merge_regions_of(&mut regions, MergeRule::damon(9, 100), 9999, true, None);
         let got: Vec<(u64, u64)> = regions.iter().map(|r| (r.start, r.end)).collect();
+        // old:    0-100-112  114-122-130-156-170-184-230-10170
+        // expect: 0-----112  114-----130-156-170-----230-10170
         assert_eq!(
             got,
             [
@@ -681,19 +705,23 @@ mod tests {
         );
     }
 
-    /// Upstream's kunit test `damon_test_split_regions_of`: only upper bounds are checked upstream;
-    /// we also check that coverage is unchanged.
+    /// Upstream's kunit test `damon_test_split_regions_of`: the cuts are random, so only upper
+    /// bounds are checked upstream; we also check that coverage is unchanged.
     #[test]
     fn damon_test_split_regions_of() {
         let mut rng = Prng::seeded(3);
         for _ in 0..100 {
+            // [0, 22) in at most 2 pieces.
             let mut t = Target::with_regions(None, &[AddrRange::new(0, 22)]);
             split_regions_of(&mut t.regions, 2, 1, &mut rng);
             assert!(t.nr_regions() <= 2);
+            // [0, 220) in at most 4 pieces.
             let mut t = Target::with_regions(None, &[AddrRange::new(0, 220)]);
             split_regions_of(&mut t.regions, 4, 1, &mut rng);
             assert!(t.nr_regions() <= 4);
             assert_eq!(t.total_size(), 220);
+            // Three regions in at most 4 pieces each, on a minimum region size of 5 (upstream's
+            // check of that, `size % 5 >= 0`, always holds; ours checks the alignment).
             let ranges = [
                 AddrRange::new(0, 220),
                 AddrRange::new(300, 400),
@@ -706,7 +734,9 @@ mod tests {
         }
     }
 
-    /// Upstream's kunit test `damon_test_split_above_half_progresses`.
+    /// Upstream's kunit test `damon_test_split_above_half_progresses`: with more than half of
+    /// the maximum region count (760 of 1500), splitting still makes progress, within the
+    /// maximum, instead of stopping.
     #[test]
     fn damon_test_split_above_half_progresses() {
         let mut t = Target::new(None);
@@ -726,13 +756,21 @@ mod tests {
         assert_eq!(after, 760 + 380);
     }
 
-    /// Upstream's kunit test `damon_test_apply_min_nr_regions`.
+    /// Upstream's kunit test `damon_test_apply_min_nr_regions`: one region [0, sz) split so
+    /// that there are at least `min_nr` regions; the returned size limit, and the count.
     #[test]
     fn damon_test_apply_min_nr_regions() {
         for (sz, min_sz, min_nr, want_limit, want_nr) in [
+            // The common case: ten regions of 1.
             (10, 1, 10, 1, 10),
+            // No size limit of zero: 10 bytes make at most ten regions.
             (10, 1, 15, 1, 10),
+            // The limit is aligned to the minimum region size: 10 / 2 = 5, up to 6.
+            //
+            // old:    [0,        10)
+            // expect: [0,   6)[6, 10)
             (10, 2, 2, 6, 2),
+            // When the minimum count and the minimum region size conflict, the size wins.
             (10, 2, 10, 2, 5),
         ] {
             let mut targets = [Target::with_regions(None, &[AddrRange::new(0, sz)])];

@@ -211,7 +211,8 @@ mod tests {
         }
     }
 
-    /// Upstream's kunit test `damon_test_set_attrs`.
+    /// Upstream's kunit test `damon_test_set_attrs`: valid attributes, then each made invalid
+    /// by one change.
     #[test]
     fn damon_test_set_attrs() {
         let valid = Attrs {
@@ -222,12 +223,15 @@ mod tests {
             ..Attrs::default()
         };
         assert_eq!(valid.validate(), Ok(()));
+        // A minimum region count below 3.
         let mut a = valid;
         a.min_nr_regions = 1;
         assert!(a.validate().is_err());
+        // A maximum below the minimum.
         let mut a = valid;
         a.max_nr_regions = 9;
         assert!(a.validate().is_err());
+        // An aggregation interval shorter than the sampling interval.
         let mut a = valid;
         a.aggr_interval_us = 4999;
         assert!(a.validate().is_err());
@@ -264,7 +268,9 @@ mod tests {
         );
     }
 
-    /// Upstream's kunit test `damon_test_update_monitoring_result`.
+    /// Upstream's kunit test `damon_test_update_monitoring_result`: a region's results,
+    /// counted under 10 µs sampling and 1 ms aggregation, converted to new intervals so that
+    /// they mean the same (the region carries each conversion into the next).
     #[test]
     fn damon_test_update_monitoring_result() {
         let old = attrs(10, 1000);
@@ -272,8 +278,11 @@ mod tests {
         r.nr_accesses = 15;
         r.age = 20;
         for (new, nr, age) in [
+            // Both ten times longer: the same share of samples, a tenth of the windows.
             (attrs(100, 10_000), 15, 2),
+            // Sampling ten times shorter: ten times the samples in a window as long.
             (attrs(1, 1000), 150, 2),
+            // Windows ten times shorter too: ten times the windows for the same age.
             (attrs(1, 100), 150, 20),
         ] {
             convert_monitoring_result(&mut r, &old, &new, false);

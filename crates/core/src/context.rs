@@ -22,7 +22,8 @@ use crate::callbacks::Callbacks;
 use crate::callbacks::{CallbackError, RunError};
 use crate::damos::SchemeTriedRegions;
 use crate::damos::{
-    self, Applied, ApplyEnv, DamosWalk, MetricSource, NoMetrics, Scheme, SchemeApplier, SchemeError,
+    self, Applied, ApplyEnv, ApplyPass, DamosWalk, MetricSource, NoMetrics, Scheme, SchemeApplier,
+    SchemeError,
 };
 use crate::ops::{Clock, Operations, OpsError, TargetMemory};
 use crate::page_samples::PageSamples;
@@ -86,8 +87,9 @@ pub struct Context {
     code: Vec<PageSamples>,
     /// Each target's mappings' resident bytes as the operations last walked them.
     resident: Vec<Vec<ResidentRange>>,
-    /// Per-target lookup index for sampled addresses; `None` once boundaries may have changed.
-    region_index: Option<Vec<RegionIndex>>,
+    /// Per-target lookup index for sampled addresses, grown on first use; it checks itself
+    /// against the regions, so nothing that changes them has to invalidate it.
+    region_index: Vec<RegionIndex>,
     schemes: Vec<Scheme>,
     walk: DamosWalk,
     /// System metrics for quota goals and watermarks.
@@ -96,8 +98,10 @@ pub struct Context {
     memory: Vec<Option<TargetMemory>>,
     /// Whether every apply interval's tried regions are kept (a standing `damos_walk`).
     capture_tried: bool,
-    /// The last completed capture and how many captures completed so far.
-    tried: (u64, Vec<SchemeTriedRegions>),
+    /// The last completed capture of tried regions, per scheme.
+    tried: Vec<SchemeTriedRegions>,
+    /// How many captures completed so far.
+    tried_captures: u64,
 }
 
 impl Context {
@@ -125,13 +129,14 @@ impl Context {
             start_us: 0,
             started: false,
             sampled: false,
-            region_index: None,
+            region_index: Vec::new(),
             schemes: Vec::new(),
             walk: DamosWalk::default(),
             metrics: Box::new(NoMetrics),
             memory: Vec::new(),
             capture_tried: false,
-            tried: (0, Vec::new()),
+            tried: Vec::new(),
+            tried_captures: 0,
         })
     }
 
@@ -139,7 +144,6 @@ impl Context {
     /// everything kept by target index (recent samples, memory, the region index, schemes'
     /// passes) grows to it on first use, and it is adjusted and schemed from the next window.
     pub fn add_target(&mut self, target: Target) {
-        self.region_index = None;
         self.targets.push(target);
     }
 
@@ -187,7 +191,7 @@ impl Context {
     /// The last captured tried regions, per scheme, with a count that grows with each capture
     /// (so that a reader can tell a new capture from one it has seen).
     pub fn tried_regions(&self) -> (u64, &[SchemeTriedRegions]) {
-        (self.tried.0, &self.tried.1)
+        (self.tried_captures, &self.tried)
     }
 
     /// Operations report what they observed about target `target`'s memory.
@@ -211,13 +215,11 @@ impl Context {
     }
 
     pub fn targets_mut(&mut self) -> &mut [Target] {
-        self.region_index = None;
         &mut self.targets
     }
 
     /// Targets and the generator at once, for operations that pick sampling addresses.
     pub fn targets_and_rng(&mut self) -> (&mut [Target], &mut Prng) {
-        self.region_index = None;
         (&mut self.targets, &mut self.rng)
     }
 
@@ -325,21 +327,19 @@ impl Context {
         }
         let now = self.now_us();
         self.pages[target].add(now, samples.iter().map(|s| s.addr));
-        let targets = &self.targets;
-        let index = &self.region_index.get_or_insert_with(|| {
-            targets
-                .iter()
-                .map(|t| RegionIndex::build(&t.regions))
-                .collect()
-        })[target];
+        if self.region_index.len() <= target {
+            self.region_index
+                .resize_with(target + 1, RegionIndex::default);
+        }
+        let index = &mut self.region_index[target];
         let regions = &mut self.targets[target].regions;
         let mut hits = 0;
         let mut last_hit: Option<usize> = None;
         for &sample in samples.iter() {
-            let i = index.first_ending_after(sample.addr);
-            let Some(r) = regions.get_mut(i).filter(|r| r.start <= sample.addr) else {
+            let Some(i) = index.find(regions, sample.addr) else {
                 continue;
             };
+            let r = &mut regions[i];
             hits += 1;
             r.note_sample(sample);
             // Addresses ascend, so repeated hits on one region are adjacent.
@@ -355,7 +355,6 @@ impl Context {
     /// its accessed regions as regions not accessed, except the pages the window's samples fell
     /// in, within the region bound; see [`absent::cut_absent`]. Returns the bytes cut out.
     pub fn cut_absent(&mut self, target: usize, absent: &[AddrRange]) -> u64 {
-        self.region_index = None;
         let others = self.nr_regions() - self.targets[target].nr_regions();
         let samples = self
             .recent
@@ -504,7 +503,6 @@ impl Context {
     }
 
     fn apply_min_nr_regions(&mut self) -> u64 {
-        self.region_index = None;
         adjust::apply_min_nr_regions(
             &mut self.targets,
             self.attrs.min_nr_regions,
@@ -631,27 +629,22 @@ impl Context {
             let _ = self.walk.request();
         }
         let mut applier = OpsApplier { ops, valid: &valid };
-        let applied = damos::apply_schemes(
-            &mut self.targets,
-            &mut self.schemes,
-            &env,
-            &mut applier,
-            self.metrics.as_mut(),
-            &mut self.walk,
-        );
-        if applied {
-            // Quota trimming and filters split regions; merge-back joins them again.
-            self.region_index = None;
-        }
+        let mut pass = ApplyPass {
+            env,
+            applier: &mut applier,
+            metrics: self.metrics.as_mut(),
+            walk: &mut self.walk,
+        };
+        pass.run(&mut self.targets, &mut self.schemes);
         if let Some(Ok(tried)) = self.walk.take_result() {
-            self.tried = (self.tried.0 + 1, tried);
+            self.tried = tried;
+            self.tried_captures += 1;
         }
     }
 
     /// `kdamond_merge_regions` with the threshold from this window's highest access count.
     /// Sampled sources merge by sample density instead ([`MergeRule::density_alpha`]).
     fn merge_regions(&mut self) {
-        self.region_index = None;
         let max_nr = self
             .targets
             .iter()
@@ -729,7 +722,6 @@ impl Context {
             evidence,
             &self.recent,
         );
-        self.region_index = None;
     }
 
     /// `kdamond_reset_aggregated`: the window's counts become the previous window's.
@@ -825,7 +817,6 @@ impl Context {
             .min(self.passed_sample_intervals + self.attrs.ops_update_interval_us / si);
         let now = self.now_us() + skipped_sis * self.attrs.sample_interval_us;
         self.interval_us = (now, now);
-        self.region_index = None;
         // The windows passed as the aggregation settles them: the page samples' history
         // forgets what is older than it keeps, in quiet targets too.
         let now = self.now_us();
@@ -915,6 +906,18 @@ pub fn nr_accesses_mvsum(attrs: &Attrs, passed: u64, next_aggregation_sis: u64, 
     )
 }
 
+/// Upstream's kunit vectors of `damon_test_nr_accesses_mvsum`, for every test of a place that
+/// computes the moving sum: (sampling intervals passed, where the window ends in them,
+/// `nr_accesses`, `last_nr_accesses`, the moving sum).
+#[cfg(test)]
+pub(crate) const NR_ACCESSES_MVSUM_VECTORS: [(u64, u64, u32, u32, u32); 5] = [
+    (0, 10, 5, 3, 3),
+    (0, 10, 0, 7, 7),
+    (5, 10, 3, 10, 8),
+    (8, 10, 3, 10, 5),
+    (10, 10, 42, 49, 42),
+];
+
 /// `damon_mvsum`: the partial count plus the not-yet-elapsed share (`left_bp` basis points) of
 /// the last window's count. A full window left means nothing was sampled yet: the last count.
 pub fn mvsum(current: u32, last: u32, left_bp: u64) -> u32 {
@@ -930,6 +933,7 @@ mod tests {
     use crate::callbacks::{Flow, NoCallbacks};
     use crate::ops::VirtualClock;
     use crate::region::AddrRange;
+    use crate::testing::{TestOps, steps};
 
     fn ctx_with(sample: u64, aggr: u64) -> Context {
         let attrs = Attrs {
@@ -964,7 +968,10 @@ mod tests {
         assert_eq!(t.nr_regions(), 0);
     }
 
-    /// Upstream's kunit test `damon_test_aggregate`.
+    /// Upstream's kunit test `damon_test_aggregate` (`kdamond_reset_aggregated`): every
+    /// sampling interval that found a region accessed added to its `nr_accesses`; at the end of
+    /// a window the counts are reported and reset to zero (here, kept as `last_nr_accesses`),
+    /// and the targets and their regions stay as they were.
     #[test]
     fn damon_test_aggregate() {
         let mut ctx = ctx_with(5000, 100_000);
@@ -1015,13 +1022,7 @@ mod tests {
     #[test]
     fn damon_test_nr_accesses_mvsum() {
         let mut ctx = ctx_with(1, 10);
-        for (passed, next_aggr, nr, last, want) in [
-            (0, 10, 5, 3, 3),
-            (0, 10, 0, 7, 7),
-            (5, 10, 3, 10, 8),
-            (8, 10, 3, 10, 5),
-            (10, 10, 42, 49, 42),
-        ] {
+        for (passed, next_aggr, nr, last, want) in NR_ACCESSES_MVSUM_VECTORS {
             ctx.passed_sample_intervals = passed;
             ctx.next_aggregation_sis = next_aggr;
             let r = Region {
@@ -1057,30 +1058,9 @@ mod tests {
         );
     }
 
-    /// Accessed-bit ops over 4 GiB (1 Mi pages) whose pages `hot` are touched in every
-    /// interval, and nothing else.
-    struct HotPages {
-        hot: AddrRange,
-    }
-
-    impl Operations for HotPages {
-        fn name(&self) -> &str {
-            "hot-pages"
-        }
-        fn init(&mut self, ctx: &mut Context) -> Result<(), OpsError> {
-            ctx.targets_mut()[0] = Target::with_regions(None, &[AddrRange::new(0, 1 << 32)]);
-            Ok(())
-        }
-        fn prepare_access_checks(&mut self, ctx: &mut Context) {
-            ctx.randomize_sampling_addrs();
-        }
-        fn check_accesses(&mut self, ctx: &mut Context) {
-            let hot = self.hot;
-            ctx.count_checked_accesses(|_, r, _| (hot.start..hot.end).contains(&r.sampling_addr));
-        }
-    }
-
-    /// The ranges reported accessed in each window, in pages, and the most regions held.
+    /// The ranges reported accessed in each window, in pages, and the most regions held, when
+    /// accessed-bit checks over 4 GiB (1 Mi pages) find pages 600,001 to 600,016 touched in
+    /// every interval, and nothing else.
     fn hot_pages_windows(adjustment: Adjustment, windows: usize) -> (Vec<Vec<(u64, u64)>>, usize) {
         let attrs = Attrs {
             adjustment,
@@ -1088,9 +1068,10 @@ mod tests {
         };
         let mut ctx = Context::new(attrs, 3).unwrap();
         ctx.add_target(Target::new(None));
-        let mut ops = HotPages {
-            hot: AddrRange::new(600_001 * 4096, 600_017 * 4096),
-        };
+        let mut ops = TestOps::hot_ranges(
+            &[AddrRange::new(0, 1 << 32)],
+            &[AddrRange::new(600_001 * 4096, 600_017 * 4096)],
+        );
         let mut seen = Windows::default();
         ctx.start(&mut ops).unwrap();
         let mut most = 0;
@@ -1153,27 +1134,6 @@ mod tests {
         }
     }
 
-    /// Sampled ops that put one sample per interval into the first `hot` bytes of the target.
-    struct SamplesAtTheStart {
-        hot: u64,
-        next: u64,
-    }
-
-    impl Operations for SamplesAtTheStart {
-        fn name(&self) -> &str {
-            "samples-at-the-start"
-        }
-        fn init(&mut self, ctx: &mut Context) -> Result<(), OpsError> {
-            ctx.targets_mut()[0] = Target::with_regions(None, &[AddrRange::new(0, 100 * 4096)]);
-            Ok(())
-        }
-        fn prepare_access_checks(&mut self, _ctx: &mut Context) {}
-        fn check_accesses(&mut self, ctx: &mut Context) {
-            self.next = (self.next + 4096 + 8) % self.hot;
-            ctx.record_sampled_accesses(0, &mut [SampledAccess::at(self.next)]);
-        }
-    }
-
     /// The regions each aggregation callback saw: (start page, end page, nr_accesses).
     #[derive(Default)]
     struct Windows(Vec<Vec<(u64, u64, u32)>>);
@@ -1192,25 +1152,16 @@ mod tests {
         }
     }
 
-    /// Sampled ops that sample the first `hot` bytes until `quiet_after_us`, then nothing.
-    struct GoesQuiet {
-        inner: SamplesAtTheStart,
-        quiet_after_us: u64,
-    }
-
-    impl Operations for GoesQuiet {
-        fn name(&self) -> &str {
-            "goes-quiet"
-        }
-        fn init(&mut self, ctx: &mut Context) -> Result<(), OpsError> {
-            self.inner.init(ctx)
-        }
-        fn prepare_access_checks(&mut self, _ctx: &mut Context) {}
-        fn check_accesses(&mut self, ctx: &mut Context) {
-            if ctx.now_us() <= self.quiet_after_us {
-                self.inner.check_accesses(ctx);
+    /// Sampled ops that put one sample per interval into the first 4 pages until 300 ms,
+    /// then nothing.
+    fn goes_quiet() -> TestOps<'static> {
+        let mut next = 0;
+        TestOps::sampled(&[AddrRange::new(0, 100 * 4096)], move |ctx| {
+            if ctx.now_us() <= 300_000 {
+                next = (next + 4096 + 8) % (4 * 4096);
+                ctx.record_sampled_accesses(0, &mut [SampledAccess::at(next)]);
             }
-        }
+        })
     }
 
     /// Each byte's age, summed over the target: what merging (size-weighted averages) and
@@ -1225,15 +1176,8 @@ mod tests {
 
     #[test]
     fn idle_windows_passed_at_once_age_memory_as_stepping_through_them_does() {
-        let quiet = || GoesQuiet {
-            inner: SamplesAtTheStart {
-                hot: 4 * 4096,
-                next: 0,
-            },
-            quiet_after_us: 300_000,
-        };
         let (mut stepped, mut passed) = (ctx_with(5000, 100_000), ctx_with(5000, 100_000));
-        let (mut a, mut b) = (quiet(), quiet());
+        let (mut a, mut b) = (goes_quiet(), goes_quiet());
         for (ctx, ops) in [(&mut stepped, &mut a), (&mut passed, &mut b)] {
             ctx.add_target(Target::new(None));
             ctx.start(ops).unwrap();
@@ -1296,16 +1240,14 @@ mod tests {
         // 20 samples in each window, all in the first 4 pages of the first 10-page region.
         let mut ctx = ctx_with(5000, 100_000);
         ctx.add_target(Target::new(None));
-        let mut ops = SamplesAtTheStart {
-            hot: 4 * 4096,
-            next: 0,
-        };
+        let mut next = 0;
+        let mut ops = TestOps::sampled(&[AddrRange::new(0, 100 * 4096)], |ctx| {
+            next = (next + 4096 + 8) % (4 * 4096);
+            ctx.record_sampled_accesses(0, &mut [SampledAccess::at(next)]);
+        });
         let mut windows = Windows::default();
         ctx.start(&mut ops).unwrap();
-        for _ in 0..20 {
-            let flow = ctx.step(&mut ops, &mut VirtualClock, &mut windows).unwrap();
-            assert!(flow.is_continue());
-        }
+        steps(&mut ctx, &mut ops, &mut windows, 20);
         assert_eq!(
             &windows.0[0][..2],
             &[(0, 4, 20), (4, 10, 0)],
@@ -1373,36 +1315,6 @@ mod tests {
             && (r.raw_samples, r.read_samples, r.write_samples) == (0, 0, 0)));
     }
 
-    /// Sampled ops that put one sample per window at the start of a 120-page target and reset
-    /// it to three 40-page regions at every update, so that each window judges the same ones.
-    struct OneSampleAWindow {
-        intervals: u64,
-    }
-
-    impl Operations for OneSampleAWindow {
-        fn name(&self) -> &str {
-            "one-sample-a-window"
-        }
-        fn init(&mut self, ctx: &mut Context) -> Result<(), OpsError> {
-            self.update(ctx)
-        }
-        fn update(&mut self, ctx: &mut Context) -> Result<(), OpsError> {
-            let thirds: Vec<_> = (0..3)
-                .map(|i| AddrRange::new(i * 40 * 4096, (i + 1) * 40 * 4096))
-                .collect();
-            ctx.targets_mut()[0] = Target::with_regions(None, &thirds);
-            Ok(())
-        }
-        fn prepare_access_checks(&mut self, _ctx: &mut Context) {}
-        fn check_accesses(&mut self, ctx: &mut Context) {
-            if self.intervals.is_multiple_of(20) {
-                let addr = self.intervals / 20 % 2 * 4096 + 8;
-                ctx.record_sampled_accesses(0, &mut [SampledAccess::at(addr)]);
-            }
-            self.intervals += 1;
-        }
-    }
-
     #[test]
     fn recent_windows_samples_show_a_part_idle_that_one_window_cannot() {
         // 20 intervals a window; the first region, of 40 pages, gets every sample, all in its
@@ -1418,14 +1330,24 @@ mod tests {
         )
         .unwrap();
         ctx.add_target(Target::new(None));
-        let mut ops = OneSampleAWindow { intervals: 0 };
+        // One sample per window at the start of a 120-page target, which every update sets
+        // back to three 40-page regions, so that each window judges the same ones.
+        let thirds: Vec<_> = (0..3)
+            .map(|i| AddrRange::new(i * 40 * 4096, (i + 1) * 40 * 4096))
+            .collect();
+        let mut intervals = 0u64;
+        let mut ops = TestOps::sampled(&thirds, |ctx| {
+            if intervals.is_multiple_of(20) {
+                let addr = intervals / 20 % 2 * 4096 + 8;
+                ctx.record_sampled_accesses(0, &mut [SampledAccess::at(addr)]);
+            }
+            intervals += 1;
+        })
+        .reset_on_update();
         let mut windows = Windows::default();
         ctx.start(&mut ops).unwrap();
         let mut window = |ctx: &mut Context| {
-            for _ in 0..20 {
-                let flow = ctx.step(&mut ops, &mut VirtualClock, &mut windows).unwrap();
-                assert!(flow.is_continue());
-            }
+            steps(ctx, &mut ops, &mut windows, 20);
             windows.0.last().cloned().unwrap()
         };
         let idle = [(40, 80, 0), (80, 120, 0)];
@@ -1442,43 +1364,7 @@ mod tests {
         );
     }
 
-    /// Sampled ops over targets of 100 pages, the second added at the end of interval `join`:
-    /// every interval one sample in the first 4 pages of each target, and the memory of each.
-    struct Joining {
-        join: u64,
-        intervals: u64,
-    }
-
     const SECOND: u64 = 1 << 30;
-
-    impl Operations for Joining {
-        fn name(&self) -> &str {
-            "joining"
-        }
-        fn init(&mut self, ctx: &mut Context) -> Result<(), OpsError> {
-            ctx.targets_mut()[0] = Target::with_regions(Some(1), &[AddrRange::new(0, 100 * 4096)]);
-            Ok(())
-        }
-        fn prepare_access_checks(&mut self, _ctx: &mut Context) {}
-        fn check_accesses(&mut self, ctx: &mut Context) {
-            self.intervals += 1;
-            if self.intervals == self.join {
-                let pages = AddrRange::new(SECOND, SECOND + 100 * 4096);
-                ctx.add_target(Target::with_regions(Some(2), &[pages]));
-            }
-            for (t, base) in [0, SECOND].into_iter().enumerate() {
-                if t < ctx.targets().len() {
-                    let addr = base + self.intervals % 4 * 4096 + 8;
-                    ctx.record_sampled_accesses(t, &mut [SampledAccess::at(addr)]);
-                    let memory = TargetMemory {
-                        resident_bytes: 100 * 4096,
-                        ..TargetMemory::default()
-                    };
-                    ctx.set_target_memory(t, memory);
-                }
-            }
-        }
-    }
 
     #[test]
     fn a_target_added_while_running_is_monitored_and_schemed_like_the_first() {
@@ -1497,17 +1383,30 @@ mod tests {
         ))
         .unwrap();
         ctx.capture_tried_regions(true);
-        // Mid-window: the second target joins with part of a window left.
-        let mut ops = Joining {
-            join: 50,
-            intervals: 0,
-        };
+        // Targets of 100 pages, the second added at the end of interval 50, mid-window: every
+        // interval one sample in the first 4 pages of each target, and the memory of each.
+        let mut intervals = 0;
+        let mut ops = TestOps::sampled(&[AddrRange::new(0, 100 * 4096)], |ctx| {
+            intervals += 1;
+            if intervals == 50 {
+                let pages = AddrRange::new(SECOND, SECOND + 100 * 4096);
+                ctx.add_target(Target::with_regions(Some(2), &[pages]));
+            }
+            for (t, base) in [0, SECOND].into_iter().enumerate() {
+                if t < ctx.targets().len() {
+                    let addr = base + intervals % 4 * 4096 + 8;
+                    ctx.record_sampled_accesses(t, &mut [SampledAccess::at(addr)]);
+                    let memory = TargetMemory {
+                        resident_bytes: 100 * 4096,
+                        ..TargetMemory::default()
+                    };
+                    ctx.set_target_memory(t, memory);
+                }
+            }
+        });
         let mut windows = Windows::default();
         ctx.start(&mut ops).unwrap();
-        for _ in 0..200 {
-            let flow = ctx.step(&mut ops, &mut VirtualClock, &mut windows).unwrap();
-            assert!(flow.is_continue());
-        }
+        steps(&mut ctx, &mut ops, &mut windows, 200);
         let second = &ctx.targets()[1].regions;
         assert!(second.len() >= 3, "split like the first: {second:?}");
         let hot: u64 = second

@@ -9,8 +9,12 @@ use thiserror::Error;
 pub enum LayoutError {
     #[error("need at least two gaps between mappings to build three regions")]
     TooFewGaps,
-    #[error("address ranges must be non-empty, sorted and non-overlapping (range {0:#x}-{1:#x})")]
-    BadRanges(u64, u64),
+    #[error(
+        "address ranges must be non-empty, sorted and non-overlapping (range {:#x}-{:#x})",
+        .0.start,
+        .0.end
+    )]
+    BadRanges(AddrRange),
     #[error("cannot split into {0} pieces")]
     BadPieceCount(u64),
 }
@@ -80,7 +84,7 @@ pub fn set_regions(
     let mut prev_end = 0;
     for (i, r) in aligned.iter().enumerate() {
         if r.start >= r.end || (i > 0 && prev_end > r.start) {
-            return Err(LayoutError::BadRanges(ranges[i].start, ranges[i].end));
+            return Err(LayoutError::BadRanges(ranges[i]));
         }
         prev_end = r.end;
     }
@@ -166,22 +170,44 @@ mod tests {
         regions.iter().map(|r| (r.start, r.end)).collect()
     }
 
-    /// Upstream's kunit test `damon_test_set_regions`, all five NEW cases.
+    /// Upstream's kunit test `damon_test_set_regions`, all five NEW cases: (old regions, new
+    /// ranges, expected regions).
     #[test]
     fn damon_test_set_regions() {
         let cases: [(Bounds, Bounds, Bounds); 5] = [
+            // The first regions of a target that had none.
             (&[], &[(5, 15), (15, 25)], &[(5, 15), (15, 25)]),
+            // Regions that intersect no new range are removed.
+            //
+            // old:    [4,   16)       [24,  32)
+            // new:              [18, 23)
+            // expect:           [18, 23)
             (&[(4, 16), (24, 32)], &[(18, 23)], &[(18, 23)]),
+            // Holes are filled up with new regions.
+            //
+            // old:    [4,   16)       [24,     32)
+            // new:      [8,                28)
+            // expect:   [8, 16)[16,   24)[24, 28)
             (
                 &[(4, 16), (24, 32)],
                 &[(8, 28)],
                 &[(8, 16), (16, 24), (24, 28)],
             ),
+            // New regions are appended after the last one.
+            //
+            // old:    [0, 4)[4,    17)
+            // new:    [0,       15)     [25, 40)
+            // expect: [0, 4)[4, 15)     [25, 40)
             (
                 &[(0, 4), (4, 17)],
                 &[(0, 15), (25, 40)],
                 &[(0, 4), (4, 15), (25, 40)],
             ),
+            // New regions are inserted between old ones.
+            //
+            // old:    [0, 4)                      [42,    52)
+            // new:    [0,       15)     [25, 40)    [44, 50)
+            // expect: [0,       15)     [25, 40)    [44, 50)
             (
                 &[(0, 4), (42, 52)],
                 &[(0, 15), (25, 40), (44, 50)],
@@ -231,7 +257,14 @@ mod tests {
         assert_eq!(initial_ranges(&one_gap, 1), ranges(&[(0, 20), (100, 110)]));
     }
 
-    /// Upstream's kunit test `damon_test_three_regions_in_vmas`.
+    /// Upstream's kunit test `damon_test_three_regions_in_vmas`. A process's mappings become
+    /// three regions that cover every mapping but leave out the two largest unmapped gaps:
+    /// normally the gaps between the heap and the mmap()-ed area and between that and the
+    /// stack, huge and never accessed, so covering them would only waste regions.
+    ///
+    /// mappings: 10-20-25, 200-210-220, 300-305, 307-330
+    /// gaps:     25-200 (175), 220-300 (80), 305-307 (2): the first two are left out
+    /// expect:   10-25, 200-220, 300-330
     #[test]
     fn damon_test_three_regions_in_vmas() {
         let vmas = ranges(&[
@@ -257,7 +290,9 @@ mod tests {
         );
     }
 
-    /// Upstream's kunit test `damon_test_apply_three_regions1..4`.
+    /// Upstream's kunit tests `damon_test_apply_three_regions1..4`: the monitored regions
+    /// follow a process's changed mappings, simplified to three regions, by `set_regions`.
+    /// Each case starts from the regions 10-20-30, 50-55-57-59, 70-80-90-100.
     #[test]
     fn damon_test_apply_three_regions() {
         let initial = [
@@ -271,18 +306,41 @@ mod tests {
             (90, 100),
         ];
         let cases: [(Bounds, Bounds); 4] = [
+            // 1: the most common case, the three regions only slightly changed. The regions
+            // move their boundaries (10-20-30, 50-55, 70-80, 90-100) to fit, and those now
+            // outside the three (55-57-59) are removed: 55-57 only touches 45-55.
+            //
+            // new:    5-27, 45-55, 73-104
+            // expect: 5-20-27, 45-55, 73-80-90-104
             (
                 &[(5, 27), (45, 55), (73, 104)],
                 &[(5, 20), (20, 27), (45, 55), (73, 80), (80, 90), (90, 104)],
             ),
+            // 2: a slightly bigger change: the second region now needs two regions (50-55,
+            // 57-59) removed.
+            //
+            // new:    5-27, 56-57, 65-104
+            // expect: 5-20-27, 56-57, 65-80-90-104
             (
                 &[(5, 27), (56, 57), (65, 104)],
                 &[(5, 20), (20, 27), (56, 57), (65, 80), (80, 90), (90, 104)],
             ),
+            // 3: a big change: the second region was freed and mapped elsewhere (50-59 ->
+            // 61-63). The regions of the old one (50-55-57-59) are removed and a region
+            // covering the new one is created.
+            //
+            // new:    5-27, 61-63, 65-104
+            // expect: 5-20-27, 61-63, 65-80-90-104
             (
                 &[(5, 27), (61, 63), (65, 104)],
                 &[(5, 20), (20, 27), (61, 63), (65, 80), (80, 90), (90, 104)],
             ),
+            // 4: another big change: the second and third regions (50-59, 70-100) were freed
+            // and mapped elsewhere (30-32, 65-68): their regions are removed and new ones
+            // cover the new second and third regions.
+            //
+            // new:    5-7, 30-32, 65-68
+            // expect: 5-7, 30-32, 65-68
             (&[(5, 7), (30, 32), (65, 68)], &[(5, 7), (30, 32), (65, 68)]),
         ];
         for (i, (three, want)) in cases.into_iter().enumerate() {
@@ -293,19 +351,31 @@ mod tests {
         }
     }
 
-    /// Upstream's kunit test `damon_test_split_evenly` (the NULL case has no Rust equivalent).
+    /// Upstream's kunit test `damon_test_split_evenly` (the NULL case has no Rust equivalent):
+    /// pieces of `(end - start) / n`, the last taking the remainder; no pieces, or pieces
+    /// smaller than the minimum region size, fail and leave the region as it was.
     #[test]
     fn damon_test_split_evenly() {
+        // Zero pieces.
         assert!(evenly_split(Region::new(0, 100), 0, 1).is_err());
         let ok = |s, e, n| bounds(&evenly_split(Region::new(s, e), n, 1).unwrap());
+        // old:    [0,                          100)
+        // expect: [0, 10)[10, 20) ... [80, 90)[90, 100)
         let want: Vec<(u64, u64)> = (0..10).map(|i| (i * 10, i * 10 + 10)).collect();
         assert_eq!(ok(0, 100, 10), want);
+        // Pieces of 54 / 5 = 10, the last with the remainder.
+        //
+        // old:    [5,                          59)
+        // expect: [5, 15)[15, 25)[25, 35)[35, 45)[45, 59)
         assert_eq!(
             ok(5, 59, 5),
             [(5, 15), (15, 25), (25, 35), (35, 45), (45, 59)]
         );
+        // One piece: the region itself.
         assert_eq!(ok(4, 6, 1), [(4, 6)]);
+        // old: [0, 3)  expect: [0, 1)[1, 3)
         assert_eq!(ok(0, 3, 2), [(0, 1), (1, 3)]);
+        // A piece of 1 / 2 = 0 bytes.
         assert!(evenly_split(Region::new(5, 6), 2, 1).is_err());
     }
 }

@@ -21,7 +21,8 @@
 //! - [`layout`]: regions from address ranges (three-regions construction, `set_regions`);
 //! - [`tuning`]: monitoring intervals auto-tuning and the feedback loop;
 //! - [`ops`]: the operations interface and clocks; [`callbacks`]: hooks into the loop;
-//! - [`damos`]: operation schemes (patterns, quotas, goals, watermarks, filters).
+//! - [`damos`]: operation schemes (patterns, quotas, goals, watermarks, filters);
+//! - `testing` (the `testing` feature): the test kit of this crate and of those built on it.
 //!
 //! Every upstream kunit vector is a test named after it, except four with no
 //! counterpart here: `damon_test_ops_registration` (operations are trait objects, not a global
@@ -47,6 +48,8 @@ pub mod rand;
 pub mod recent_samples;
 pub mod region;
 mod region_index;
+#[cfg(any(test, feature = "testing"))]
+pub mod testing;
 pub mod touched;
 pub mod tuning;
 pub mod working_set;

@@ -24,8 +24,9 @@ pub trait Operations {
     }
 
     /// Before a sampling interval starts: choose sampling addresses and arm the probes.
-    /// The interval is [`Context::interval_us`].
-    fn prepare_access_checks(&mut self, ctx: &mut Context);
+    /// The interval is [`Context::interval_us`]. Optional, as the kernel's operations are:
+    /// sampled sources arm nothing per region and leave it out.
+    fn prepare_access_checks(&mut self, _ctx: &mut Context) {}
 
     /// After the interval ends: count accessed regions (`nr_accesses += 1` at most once per
     /// region). Sampled sources use [`Context::record_sampled_accesses`] so that the cost

@@ -53,13 +53,21 @@ fn idle(r: &Region) -> bool {
     r.last_nr_accesses == 0
 }
 
+/// A cut of a ladder: `rung` steps from the seen edge (the nearest first, as the fields' order
+/// sorts), at `at` in target `target`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+struct Rung {
+    rung: u32,
+    target: usize,
+    at: u64,
+}
+
 /// Cuts at most `budget` rungs, the nearest first; returns how many.
 fn cut_ladders(targets: &mut [Target], budget: usize, min_sz: u64) -> usize {
     if budget == 0 {
         return 0;
     }
-    // (rung, target, cut address)
-    let mut rungs: Vec<(u32, usize, u64)> = Vec::new();
+    let mut rungs: Vec<Rung> = Vec::new();
     for (ti, t) in targets.iter().enumerate() {
         let regions = &t.regions;
         for (i, r) in regions.iter().enumerate() {
@@ -80,10 +88,18 @@ fn cut_ladders(targets: &mut [Target], budget: usize, min_sz: u64) -> usize {
             let mut rung = 0;
             while distance < reach {
                 if seen_left {
-                    rungs.push((rung, ti, r.start + distance));
+                    rungs.push(Rung {
+                        rung,
+                        target: ti,
+                        at: r.start + distance,
+                    });
                 }
                 if seen_right {
-                    rungs.push((rung, ti, r.end - distance));
+                    rungs.push(Rung {
+                        rung,
+                        target: ti,
+                        at: r.end - distance,
+                    });
                 }
                 rung += 1;
                 distance = match distance.checked_mul(LADDER_RATIO) {
@@ -98,12 +114,12 @@ fn cut_ladders(targets: &mut [Target], budget: usize, min_sz: u64) -> usize {
     }
     rungs.sort_unstable();
     rungs.truncate(budget);
-    rungs.sort_unstable_by_key(|&(_, ti, at)| (ti, at));
-    rungs.dedup_by_key(|&mut (_, ti, at)| (ti, at));
+    rungs.sort_unstable_by_key(|c| (c.target, c.at));
+    rungs.dedup_by_key(|c| (c.target, c.at));
     let cuts = rungs.len();
-    for target_rungs in rungs.chunk_by(|a, b| a.1 == b.1) {
-        let at: Vec<u64> = target_rungs.iter().map(|c| c.2).collect();
-        insert_cuts(&mut targets[target_rungs[0].1].regions, &at);
+    for target_rungs in rungs.chunk_by(|a, b| a.target == b.target) {
+        let at: Vec<u64> = target_rungs.iter().map(|c| c.at).collect();
+        insert_cuts(&mut targets[target_rungs[0].target].regions, &at);
     }
     cuts
 }

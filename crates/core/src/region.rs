@@ -182,6 +182,10 @@ impl AddrRange {
         self.end.saturating_sub(self.start)
     }
 
+    pub fn contains(&self, addr: u64) -> bool {
+        self.start <= addr && addr < self.end
+    }
+
     /// The smallest range that covers both `self` and `other`.
     pub fn hull(self, other: AddrRange) -> AddrRange {
         AddrRange::new(self.start.min(other.start), self.end.max(other.end))

@@ -5,7 +5,11 @@
 //! grows with the region count. This index keeps the region ends in a compact array and, above
 //! it, the last end of every block of [`BLOCK`] regions: the fence search stays in cache, the
 //! block search reads one or two cache lines, and only the hit region itself is touched.
-//! It is rebuilt in one linear pass whenever region boundaries may have changed.
+//!
+//! The index is a cache of the boundaries, and nobody has to say when they change: every answer
+//! is checked against the regions themselves ([`RegionIndex::find`]), in O(1), and an index found
+//! out of date is rebuilt in one linear pass. Boundaries change at most a few times a window
+//! (merge, split, schemes, the operations' updates), so it is rebuilt about as often as they do.
 
 use crate::region::Region;
 
@@ -20,14 +24,38 @@ pub(crate) struct RegionIndex {
 }
 
 impl RegionIndex {
-    pub(crate) fn build(regions: &[Region]) -> Self {
-        let ends: Vec<u64> = regions.iter().map(|r| r.end).collect();
-        let fences = ends.chunks(BLOCK).map(|b| b[b.len() - 1]).collect();
-        RegionIndex { ends, fences }
+    #[cfg(test)]
+    fn build(regions: &[Region]) -> Self {
+        let mut index = RegionIndex::default();
+        index.rebuild(regions);
+        index
     }
 
-    /// The index of the first region ending after `addr` (the one that may contain it).
-    pub(crate) fn first_ending_after(&self, addr: u64) -> usize {
+    fn rebuild(&mut self, regions: &[Region]) {
+        self.ends.clear();
+        self.ends.extend(regions.iter().map(|r| r.end));
+        self.fences.clear();
+        self.fences
+            .extend(self.ends.chunks(BLOCK).map(|b| b[b.len() - 1]));
+    }
+
+    /// The region of `regions` (sorted, disjoint) that holds `addr`, if any: what a binary
+    /// search over `regions` finds, whatever happened to them since the index was built.
+    pub(crate) fn find(&mut self, regions: &[Region], addr: u64) -> Option<usize> {
+        if self.ends.len() != regions.len() {
+            self.rebuild(regions);
+        }
+        let mut i = self.first_ending_after(addr);
+        if !is_first_ending_after(regions, i, addr) {
+            self.rebuild(regions);
+            i = self.first_ending_after(addr);
+        }
+        regions.get(i).filter(|r| r.start <= addr).map(|_| i)
+    }
+
+    /// The index of the first region ending after `addr` (the one that may contain it), as the
+    /// index last saw the regions.
+    fn first_ending_after(&self, addr: u64) -> usize {
         let block = self.fences.partition_point(|&e| e <= addr);
         let lo = block * BLOCK;
         let hi = (lo + BLOCK).min(self.ends.len());
@@ -38,9 +66,25 @@ impl RegionIndex {
     }
 }
 
+/// Whether `i` is where `addr` falls among `regions` (sorted by their ends): region `i` holds
+/// it (a hit, found by reading the hit region alone), or it lies after region `i - 1` and
+/// before the end of region `i` (a miss, checked by its two neighbours).
+fn is_first_ending_after(regions: &[Region], i: usize, addr: u64) -> bool {
+    match regions.get(i) {
+        Some(r) if r.start <= addr && addr < r.end => true,
+        next => next.is_none_or(|r| addr < r.end) && (i == 0 || regions[i - 1].end <= addr),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// What a plain binary search over `regions` finds for `addr`.
+    fn plain(regions: &[Region], addr: u64) -> Option<usize> {
+        let i = regions.partition_point(|r| r.end <= addr);
+        regions.get(i).filter(|r| r.start <= addr).map(|_| i)
+    }
 
     #[test]
     fn agrees_with_a_plain_binary_search() {
@@ -48,11 +92,42 @@ mod tests {
         let regions: Vec<Region> = (0..100u64)
             .map(|i| Region::new(i * 10, i * 10 + 7))
             .collect();
-        let index = RegionIndex::build(&regions);
+        let mut index = RegionIndex::build(&regions);
         for addr in 0..1010 {
-            let want = regions.partition_point(|r| r.end <= addr);
-            assert_eq!(index.first_ending_after(addr), want, "address {addr}");
+            assert_eq!(
+                index.find(&regions, addr),
+                plain(&regions, addr),
+                "address {addr}"
+            );
         }
-        assert_eq!(RegionIndex::build(&[]).first_ending_after(5), 0);
+        assert_eq!(RegionIndex::build(&[]).find(&[], 5), None);
+    }
+
+    #[test]
+    fn an_index_built_for_other_regions_still_answers_right() {
+        // Built for 100 regions of 10; asked about the same span cut otherwise: the same
+        // count of regions (merged here, split there), fewer, more, none.
+        let tens: Vec<Region> = (0..100u64)
+            .map(|i| Region::new(i * 10, i * 10 + 7))
+            .collect();
+        let mut moved = tens.clone();
+        moved[40].end = 409; // a region grew into the hole after it
+        moved[41].start = 409;
+        moved[70] = Region::new(700, 703); // one shrank
+        let fewer: Vec<Region> = (0..50u64)
+            .map(|i| Region::new(i * 20, i * 20 + 15))
+            .collect();
+        let more: Vec<Region> = (0..333u64).map(|i| Region::new(i * 3, i * 3 + 2)).collect();
+        for regions in [moved, fewer, more, Vec::new()] {
+            let mut index = RegionIndex::build(&tens);
+            for addr in 0..1010 {
+                assert_eq!(
+                    index.find(&regions, addr),
+                    plain(&regions, addr),
+                    "address {addr} among {} regions",
+                    regions.len()
+                );
+            }
+        }
     }
 }

@@ -69,8 +69,11 @@ mod tests {
     #[test]
     fn damon_test_feed_loop_next_input() {
         let last = 900_000;
+        // A score below the goal (always 10,000) raises the input.
         assert!(feed_loop_next_input(last, 200) > last);
+        // A score above the goal lowers it.
         assert!(feed_loop_next_input(last, 250_000_000) < last);
+        // The farther the score from the goal, the larger the change.
         assert!(feed_loop_next_input(last, 200) > feed_loop_next_input(last, 2000));
         assert_eq!(feed_loop_next_input(last, 200), 1_782_000);
         assert_eq!(feed_loop_next_input(last, 2000), 1_620_000);

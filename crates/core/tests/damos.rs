@@ -3,9 +3,9 @@
 
 use udamon_core::damos::quota::set_effective_quota;
 use udamon_core::damos::{
-    AccessPattern, Action, Applied, ApplyEnv, DamosWalk, Filter, FilterKind, Filters, GoalMetric,
-    GoalTuner, MigrateDest, NoMetrics, Quota, QuotaGoal, QuotaState, Scheme, SchemeApplier,
-    WalkError, Watermarks, WmarkMetric, apply_schemes, default_scheme_score,
+    AccessPattern, Action, Applied, ApplyEnv, ApplyPass, DamosWalk, Filter, FilterKind, Filters,
+    GoalMetric, GoalTuner, MigrateDest, NoMetrics, Quota, QuotaGoal, QuotaState, Scheme,
+    SchemeApplier, WalkError, Watermarks, WmarkMetric, default_scheme_score,
 };
 use udamon_core::{AddrRange, Attrs, Region, Target};
 
@@ -214,18 +214,21 @@ fn damos_test_commit_filter() {
     }
 }
 
+/// The access pattern upstream's `damos_test_commit_*` cases write as six consecutive numbers
+/// from `first`: minimum and maximum size, accesses and age.
+fn consecutive_pattern(first: u32) -> AccessPattern {
+    AccessPattern {
+        min_sz_region: first.into(),
+        max_sz_region: (first + 1).into(),
+        min_nr_accesses: first + 2,
+        max_nr_accesses: first + 3,
+        min_age_region: first + 4,
+        max_age_region: first + 5,
+    }
+}
+
 fn commit_dst() -> Scheme {
-    let mut s = Scheme::new(
-        AccessPattern {
-            min_sz_region: 1,
-            max_sz_region: 2,
-            min_nr_accesses: 3,
-            max_nr_accesses: 4,
-            min_age_region: 5,
-            max_age_region: 6,
-        },
-        Action::Pageout,
-    );
+    let mut s = Scheme::new(consecutive_pattern(1), Action::Pageout);
     s.apply_interval_us = 1_000_000;
     // Upstream's positional initialiser {FREE_MEM_RATE, 900, 100, 50}: interval 900, high 100,
     // mid 50, low 0.
@@ -258,17 +261,7 @@ fn check_commit(mut dst: Scheme, src: &Scheme) {
 
 #[test]
 fn damos_test_commit_pageout() {
-    let mut src = Scheme::new(
-        AccessPattern {
-            min_sz_region: 2,
-            max_sz_region: 3,
-            min_nr_accesses: 4,
-            max_nr_accesses: 5,
-            min_age_region: 6,
-            max_age_region: 7,
-        },
-        Action::Pageout,
-    );
+    let mut src = Scheme::new(consecutive_pattern(2), Action::Pageout);
     src.apply_interval_us = 2_000_000;
     src.wmarks = Watermarks {
         metric: WmarkMetric::FreeMemRate,
@@ -282,32 +275,45 @@ fn damos_test_commit_pageout() {
 
 #[test]
 fn damos_test_commit_migrate_hot() {
-    let mut src = Scheme::new(
-        AccessPattern {
-            min_sz_region: 2,
-            max_sz_region: 3,
-            min_nr_accesses: 4,
-            max_nr_accesses: 5,
-            min_age_region: 6,
-            max_age_region: 7,
-        },
-        Action::MigrateHot,
-    );
+    let mut src = Scheme::new(consecutive_pattern(2), Action::MigrateHot);
     src.apply_interval_us = 2_000_000;
     src.target_nid = Some(5);
     check_commit(commit_dst(), &src);
 }
 
-/// `damos_test_filter_out`: an `addr` filter [2, 6) with a minimum region size of 1.
+/// `damos_test_filter_out`: an `addr` filter [2, 6) with a minimum region size of 1. A region
+/// partly in the range is split at its edge, and the part the filter decides on is the first.
 #[test]
 fn damos_test_filter_out() {
     let f = Filter::new(FilterKind::Addr(AddrRange::new(2, 6)), true, false);
     let ranges = |regions: &[Region]| regions.iter().map(|r| (r.start, r.end)).collect::<Vec<_>>();
     for (region, matched, after) in [
+        // A region in the range.
+        //
+        // filter: [2,      6)
+        // region:   [3, 5)
         ((3, 5), true, vec![(3, 5)]),
+        // A region before the range.
+        //
+        // filter:       [2,   6)
+        // region: [1, 2)
         ((1, 2), false, vec![(1, 2)]),
+        // A region after the range.
+        //
+        // filter: [2,   6)
+        // region:       [6, 8)
         ((6, 8), false, vec![(6, 8)]),
+        // A region that starts before the range: split at its start.
+        //
+        // filter:       [2,      6)
+        // region: [1,      4)
+        // expect: [1, 2)[2, 4)
         ((1, 4), false, vec![(1, 2), (2, 4)]),
+        // A region that starts in the range: split at its end.
+        //
+        // filter: [2,      6)
+        // region: [2,            8)
+        // expect: [2,      6)[6, 8)
         ((2, 8), true, vec![(2, 6), (6, 8)]),
     ] {
         let mut regions = vec![Region::new(region.0, region.1)];
@@ -340,22 +346,35 @@ fn damon_test_feed_loop_next_input() {
         assert_eq!(st.esz, st.esz_bp / 10_000);
         st.esz_bp
     };
+    // A score below the goal (always 10,000 bp) raises the input.
     assert!(esz_bp_after(200) > 900_000);
+    // A score above it lowers the input.
     assert!(esz_bp_after(250_000_000) < 900_000);
+    // The farther the score from the goal, the larger the change.
     assert!(esz_bp_after(200) > esz_bp_after(2000));
     assert_eq!(esz_bp_after(200), 1_782_000);
     assert_eq!(esz_bp_after(250_000_000), 10_000);
 }
 
+/// `damon_test_set_filters_default_reject`: what each layer does with memory that no filter
+/// decided on: (filters, core layer rejects it, operations layer rejects it).
 #[test]
 fn damon_test_set_filters_default_reject() {
     let target = |allow| Filter::new(FilterKind::Target { idx: 0 }, true, allow);
     let anon = Filter::new(FilterKind::Anon, true, true);
     for (filters, core, ops) in [
+        // No filter: both layers allow, since nothing filters at all.
         (vec![], false, false),
+        // A core allow-filter: the core layer rejects by default, as its last filter allows;
+        // the operations layer, without filters, allows.
         (vec![target(true)], true, false),
+        // A core reject-filter: the core layer allows by default, as its last filter rejects.
         (vec![target(false)], false, false),
+        // A core reject-filter and an operations allow-filter: the core layer allows, since
+        // the operations layer filters after it; that layer rejects, as its last filter
+        // allows.
         (vec![target(false), anon.clone()], false, true),
+        // A core allow-filter and an operations allow-filter: the same.
         (vec![target(true), anon.clone()], false, true),
     ] {
         let f: Filters = filters.into_iter().collect();
@@ -468,14 +487,13 @@ fn pages(t: &Target) -> Vec<(u64, u64)> {
 }
 
 fn run(targets: &mut [Target], schemes: &mut [Scheme], env: &ApplyEnv, ops: &mut Ops) -> bool {
-    apply_schemes(
-        targets,
-        schemes,
-        env,
-        ops,
-        &mut NoMetrics,
-        &mut DamosWalk::default(),
-    )
+    ApplyPass {
+        env: *env,
+        applier: ops,
+        metrics: &mut NoMetrics,
+        walk: &mut DamosWalk::default(),
+    }
+    .run(targets, schemes)
 }
 
 fn quota_sz(sz: u64, reset_interval_ms: u64) -> Quota {
@@ -937,27 +955,25 @@ fn tried_regions_are_captured_for_one_apply_interval() {
     let mut walk = DamosWalk::default();
     walk.request().unwrap();
     let mut ops = Ops::new();
-    apply_schemes(
-        &mut t,
-        &mut schemes,
-        &boundary(0),
-        &mut ops,
-        &mut NoMetrics,
-        &mut walk,
-    );
+    ApplyPass {
+        env: boundary(0),
+        applier: &mut ops,
+        metrics: &mut NoMetrics,
+        walk: &mut walk,
+    }
+    .run(&mut t, &mut schemes);
     assert_eq!(
         walk.take_result(),
         None,
         "the stat scheme's interval is not over yet"
     );
-    apply_schemes(
-        &mut t,
-        &mut schemes,
-        &boundary(1),
-        &mut ops,
-        &mut NoMetrics,
-        &mut walk,
-    );
+    ApplyPass {
+        env: boundary(1),
+        applier: &mut ops,
+        metrics: &mut NoMetrics,
+        walk: &mut walk,
+    }
+    .run(&mut t, &mut schemes);
     let result = walk.take_result().unwrap().unwrap();
     let seen = |i: usize| {
         result[i]

@@ -11,9 +11,9 @@ use udamon_core::adjust::{
 };
 use udamon_core::recent_samples::RecentSamples;
 use udamon_core::region::align_up;
+use udamon_core::testing::{StopAfterWindows, TestOps};
 use udamon_core::{
-    AddrRange, Attrs, Callbacks, Context, Flow, Operations, OpsError, Prng, Region, SampledAccess,
-    Target, VirtualClock,
+    AddrRange, Attrs, Callbacks, Context, Flow, Prng, Region, SampledAccess, Target, VirtualClock,
 };
 
 const PAGE: u64 = 4096;
@@ -225,76 +225,41 @@ proptest! {
     }
 }
 
-/// Each sampled page is accessed with a probability that depends on where it is.
-struct RandomOps {
-    spans: Vec<AddrRange>,
-    hot: Vec<(AddrRange, f64)>,
+/// An accessed-bit source: each sampled page is accessed with the probability of the first
+/// area of `hot` that holds it (0 outside them).
+fn random_ops(spans: &[AddrRange], hot: Vec<(AddrRange, f64)>) -> TestOps<'static> {
+    TestOps::checked(spans, move |c| {
+        let p = hot
+            .iter()
+            .find(|(h, _)| h.contains(c.addr))
+            .map_or(0.0, |&(_, p)| p);
+        c.rng.unit() < p
+    })
 }
 
-impl Operations for RandomOps {
-    fn name(&self) -> &str {
-        "random"
-    }
-
-    fn init(&mut self, ctx: &mut Context) -> Result<(), OpsError> {
-        ctx.targets_mut()[0] = Target::with_regions(None, &self.spans);
-        Ok(())
-    }
-
-    fn prepare_access_checks(&mut self, ctx: &mut Context) {
-        ctx.randomize_sampling_addrs();
-    }
-
-    fn check_accesses(&mut self, ctx: &mut Context) {
-        let (targets, rng) = ctx.targets_and_rng();
-        for r in targets.iter_mut().flat_map(|t| t.regions.iter_mut()) {
-            let p = self
-                .hot
-                .iter()
-                .find(|(h, _)| h.start <= r.sampling_addr && r.sampling_addr < h.end)
-                .map_or(0.0, |&(_, p)| p);
-            if rng.unit() < p {
-                r.nr_accesses += 1;
-            }
-        }
-    }
-}
-
-/// A sampled source: each interval, a few sample addresses fall on pages chosen with the
-/// weights of `hot` (and anywhere in the spans with the rest of the weight).
-struct SampledOps {
+/// A sampled source: each interval, `per_interval` sample addresses fall on pages chosen with
+/// the weights of `hot` (and anywhere in the spans with the rest of the weight). Some memory
+/// holds no pages: a random page-aligned stretch of a span, at times.
+fn sampled_ops(
     spans: Vec<AddrRange>,
     hot: Vec<(AddrRange, f64)>,
     per_interval: u32,
-}
-
-impl Operations for SampledOps {
-    fn name(&self) -> &str {
-        "sampled"
-    }
-
-    fn init(&mut self, ctx: &mut Context) -> Result<(), OpsError> {
-        ctx.targets_mut()[0] = Target::with_regions(None, &self.spans);
-        Ok(())
-    }
-
-    fn prepare_access_checks(&mut self, _ctx: &mut Context) {}
-
-    fn check_accesses(&mut self, ctx: &mut Context) {
+) -> TestOps<'static> {
+    let in_spans = spans.clone();
+    TestOps::sampled(&spans, move |ctx| {
         let rng = ctx.rng();
         let mut addrs = Vec::new();
-        for _ in 0..self.per_interval {
+        for _ in 0..per_interval {
             let u = rng.unit();
             let mut acc = 0.0;
-            let area = self
-                .hot
+            let area = hot
                 .iter()
                 .find(|(_, w)| {
                     acc += w;
                     u < acc
                 })
                 .map(|&(a, _)| a)
-                .unwrap_or_else(|| self.spans[rng.in_range(0, self.spans.len() as u64) as usize]);
+                .unwrap_or_else(|| in_spans[rng.in_range(0, in_spans.len() as u64) as usize]);
             let addr = rng.in_range(area.start, area.end);
             let kind = rng.in_range(0, 4);
             addrs.push(SampledAccess {
@@ -304,15 +269,13 @@ impl Operations for SampledOps {
             });
         }
         ctx.record_sampled_accesses(0, &mut addrs);
-    }
-
-    /// Some memory holds no pages: a random page-aligned stretch of a span, at times.
-    fn check_residency(&mut self, ctx: &mut Context) {
+    })
+    .residency(move |ctx| {
         let rng = ctx.rng();
         if rng.in_range(0, 2) == 0 {
             return;
         }
-        let span = self.spans[rng.in_range(0, self.spans.len() as u64) as usize];
+        let span = spans[rng.in_range(0, spans.len() as u64) as usize];
         let pages = span.size() / PAGE;
         let first = rng.in_range(0, pages);
         let len = rng.in_range(1, pages - first + 1);
@@ -321,15 +284,14 @@ impl Operations for SampledOps {
             span.start + (first + len) * PAGE,
         )];
         ctx.cut_absent(0, &absent);
-    }
+    })
 }
 
-/// Checks the invariants at every aggregation, and stops after a number of them.
+/// Checks the invariants at every aggregation; stops at the first that does not hold.
 struct Checker {
     spans: Vec<AddrRange>,
     /// The source samples: counts must rest on them.
     sampled: bool,
-    left: u32,
     failure: Option<String>,
 }
 
@@ -404,12 +366,7 @@ impl Callbacks for Checker {
             self.failure = Some(e);
             return Ok(ControlFlow::Break(()));
         }
-        self.left -= 1;
-        if self.left == 0 {
-            Ok(ControlFlow::Break(()))
-        } else {
-            Ok(ControlFlow::Continue(()))
-        }
+        Ok(ControlFlow::Continue(()))
     }
 }
 
@@ -449,17 +406,18 @@ proptest! {
         };
         let mut ctx = Context::new(attrs, seed).unwrap();
         ctx.add_target(Target::new(None));
-        let mut checker = Checker { spans: spans.clone(), sampled, left: 12, failure: None };
-        if sampled {
+        let checker = Checker { spans: spans.clone(), sampled, failure: None };
+        let mut ops = if sampled {
             // Hot areas take their weight of the samples; the rest fall anywhere.
             let total: f64 = hot.iter().map(|h: &(AddrRange, f64)| h.1).sum::<f64>().max(1.0);
             let hot = hot.into_iter().map(|(a, p)| (a, p / total)).collect();
-            let mut ops = SampledOps { spans, hot, per_interval };
-            ctx.run(&mut ops, &mut VirtualClock, &mut checker).unwrap();
+            sampled_ops(spans, hot, per_interval)
         } else {
-            let mut ops = RandomOps { spans, hot };
-            ctx.run(&mut ops, &mut VirtualClock, &mut checker).unwrap();
-        }
-        prop_assert!(checker.failure.is_none(), "{}", checker.failure.unwrap());
+            random_ops(&spans, hot)
+        };
+        let mut callbacks = (checker, StopAfterWindows(12));
+        ctx.run(&mut ops, &mut VirtualClock, &mut callbacks).unwrap();
+        let failure = callbacks.0.failure;
+        prop_assert!(failure.is_none(), "{}", failure.unwrap());
     }
 }

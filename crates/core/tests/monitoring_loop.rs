@@ -1,73 +1,17 @@
-//! The monitoring loop end to end, with a small operations set whose "memory" is accessed in
-//! known address ranges: aggregation timing, callbacks, stopping, updates, tuning, determinism.
+//! The monitoring loop end to end, with the test kit's operations set whose "memory" is
+//! accessed in known address ranges: aggregation timing, callbacks, stopping, updates, tuning,
+//! determinism.
 
 use std::ops::ControlFlow;
+use udamon_core::testing::{StopAfterWindows, StopAt, TestOps};
 use udamon_core::{
-    AddrRange, Attrs, CallbackError, Callbacks, Clock, Context, Flow, IntervalsGoal, Operations,
-    OpsError, RunError, StopReason, Target, VirtualClock,
+    AddrRange, Attrs, CallbackError, Callbacks, Clock, Context, Flow, IntervalsGoal, RunError,
+    StopReason, Target, VirtualClock,
 };
 
-/// Accessed-bit style operations: a sampled page counts as accessed when it lies in `hot`.
-struct HotRangesOps {
-    span: AddrRange,
-    hot: Vec<AddrRange>,
-    updates: u32,
-    valid_until_us: u64,
-}
-
-impl HotRangesOps {
-    fn new(span: AddrRange, hot: Vec<AddrRange>) -> Self {
-        HotRangesOps {
-            span,
-            hot,
-            updates: 0,
-            valid_until_us: u64::MAX,
-        }
-    }
-}
-
-impl Operations for HotRangesOps {
-    fn name(&self) -> &str {
-        "hot-ranges"
-    }
-
-    fn init(&mut self, ctx: &mut Context) -> Result<(), OpsError> {
-        for t in ctx.targets_mut() {
-            if t.regions.is_empty() {
-                *t = Target::with_regions(t.pid, &[self.span]);
-            }
-        }
-        Ok(())
-    }
-
-    fn update(&mut self, _ctx: &mut Context) -> Result<(), OpsError> {
-        self.updates += 1;
-        Ok(())
-    }
-
-    fn prepare_access_checks(&mut self, ctx: &mut Context) {
-        ctx.randomize_sampling_addrs();
-    }
-
-    fn check_accesses(&mut self, ctx: &mut Context) {
-        for r in ctx
-            .targets_mut()
-            .iter_mut()
-            .flat_map(|t| t.regions.iter_mut())
-        {
-            if self
-                .hot
-                .iter()
-                .any(|h| h.start <= r.sampling_addr && r.sampling_addr < h.end)
-            {
-                r.nr_accesses += 1;
-            }
-        }
-    }
-
-    fn target_valid(&self, ctx: &Context, _target: usize) -> bool {
-        ctx.now_us() < self.valid_until_us
-    }
+/// An accessed-bit source over `span` whose pages in `hot` are accessed in every interval.
+fn hot_ranges(span: AddrRange, hot: &[AddrRange]) -> TestOps<'static> {
+    TestOps::hot_ranges(&[span], hot)
 }
 
 /// Keeps what the aggregation callback saw.
@@ -76,7 +20,6 @@ struct Snapshots {
     windows: Vec<(u64, u64)>,
     regions: Vec<Vec<(u64, u64, u32, u32)>>,
     samples: u64,
-    stop_after: Option<usize>,
     terminated: bool,
 }
 
@@ -95,10 +38,7 @@ impl Callbacks for Snapshots {
                 .map(|r| (r.start, r.end, r.nr_accesses, r.age))
                 .collect(),
         );
-        match self.stop_after {
-            Some(n) if self.regions.len() >= n => Ok(ControlFlow::Break(())),
-            _ => Ok(ControlFlow::Continue(())),
-        }
+        Ok(ControlFlow::Continue(()))
     }
 
     fn before_terminate(&mut self, _ctx: &Context) -> Result<(), CallbackError> {
@@ -109,22 +49,20 @@ impl Callbacks for Snapshots {
 
 const MIB: u64 = 1 << 20;
 
-fn monitor(seed: u64, attrs: Attrs, aggregations: usize) -> (Snapshots, HotRangesOps, StopReason) {
+/// What `windows` aggregation windows saw, 10 MiB and 2 MiB hot in 100 MiB.
+fn monitor(seed: u64, attrs: Attrs, windows: u64) -> (Snapshots, TestOps<'static>, StopReason) {
     let mut ctx = Context::new(attrs, seed).unwrap();
     ctx.add_target(Target::new(Some(1)));
-    let mut ops = HotRangesOps::new(
+    let mut ops = hot_ranges(
         AddrRange::new(0, 100 * MIB),
-        vec![
+        &[
             AddrRange::new(20 * MIB, 30 * MIB),
             AddrRange::new(60 * MIB, 62 * MIB),
         ],
     );
-    let mut cb = Snapshots {
-        stop_after: Some(aggregations),
-        ..Default::default()
-    };
+    let mut cb = (Snapshots::default(), StopAfterWindows(windows));
     let reason = ctx.run(&mut ops, &mut VirtualClock, &mut cb).unwrap();
-    (cb, ops, reason)
+    (cb.0, ops, reason)
 }
 
 #[test]
@@ -189,8 +127,7 @@ fn updates_every_update_interval() {
 fn stops_when_no_target_is_valid() {
     let mut ctx = Context::new(Attrs::default(), 1).unwrap();
     ctx.add_target(Target::new(Some(1)));
-    let mut ops = HotRangesOps::new(AddrRange::new(0, MIB), vec![]);
-    ops.valid_until_us = 1_000_000;
+    let mut ops = hot_ranges(AddrRange::new(0, MIB), &[]).valid_until_us(1_000_000);
     let mut cb = Snapshots::default();
     let reason = ctx.run(&mut ops, &mut VirtualClock, &mut cb).unwrap();
     assert_eq!(reason, StopReason::NoValidTarget);
@@ -224,7 +161,7 @@ impl Callbacks for FailsAt {
 fn a_callbacks_error_ends_the_run_at_once_and_comes_back_first() {
     let mut ctx = Context::new(Attrs::default(), 1).unwrap();
     ctx.add_target(Target::new(Some(1)));
-    let mut ops = HotRangesOps::new(AddrRange::new(0, MIB), vec![]);
+    let mut ops = hot_ranges(AddrRange::new(0, MIB), &[]);
     let failing = FailsAt {
         fail_at: 7,
         samples: 0,
@@ -282,7 +219,7 @@ impl Callbacks for RetuneAt {
 fn control_between_steps_changes_a_running_context_and_can_stop_it() {
     let mut ctx = Context::new(Attrs::default(), 1).unwrap();
     ctx.add_target(Target::new(Some(1)));
-    let mut ops = HotRangesOps::new(AddrRange::new(0, MIB), vec![]);
+    let mut ops = hot_ranges(AddrRange::new(0, MIB), &[]);
     let mut cb = RetuneAt {
         at_us: 300_000,
         stop_us: 1_000_000,
@@ -313,31 +250,25 @@ fn clock_is_asked_for_each_interval_end_from_the_start_time() {
     let mut ctx = Context::new(Attrs::default(), 1).unwrap();
     ctx.set_start_time_us(1_000_000);
     ctx.add_target(Target::new(Some(1)));
-    let mut ops = HotRangesOps::new(AddrRange::new(0, MIB), vec![]);
+    let mut ops = hot_ranges(AddrRange::new(0, MIB), &[]);
     let mut clock = RecordingClock(Vec::new());
-    let mut cb = Snapshots {
-        stop_after: Some(1),
-        ..Default::default()
-    };
+    let mut cb = (Snapshots::default(), StopAfterWindows(1));
     ctx.run(&mut ops, &mut clock, &mut cb).unwrap();
     let want: Vec<u64> = (1..=20).map(|i| 1_000_000 + i * 5_000).collect();
     assert_eq!(clock.0, want);
-    assert_eq!(cb.windows, [(1_000_000, 1_100_000)]);
+    assert_eq!(cb.0.windows, [(1_000_000, 1_100_000)]);
 }
 
-fn tuned_sample_interval(hot: Vec<AddrRange>) -> u64 {
+fn tuned_sample_interval(hot: &[AddrRange]) -> u64 {
     let attrs = Attrs {
         intervals_goal: IntervalsGoal::recommended(),
         ..Attrs::default()
     };
     let mut ctx = Context::new(attrs, 5).unwrap();
     ctx.add_target(Target::new(Some(1)));
-    let mut ops = HotRangesOps::new(AddrRange::new(0, 100 * MIB), hot);
-    let mut cb = Snapshots {
-        stop_after: Some(30),
-        ..Default::default()
-    };
-    ctx.run(&mut ops, &mut VirtualClock, &mut cb).unwrap();
+    let mut ops = hot_ranges(AddrRange::new(0, 100 * MIB), hot);
+    ctx.run(&mut ops, &mut VirtualClock, &mut StopAfterWindows(30))
+        .unwrap();
     assert_eq!(
         ctx.attrs().aggr_interval_us / ctx.attrs().sample_interval_us,
         20,
@@ -349,15 +280,14 @@ fn tuned_sample_interval(hot: Vec<AddrRange>) -> u64 {
 #[test]
 fn interval_tuning_lengthens_when_too_few_accesses_and_shortens_when_too_many() {
     // Nothing accessed: below the 4 % goal, intervals grow.
-    assert!(tuned_sample_interval(vec![]) > 5_000);
+    assert!(tuned_sample_interval(&[]) > 5_000);
     // Everything accessed: far above the goal, intervals shrink to the minimum.
-    let all = vec![AddrRange::new(0, 100 * MIB)];
-    assert_eq!(tuned_sample_interval(all), 5_000);
-    // A hot 20 % starting at the minimum cannot shrink further but must not grow either.
     assert_eq!(
-        tuned_sample_interval(vec![AddrRange::new(0, 20 * MIB)]),
+        tuned_sample_interval(&[AddrRange::new(0, 100 * MIB)]),
         5_000
     );
+    // A hot 20 % starting at the minimum cannot shrink further but must not grow either.
+    assert_eq!(tuned_sample_interval(&[AddrRange::new(0, 20 * MIB)]), 5_000);
 }
 
 mod schemes {
@@ -365,60 +295,23 @@ mod schemes {
     //! and watermarks pausing monitoring.
 
     use super::*;
+    use udamon_core::VirtualClock;
     use udamon_core::damos::{
-        AccessPattern, Action, Applied, ApplyEnv, LruMem, MetricSource, NodeMem, Quota, Scheme,
-        Watermarks, WmarkMetric,
+        AccessPattern, Action, LruMem, MetricSource, NodeMem, Quota, Scheme, Watermarks,
+        WmarkMetric,
     };
-    use udamon_core::{Region, VirtualClock};
 
-    /// Records every apply call; applies everything it is asked to.
-    struct ActingOps {
-        inner: HotRangesOps,
-        applied: Vec<(u64, u64, Action)>,
-    }
-
-    impl Operations for ActingOps {
-        fn name(&self) -> &str {
-            "acting"
-        }
-        fn init(&mut self, ctx: &mut Context) -> Result<(), OpsError> {
-            self.inner.init(ctx)
-        }
-        fn prepare_access_checks(&mut self, ctx: &mut Context) {
-            self.inner.prepare_access_checks(ctx)
-        }
-        fn check_accesses(&mut self, ctx: &mut Context) {
-            self.inner.check_accesses(ctx)
-        }
-        fn target_valid(&self, ctx: &Context, target: usize) -> bool {
-            self.inner.target_valid(ctx, target)
-        }
-        fn apply_scheme(&mut self, _t: usize, r: &Region, s: &Scheme, _env: &ApplyEnv) -> Applied {
-            self.applied.push((r.start, r.end, s.action));
-            Applied {
-                sz_applied: r.size(),
-                ..Applied::default()
-            }
-        }
-    }
-
-    fn run_with(scheme: Scheme, aggregations: usize, free_permil: u64) -> (Context, ActingOps) {
+    /// 10 MiB hot in 100 MiB, under `scheme`, for `windows` aggregation windows; the operations
+    /// apply every action they are asked to and keep what they applied it to.
+    fn run_with(scheme: Scheme, windows: u64, free_permil: u64) -> (Context, TestOps<'static>) {
         let mut ctx = Context::new(Attrs::default(), 11).unwrap();
         ctx.add_target(Target::new(Some(1)));
         ctx.add_scheme(scheme).unwrap();
         ctx.set_metric_source(Box::new(FixedFree(free_permil)));
-        let mut ops = ActingOps {
-            inner: HotRangesOps::new(
-                AddrRange::new(0, 100 * MIB),
-                vec![AddrRange::new(20 * MIB, 30 * MIB)],
-            ),
-            applied: Vec::new(),
-        };
-        let mut cb = Snapshots {
-            stop_after: Some(aggregations),
-            ..Default::default()
-        };
-        ctx.run(&mut ops, &mut VirtualClock, &mut cb).unwrap();
+        let hot = [AddrRange::new(20 * MIB, 30 * MIB)];
+        let mut ops = hot_ranges(AddrRange::new(0, 100 * MIB), &hot).acting();
+        ctx.run(&mut ops, &mut VirtualClock, &mut StopAfterWindows(windows))
+            .unwrap();
         (ctx, ops)
     }
 
@@ -462,12 +355,14 @@ mod schemes {
             !ops.applied.is_empty(),
             "cold memory aged past 5 aggregations was paged out"
         );
-        for &(start, end, action) in &ops.applied {
+        for &(_, r, action) in &ops.applied {
             assert_eq!(action, Action::Pageout);
             let hot = AddrRange::new(20 * MIB, 30 * MIB);
             assert!(
-                end <= hot.start || start >= hot.end,
-                "hot memory {start:#x}-{end:#x} paged out"
+                r.end <= hot.start || r.start >= hot.end,
+                "hot memory {:#x}-{:#x} paged out",
+                r.start,
+                r.end
             );
         }
         let stats = &ctx.schemes()[0].stats;
@@ -487,7 +382,7 @@ mod schemes {
             ..Quota::default()
         };
         let (ctx, ops) = run_with(scheme, 50, 500); // 5 s: five charge windows
-        let applied: u64 = ops.applied.iter().map(|&(s, e, _)| e - s).sum();
+        let applied: u64 = ops.applied.iter().map(|(_, r, _)| r.size()).sum();
         assert!(
             applied <= 6 * 4 * MIB,
             "{applied} bytes in at most six windows of 4 MiB"
@@ -520,11 +415,9 @@ mod schemes {
     #[test]
     fn watermarks_pause_monitoring_while_every_scheme_is_inactive() {
         let mut ctx = waiting_context();
-        let mut ops = ActingOps {
-            inner: HotRangesOps::new(AddrRange::new(0, MIB), vec![]),
-            applied: Vec::new(),
-        };
-        ops.inner.valid_until_us = 10_000_000;
+        let mut ops = hot_ranges(AddrRange::new(0, MIB), &[])
+            .acting()
+            .valid_until_us(10_000_000);
         let mut cb = Snapshots::default();
         ctx.run(&mut ops, &mut VirtualClock, &mut cb).unwrap();
         assert!(ops.applied.is_empty());
@@ -536,36 +429,12 @@ mod schemes {
         );
     }
 
-    /// Stops the run once the context's time reaches a limit, whether it sampled or waited.
-    struct StopAt(u64);
-
-    impl Callbacks for StopAt {
-        fn after_sampling(&mut self, ctx: &Context) -> Flow {
-            Ok(self.check(ctx))
-        }
-
-        fn after_wait(&mut self, ctx: &Context) -> Flow {
-            Ok(self.check(ctx))
-        }
-    }
-
-    impl StopAt {
-        fn check(&self, ctx: &Context) -> ControlFlow<()> {
-            if ctx.now_us() >= self.0 {
-                ControlFlow::Break(())
-            } else {
-                ControlFlow::Continue(())
-            }
-        }
-    }
-
     /// A run whose schemes never activate still ends when a callback says so (a requested
     /// duration, Ctrl-C), not only when its targets end.
     #[test]
     fn callbacks_can_stop_a_run_waiting_for_the_watermarks() {
         let mut ctx = waiting_context();
-        let mut ops = HotRangesOps::new(AddrRange::new(0, MIB), vec![]);
-        ops.valid_until_us = 10_000_000;
+        let mut ops = hot_ranges(AddrRange::new(0, MIB), &[]).valid_until_us(10_000_000);
         let reason = ctx
             .run(&mut ops, &mut VirtualClock, &mut StopAt(3_000_000))
             .unwrap();

@@ -190,7 +190,6 @@ impl udamon_core::Operations for Scattered {
             Target::with_regions(None, &[udamon_core::AddrRange::new(0, 64 * MIB)]);
         Ok(())
     }
-    fn prepare_access_checks(&mut self, _ctx: &mut Context) {}
     fn check_accesses(&mut self, ctx: &mut Context) {
         let mut samples: Vec<udamon_core::SampledAccess> = (0..5)
             .map(|_| {

@@ -159,8 +159,6 @@ impl Operations for SampledProcess {
         Ok(())
     }
 
-    fn prepare_access_checks(&mut self, _ctx: &mut Context) {}
-
     fn check_accesses(&mut self, ctx: &mut Context) {
         let end_us = ctx.interval_us().1 as f64;
         let mut addrs = Vec::new();

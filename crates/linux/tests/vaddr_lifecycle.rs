@@ -6,11 +6,10 @@
 mod patterns;
 mod workload;
 
-use patterns::{MIB, Snap, median};
+use patterns::{Collect, MIB, Snap, median};
 use std::io::{BufRead, BufReader, Write};
-use std::ops::ControlFlow;
 use std::process::{Command, Stdio};
-use udamon_core::{Attrs, Callbacks, Context, Flow, StopReason};
+use udamon_core::{Attrs, Context, StopReason};
 use udamon_linux::perf::{AccessSource, CpuClock, SamplerConfig};
 use udamon_linux::vaddr::{
     self, SampleClock, VaddrError, VaddrEventKind, VaddrOps, monotonic_us, sampled_attrs,
@@ -24,31 +23,13 @@ fn config() -> SamplerConfig {
     }
 }
 
-struct Collect(Vec<Snap>);
-
-impl Callbacks for Collect {
-    fn after_aggregation(&mut self, ctx: &Context) -> Flow {
-        let (start_us, end_us) = ctx.window_us();
-        self.0.push(Snap {
-            start_us,
-            end_us,
-            regions: ctx.targets()[0]
-                .regions
-                .iter()
-                .map(|r| (r.start, r.end, r.nr_accesses))
-                .collect(),
-        });
-        Ok(ControlFlow::Continue(()))
-    }
-}
-
 fn monitor(ops: &mut VaddrOps, clock: &mut SampleClock, attrs: Attrs) -> Vec<Snap> {
     let mut ctx = Context::new(attrs, 1).unwrap();
     for t in ops.targets() {
         ctx.add_target(t);
     }
     ctx.set_start_time_us(monotonic_us());
-    let mut collect = Collect(Vec::new());
+    let mut collect = Collect::default();
     let stop = ctx.run(ops, clock, &mut collect).unwrap();
     assert_eq!(stop, StopReason::NoValidTarget);
     collect.0

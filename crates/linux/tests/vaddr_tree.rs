@@ -34,24 +34,8 @@ struct CollectAll(Vec<BTreeMap<usize, Snap>>);
 
 impl Callbacks for CollectAll {
     fn after_aggregation(&mut self, ctx: &Context) -> Flow {
-        let (start_us, end_us) = ctx.window_us();
-        let window = ctx
-            .targets()
-            .iter()
-            .enumerate()
-            .map(|(t, target)| {
-                let regions = target
-                    .regions
-                    .iter()
-                    .map(|r| (r.start, r.end, r.nr_accesses))
-                    .collect();
-                let snap = Snap {
-                    start_us,
-                    end_us,
-                    regions,
-                };
-                (t, snap)
-            })
+        let window = (0..ctx.targets().len())
+            .map(|t| (t, Snap::of(ctx, t)))
             .collect();
         self.0.push(window);
         Ok(ControlFlow::Continue(()))

@@ -12,6 +12,7 @@
 
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
+use udamon_core::AddrRange;
 
 /// Monitoring intervals in microseconds, as DAMON defines them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -138,8 +139,27 @@ pub(crate) fn is_zero(n: &u32) -> bool {
 }
 
 impl RegionStat {
+    /// A region seen accessed in `nr_accesses` sampling intervals, and nothing else known of
+    /// it (no age, no samples, no estimate).
+    pub fn new(start: u64, end: u64, nr_accesses: u32) -> Self {
+        RegionStat {
+            start,
+            end,
+            nr_accesses,
+            age: 0,
+            raw_samples: 0,
+            read_samples: 0,
+            write_samples: 0,
+            touched_bytes: None,
+        }
+    }
+
     pub fn size(&self) -> u64 {
         self.end - self.start
+    }
+
+    pub fn range(&self) -> AddrRange {
+        AddrRange::new(self.start, self.end)
     }
 
     /// The bytes touched in the window: the estimate where the record has one, else the whole
@@ -155,7 +175,8 @@ impl RegionStat {
 
 /// Every reader's check of a region read from a file: it must start below its end (reports
 /// would otherwise take `end - start` for a region of exabytes). `Err` says what is wrong.
-pub fn check_range(start: u64, end: u64) -> Result<(), String> {
+pub fn check_range(range: AddrRange) -> Result<(), String> {
+    let AddrRange { start, end } = range;
     if start < end {
         Ok(())
     } else {
@@ -165,20 +186,21 @@ pub fn check_range(start: u64, end: u64) -> Result<(), String> {
     }
 }
 
-/// [`check_range`] over one target's regions, `(start, end)`, which DAMON keeps in address
-/// order without overlap (so that their sizes add up to at most the address space); names the
-/// first bad one by its index.
-pub fn check_regions(regions: impl IntoIterator<Item = (u64, u64)>) -> Result<(), String> {
+/// [`check_range`] over one target's regions, which DAMON keeps in address order without
+/// overlap (so that their sizes add up to at most the address space); names the first bad one
+/// by its index.
+pub fn check_regions(regions: impl IntoIterator<Item = AddrRange>) -> Result<(), String> {
     let mut previous_end = 0;
-    for (i, (start, end)) in regions.into_iter().enumerate() {
-        check_range(start, end).map_err(|e| format!("region {i}: {e}"))?;
-        if start < previous_end {
+    for (i, range) in regions.into_iter().enumerate() {
+        check_range(range).map_err(|e| format!("region {i}: {e}"))?;
+        if range.start < previous_end {
             return Err(format!(
-                "region {i}: starts at {start:#x}, below the previous region's end \
-                 {previous_end:#x} (regions out of order or overlapping)"
+                "region {i}: starts at {:#x}, below the previous region's end \
+                 {previous_end:#x} (regions out of order or overlapping)",
+                range.start
             ));
         }
-        previous_end = end;
+        previous_end = range.end;
     }
     Ok(())
 }
@@ -207,7 +229,7 @@ impl Snapshot {
     /// [`check_regions`] for every target.
     pub fn check(&self) -> Result<(), String> {
         for t in &self.targets {
-            check_regions(t.regions.iter().map(|r| (r.start, r.end)))
+            check_regions(t.regions.iter().map(RegionStat::range))
                 .map_err(|e| format!("target {}: {e}", t.target))?;
         }
         Ok(())
@@ -457,18 +479,19 @@ impl EventKind {
                 name.len()
             ));
         }
-        let ranges: Vec<(u64, u64)> = match self {
+        let range = AddrRange::new;
+        let ranges: Vec<AddrRange> = match self {
             EventKind::SchemeTriedRegions { regions, .. } => {
-                regions.iter().map(|r| (r.start, r.end)).collect()
+                regions.iter().map(|r| range(r.start, r.end)).collect()
             }
             EventKind::Referenced { mappings, .. } => {
-                mappings.iter().map(|m| (m.start, m.end)).collect()
+                mappings.iter().map(|m| range(m.start, m.end)).collect()
             }
             EventKind::Resident { mappings, .. } => {
-                mappings.iter().map(|m| (m.start, m.end)).collect()
+                mappings.iter().map(|m| range(m.start, m.end)).collect()
             }
             EventKind::Truth { extents, .. } => {
-                check_regions(extents.iter().map(|e| (e.start, e.end)))
+                check_regions(extents.iter().map(|e| range(e.start, e.end)))
                     .map_err(|e| e.replacen("region", "extent", 1))?;
                 return match extents
                     .iter()
@@ -483,13 +506,13 @@ impl EventKind {
             }
             // Mappings never overlap: held to the regions' rule.
             EventKind::Mappings { mappings, .. } => {
-                return check_regions(mappings.iter().map(|m| (m.start, m.end)))
+                return check_regions(mappings.iter().map(|m| range(m.start, m.end)))
                     .map_err(|e| e.replacen("region", "mapping", 1));
             }
             _ => return Ok(()),
         };
-        for (i, (start, end)) in ranges.into_iter().enumerate() {
-            check_range(start, end).map_err(|e| format!("entry {i}: {e}"))?;
+        for (i, r) in ranges.into_iter().enumerate() {
+            check_range(r).map_err(|e| format!("entry {i}: {e}"))?;
         }
         Ok(())
     }

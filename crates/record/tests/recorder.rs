@@ -5,48 +5,23 @@ mod common;
 
 use common::header;
 use std::io::Write;
-use std::ops::ControlFlow;
+use udamon_core::testing::{StopAfterWindows, TestOps};
 use udamon_core::{
-    AddrRange, Attrs, Callbacks, Context, Flow, Operations, OpsError, RunError, SampledAccess,
-    StopReason, Target, VirtualClock,
+    AddrRange, Attrs, Context, RunError, SampledAccess, StopReason, Target, TargetMemory,
+    VirtualClock,
 };
 use udamon_record::model::{EventKind, Frame};
 use udamon_record::{RecordError, RecordReader, RecordWriter, Recorder, WriterOptions};
 
-/// One sampled write per sampling interval, always at `HOT`.
-struct OneHotAddress;
-
 const HOT: u64 = 0x10_0000;
 const MAPPING: AddrRange = AddrRange::new(0x10_0000, 0x50_0000);
 
-impl Operations for OneHotAddress {
-    fn name(&self) -> &str {
-        "one-hot-address"
-    }
-
-    fn init(&mut self, _ctx: &mut Context) -> Result<(), OpsError> {
-        Ok(())
-    }
-
-    fn prepare_access_checks(&mut self, _ctx: &mut Context) {}
-
-    fn check_accesses(&mut self, ctx: &mut Context) {
+/// One sampled write per sampling interval, always at `HOT` (the target comes with its
+/// regions: [`context`]).
+fn one_hot_address() -> TestOps<'static> {
+    TestOps::sampled(&[], |ctx| {
         ctx.record_sampled_accesses(0, &mut [SampledAccess::write(HOT)]);
-    }
-}
-
-/// Stops monitoring after `n` aggregations.
-struct StopAfter(u32);
-
-impl Callbacks for StopAfter {
-    fn after_aggregation(&mut self, _ctx: &Context) -> Flow {
-        self.0 -= 1;
-        if self.0 == 0 {
-            Ok(ControlFlow::Break(()))
-        } else {
-            Ok(ControlFlow::Continue(()))
-        }
-    }
+    })
 }
 
 const START_US: u64 = 7_000_000;
@@ -77,10 +52,10 @@ fn records_one_snapshot_per_aggregation_and_the_stop_reason() {
             },
         )
         .unwrap();
-    let mut callbacks = (recorder, StopAfter(5));
+    let mut callbacks = (recorder, StopAfterWindows(5));
     let mut ctx = context();
     let stop = ctx
-        .run(&mut OneHotAddress, &mut VirtualClock, &mut callbacks)
+        .run(&mut one_hot_address(), &mut VirtualClock, &mut callbacks)
         .unwrap();
     assert_eq!(stop, StopReason::Requested);
     let mut recorder = callbacks.0;
@@ -178,10 +153,10 @@ fn a_write_error_stops_monitoring_and_is_kept() {
     )
     .unwrap();
     let recorder = Recorder::new(writer, START_US);
-    let mut callbacks = (recorder, StopAfter(1000));
+    let mut callbacks = (recorder, StopAfterWindows(1000));
     let mut ctx = context();
     let stopped = ctx
-        .run(&mut OneHotAddress, &mut VirtualClock, &mut callbacks)
+        .run(&mut one_hot_address(), &mut VirtualClock, &mut callbacks)
         .unwrap_err();
     let RunError::Callback(e) = stopped else {
         panic!("the recorder's error ends the run: {stopped}")
@@ -205,43 +180,18 @@ fn a_write_error_stops_monitoring_and_is_kept() {
     );
 }
 
-/// Applies a `stat` scheme to every cold region: each pass "applies" to the cold bytes.
-struct OneHotAddressWithStat;
-
-impl Operations for OneHotAddressWithStat {
-    fn name(&self) -> &str {
-        "one-hot-address-stat"
-    }
-
-    fn init(&mut self, ctx: &mut Context) -> Result<(), OpsError> {
-        ctx.set_target_memory(
-            0,
-            udamon_core::TargetMemory {
-                resident_bytes: 4096,
-                ..Default::default()
-            },
-        );
-        Ok(())
-    }
-
-    fn prepare_access_checks(&mut self, _ctx: &mut Context) {}
-
-    fn check_accesses(&mut self, ctx: &mut Context) {
+/// [`one_hot_address`] with one resident page, whose schemes take effect on all they are
+/// applied to: a `stat` scheme on every cold region "applies" to the cold bytes each pass.
+fn one_hot_address_with_stat() -> TestOps<'static> {
+    TestOps::sampled(&[], |ctx| {
+        let memory = TargetMemory {
+            resident_bytes: 4096,
+            ..TargetMemory::default()
+        };
+        ctx.set_target_memory(0, memory);
         ctx.record_sampled_accesses(0, &mut [SampledAccess::write(HOT)]);
-    }
-
-    fn apply_scheme(
-        &mut self,
-        _target: usize,
-        region: &udamon_core::Region,
-        _scheme: &udamon_core::damos::Scheme,
-        _env: &udamon_core::damos::ApplyEnv,
-    ) -> udamon_core::damos::Applied {
-        udamon_core::damos::Applied {
-            sz_applied: region.size(),
-            ..Default::default()
-        }
-    }
+    })
+    .acting()
 }
 
 #[test]
@@ -257,9 +207,9 @@ fn scheme_statistics_tried_regions_and_memory_are_recorded_when_they_change() {
     };
     ctx.add_scheme(Scheme::new(cold, Action::Stat)).unwrap();
     ctx.capture_tried_regions(true);
-    let mut callbacks = (recorder, StopAfter(4));
+    let mut callbacks = (recorder, StopAfterWindows(4));
     ctx.run(
-        &mut OneHotAddressWithStat,
+        &mut one_hot_address_with_stat(),
         &mut VirtualClock,
         &mut callbacks,
     )
@@ -341,9 +291,9 @@ fn a_tap_sees_every_frame_written_in_order() {
             },
         )
         .unwrap();
-    let mut callbacks = (recorder, StopAfter(3));
+    let mut callbacks = (recorder, StopAfterWindows(3));
     context()
-        .run(&mut OneHotAddress, &mut VirtualClock, &mut callbacks)
+        .run(&mut one_hot_address(), &mut VirtualClock, &mut callbacks)
         .unwrap();
     callbacks.0.finish().unwrap();
     let read: Vec<Frame> = RecordReader::open(&path).unwrap().collect();

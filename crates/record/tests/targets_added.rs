@@ -6,9 +6,8 @@ mod common;
 
 use common::{header, snapshot, snapshots, write_record};
 use std::ops::ControlFlow;
-use udamon_core::{
-    AddrRange, Attrs, Callbacks, Context, Operations, OpsError, SampledAccess, Target, VirtualClock,
-};
+use udamon_core::testing::TestOps;
+use udamon_core::{AddrRange, Attrs, Context, NoCallbacks, SampledAccess, Target, VirtualClock};
 use udamon_record::damo::{self, DamoFormat};
 use udamon_record::model::{Event, EventKind, Frame, Header, RegionStat, Targets};
 use udamon_record::{RecordReader, RecordWriter, Recorder, WriterOptions};
@@ -19,26 +18,11 @@ const START_US: u64 = 1_000_000;
 const ADDED_AT: u64 = 40;
 
 /// One sample per interval in each target; at interval [`ADDED_AT`] a second target joins.
-struct Forking {
-    intervals: u64,
-    added: bool,
-}
-
-impl Operations for Forking {
-    fn name(&self) -> &str {
-        "forking"
-    }
-
-    fn init(&mut self, ctx: &mut Context) -> Result<(), OpsError> {
-        ctx.targets_mut()[0] = Target::with_regions(Some(1000), &[AddrRange::new(0, 1 << 20)]);
-        Ok(())
-    }
-
-    fn prepare_access_checks(&mut self, _ctx: &mut Context) {}
-
-    fn check_accesses(&mut self, ctx: &mut Context) {
-        self.intervals += 1;
-        if self.intervals == ADDED_AT {
+fn forking() -> TestOps<'static> {
+    let mut intervals = 0;
+    TestOps::sampled(&[AddrRange::new(0, 1 << 20)], move |ctx| {
+        intervals += 1;
+        if intervals == ADDED_AT {
             ctx.add_target(Target::with_regions(
                 Some(1001),
                 &[AddrRange::new(1 << 30, (1 << 30) + (1 << 20))],
@@ -48,26 +32,21 @@ impl Operations for Forking {
         if ctx.targets().len() > 1 {
             ctx.record_sampled_accesses(1, &mut [SampledAccess::at((1 << 30) + 4096)]);
         }
-    }
+    })
 }
 
-impl Forking {
-    /// The announcement the owner writes after the step in which the target joined.
-    fn take_announcement(&mut self, ctx: &Context) -> Option<EventKind> {
-        (ctx.targets().len() > 1 && !self.added).then(|| {
-            self.added = true;
-            EventKind::TargetAdded {
-                target: 1,
-                pid: Some(1001),
-                parent: Some(0),
-                cmdline: "workload-0".into(),
-            }
-        })
-    }
+/// The announcement the owner writes after the step in which the target joined, once.
+fn take_announcement(ctx: &Context, announced: &mut bool) -> Option<EventKind> {
+    (ctx.targets().len() > 1 && !*announced).then(|| {
+        *announced = true;
+        EventKind::TargetAdded {
+            target: 1,
+            pid: Some(1001),
+            parent: Some(0),
+            cmdline: "workload-0".into(),
+        }
+    })
 }
-
-struct NoCallbacks;
-impl Callbacks for NoCallbacks {}
 
 #[test]
 fn a_target_added_mid_run_is_announced_before_any_snapshot_names_it() {
@@ -79,15 +58,13 @@ fn a_target_added_mid_run_is_announced_before_any_snapshot_names_it() {
         let mut ctx = Context::new(Attrs::default(), 1).unwrap();
         ctx.add_target(Target::new(Some(1000)));
         ctx.set_start_time_us(START_US);
-        let mut ops = Forking {
-            intervals: 0,
-            added: false,
-        };
+        let mut ops = forking();
+        let mut announced = false;
         ctx.start(&mut ops).unwrap();
         for _ in 0..100 {
             let flow = ctx.step(&mut ops, &mut VirtualClock, &mut callbacks);
             assert_eq!(flow.unwrap(), ControlFlow::Continue(()));
-            if let Some(kind) = ops.take_announcement(&ctx) {
+            if let Some(kind) = take_announcement(&ctx, &mut announced) {
                 let time_ns = callbacks.0.time_ns(ctx.now_us());
                 callbacks.0.write_event(time_ns, kind).unwrap();
             }

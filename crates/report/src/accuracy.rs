@@ -355,16 +355,7 @@ mod tests {
                 target: 0,
                 regions: regions
                     .iter()
-                    .map(|&(start, end, nr_accesses)| RegionStat {
-                        start,
-                        end,
-                        nr_accesses,
-                        age: 0,
-                        raw_samples: 0,
-                        read_samples: 0,
-                        write_samples: 0,
-                        touched_bytes: None,
-                    })
+                    .map(|&(start, end, nr_accesses)| RegionStat::new(start, end, nr_accesses))
                     .collect(),
             }],
         })

@@ -43,7 +43,7 @@
 //! filters never find memory of their kind either, and `reads` and `writes` (core filters)
 //! find regions with no read or write samples.
 
-use crate::memory::{Memory, Segment};
+use crate::memory::{Memory, Pages, Segment};
 use udamon_core::damos::{Action, Applied, FilterKind, HUGE_PAGE, Scheme};
 use udamon_core::{AddrRange, PAGE_SIZE, Region};
 
@@ -150,7 +150,7 @@ pub(crate) fn apply(memory: &mut Memory, region: &Region, scheme: &Scheme) -> Ap
     let mut passed = 0.0;
     let mut workload_bytes = 0u64;
     for &(i, pages) in &overlaps {
-        workload_bytes += (pages.1 - pages.0) * PAGE_SIZE;
+        workload_bytes += pages.count() * PAGE_SIZE;
         passed += memory
             .segments(i, pages)
             .map(|s| verdicts.passed(&s))
@@ -182,20 +182,20 @@ pub(crate) fn apply(memory: &mut Memory, region: &Region, scheme: &Scheme) -> Ap
     }
 }
 
-fn page_out(memory: &mut Memory, i: usize, pages: (u64, u64), verdicts: &Verdicts) -> f64 {
+fn page_out(memory: &mut Memory, i: usize, pages: Pages, verdicts: &Verdicts) -> f64 {
     // Huge pages paged out at the range's edges split their whole block first.
-    let (before, after) = memory.blocks_around(i, pages);
-    let split_huge = |memory: &mut Memory, edge: u64, part: (u64, u64)| {
-        let at_edge = memory.segments(i, (edge, edge + 1)).next();
-        if part.0 < part.1 && at_edge.is_some_and(|s| s.huge && verdicts.huge) {
+    let blocks = memory.blocks_around(i, pages);
+    let split_huge = |memory: &mut Memory, edge: u64, part: Pages| {
+        let at_edge = memory.segments(i, Pages::new(edge, edge + 1)).next();
+        if part.count() > 0 && at_edge.is_some_and(|s| s.huge && verdicts.huge) {
             memory.update(i, part, |s| {
                 s.huge = false;
                 0.0
             });
         }
     };
-    split_huge(memory, pages.0, (before, pages.0));
-    split_huge(memory, pages.1 - 1, (pages.1, after));
+    split_huge(memory, pages.start, Pages::new(blocks.start, pages.start));
+    split_huge(memory, pages.end - 1, Pages::new(pages.end, blocks.end));
     memory.update(i, pages, |s| {
         if !verdicts.resident(s) {
             return 0.0;
@@ -207,8 +207,8 @@ fn page_out(memory: &mut Memory, i: usize, pages: (u64, u64), verdicts: &Verdict
     })
 }
 
-fn collapse(memory: &mut Memory, i: usize, pages: (u64, u64), verdicts: &Verdicts) -> f64 {
-    let blocks: Vec<(u64, u64)> = memory.blocks_within(i, pages).collect();
+fn collapse(memory: &mut Memory, i: usize, pages: Pages, verdicts: &Verdicts) -> f64 {
+    let blocks: Vec<Pages> = memory.blocks_within(i, pages).collect();
     let mut applied = 0.0;
     for block in blocks {
         let already = memory.segments(i, block).all(|s| s.huge);

@@ -36,6 +36,28 @@ const PAGES_PER_HUGE: u64 = HUGE_PAGE / PAGE;
 /// Shares closer than this to 0 or 1 are snapped to it, and neighbours closer than this join.
 const EPS: f64 = 1e-9;
 
+/// Pages `[start, end)` of one workload region, numbered from the region's first page.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) struct Pages {
+    pub(crate) start: u64,
+    pub(crate) end: u64,
+}
+
+impl Pages {
+    pub(crate) const fn new(start: u64, end: u64) -> Pages {
+        Pages { start, end }
+    }
+
+    /// How many pages (none when `end <= start`).
+    pub(crate) fn count(&self) -> u64 {
+        self.end.saturating_sub(self.start)
+    }
+
+    pub(crate) fn contains(&self, page: u64) -> bool {
+        self.start <= page && page < self.end
+    }
+}
+
 /// A page range `[start, end)` (page indices within its region) and the state of its pages.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub(crate) struct Segment {
@@ -151,7 +173,7 @@ impl RegionMemory {
     }
 
     /// The page range of the whole blocks that `pages` overlaps, clipped to the region.
-    fn blocks_around(&self, (a, b): (u64, u64)) -> (u64, u64) {
+    fn blocks_around(&self, pages: Pages) -> Pages {
         let first = self.first_block();
         let down = |p: u64| {
             if p < first {
@@ -167,22 +189,22 @@ impl RegionMemory {
                 (first + (p - first).div_ceil(PAGES_PER_HUGE) * PAGES_PER_HUGE).min(self.pages())
             }
         };
-        (down(a), up(b))
+        Pages::new(down(pages.start), up(pages.end))
     }
 
     /// The whole blocks inside `pages` (and the region), as page ranges.
-    fn blocks_within(&self, (a, b): (u64, u64)) -> impl Iterator<Item = (u64, u64)> + use<> {
+    fn blocks_within(&self, pages: Pages) -> impl Iterator<Item = Pages> + use<> {
         let first = self.first_block();
-        let start = if a <= first {
+        let start = if pages.start <= first {
             first
         } else {
-            first + (a - first).div_ceil(PAGES_PER_HUGE) * PAGES_PER_HUGE
+            first + (pages.start - first).div_ceil(PAGES_PER_HUGE) * PAGES_PER_HUGE
         };
-        let end = b.min(self.pages());
+        let end = pages.end.min(self.pages());
         (start..end)
             .step_by(PAGES_PER_HUGE as usize)
-            .map(|s| (s, s + PAGES_PER_HUGE))
-            .take_while(move |&(_, e)| e <= end)
+            .map(|s| Pages::new(s, s + PAGES_PER_HUGE))
+            .take_while(move |b| b.end <= end)
     }
 }
 
@@ -250,23 +272,23 @@ impl Memory {
             let mut touched = Vec::with_capacity(region.segments.len() + 2 * runs.len());
             let mut k = 0;
             for seg in &region.segments {
-                while k < runs.len() && runs[k].1 < seg.start {
+                while k < runs.len() && runs[k].end <= seg.start {
                     k += 1;
                 }
                 let (mut x, mut j) = (seg.start, k);
                 while x < seg.end {
                     let mut piece = *seg;
                     piece.start = x;
-                    if j < runs.len() && runs[j].0 <= x {
-                        piece.end = (runs[j].1 + 1).min(seg.end);
-                        if piece.end == runs[j].1 + 1 {
+                    if j < runs.len() && runs[j].start <= x {
+                        piece.end = runs[j].end.min(seg.end);
+                        if piece.end == runs[j].end {
                             j += 1;
                         }
                         piece.touch(1.0, &mut self.refaulted);
                     } else {
-                        piece.end = runs.get(j).map_or(seg.end, |r| r.0.min(seg.end));
+                        piece.end = runs.get(j).map_or(seg.end, |r| r.start.min(seg.end));
                         let n = piece.pages();
-                        let comb = acc.comb_pages_in(piece.start, piece.end - 1);
+                        let comb = acc.comb_pages_in(Pages::new(piece.start, piece.end));
                         let rest = (n - comb) as f64;
                         let expected = if piece.end > last_page && p_last != p_full {
                             comb as f64 + (rest - 1.0).max(0.0) * p_full + p_last
@@ -305,7 +327,7 @@ impl Memory {
         let mut total = Residency::default();
         for (i, pages) in self.overlaps(range) {
             for s in &self.regions[i].segments {
-                let (a, b) = (s.start.max(pages.0), s.end.min(pages.1));
+                let (a, b) = (s.start.max(pages.start), s.end.min(pages.end));
                 if a >= b {
                     continue;
                 }
@@ -327,7 +349,7 @@ impl Memory {
 
     /// The regions `range` overlaps and the pages of each that it covers (a page counts when
     /// its start lies in the range, as `madvise` rounds a page-aligned request).
-    pub(crate) fn overlaps(&self, range: AddrRange) -> Vec<(usize, (u64, u64))> {
+    pub(crate) fn overlaps(&self, range: AddrRange) -> Vec<(usize, Pages)> {
         let start = range.start.next_multiple_of(PAGE);
         let end = range.end.saturating_add(PAGE - 1) / PAGE * PAGE;
         let first = self
@@ -339,20 +361,20 @@ impl Memory {
             .take_while(|(_, m)| m.start < end)
             .filter_map(|(i, m)| {
                 let (a, b) = (start.max(m.start), end.min(m.end));
-                (a < b).then(|| (i, ((a - m.start) / PAGE, (b - m.start) / PAGE)))
+                (a < b).then(|| (i, Pages::new((a - m.start) / PAGE, (b - m.start) / PAGE)))
             })
             .collect()
     }
 
     /// The segments of region `i` within `pages`, split at its edges.
-    pub(crate) fn segments(&self, i: usize, (a, b): (u64, u64)) -> impl Iterator<Item = Segment> {
+    pub(crate) fn segments(&self, i: usize, pages: Pages) -> impl Iterator<Item = Segment> {
         self.regions[i]
             .segments
             .iter()
-            .filter(move |s| s.start < b && a < s.end)
+            .filter(move |s| s.start < pages.end && pages.start < s.end)
             .map(move |s| Segment {
-                start: s.start.max(a),
-                end: s.end.min(b),
+                start: s.start.max(pages.start),
+                end: s.end.min(pages.end),
                 ..*s
             })
     }
@@ -362,12 +384,12 @@ impl Memory {
     pub(crate) fn update(
         &mut self,
         i: usize,
-        (a, b): (u64, u64),
+        pages: Pages,
         mut f: impl FnMut(&mut Segment) -> f64,
     ) -> f64 {
         let region = &mut self.regions[i];
-        let from = region.split_at(a);
-        let to = region.split_at(b);
+        let from = region.split_at(pages.start);
+        let to = region.split_at(pages.end);
         let mut changed = 0.0;
         for s in &mut region.segments[from..to] {
             changed += f(s);
@@ -378,7 +400,7 @@ impl Memory {
     }
 
     /// The page range of the whole huge-page blocks that `pages` of region `i` overlaps.
-    pub(crate) fn blocks_around(&self, i: usize, pages: (u64, u64)) -> (u64, u64) {
+    pub(crate) fn blocks_around(&self, i: usize, pages: Pages) -> Pages {
         self.regions[i].blocks_around(pages)
     }
 
@@ -386,8 +408,8 @@ impl Memory {
     pub(crate) fn blocks_within(
         &self,
         i: usize,
-        pages: (u64, u64),
-    ) -> impl Iterator<Item = (u64, u64)> + use<> {
+        pages: Pages,
+    ) -> impl Iterator<Item = Pages> + use<> {
         self.regions[i].blocks_within(pages)
     }
 }
@@ -414,9 +436,9 @@ mod tests {
             s.out = 1.0;
             0.0
         };
-        m.update(0, (10, 20), page_out);
+        m.update(0, Pages::new(10, 20), page_out);
         assert_eq!(m.regions[0].segments.len(), 3);
-        m.update(0, (20, 30), page_out);
+        m.update(0, Pages::new(20, 30), page_out);
         assert_eq!(m.regions[0].segments.len(), 3, "[10, 30) joined");
         let r = m.residency(AddrRange::new(
             m.regions[0].mapping.start,
@@ -433,11 +455,14 @@ mod tests {
         let m = memory("a, 4202496\n\np\n10\na, 0, 4k, 1\n");
         let r = &m.regions[0];
         assert_eq!(r.first_block(), 2);
-        let blocks: Vec<(u64, u64)> = r.blocks_within((0, r.pages())).collect();
-        assert_eq!(blocks, [(2, 514), (514, 1026)]);
-        assert_eq!(r.blocks_within((3, 1026)).count(), 1);
-        assert_eq!(r.blocks_around((3, 4)), (2, 514));
-        assert_eq!(r.blocks_around((0, 1)), (0, 2));
-        assert_eq!(r.blocks_around((600, 1026)), (514, 1026));
+        let blocks: Vec<Pages> = r.blocks_within(Pages::new(0, r.pages())).collect();
+        assert_eq!(blocks, [Pages::new(2, 514), Pages::new(514, 1026)]);
+        assert_eq!(r.blocks_within(Pages::new(3, 1026)).count(), 1);
+        assert_eq!(r.blocks_around(Pages::new(3, 4)), Pages::new(2, 514));
+        assert_eq!(r.blocks_around(Pages::new(0, 1)), Pages::new(0, 2));
+        assert_eq!(
+            r.blocks_around(Pages::new(600, 1026)),
+            Pages::new(514, 1026)
+        );
     }
 }

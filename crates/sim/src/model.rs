@@ -36,6 +36,7 @@
 //! size (possible only across a phase boundary), where the second sweep's steps are enumerated.
 
 use crate::config::Workload;
+use crate::memory::Pages;
 use crate::ops::SimOptions;
 use udamon_core::{AddrRange, PAGE_SIZE};
 
@@ -153,10 +154,10 @@ impl Sweep {
     }
 
     /// For a stride up to a page, the swept pages form one run.
-    fn page_run(&self) -> (u64, u64) {
-        (
+    fn page_run(&self) -> Pages {
+        Pages::new(
             self.first * self.stride / PAGE,
-            self.last * self.stride / PAGE,
+            self.last * self.stride / PAGE + 1,
         )
     }
 
@@ -167,15 +168,21 @@ impl Sweep {
         k * s < lo + PAGE as u128 && (self.first as u128..=self.last as u128).contains(&k)
     }
 
-    /// For a stride above a page: swept steps whose page is in `first_page..=last_page`.
-    fn steps_in_pages(&self, (first_page, last_page): (u64, u64)) -> u64 {
+    /// For a stride above a page: swept steps whose page is in `pages`.
+    fn steps_in_pages(&self, pages: Pages) -> u64 {
         let s = self.stride as u128;
-        let lo = (first_page as u128 * PAGE as u128).div_ceil(s);
-        let hi = ((last_page as u128 + 1) * PAGE as u128).div_ceil(s); // exclusive
+        let lo = (pages.start as u128 * PAGE as u128).div_ceil(s);
+        let hi = (pages.end as u128 * PAGE as u128).div_ceil(s); // exclusive
         let lo = lo.max(self.first as u128);
         let hi = hi.min(self.last as u128 + 1);
         hi.saturating_sub(lo) as u64
     }
+}
+
+/// A range of a region's pages and how many of them were touched, expected.
+struct TouchedPages {
+    pages: Pages,
+    expected: f64,
 }
 
 /// What one workload region received in a window.
@@ -222,8 +229,7 @@ impl RegionAccesses {
     pub(crate) fn swept(&self, page: u64) -> bool {
         self.sweeps.iter().any(|s| {
             if s.small() {
-                let (lo, hi) = s.page_run();
-                (lo..=hi).contains(&page)
+                s.page_run().contains(page)
             } else {
                 s.holds_page(page)
             }
@@ -247,41 +253,41 @@ impl RegionAccesses {
         self.random == 0 && self.sweeps.is_empty()
     }
 
-    /// The pages swept by strides up to a page: sorted, disjoint, non-adjacent inclusive runs.
-    pub(crate) fn swept_runs(&self) -> Vec<(u64, u64)> {
-        let mut runs: Vec<(u64, u64)> = self
+    /// The pages swept by strides up to a page: sorted, disjoint, non-adjacent runs.
+    pub(crate) fn swept_runs(&self) -> Vec<Pages> {
+        let mut runs: Vec<Pages> = self
             .sweeps
             .iter()
             .filter(|s| s.small())
             .map(Sweep::page_run)
             .collect();
         runs.sort_unstable();
-        let mut merged: Vec<(u64, u64)> = Vec::with_capacity(runs.len());
-        for (lo, hi) in runs {
+        let mut merged: Vec<Pages> = Vec::with_capacity(runs.len());
+        for run in runs {
             match merged.last_mut() {
-                Some(last) if lo <= last.1.saturating_add(1) => last.1 = last.1.max(hi),
-                _ => merged.push((lo, hi)),
+                Some(last) if run.start <= last.end => last.end = last.end.max(run.end),
+                _ => merged.push(run),
             }
         }
         merged
     }
 
-    /// Pages in `first..=last` holding a step of a sweep with a stride above a page, at most
-    /// the number of pages (sweeps of different strides may share a page; not worked out here).
-    pub(crate) fn comb_pages_in(&self, first: u64, last: u64) -> u64 {
+    /// Pages in `pages` holding a step of a sweep with a stride above a page, at most the
+    /// number of pages (sweeps of different strides may share a page; not worked out here).
+    pub(crate) fn comb_pages_in(&self, pages: Pages) -> u64 {
         let steps: u64 = self
             .sweeps
             .iter()
             .filter(|s| !s.small())
-            .map(|s| s.steps_in_pages((first, last)))
+            .map(|s| s.steps_in_pages(pages))
             .fold(0, u64::saturating_add);
-        steps.min(last - first + 1)
+        steps.min(pages.count())
     }
 
     /// Exact count of swept pages.
     fn swept_pages(&self) -> u64 {
         let merged = self.swept_runs();
-        let mut count: u64 = merged.iter().map(|&(lo, hi)| hi - lo + 1).sum();
+        let mut count: u64 = merged.iter().map(Pages::count).sum();
 
         let mut big: Vec<Sweep> = self.sweeps.iter().filter(|s| !s.small()).copied().collect();
         big.sort_unstable();
@@ -305,7 +311,7 @@ impl RegionAccesses {
                 let earlier = &merged_big[..i];
                 for k in s.first..=s.last {
                     let page = k * s.stride / PAGE;
-                    let in_runs = merged.iter().any(|&(lo, hi)| (lo..=hi).contains(&page));
+                    let in_runs = merged.iter().any(|run| run.contains(page));
                     if !in_runs
                         && !earlier
                             .iter()
@@ -319,22 +325,21 @@ impl RegionAccesses {
         count
     }
 
-    /// Where in a region of `size` bytes its touched pages lie: page ranges `[first, end)` and
-    /// the expected number of touched pages in each. Runs swept at strides up to a page are
-    /// whole ranges, fully touched; the pages between them (or the whole region) hold the
-    /// pages of wider strides and of random accesses, spread evenly. Empty when nothing was
-    /// accessed.
-    fn touched_page_ranges(&self, size: u64) -> Vec<(u64, u64, f64)> {
+    /// Where in a region of `size` bytes its touched pages lie: page ranges and the expected
+    /// number of touched pages in each. Runs swept at strides up to a page are whole ranges,
+    /// fully touched; the pages between them (or the whole region) hold the pages of wider
+    /// strides and of random accesses, spread evenly. Empty when nothing was accessed.
+    fn touched_page_ranges(&self, size: u64) -> Vec<TouchedPages> {
         if self.is_idle() {
             return Vec::new();
         }
         let pages = size.div_ceil(PAGE);
         let mut out = Vec::new();
-        let gap = |first: u64, end: u64, out: &mut Vec<(u64, u64, f64)>| {
+        let gap = |first: u64, end: u64, out: &mut Vec<TouchedPages>| {
             if first >= end {
                 return;
             }
-            let comb = self.comb_pages_in(first, end - 1);
+            let comb = self.comb_pages_in(Pages::new(first, end));
             let mut expected = comb as f64;
             if self.random > 0 {
                 let p_full = self.random_touch_probability(size, 0);
@@ -347,14 +352,20 @@ impl RegionAccesses {
                 }
             }
             if expected > 0.0 {
-                out.push((first, end, expected));
+                out.push(TouchedPages {
+                    pages: Pages::new(first, end),
+                    expected,
+                });
             }
         };
         let mut at = 0;
-        for (lo, hi) in self.swept_runs() {
-            gap(at, lo, &mut out);
-            out.push((lo, hi + 1, (hi + 1 - lo) as f64));
-            at = hi + 1;
+        for run in self.swept_runs() {
+            gap(at, run.start, &mut out);
+            out.push(TouchedPages {
+                pages: run,
+                expected: run.count() as f64,
+            });
+            at = run.end;
         }
         gap(at, pages, &mut out);
         out
@@ -488,10 +499,10 @@ impl Workload {
         let mut out: Vec<Extent> = Vec::new();
         for (i, r) in self.regions().iter().enumerate() {
             let page_addr = |p: u64| r.range.start + p * PAGE;
-            for (first, end, pages) in accesses.region(i).touched_page_ranges(r.size) {
+            for t in accesses.region(i).touched_page_ranges(r.size) {
                 out.push(Extent {
-                    range: AddrRange::new(page_addr(first), page_addr(end)),
-                    bytes: pages * PAGE as f64,
+                    range: AddrRange::new(page_addr(t.pages.start), page_addr(t.pages.end)),
+                    bytes: t.expected * PAGE as f64,
                 });
             }
         }

@@ -1,38 +1,28 @@
 //! The built-in demo shows what it promises: per phase, the monitored access frequency of the
 //! hot area, the scan chunk being scanned, the warm area and the cold area are clearly apart.
 
-use std::ops::ControlFlow;
-use udamon_core::{AddrRange, Attrs, Callbacks, Context, Flow, StopReason, VirtualClock};
+use udamon_core::testing::EachWindow;
+use udamon_core::{AddrRange, Attrs, Context, StopReason, VirtualClock};
 use udamon_sim::{SimOps, SimOptions, Workload};
 
-/// Per aggregation window: the size-weighted mean `nr_accesses` over each workload region.
-struct Heat {
-    ranges: Vec<AddrRange>,
-    windows: Vec<((u64, u64), Vec<f64>)>,
-}
-
-impl Callbacks for Heat {
-    fn after_aggregation(&mut self, ctx: &Context) -> Flow {
-        let means = self
-            .ranges
-            .iter()
-            .map(|range| {
-                let weighted: f64 = ctx.targets()[0]
-                    .regions
-                    .iter()
-                    .map(|r| {
-                        r.end
-                            .min(range.end)
-                            .saturating_sub(r.start.max(range.start)) as f64
-                            * r.nr_accesses as f64
-                    })
-                    .sum();
-                weighted / range.size() as f64
-            })
-            .collect();
-        self.windows.push((ctx.window_us(), means));
-        Ok(ControlFlow::Continue(()))
-    }
+/// The size-weighted mean `nr_accesses` over each of `ranges` in the window just aggregated.
+fn heat(ctx: &Context, ranges: &[AddrRange]) -> Vec<f64> {
+    ranges
+        .iter()
+        .map(|range| {
+            let weighted: f64 = ctx.targets()[0]
+                .regions
+                .iter()
+                .map(|r| {
+                    r.end
+                        .min(range.end)
+                        .saturating_sub(r.start.max(range.start)) as f64
+                        * r.nr_accesses as f64
+                })
+                .sum();
+            weighted / range.size() as f64
+        })
+        .collect()
 }
 
 #[test]
@@ -46,13 +36,16 @@ fn demo_has_hot_warm_cold_a_moving_working_set_and_a_scan() {
             .position(|r| r.name == name)
             .unwrap()
     };
-    let mut heat = Heat {
-        ranges: workload.regions().iter().map(|r| r.range).collect(),
-        windows: Vec::new(),
-    };
+    let ranges: Vec<AddrRange> = workload.regions().iter().map(|r| r.range).collect();
+    // Per aggregation window: the mean heat of each workload region.
+    let mut windows: Vec<((u64, u64), Vec<f64>)> = Vec::new();
     let mut ops = SimOps::new(workload.clone(), SimOptions::default());
     let mut ctx = Context::new(Attrs::default(), 7).unwrap();
-    let stop = ctx.run(&mut ops, &mut VirtualClock, &mut heat).unwrap();
+    let mut each_window =
+        EachWindow(|ctx: &Context| windows.push((ctx.window_us(), heat(ctx, &ranges))));
+    let stop = ctx
+        .run(&mut ops, &mut VirtualClock, &mut each_window)
+        .unwrap();
     assert_eq!(stop, StopReason::NoValidTarget);
 
     // Per 5 ms sampling interval at the default rate, from the weights (2500 : 100 : 44): the
@@ -63,8 +56,7 @@ fn demo_has_hot_warm_cold_a_moving_working_set_and_a_scan() {
     for (phase, p) in workload.phases().iter().enumerate() {
         let start = phase as u64 * 3_000_000;
         // Leave the first second of each phase for adaptive regions adjustment to settle.
-        let settled: Vec<&Vec<f64>> = heat
-            .windows
+        let settled: Vec<&Vec<f64>> = windows
             .iter()
             .filter(|((t0, t1), _)| *t0 >= start + 1_000_000 && *t1 <= start + 3_000_000)
             .map(|(_, means)| means)

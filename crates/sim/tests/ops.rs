@@ -3,10 +3,9 @@
 //! end, and a terabyte-sized workload.
 
 use std::num::NonZeroU32;
-use std::ops::ControlFlow;
+use udamon_core::testing::{EachInterval, EachWindow, steps};
 use udamon_core::{
-    AddrRange, Attrs, Callbacks, Context, Flow, NoCallbacks, Operations, StopReason, Target,
-    VirtualClock,
+    AddrRange, Attrs, Context, NoCallbacks, Operations, StopReason, Target, VirtualClock,
 };
 use udamon_sim::{SimOps, SimOptions, Workload, layout};
 
@@ -42,12 +41,9 @@ fn context_with_pages(pages: &[u64], seed: u64) -> Context {
 }
 
 /// Counts of the target's regions after `steps` sampling intervals.
-fn counts_after(ctx: &mut Context, ops: &mut SimOps, steps: usize) -> Vec<u32> {
+fn counts_after(ctx: &mut Context, ops: &mut SimOps, n: u64) -> Vec<u32> {
     ctx.start(ops).unwrap();
-    for _ in 0..steps {
-        let flow = ctx.step(ops, &mut VirtualClock, &mut NoCallbacks).unwrap();
-        assert!(flow.is_continue(), "the workload ended early");
-    }
+    steps(ctx, ops, &mut NoCallbacks, n);
     ctx.targets()[0]
         .regions
         .iter()
@@ -129,15 +125,16 @@ fn random_pages_are_seen_with_the_models_probability() {
     let pages: Vec<u64> = (0..10).map(|i| base + i * 97 * PAGE).collect();
     let mut ops = SimOps::new(w, options(100_000));
     let mut ctx = context_with_pages(&pages, 7);
-    let steps = 2000;
-    let counts = counts_after(&mut ctx, &mut ops, steps);
+    let intervals = 2000;
+    let counts = counts_after(&mut ctx, &mut ops, intervals);
     let p = 1.0 - (1.0 - 1e-3f64).powi(500);
     for (i, &c) in counts.iter().enumerate() {
-        let freq = c as f64 / steps as f64;
+        let freq = c as f64 / intervals as f64;
         // The standard deviation of `freq` is about 0.011.
         assert!((freq - p).abs() < 0.05, "page {i}: seen {freq}, model {p}");
     }
-    let mean = counts.iter().map(|&c| c as f64).sum::<f64>() / (counts.len() * steps) as f64;
+    let mean =
+        counts.iter().map(|&c| c as f64).sum::<f64>() / (counts.len() as u64 * intervals) as f64;
     assert!((mean - p).abs() < 0.02, "mean {mean}, model {p}");
 }
 
@@ -174,20 +171,20 @@ fn stride_larger_than_a_page_skips_pages() {
     assert_eq!(counts, [100, 0, 0, 100, 0, 0]);
 }
 
-/// `nr_accesses` of every region after each sampling interval.
-struct PerSample(Vec<Vec<u32>>);
-
-impl Callbacks for PerSample {
-    fn after_sampling(&mut self, ctx: &Context) -> Flow {
-        self.0.push(
+/// `nr_accesses` of every region after each sampling interval of a run.
+fn per_interval(ctx: &mut Context, ops: &mut SimOps) -> (StopReason, Vec<Vec<u32>>) {
+    let mut seen = Vec::new();
+    let mut each = EachInterval(|ctx: &Context| {
+        seen.push(
             ctx.targets()[0]
                 .regions
                 .iter()
                 .map(|r| r.nr_accesses)
                 .collect(),
-        );
-        Ok(ControlFlow::Continue(()))
-    }
+        )
+    });
+    let stop = ctx.run(ops, &mut VirtualClock, &mut each).unwrap();
+    (stop, seen)
 }
 
 #[test]
@@ -199,10 +196,9 @@ fn a_sampling_interval_straddling_a_phase_change_sees_both_phases() {
     let pages = [w.regions()[0].range.start, w.regions()[1].range.start];
     let mut ops = SimOps::new(w.clone(), SimOptions::default());
     let mut ctx = context_with_pages(&pages, 1);
-    let mut seen = PerSample(Vec::new());
-    let stop = ctx.run(&mut ops, &mut VirtualClock, &mut seen).unwrap();
+    let (stop, seen) = per_interval(&mut ctx, &mut ops);
     assert_eq!(stop, StopReason::NoValidTarget);
-    assert_eq!(seen.0, [vec![1, 0], vec![2, 1], vec![2, 2]]);
+    assert_eq!(seen, [vec![1, 0], vec![2, 1], vec![2, 2]]);
     assert_eq!(ctx.now_us(), 15_000);
 
     // Run twice, like masim -c 2: the second run starts at 14 ms with p0 again.
@@ -212,13 +208,12 @@ fn a_sampling_interval_straddling_a_phase_change_sees_both_phases() {
     };
     let mut ops = SimOps::new(w, twice);
     let mut ctx = context_with_pages(&pages, 1);
-    let mut seen = PerSample(Vec::new());
-    ctx.run(&mut ops, &mut VirtualClock, &mut seen).unwrap();
+    let (_, seen) = per_interval(&mut ctx, &mut ops);
     assert_eq!(ops.duration_us(), 28_000);
     // [10,15) straddles the second run's start (p1, then p0 again), [20,25) its phase change,
     // and the run ends at 28 ms, inside the sixth interval.
     assert_eq!(
-        seen.0,
+        seen,
         [
             vec![1, 0],
             vec![2, 1],
@@ -237,29 +232,10 @@ fn the_time_line_may_start_anywhere() {
     let mut ops = SimOps::new(w, SimOptions::default());
     let mut ctx = context_with_pages(&[page], 1);
     ctx.set_start_time_us(1_000_000_000);
-    let mut seen = PerSample(Vec::new());
-    ctx.run(&mut ops, &mut VirtualClock, &mut seen).unwrap();
-    assert_eq!(seen.0, [vec![1], vec![2]]);
+    let (_, seen) = per_interval(&mut ctx, &mut ops);
+    assert_eq!(seen, [vec![1], vec![2]]);
     assert_eq!(ops.ground_truth_wss((1_000_000_000, 1_000_005_000)), 4096.0);
     assert_eq!(ops.ground_truth_wss((1_000_010_000, 1_000_015_000)), 0.0);
-}
-
-struct Sizes {
-    max_regions: usize,
-    aggregations: usize,
-    truth_max: f64,
-    ops: SimOps,
-}
-
-impl Callbacks for Sizes {
-    fn after_aggregation(&mut self, ctx: &Context) -> Flow {
-        self.max_regions = self.max_regions.max(ctx.nr_regions());
-        self.aggregations += 1;
-        self.truth_max = self
-            .truth_max
-            .max(self.ops.ground_truth_wss(ctx.window_us()));
-        Ok(ControlFlow::Continue(()))
-    }
 }
 
 #[test]
@@ -271,23 +247,25 @@ fn terabyte_workload_runs_in_virtual_time() {
     let total = (8u64 << 40) as f64;
     let mut ops = SimOps::new(w, SimOptions::default());
     let mut ctx = Context::new(Attrs::default(), 1).unwrap();
-    let mut sizes = Sizes {
-        max_regions: 0,
-        aggregations: 0,
-        truth_max: 0.0,
-        ops: ops.clone(),
-    };
-    let stop = ctx.run(&mut ops, &mut VirtualClock, &mut sizes).unwrap();
+    let truth = ops.clone();
+    let (mut max_regions, mut windows, mut truth_max) = (0, 0, 0.0f64);
+    let mut each_window = EachWindow(|ctx: &Context| {
+        max_regions = ctx.nr_regions().max(max_regions);
+        windows += 1;
+        truth_max = truth_max.max(truth.ground_truth_wss(ctx.window_us()));
+    });
+    let stop = ctx
+        .run(&mut ops, &mut VirtualClock, &mut each_window)
+        .unwrap();
     assert_eq!(stop, StopReason::NoValidTarget);
-    assert_eq!(sizes.aggregations, 1000);
-    assert!(sizes.max_regions <= 1000);
+    assert_eq!(windows, 1000);
+    assert!(max_regions <= 1000);
     // Per 100 ms: 5·10^6 sequential accesses sweep 5·10^6 pages; 5·10^6 random accesses over
     // 2^30 pages touch almost as many distinct ones.
     let want = 5e6 * 4096.0 + 2f64.powi(30) * (1.0 - (-5e6 / 2f64.powi(30)).exp()) * 4096.0;
     assert!(
-        (sizes.truth_max - want).abs() < 1e-3 * want,
-        "{} vs {want}",
-        sizes.truth_max
+        (truth_max - want).abs() < 1e-3 * want,
+        "{truth_max} vs {want}"
     );
-    assert!(sizes.truth_max < total);
+    assert!(truth_max < total);
 }

@@ -4,7 +4,8 @@
 //! upstream's default attributes (5 ms sampling, 100 ms aggregation, 10..1000 regions).
 
 use std::ops::ControlFlow;
-use udamon_core::{Attrs, Callbacks, Context, Flow, StopReason, VirtualClock};
+use udamon_core::testing::EachWindow;
+use udamon_core::{Attrs, Context, StopReason, VirtualClock};
 use udamon_sim::{SimOps, SimOptions, Workload};
 
 const MIB: f64 = (1 << 20) as f64;
@@ -33,26 +34,19 @@ struct Snapshot {
     truth: f64,
 }
 
-struct Collect {
-    ops: SimOps,
-    snapshots: Vec<Snapshot>,
-}
-
-impl Callbacks for Collect {
-    fn after_aggregation(&mut self, ctx: &Context) -> Flow {
-        let monitored = ctx
-            .targets()
-            .iter()
-            .flat_map(|t| &t.regions)
-            .filter(|r| r.nr_accesses >= 1)
-            .map(|r| r.size())
-            .sum();
-        self.snapshots.push(Snapshot {
-            window: ctx.window_us(),
-            monitored,
-            truth: self.ops.ground_truth_wss(ctx.window_us()),
-        });
-        Ok(ControlFlow::Continue(()))
+/// The window just aggregated: what was monitored accessed, and the model's truth.
+fn snapshot(ctx: &Context, truth: &SimOps) -> Snapshot {
+    let monitored = ctx
+        .targets()
+        .iter()
+        .flat_map(|t| &t.regions)
+        .filter(|r| r.nr_accesses >= 1)
+        .map(|r| r.size())
+        .sum();
+    Snapshot {
+        window: ctx.window_us(),
+        monitored,
+        truth: truth.ground_truth_wss(ctx.window_us()),
     }
 }
 
@@ -62,10 +56,9 @@ fn monitor(workload: &Workload, seed: u64) -> Vec<Snapshot> {
     // `init` fixes the start of the workload's time line; a clone taken before the run would
     // not know it, so ground truth uses a clone of the initialised operations set.
     ctx.start(&mut ops).unwrap();
-    let mut collect = Collect {
-        ops: ops.clone(),
-        snapshots: Vec::new(),
-    };
+    let truth = ops.clone();
+    let mut snapshots = Vec::new();
+    let mut collect = EachWindow(|ctx: &Context| snapshots.push(snapshot(ctx, &truth)));
     let stop = loop {
         match ctx.step(&mut ops, &mut VirtualClock, &mut collect).unwrap() {
             ControlFlow::Continue(()) => {}
@@ -73,7 +66,7 @@ fn monitor(workload: &Workload, seed: u64) -> Vec<Snapshot> {
         }
     };
     assert_eq!(stop, StopReason::NoValidTarget);
-    collect.snapshots
+    snapshots
 }
 
 /// Aggregation windows since the latest phase change at or before `t_us`.

@@ -8,7 +8,7 @@
 //! equal neighbours are merged back after each region (NEW `damos_apply_target`).
 
 use super::goal::MetricSource;
-use super::quota::{QuotaState, update_charge_window};
+use super::quota::{ChargeWindow, QuotaState, update_charge_window};
 use super::score::ScoreHistogram;
 use super::stats::{DamosWalk, TriedRegion};
 use super::{Action, Scheme};
@@ -82,41 +82,74 @@ fn is_due(s: &Scheme, passed: u64) -> bool {
     passed >= s.state.next_apply_sis && s.state.activated
 }
 
-/// One apply pass: every due, active scheme over every valid target's regions. `metrics`
-/// feeds quota goals at charge-window starts; `walk` records tried regions when requested.
-/// Returns whether any scheme was due.
-pub fn apply_schemes(
-    targets: &mut [Target],
-    schemes: &mut [Scheme],
-    env: &ApplyEnv,
-    applier: &mut dyn SchemeApplier,
-    metrics: &mut dyn MetricSource,
-    walk: &mut DamosWalk,
-) -> bool {
-    let passed = env.passed_sample_intervals;
-    let mut any_due = false;
-    for s in schemes.iter_mut().filter(|s| is_due(s, passed)) {
-        any_due = true;
-        adjust_quota(s, targets, env, applier, metrics);
-    }
-    if !any_due {
-        return false;
-    }
-    // NEW merge-back keeps regions within the un-rounded size limit, so it never undoes the
-    // minimum region count.
-    let sz_limit = region_sz_limit(targets, env.attrs.min_nr_regions, env.attrs.min_region_sz);
-    for (ti, t) in targets.iter_mut().enumerate() {
-        if !applier.target_valid(ti) {
-            continue;
+/// One apply pass's state: the context's values it reads and where its effects go. The kernel
+/// keeps these in the context, so that its steps take `(c, t, r, s)`
+/// (`damos_apply_scheme(c, t, r, s)`); here they are the pass's, and its steps are methods that
+/// take the target, the region and the scheme.
+pub struct ApplyPass<'a> {
+    pub env: ApplyEnv,
+    /// The operations set: applies actions, scores regions, says which targets are valid.
+    pub applier: &'a mut dyn SchemeApplier,
+    /// Feeds quota goals at charge-window starts.
+    pub metrics: &'a mut dyn MetricSource,
+    /// Records tried regions when requested.
+    pub walk: &'a mut DamosWalk,
+}
+
+/// The target a pass is on (upstream's `t`): its index, by which the operations set and
+/// `target` filters know it, and its regions.
+struct OnTarget<'r> {
+    index: usize,
+    regions: &'r mut Vec<Region>,
+}
+
+impl ApplyPass<'_> {
+    /// `kdamond_apply_schemes`: every due, active scheme over every valid target's regions.
+    /// Returns whether any scheme was due.
+    pub fn run(&mut self, targets: &mut [Target], schemes: &mut [Scheme]) -> bool {
+        let passed = self.env.passed_sample_intervals;
+        let mut any_due = false;
+        for s in schemes.iter_mut().filter(|s| is_due(s, passed)) {
+            any_due = true;
+            self.adjust_quota(s, targets);
         }
-        // Compaction in place: `regions[..done]` is the pass's output, `regions[i..]` still to
-        // visit (splits insert at `i + 1`), so merging back is O(1) per region.
-        let regions = &mut t.regions;
-        let (mut done, mut i) = (0, 0);
-        while i < regions.len() {
-            for (si, s) in schemes.iter_mut().enumerate() {
-                apply_to_region(ti, regions, i, si, s, env, applier, walk);
+        if !any_due {
+            return false;
+        }
+        // NEW merge-back keeps regions within the un-rounded size limit, so it never undoes the
+        // minimum region count.
+        let attrs = &self.env.attrs;
+        let sz_limit = region_sz_limit(targets, attrs.min_nr_regions, attrs.min_region_sz);
+        for (index, t) in targets.iter_mut().enumerate() {
+            if self.applier.target_valid(index) {
+                let mut t = OnTarget {
+                    index,
+                    regions: &mut t.regions,
+                };
+                self.apply_target(&mut t, schemes, sz_limit);
             }
+        }
+        let nr_schemes = schemes.len();
+        // Upstream checks only the time here: an inactive scheme's deadline moves on as well.
+        for (si, s) in schemes.iter_mut().enumerate() {
+            if passed >= s.state.next_apply_sis {
+                self.walk.complete(si, nr_schemes);
+                s.set_next_apply_sis(passed, &self.env.attrs);
+            }
+        }
+        true
+    }
+
+    /// `damos_apply_target` (NEW): every scheme on each region, then equal neighbours merged
+    /// back. Compaction in place: `regions[..done]` is the pass's output, `regions[i..]` still
+    /// to visit (splits insert at `i + 1`), so merging back is O(1) per region.
+    fn apply_target(&mut self, t: &mut OnTarget, schemes: &mut [Scheme], sz_limit: u64) {
+        let (mut done, mut i) = (0, 0);
+        while i < t.regions.len() {
+            for (si, s) in schemes.iter_mut().enumerate() {
+                self.apply_to_region(t, i, si, s);
+            }
+            let regions = &mut *t.regions;
             let r = regions[i];
             if done > 0 && can_merge_back(&regions[done - 1], &r, sz_limit) {
                 rejoin(&mut regions[done - 1], &r);
@@ -126,17 +159,141 @@ pub fn apply_schemes(
             }
             i += 1;
         }
-        regions.truncate(done);
+        t.regions.truncate(done);
     }
-    let nr_schemes = schemes.len();
-    // Upstream checks only the time here: an inactive scheme's deadline moves on as well.
-    for (si, s) in schemes.iter_mut().enumerate() {
-        if passed >= s.state.next_apply_sis {
-            walk.complete(si, nr_schemes);
-            s.set_next_apply_sis(passed, &env.attrs);
+
+    /// `damos_adjust_quota`: the charge window, then (if the operations set scores regions) the
+    /// score threshold that makes the quota go to the highest-scoring eligible regions first.
+    fn adjust_quota(&mut self, s: &mut Scheme, targets: &mut [Target]) {
+        if !s.quota.has_limits() {
+            return;
+        }
+        let env = &self.env;
+        let min_sz = env.attrs.min_region_sz;
+        let window = update_charge_window(
+            &mut s.quota,
+            &mut s.state.quota,
+            env.now_us,
+            self.metrics,
+            min_sz,
+        );
+        if window == (ChargeWindow::Started { exceeded: true }) {
+            s.stats.qt_exceeds += 1;
+        }
+        let mut histogram = ScoreHistogram::default();
+        for (ti, t) in targets.iter_mut().enumerate() {
+            let mut i = 0;
+            while i < t.regions.len() {
+                let r = t.regions[i];
+                if s.pattern.matches(&r, env.nr_accesses_mvsum(&r)) {
+                    // NEW: regions the core filters reject do not compete for the quota.
+                    let (rejected, allowed) =
+                        s.filters.core_filter_out(&mut t.regions, i, ti, min_sz);
+                    s.state.core_filters_allowed = allowed;
+                    if !rejected {
+                        let r = &t.regions[i];
+                        match self.applier.score(ti, r, s, env) {
+                            Some(score) => histogram.add(score, r.size()),
+                            None => {
+                                s.state.quota.min_score = 0;
+                                return;
+                            }
+                        }
+                    }
+                }
+                i += 1;
+            }
+        }
+        s.state.quota.min_score = histogram.min_score(s.state.quota.esz);
+    }
+
+    /// `damon_do_apply_schemes` for scheme `s` (number `si`) and region `i` of target `t`.
+    fn apply_to_region(&mut self, t: &mut OnTarget, i: usize, si: usize, s: &mut Scheme) {
+        let min_sz = self.env.attrs.min_region_sz;
+        if !is_due(s, self.env.passed_sample_intervals)
+            || s.quota.is_full(&s.state.quota, min_sz)
+            || skip_charged_region(t, i, &mut s.state.quota, min_sz)
+            || (s.max_nr_snapshots != 0 && s.stats.nr_snapshots >= s.max_nr_snapshots)
+        {
+            return;
+        }
+        if self.is_eligible(t.index, &t.regions[i], s) {
+            self.apply_scheme(t, i, si, s);
+        }
+        if i + 1 == t.regions.len() {
+            s.stats.nr_snapshots += 1;
         }
     }
-    true
+
+    /// `damos_valid_target`: the pattern, and the score threshold while a quota is set.
+    fn is_eligible(&self, ti: usize, r: &Region, s: &Scheme) -> bool {
+        if !s.pattern.matches(r, self.env.nr_accesses_mvsum(r)) {
+            return false;
+        }
+        if !s.quota.is_set(&s.state.quota) {
+            return true;
+        }
+        self.applier
+            .score(ti, r, s, &self.env)
+            .is_none_or(|score| score >= s.state.quota.min_score)
+    }
+
+    /// `damos_apply_scheme`: trim the region to what is left of the quota, let the core filters
+    /// decide, have the operations set apply the action, charge the quota, reset the age, count.
+    fn apply_scheme(&mut self, t: &mut OnTarget, i: usize, si: usize, s: &mut Scheme) {
+        let env = &self.env;
+        let min_sz = env.attrs.min_region_sz;
+        let regions = &mut *t.regions;
+        let st = &s.state.quota;
+        if s.quota.is_set(st) && st.charged_sz.saturating_add(regions[i].size()) > st.esz {
+            let sz = align_down(st.esz.saturating_sub(st.charged_sz), min_sz);
+            if sz == 0 {
+                // Tried with nothing left to try on.
+                s.stats.update(0, 0, 0);
+                return;
+            }
+            let right = split_region_at(&mut regions[i], sz);
+            regions.insert(i + 1, right);
+        }
+        let (rejected, allowed) = s.filters.core_filter_out(regions, i, t.index, min_sz);
+        s.state.core_filters_allowed = allowed;
+        if rejected {
+            // Not counted anywhere (docs/algorithms.md#upstream-behaviours).
+            return;
+        }
+        // Measured after the filters, which may have split the region further: upstream measures
+        // before, and so charges and counts bytes of the split-off part that is visited (and
+        // charged) again next.
+        let sz = regions[i].size();
+        let applied = self.applier.apply(t.index, &regions[i], s, env);
+        if self.walk.wants(si) {
+            let r = &regions[i];
+            self.walk.record(
+                si,
+                TriedRegion {
+                    start: r.start,
+                    end: r.end,
+                    nr_accesses: env.nr_accesses_mvsum(r),
+                    age: r.age,
+                    sz_filter_passed: applied.sz_ops_filter_passed,
+                },
+            );
+        }
+        let st = &mut s.state.quota;
+        st.total_charged_ns = st.total_charged_ns.saturating_add(applied.elapsed_ns);
+        s.quota.charge(st, sz, applied.sz_applied);
+        if s.quota.is_full(st, min_sz) {
+            // The resume marker (NEW: the exclusive end, not end + 1).
+            st.charge_target_from = Some(t.index);
+            st.charge_addr_from = regions[i].end;
+        }
+        // Whether or not the operations set succeeded: the region's pattern is now stale.
+        if s.action != Action::Stat {
+            regions[i].age = 0;
+        }
+        s.stats
+            .update(sz, applied.sz_applied, applied.sz_ops_filter_passed);
+    }
 }
 
 /// Merging loses nothing when both regions carry the same statistics, and were read, and
@@ -152,123 +309,23 @@ fn can_merge_back(prev: &Region, r: &Region, sz_limit: u64) -> bool {
         && r.end - prev.start <= sz_limit
 }
 
-/// `damos_adjust_quota`: the charge window, then (if the operations set scores regions) the
-/// score threshold that makes the quota go to the highest-scoring eligible regions first.
-fn adjust_quota(
-    s: &mut Scheme,
-    targets: &mut [Target],
-    env: &ApplyEnv,
-    applier: &dyn SchemeApplier,
-    metrics: &mut dyn MetricSource,
-) {
-    if !s.quota.has_limits() {
-        return;
-    }
-    let min_sz = env.attrs.min_region_sz;
-    update_charge_window(
-        &mut s.quota,
-        &mut s.state.quota,
-        &mut s.stats,
-        env.now_us,
-        metrics,
-        min_sz,
-    );
-    let mut histogram = ScoreHistogram::default();
-    for (ti, t) in targets.iter_mut().enumerate() {
-        let mut i = 0;
-        while i < t.regions.len() {
-            let r = t.regions[i];
-            if s.pattern.matches(&r, env.nr_accesses_mvsum(&r)) {
-                // NEW: regions the core filters reject do not compete for the quota.
-                let (rejected, allowed) = s.filters.core_filter_out(&mut t.regions, i, ti, min_sz);
-                s.state.core_filters_allowed = allowed;
-                if !rejected {
-                    let r = &t.regions[i];
-                    match applier.score(ti, r, s, env) {
-                        Some(score) => histogram.add(score, r.size()),
-                        None => {
-                            s.state.quota.min_score = 0;
-                            return;
-                        }
-                    }
-                }
-            }
-            i += 1;
-        }
-    }
-    s.state.quota.min_score = histogram.min_score(s.state.quota.esz);
-}
-
-/// `damon_do_apply_schemes` for one scheme and region `i` of target `ti`.
-#[allow(clippy::too_many_arguments)]
-fn apply_to_region(
-    ti: usize,
-    regions: &mut Vec<Region>,
-    i: usize,
-    si: usize,
-    s: &mut Scheme,
-    env: &ApplyEnv,
-    applier: &mut dyn SchemeApplier,
-    walk: &mut DamosWalk,
-) {
-    let min_sz = env.attrs.min_region_sz;
-    if !is_due(s, env.passed_sample_intervals)
-        || s.quota.is_full(&s.state.quota, min_sz)
-        || skip_charged_region(ti, regions, i, &mut s.state.quota, min_sz)
-        || (s.max_nr_snapshots != 0 && s.stats.nr_snapshots >= s.max_nr_snapshots)
-    {
-        return;
-    }
-    if is_eligible(ti, &regions[i], s, env, applier) {
-        apply_scheme(ti, regions, i, si, s, env, applier, walk);
-    }
-    if i + 1 == regions.len() {
-        s.stats.nr_snapshots += 1;
-    }
-}
-
-/// `damos_valid_target`: the pattern, and the score threshold while a quota is set.
-fn is_eligible(
-    ti: usize,
-    r: &Region,
-    s: &Scheme,
-    env: &ApplyEnv,
-    applier: &dyn SchemeApplier,
-) -> bool {
-    if !s.pattern.matches(r, env.nr_accesses_mvsum(r)) {
-        return false;
-    }
-    if !s.quota.is_set(&s.state.quota) {
-        return true;
-    }
-    applier
-        .score(ti, r, s, env)
-        .is_none_or(|score| score >= s.state.quota.min_score)
-}
-
 /// `damos_skip_charged_region`: after a window ran out of quota, the next one resumes where it
 /// stopped instead of starting over at the first regions. Regions before the marker are skipped;
 /// one straddling it is split and its left part skipped (NEW: the right part is visited next).
-fn skip_charged_region(
-    ti: usize,
-    regions: &mut Vec<Region>,
-    i: usize,
-    st: &mut QuotaState,
-    min_sz: u64,
-) -> bool {
+fn skip_charged_region(t: &mut OnTarget, i: usize, st: &mut QuotaState, min_sz: u64) -> bool {
     let Some(marker_target) = st.charge_target_from else {
         return false;
     };
-    if ti != marker_target {
+    if t.index != marker_target {
         return true;
     }
-    if i + 1 == regions.len() {
+    if i + 1 == t.regions.len() {
         st.charge_target_from = None;
         st.charge_addr_from = 0;
         return true;
     }
     let addr = st.charge_addr_from;
-    let r = &mut regions[i];
+    let r = &mut t.regions[i];
     if addr != 0 && r.end <= addr {
         return true;
     }
@@ -281,77 +338,12 @@ fn skip_charged_region(
             sz_to_skip = min_sz;
         }
         let right = split_region_at(r, sz_to_skip);
-        regions.insert(i + 1, right);
+        t.regions.insert(i + 1, right);
         return true;
     }
     st.charge_target_from = None;
     st.charge_addr_from = 0;
     false
-}
-
-/// `damos_apply_scheme`: trim the region to what is left of the quota, let the core filters
-/// decide, have the operations set apply the action, charge the quota, reset the age, count.
-#[allow(clippy::too_many_arguments)]
-fn apply_scheme(
-    ti: usize,
-    regions: &mut Vec<Region>,
-    i: usize,
-    si: usize,
-    s: &mut Scheme,
-    env: &ApplyEnv,
-    applier: &mut dyn SchemeApplier,
-    walk: &mut DamosWalk,
-) {
-    let min_sz = env.attrs.min_region_sz;
-    let st = &s.state.quota;
-    if s.quota.is_set(st) && st.charged_sz.saturating_add(regions[i].size()) > st.esz {
-        let sz = align_down(st.esz.saturating_sub(st.charged_sz), min_sz);
-        if sz == 0 {
-            // Tried with nothing left to try on.
-            s.stats.update(0, 0, 0);
-            return;
-        }
-        let right = split_region_at(&mut regions[i], sz);
-        regions.insert(i + 1, right);
-    }
-    let (rejected, allowed) = s.filters.core_filter_out(regions, i, ti, min_sz);
-    s.state.core_filters_allowed = allowed;
-    if rejected {
-        // Not counted anywhere (docs/algorithms.md#upstream-behaviours).
-        return;
-    }
-    // Measured after the filters, which may have split the region further: upstream measures
-    // before, and so charges and counts bytes of the split-off part that is visited (and
-    // charged) again next.
-    let sz = regions[i].size();
-    let applied = applier.apply(ti, &regions[i], s, env);
-    if walk.wants(si) {
-        let r = &regions[i];
-        walk.record(
-            si,
-            TriedRegion {
-                start: r.start,
-                end: r.end,
-                nr_accesses: env.nr_accesses_mvsum(r),
-                age: r.age,
-                sz_filter_passed: applied.sz_ops_filter_passed,
-            },
-        );
-    }
-    let st = &mut s.state.quota;
-    st.total_charged_ns = st.total_charged_ns.saturating_add(applied.elapsed_ns);
-    s.quota.charge(st, sz, applied.sz_applied);
-    if s.quota.is_full(st, min_sz) {
-        // The resume marker (NEW: the exclusive end, not end + 1).
-        st.charge_target_from = Some(ti);
-        st.charge_addr_from = regions[i].end;
-    }
-    // Whether or not the operations set succeeded: the region's pattern is now stale.
-    if s.action != Action::Stat {
-        regions[i].age = 0;
-    }
-    s.stats
-        .update(sz, applied.sz_applied, applied.sz_ops_filter_passed);
 }
 
 #[cfg(test)]
@@ -366,13 +358,7 @@ mod tests {
             aggr_interval_us: 10,
             ..Attrs::default()
         };
-        for (passed, next_aggr, nr, last, want) in [
-            (0, 10, 5, 3, 3),
-            (0, 10, 0, 7, 7),
-            (5, 10, 3, 10, 8),
-            (8, 10, 3, 10, 5),
-            (10, 10, 42, 49, 42),
-        ] {
+        for (passed, next_aggr, nr, last, want) in crate::context::NR_ACCESSES_MVSUM_VECTORS {
             let env = ApplyEnv {
                 attrs,
                 passed_sample_intervals: passed,
@@ -388,6 +374,10 @@ mod tests {
         }
     }
 
+    fn skip(index: usize, regions: &mut Vec<Region>, i: usize, st: &mut QuotaState) -> bool {
+        skip_charged_region(&mut OnTarget { index, regions }, i, st, 4096)
+    }
+
     #[test]
     fn resume_marker_skips_then_splits_then_clears() {
         let mut regions: Vec<Region> = (0..4u64)
@@ -398,27 +388,18 @@ mod tests {
             charge_addr_from: 12288,
             ..QuotaState::default()
         };
-        assert!(
-            skip_charged_region(0, &mut regions, 0, &mut st, 4096),
-            "other target"
-        );
-        assert!(
-            skip_charged_region(1, &mut regions, 0, &mut st, 4096),
-            "below the marker"
-        );
+        assert!(skip(0, &mut regions, 0, &mut st), "other target");
+        assert!(skip(1, &mut regions, 0, &mut st), "below the marker");
         // [8192, 16384) straddles 12288: its first page is skipped and split off.
-        assert!(skip_charged_region(1, &mut regions, 1, &mut st, 4096));
+        assert!(skip(1, &mut regions, 1, &mut st));
         assert_eq!((regions[1].end, regions[2].start), (12288, 12288));
-        assert!(
-            !skip_charged_region(1, &mut regions, 2, &mut st, 4096),
-            "at the marker"
-        );
+        assert!(!skip(1, &mut regions, 2, &mut st), "at the marker");
         assert_eq!(st.charge_target_from, None);
         // Reaching the target's last region clears the marker and skips that region.
         st.charge_target_from = Some(0);
         st.charge_addr_from = 0;
         let last = regions.len() - 1;
-        assert!(skip_charged_region(0, &mut regions, last, &mut st, 4096));
+        assert!(skip(0, &mut regions, last, &mut st));
         assert_eq!(st.charge_target_from, None);
     }
 }

@@ -28,7 +28,7 @@ pub mod stats;
 pub mod watermarks;
 
 pub use action::{Action, HUGE_PAGE, huge_page_blocks};
-pub use apply::{Applied, ApplyEnv, SchemeApplier, apply_schemes};
+pub use apply::{Applied, ApplyEnv, ApplyPass, SchemeApplier};
 pub use filter::{Filter, FilterKind, Filters};
 pub use goal::{GoalMetric, LruMem, MetricSource, NoMetrics, NodeMem, QuotaGoal};
 pub use pattern::AccessPattern;

@@ -3,7 +3,6 @@
 //! feedback.
 
 use super::goal::{MetricSource, QuotaGoal, quota_score};
-use super::stats::SchemeStats;
 use super::{UnknownName, mult_frac_sat};
 use crate::attrs::PAGE_SIZE;
 use crate::tuning::feed_loop_next_input;
@@ -186,22 +185,30 @@ pub fn set_effective_quota(
     st.esz = esz;
 }
 
+/// What [`update_charge_window`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ChargeWindow {
+    /// Nothing: now is inside the current window, or the quota has no limits.
+    Same,
+    /// A window started; `exceeded` when the one that ended had used up the quota (what
+    /// upstream counts in `qt_exceeds`).
+    Started { exceeded: bool },
+}
+
 /// The charge-window part of `damos_adjust_quota` (NEW): open the first window, or start a new
-/// one once `now_us` left `[charged_from, charged_from + reset_interval)`, counting a full
-/// window as a quota exceed and recomputing the effective quota. Does nothing for a quota
-/// without limits. Returns whether a window started.
+/// one once `now_us` left `[charged_from, charged_from + reset_interval)`, recomputing the
+/// effective quota. Does nothing for a quota without limits.
 pub fn update_charge_window(
     quota: &mut Quota,
     st: &mut QuotaState,
-    stats: &mut SchemeStats,
     now_us: u64,
     metrics: &mut dyn MetricSource,
     min_region_sz: u64,
-) -> bool {
+) -> ChargeWindow {
     if !quota.has_limits() {
-        return false;
+        return ChargeWindow::Same;
     }
-    let mut started = false;
+    let mut started = ChargeWindow::Same;
     // NEW: an explicit first window. `None` replaces upstream's "charged_from == 0", which a
     // time line starting at 0 (simulation) would keep re-entering.
     let from = match st.charged_from_us {
@@ -209,20 +216,18 @@ pub fn update_charge_window(
         None => {
             st.charged_from_us = Some(now_us);
             set_effective_quota(quota, st, metrics, min_region_sz);
-            started = true;
+            started = ChargeWindow::Started { exceeded: false };
             now_us
         }
     };
     let window_end = from.saturating_add(quota.reset_interval_ms.saturating_mul(1000));
     if !(from..window_end).contains(&now_us) {
-        if quota.is_full(st, min_region_sz) {
-            stats.qt_exceeds += 1;
-        }
+        let exceeded = quota.is_full(st, min_region_sz);
         st.total_charged_sz = st.total_charged_sz.saturating_add(st.charged_sz);
         st.charged_from_us = Some(now_us);
         st.charged_sz = 0;
         set_effective_quota(quota, st, metrics, min_region_sz);
-        started = true;
+        started = ChargeWindow::Started { exceeded };
     }
     started
 }
@@ -380,38 +385,34 @@ mod tests {
             ..Quota::default()
         };
         let mut st = QuotaState::default();
-        let mut stats = SchemeStats::default();
-        let mut win = |st: &mut QuotaState, stats: &mut SchemeStats, now| {
-            update_charge_window(&mut q, st, stats, now, &mut NoMetrics, 4096)
-        };
-        assert!(win(&mut st, &mut stats, 0), "first window");
+        let mut win =
+            |st: &mut QuotaState, now| update_charge_window(&mut q, st, now, &mut NoMetrics, 4096);
+        let started = |exceeded| ChargeWindow::Started { exceeded };
+        assert_eq!(win(&mut st, 0), started(false), "first window");
         assert_eq!((st.esz, st.charged_from_us), (8192, Some(0)));
         st.charged_sz = 8192;
-        assert!(!win(&mut st, &mut stats, 999_999), "still inside");
-        assert!(win(&mut st, &mut stats, 1_000_000));
-        assert_eq!(stats.qt_exceeds, 1);
+        assert_eq!(win(&mut st, 999_999), ChargeWindow::Same, "still inside");
+        assert_eq!(win(&mut st, 1_000_000), started(true), "a full window");
         assert_eq!((st.charged_sz, st.total_charged_sz), (0, 8192));
         st.charged_sz = 4096;
-        assert!(win(&mut st, &mut stats, 2_500_000));
-        assert_eq!(stats.qt_exceeds, 1, "half-used window is no exceed");
+        assert_eq!(
+            win(&mut st, 2_500_000),
+            started(false),
+            "half-used window is no exceed"
+        );
         assert_eq!(st.charged_from_us, Some(2_500_000));
         // Time going backwards (a restarted time line) also starts a window.
-        assert!(win(&mut st, &mut stats, 10));
+        assert_eq!(win(&mut st, 10), started(false));
     }
 
     #[test]
     fn no_limits_no_windows() {
         let mut q = Quota::default();
         let mut st = QuotaState::default();
-        let mut stats = SchemeStats::default();
-        assert!(!update_charge_window(
-            &mut q,
-            &mut st,
-            &mut stats,
-            5,
-            &mut NoMetrics,
-            1
-        ));
+        assert_eq!(
+            update_charge_window(&mut q, &mut st, 5, &mut NoMetrics, 1),
+            ChargeWindow::Same
+        );
         assert_eq!(st, QuotaState::default());
     }
 

@@ -21,7 +21,6 @@ impl Operations for Areas {
         );
         Ok(())
     }
-    fn prepare_access_checks(&mut self, _ctx: &mut Context) {}
     fn check_accesses(&mut self, ctx: &mut Context) {
         let second = ctx.now_us() <= self.second_until_us;
         for r in ctx.targets_mut()[0].regions.iter_mut() {

@@ -7,7 +7,7 @@ use udamon_core::{AddrRange, Callbacks, Context, Flow};
 
 pub const MIB: u64 = 1 << 20;
 
-/// One aggregation window's regions of the first target: (start, end, nr_accesses).
+/// One aggregation window's regions of a target: (start, end, nr_accesses).
 #[derive(Debug, Clone)]
 pub struct Snap {
     pub start_us: u64,
@@ -16,6 +16,21 @@ pub struct Snap {
 }
 
 impl Snap {
+    /// The window just completed, as target `target`'s regions show it.
+    pub fn of(ctx: &Context, target: usize) -> Snap {
+        let (start_us, end_us) = ctx.window_us();
+        let regions = ctx.targets()[target]
+            .regions
+            .iter()
+            .map(|r| (r.start, r.end, r.nr_accesses))
+            .collect();
+        Snap {
+            start_us,
+            end_us,
+            regions,
+        }
+    }
+
     /// Bytes of `area` lying in regions with at least one access.
     pub fn accessed_bytes_in(&self, area: AddrRange) -> u64 {
         self.regions
@@ -51,17 +66,7 @@ pub struct Collect(pub Vec<Snap>);
 
 impl Callbacks for Collect {
     fn after_aggregation(&mut self, ctx: &Context) -> Flow {
-        let (start_us, end_us) = ctx.window_us();
-        let regions = ctx.targets()[0]
-            .regions
-            .iter()
-            .map(|r| (r.start, r.end, r.nr_accesses))
-            .collect();
-        self.0.push(Snap {
-            start_us,
-            end_us,
-            regions,
-        });
+        self.0.push(Snap::of(ctx, 0));
         Ok(ControlFlow::Continue(()))
     }
 }

@@ -81,19 +81,7 @@ pub(super) fn read(
                         end_ns: block.end_ns,
                         sample_us: None,
                         aggr_us: None,
-                        regions: regions
-                            .into_iter()
-                            .map(|(start, end, nr_accesses)| RegionStat {
-                                start,
-                                end,
-                                nr_accesses,
-                                age: 0,
-                                raw_samples: 0,
-                                read_samples: 0,
-                                write_samples: 0,
-                                touched_bytes: None,
-                            })
-                            .collect(),
+                        regions,
                     });
                 }
             }
@@ -117,7 +105,8 @@ pub(super) fn read(
     Ok((records, damage))
 }
 
-type Regions = Vec<(u64, u64, u32)>;
+/// A target's regions in a block: the format keeps only their bounds and `nr_accesses`.
+type Regions = Vec<RegionStat>;
 
 struct Block {
     end_ns: u64,
@@ -159,13 +148,21 @@ impl Cursor<'_> {
 
 /// damo's fake snapshot (see `is_fake_region`), with -1 stored unsigned.
 fn is_fake(regions: &Regions) -> bool {
-    matches!(regions[..], [(0, 0, u32::MAX)])
+    matches!(
+        regions[..],
+        [RegionStat {
+            start: 0,
+            end: 0,
+            nr_accesses: u32::MAX,
+            ..
+        }]
+    )
 }
 
 /// [`check_regions`] for every target of a block but damo's fake snapshot.
 fn check_block(block: &Block) -> Result<(), String> {
     for (id, regions) in block.targets.iter().filter(|(_, r)| !is_fake(r)) {
-        check_regions(regions.iter().map(|&(start, end, _)| (start, end)))
+        check_regions(regions.iter().map(RegionStat::range))
             .map_err(|e| format!("target {id}: {e}"))?;
     }
     Ok(())
@@ -200,7 +197,7 @@ fn read_block(c: &mut Cursor, version: i32) -> Result<Block, Problem> {
         }
         let mut regions = Vec::with_capacity(nr_regions);
         for _ in 0..nr_regions {
-            regions.push((c.u64()?, c.u64()?, c.u32()?));
+            regions.push(RegionStat::new(c.u64()?, c.u64()?, c.u32()?));
         }
         targets.push((id, regions));
     }

@@ -368,7 +368,7 @@ fn convert_snapshot(s: JSnapshot, intervals: Option<Intervals>) -> Result<Target
         .enumerate()
         .map(|(ri, r)| convert_region(&r, si, ai).map_err(|e| format!("region {ri}: {e}")))
         .collect::<Result<Vec<_>, _>>()?;
-    check_regions(regions.iter().map(|r| (r.start, r.end)))?;
+    check_regions(regions.iter().map(RegionStat::range))?;
     Ok(TargetSnap {
         start_ns: Some(s.start_time.u64(Unit::Nanoseconds)?),
         end_ns: s.end_time.u64(Unit::Nanoseconds)?,

@@ -123,7 +123,7 @@ pub(super) fn read(
             if done.fake {
                 continue;
             }
-            if let Err(reason) = check_regions(done.regions.iter().map(|r| (r.start, r.end))) {
+            if let Err(reason) = check_regions(done.regions.iter().map(RegionStat::range)) {
                 damage.push(Damage {
                     offset: done.offset,
                     kind: DamageKind::Undecodable {
@@ -247,14 +247,8 @@ fn parse_line(line: &str) -> Result<Line<'_>, String> {
         target_id,
         nr_regions,
         region: RegionStat {
-            start,
-            end,
-            nr_accesses,
             age,
-            raw_samples: 0,
-            read_samples: 0,
-            write_samples: 0,
-            touched_bytes: None,
+            ..RegionStat::new(start, end, nr_accesses)
         },
         fake,
     }))

@@ -137,16 +137,7 @@ mod tests {
     use super::*;
 
     fn region(start: u64, end: u64, nr_accesses: u32) -> RegionStat {
-        RegionStat {
-            start,
-            end,
-            nr_accesses,
-            age: 0,
-            raw_samples: 0,
-            read_samples: 0,
-            write_samples: 0,
-            touched_bytes: None,
-        }
+        RegionStat::new(start, end, nr_accesses)
     }
 
     #[test]
