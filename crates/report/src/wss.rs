@@ -334,6 +334,11 @@ pub fn render_curve(curve: &[(u64, DistReport)]) -> String {
         out.push_str(&format!(" {:>27} {:>8}", "interval", "settled"));
     }
     out.push('\n');
+    let nr_rows = curve
+        .iter()
+        .filter(|(_, r)| !r.distributions.is_empty())
+        .count();
+    let mut warnings: Vec<(String, Vec<String>)> = Vec::new();
     for (horizon_ns, report) in curve {
         let Some(d) = report.distributions.first() else {
             continue;
@@ -369,10 +374,19 @@ pub fn render_curve(curve: &[(u64, DistReport)]) -> String {
         }
         out.push('\n');
         if let Some(w) = &report.warning {
-            out.push_str(&format!(
-                "# warning at {}: {w}\n",
-                human::seconds(*horizon_ns, 3)
-            ));
+            let at = human::seconds(*horizon_ns, 3);
+            match warnings.iter_mut().find(|(seen, _)| seen == w) {
+                Some((_, horizons)) => horizons.push(at),
+                None => warnings.push((w.clone(), vec![at])),
+            }
+        }
+    }
+    // Each warning once, after the table: most hold for every horizon alike.
+    for (w, horizons) in warnings {
+        if horizons.len() == nr_rows {
+            out.push_str(&format!("# warning: {w}\n"));
+        } else {
+            out.push_str(&format!("# warning at {}: {w}\n", horizons.join(", ")));
         }
     }
     out

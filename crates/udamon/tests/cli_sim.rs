@@ -503,3 +503,35 @@ fn a_signal_stops_a_simulation_with_a_complete_record() {
         assert!(stops.contains("interrupted by a signal"), "{stops}");
     }
 }
+
+#[test]
+fn a_warning_that_holds_for_every_horizon_is_given_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("short.data");
+    // 1 s of 100 ms windows: fewer snapshots than the 20 that wss skips as warm-up.
+    udamon()
+        .args([
+            "record",
+            "--sim",
+            "builtin:stairs",
+            "--duration",
+            "1s",
+            "-o",
+        ])
+        .arg(&file)
+        .assert()
+        .success();
+    let out = udamon()
+        .args(["report", "wss"])
+        .arg(&file)
+        .arg("--horizons")
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let text = String::from_utf8(out.stdout).unwrap();
+    let warnings: Vec<&str> = text.lines().filter(|l| l.contains("warm-up")).collect();
+    assert_eq!(warnings.len(), 1, "{text}");
+    assert!(warnings[0].starts_with("# warning: "), "{text}");
+    let rows = text.lines().filter(|l| !l.starts_with('#')).count();
+    assert_eq!(rows, 7, "a row per default horizon: {text}");
+}
