@@ -444,3 +444,25 @@ impl Engine {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn one_window_per_publication_is_observed_and_a_forced_one_whenever_it_ends() {
+        const WINDOW_US: u64 = 400_000;
+        let mut observing = Observing::default();
+        let observed: Vec<u64> = (1..=10)
+            .map(|w| w * WINDOW_US)
+            .filter(|&end| observing.due(end))
+            .collect();
+        // The first window, then the first ending a publication after the last observed.
+        assert_eq!(observed, [400_000, 1_600_000, 2_800_000, 4_000_000]);
+        observing.force_next = true;
+        assert!(observing.due(4_400_000), "forced, 0.4 s after the last");
+        assert!(!observing.force_next, "forced once");
+        assert!(!observing.due(4_800_000));
+        assert!(observing.due(5_400_000));
+    }
+}
