@@ -3,7 +3,7 @@
 
 use crate::cli::{AccessStyle, AccessStyleArgs, DistArgs, Horizon, InputArgs};
 use crate::cmd::report::write_image;
-use crate::output::{Output, print, print_json};
+use crate::output::{Output, emit};
 use anyhow::{Context as _, Result, bail};
 use std::path::{Path, PathBuf};
 use udamon_report::access::AccessReport;
@@ -36,12 +36,11 @@ pub fn styled(report: &AccessReport, args: &AccessStyleArgs, json: bool) -> Resu
             Some(list) => percentiles_range(list)?,
         },
     };
-    let styled = styles::style(report, style, &opts);
-    if json {
-        print_json(&styled)
-    } else {
-        Ok(print(&styles::render_text(&styled))?)
-    }
+    emit(
+        &styles::style(report, style, &opts),
+        json,
+        styles::render_text,
+    )
 }
 
 /// damo's `--percentiles_range`: up to three numbers are Python's `range(...)`, more a list.
@@ -81,14 +80,13 @@ pub fn footprints(input: &InputArgs, dist: &DistArgs, horizon: Horizon) -> Resul
     if let Some(path) = &dist.plot {
         return write_image(&report, path, input.path());
     }
-    if input.json {
-        return print_json(&report);
-    }
     let opts = RenderOptions {
         all_values: dist.all,
         ..RenderOptions::default()
     };
-    Ok(print(&footprints::render_text(&report, &opts))?)
+    emit(&report, input.json, |report| {
+        footprints::render_text(report, &opts)
+    })
 }
 
 /// `report html`: the page, written by the rule for outputs.
