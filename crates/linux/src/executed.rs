@@ -35,6 +35,7 @@ impl ExecutedName {
     /// Process `pid`'s, when it was executed by a path other than its file's (a symbolic link)
     /// that still names that file; `None` otherwise, or when that cannot be told.
     pub fn read(pid: u32) -> Option<ExecutedName> {
+        let auxv = auxiliary_vector(pid)?;
         let exe = format!("/proc/{pid}/exe");
         let file = std::fs::read_link(&exe).ok()?;
         let identity = std::fs::metadata(&exe).ok()?;
@@ -43,7 +44,6 @@ impl ExecutedName {
             .custom_flags(libc::O_PATH | libc::O_DIRECTORY)
             .open(format!("/proc/{pid}/root"))
             .ok()?;
-        let auxv = auxiliary_vector(pid)?;
         let candidates: Vec<PathBuf> = [exec_fn(pid, &auxv), argv0(pid)]
             .into_iter()
             .flatten()
@@ -58,7 +58,7 @@ impl ExecutedName {
                     .is_some_and(|m| (m.dev(), m.ino()) == (identity.dev(), identity.ino()))
             })
         })?;
-        (name != file).then(|| ExecutedName {
+        (name != file).then_some(ExecutedName {
             file: MapPath::File(file),
             name: MapPath::File(name),
         })
@@ -80,10 +80,13 @@ impl ExecutedName {
 /// The process's auxiliary vector, once its exec is done. A parent learns that an exec
 /// succeeded (a vfork returns, a close-on-exec pipe closes) when the process has its new, empty
 /// address space, a little before the kernel writes the vector and the arguments there: until
-/// then the vector holds only its terminator.
+/// then the vector holds only its terminator. A process that exited has none.
 fn auxiliary_vector(pid: u32) -> Option<Vec<u8>> {
     for _ in 0..20 {
         let auxv = std::fs::read(format!("/proc/{pid}/auxv")).ok()?;
+        if auxv.is_empty() {
+            return None;
+        }
         if auxv.len() > 16 || auxv.iter().any(|&b| b != 0) {
             return Some(auxv);
         }
