@@ -50,7 +50,8 @@ impl Symbolizer {
                 ..SiteName::default()
             };
         };
-        let object = maps.shown_path(m).to_string();
+        let shown = maps.shown_path(m);
+        let object = shown.to_string();
         let (source, input) = match &m.path {
             MapPath::File(path) => {
                 let file = readable_path(pid, m, path);
@@ -68,7 +69,7 @@ impl Symbolizer {
         let found = self.blaze.symbolize_single(&source, input);
         let (function, missing) = match found {
             Ok(Symbolized::Sym(sym)) => (Some(sym.name.into_owned()), None),
-            Ok(Symbolized::Unknown(reason)) => (None, Some(why_unknown(reason, m))),
+            Ok(Symbolized::Unknown(reason)) => (None, Some(why_unknown(reason, shown))),
             Err(e) => (
                 None,
                 Some(format!("{object}: {}", first_line(&e.to_string()))),
@@ -94,9 +95,10 @@ fn readable_path(pid: u32, m: &Mapping, path: &std::path::Path) -> PathBuf {
     }
 }
 
-/// A sentence saying why a mapping's IP has no function, for the report to show.
-fn why_unknown(reason: Reason, m: &Mapping) -> String {
-    match (&m.path, reason) {
+/// A sentence saying why an IP in a mapping of `path` (as reports name it) has no function,
+/// for the report to show.
+fn why_unknown(reason: Reason, path: &MapPath) -> String {
+    match (path, reason) {
         (MapPath::File(p), Reason::MissingSyms) => format!(
             "{} is stripped: only its exported functions have names (install its debug symbols)",
             p.display()
