@@ -105,7 +105,8 @@ fn exec_fn(pid: u32, auxv: &[u8]) -> Option<PathBuf> {
         .take_while(|&(key, _)| key != libc::AT_NULL)
         .find(|&(key, _)| key == libc::AT_EXECFN)?
         .1;
-    // Page by page: the string ends near the top of the stack, where a longer read would fail.
+    // 4 KiB-aligned pieces, none past a page: the string ends near the top of the stack, where a
+    // longer read would fail.
     let mut memory = ProcessMemory::new(pid);
     let mut path = Vec::new();
     let mut at = addr;
