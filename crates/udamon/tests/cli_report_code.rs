@@ -226,19 +226,30 @@ fn workload_names(rec: &Path) -> (Vec<String>, String) {
 }
 
 /// As Debian's `/usr/bin/redis-server` is a link to `redis-check-rdb`: maps name the file, the
-/// user ran the link.
+/// user ran the link, and the code sites, the mappings and the kernel's accessed bits per
+/// mapping are named by the link.
 #[test]
 fn a_program_run_through_a_symbolic_link_is_named_by_the_link() {
     let dir = tempfile::tempdir().unwrap();
     let areas = dir.path().join("areas");
     let link = dir.path().join("linked-code");
     std::os::unix::fs::symlink(&code().0, &link).unwrap();
-    let rec = record(
-        dir.path(),
-        "rec",
-        &link,
-        &["run", "1", areas.to_str().unwrap()],
-    );
+    let rec = dir.path().join("rec");
+    udamon()
+        .args([
+            "record",
+            "--access-source",
+            "cpuclock",
+            "--referenced",
+            "1s",
+            "-o",
+        ])
+        .arg(&rec)
+        .arg("--")
+        .arg(&link)
+        .args(["run", "3", areas.to_str().unwrap()])
+        .assert()
+        .success();
     let (objects, mappings) = workload_names(&rec);
     let link = link.to_str().unwrap();
     assert_eq!(objects, [link], "{mappings}");
@@ -247,6 +258,16 @@ fn a_program_run_through_a_symbolic_link_is_named_by_the_link() {
         mappings.contains(link) && !mappings.contains(file),
         "{mappings}"
     );
+    // So do the kernel's accessed bits per mapping.
+    let referenced: Vec<String> = report_text(&["raw"], &rec)
+        .lines()
+        .map(|line| serde_json::from_str::<Value>(line).unwrap())
+        .filter(|v| v["kind"] == "referenced")
+        .flat_map(|v| v["mappings"].as_array().unwrap().clone())
+        .map(|m| m["name"].as_str().unwrap().to_string())
+        .collect();
+    assert!(referenced.iter().any(|n| n == link), "{referenced:?}");
+    assert!(referenced.iter().all(|n| n != file), "{referenced:?}");
 }
 
 /// argv[0] is the program's to choose: it names the executable only when it is the same file,
