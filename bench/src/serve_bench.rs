@@ -6,8 +6,8 @@
 //!   `/metrics` takes at 20 targets.
 //! - `fleet`: a host's population: 1,000 idle `sleep` processes and 10 busy membound ones,
 //!   all served by one `udamon serve --match`. Prints the monitor's CPU, memory, threads and
-//!   scrape times, the series a scrape holds, and the busy targets' working sets against
-//!   `udamon record --pid` of the same processes.
+//!   scrape times, the series a scrape holds, and the busy targets' working sets over one
+//!   window and over 10 s against `udamon record --pid` of each of them alone.
 //!
 //! `cost` and `fleet` take `--baseline PATH`: another build of udamon (main's, say) served the
 //! same targets first, in the same run, and each line shows this build's ratio to it.
