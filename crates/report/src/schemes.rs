@@ -180,26 +180,85 @@ pub fn schemes(
     opts: &SchemesOptions,
 ) -> Result<SchemesReport> {
     let mut timeline = Timeline::new(header, opts)?;
-    let mut schemes: Vec<SchemeState> = Vec::new();
-    let mut scheme_index: BTreeMap<u32, usize> = BTreeMap::new();
-    let mut targets: Vec<TargetState> = Vec::new();
-    let mut target_index: BTreeMap<u32, usize> = BTreeMap::new();
-    let mut nr_snapshots = 0usize;
-    let mut known = Targets::new(header);
-    let mut action_notes: Vec<String> = Vec::new();
-
+    let mut pass = Pass::new(header);
     for frame in frames {
-        known.observe(&frame);
+        pass.read(frame, &mut timeline, &opts.wss_filter);
+    }
+    if pass.schemes.is_empty() {
+        return Err(ReportError::NoSchemes);
+    }
+    let (start_ns, end_ns) = timeline.span();
+    let duration_ns = end_ns - start_ns;
+    let mut notes = timeline.notes();
+    let rows = timeline.rows(opts);
+    let targets = pass.memory_reports(&rows, start_ns, end_ns);
+    let refaults = if targets.is_empty() {
+        notes.push(
+            "no target memory in the record (resident, paged out, refaulted): the operations did not observe it, so memory saved and refaults are unknown"
+                .to_string(),
+        );
+        None
+    } else {
+        Some(pass.all_refaults(duration_ns))
+    };
+    if pass.nr_snapshots == 0 {
+        notes.push(
+            "the record has no snapshots, so the working set, and the refault share of it, are unknown"
+                .to_string(),
+        );
+    }
+    Ok(SchemesReport {
+        start_ns,
+        end_ns,
+        duration_ns,
+        nr_snapshots: pass.nr_snapshots,
+        bucket_ns: rows.width,
+        schemes: pass.scheme_reports(&rows, duration_ns),
+        targets,
+        refaults,
+        refault_reference_pct_per_min: REFAULT_REFERENCE_PCT_PER_MIN,
+        notes,
+    })
+}
+
+/// What the pass over the frames gathers, per scheme and per target (each indexed densely
+/// by its id), besides the time rows.
+struct Pass {
+    schemes: Vec<SchemeState>,
+    scheme_index: BTreeMap<u32, usize>,
+    targets: Vec<TargetState>,
+    target_index: BTreeMap<u32, usize>,
+    nr_snapshots: usize,
+    known: Targets,
+    /// The operations' notes of trouble, which may say why a scheme applied nothing.
+    action_notes: Vec<String>,
+}
+
+impl Pass {
+    fn new(header: &Header) -> Pass {
+        Pass {
+            schemes: Vec::new(),
+            scheme_index: BTreeMap::new(),
+            targets: Vec::new(),
+            target_index: BTreeMap::new(),
+            nr_snapshots: 0,
+            known: Targets::new(header),
+            action_notes: Vec::new(),
+        }
+    }
+
+    fn read(&mut self, frame: Frame, timeline: &mut Timeline, wss_filter: &WssFilter) {
+        self.known.observe(&frame);
         match frame {
             Frame::Snapshot(s) => {
-                nr_snapshots += 1;
+                self.nr_snapshots += 1;
                 timeline.see(s.start_ns);
                 let bucket = timeline.bucket(s.end_ns);
                 for t in &s.targets {
-                    let i = dense(&mut target_index, &mut targets, t.target, TargetState::new);
-                    let wss = opts.wss_filter.wss(&t.regions);
-                    targets[i].wss_sum += u128::from(wss);
-                    targets[i].wss_snapshots += 1;
+                    let i = self.target(t.target);
+                    let wss = wss_filter.wss(&t.regions);
+                    self.targets[i].wss_sum += u128::from(wss);
+                    self.targets[i].wss_snapshots += 1;
                     let cell = bucket.target(i);
                     cell.wss_sum += u128::from(wss);
                     cell.wss_snapshots += 1;
@@ -211,8 +270,8 @@ pub fn schemes(
                     action,
                     stats,
                 } => {
-                    let i = dense(&mut scheme_index, &mut schemes, scheme, SchemeState::new);
-                    let state = &mut schemes[i];
+                    let i = self.scheme(scheme);
+                    let state = &mut self.schemes[i];
                     let cell = timeline.bucket(e.time_ns).scheme(i);
                     cell.tried += increase(state.stats.sz_tried, stats.sz_tried);
                     cell.applied += increase(state.stats.sz_applied, stats.sz_applied);
@@ -221,9 +280,9 @@ pub fn schemes(
                 }
                 EventKind::SchemeTriedRegions { scheme, regions } => {
                     timeline.see(e.time_ns);
-                    let i = dense(&mut scheme_index, &mut schemes, scheme, SchemeState::new);
-                    schemes[i].passes += 1;
-                    schemes[i].last_pass = Some(tried_pass(e.time_ns, &regions));
+                    let i = self.scheme(scheme);
+                    self.schemes[i].passes += 1;
+                    self.schemes[i].last_pass = Some(tried_pass(e.time_ns, &regions));
                 }
                 EventKind::TargetMemory {
                     target,
@@ -231,8 +290,10 @@ pub fn schemes(
                     paged_out_bytes,
                     refaulted_bytes,
                 } => {
-                    let i = dense(&mut target_index, &mut targets, target, TargetState::new);
-                    let m = targets[i].memory.get_or_insert_with(MemoryState::default);
+                    let i = self.target(target);
+                    let m = self.targets[i]
+                        .memory
+                        .get_or_insert_with(MemoryState::default);
                     let refaulted =
                         m.observe(e.time_ns, resident_bytes, paged_out_bytes, refaulted_bytes);
                     let cell = timeline.bucket(e.time_ns).target(i);
@@ -242,8 +303,10 @@ pub fn schemes(
                 EventKind::Note { text } => {
                     timeline.see(e.time_ns);
                     // Few: the operations note each kind of trouble once per process.
-                    if action_notes.len() < MAX_ACTION_NOTES && !action_notes.contains(&text) {
-                        action_notes.push(text);
+                    if self.action_notes.len() < MAX_ACTION_NOTES
+                        && !self.action_notes.contains(&text)
+                    {
+                        self.action_notes.push(text);
                     }
                 }
                 _ => timeline.see(e.time_ns),
@@ -251,137 +314,135 @@ pub fn schemes(
         }
     }
 
-    if schemes.is_empty() {
-        return Err(ReportError::NoSchemes);
+    fn scheme(&mut self, id: u32) -> usize {
+        dense(
+            &mut self.scheme_index,
+            &mut self.schemes,
+            id,
+            SchemeState::new,
+        )
     }
-    let (start_ns, end_ns) = timeline.span();
-    let duration_ns = end_ns - start_ns;
-    let minutes = (duration_ns > 0).then(|| duration_ns as f64 / NS_PER_MIN);
-    let mut notes = timeline.notes();
-    let rows = timeline.rows(opts);
-    let bucket_ns = rows.width;
 
-    let schemes = scheme_index
-        .iter()
-        .map(|(&id, &i)| {
-            let s = &schemes[i];
-            SchemeReport {
-                scheme: id,
-                action: s.action.clone(),
-                stats: s.stats,
-                applied_bytes_per_sec: minutes.map(|m| s.stats.sz_applied as f64 / (m * 60.0)),
-                applied_bytes_per_min: minutes.map(|m| s.stats.sz_applied as f64 / m),
-                tried_regions: TriedRegionsSummary {
-                    passes: s.passes,
-                    last: s.last_pass,
-                },
-                not_applied: not_applied(s, &action_notes),
-                series: rows
-                    .rows
-                    .iter()
-                    .map(|row| {
-                        let cell = row.bucket.schemes.get(i).copied().unwrap_or_default();
-                        SchemeRow {
-                            start_ns: row.start_ns,
-                            end_ns: row.end_ns,
-                            sz_tried: cell.tried,
-                            sz_applied: cell.applied,
-                        }
-                    })
-                    .collect(),
-            }
-        })
-        .collect();
+    fn target(&mut self, id: u32) -> usize {
+        dense(
+            &mut self.target_index,
+            &mut self.targets,
+            id,
+            TargetState::new,
+        )
+    }
 
-    let mut memory_targets = Vec::new();
-    let mut all_refaulted = 0u64;
-    let mut all_wss_sum = 0u128;
-    // A share for all targets needs the working set of every target whose refaults it counts.
-    let mut all_wss_known = true;
-    for (&id, &i) in &target_index {
-        let t = &targets[i];
-        let Some(m) = &t.memory else {
-            continue;
-        };
-        all_refaulted += m.refaulted;
-        all_wss_sum += t.wss_sum;
-        all_wss_known &= t.wss_snapshots > 0;
-        let mean_wss = mean(t.wss_sum, t.wss_snapshots);
-        let mut last = None;
-        let series = rows
-            .rows
+    /// Each scheme's statistics, rates over the record's `duration_ns`, passes and time rows.
+    fn scheme_reports(&self, rows: &Rows, duration_ns: u64) -> Vec<SchemeReport> {
+        let minutes = (duration_ns > 0).then(|| duration_ns as f64 / NS_PER_MIN);
+        self.scheme_index
             .iter()
-            .map(|row| {
-                let cell = row.bucket.targets.get(i).copied().unwrap_or_default();
-                last = cell.memory.or(last);
-                let mean_wss = mean(cell.wss_sum, cell.wss_snapshots);
-                MemoryRow {
-                    start_ns: row.start_ns,
-                    end_ns: row.end_ns,
-                    resident_bytes: last.map(|(r, _)| r),
-                    paged_out_bytes: last.map(|(_, s)| s),
-                    refaulted_bytes: cell.refaulted,
-                    mean_wss_bytes: mean_wss,
-                    refault_pct_of_wss_per_min: share(
-                        cell.refaulted,
-                        row.end_ns - row.start_ns,
-                        mean_wss,
-                    ),
+            .map(|(&id, &i)| {
+                let s = &self.schemes[i];
+                SchemeReport {
+                    scheme: id,
+                    action: s.action.clone(),
+                    stats: s.stats,
+                    applied_bytes_per_sec: minutes.map(|m| s.stats.sz_applied as f64 / (m * 60.0)),
+                    applied_bytes_per_min: minutes.map(|m| s.stats.sz_applied as f64 / m),
+                    tried_regions: TriedRegionsSummary {
+                        passes: s.passes,
+                        last: s.last_pass,
+                    },
+                    not_applied: not_applied(s, &self.action_notes),
+                    series: rows
+                        .rows
+                        .iter()
+                        .map(|row| {
+                            let cell = row.bucket.schemes.get(i).copied().unwrap_or_default();
+                            SchemeRow {
+                                start_ns: row.start_ns,
+                                end_ns: row.end_ns,
+                                sz_tried: cell.tried,
+                                sz_applied: cell.applied,
+                            }
+                        })
+                        .collect(),
                 }
             })
-            .collect();
-        memory_targets.push(TargetMemoryReport {
-            target: id,
-            pid: known.get(id).and_then(|t| t.pid),
-            cmdline: known.get(id).map(|t| t.cmdline.clone()),
-            final_resident_bytes: m.resident,
-            final_paged_out_bytes: m.paged_out,
-            peak_paged_out_bytes: m.peak_paged_out,
-            peak_paged_out_at_ns: m.peak_paged_out_at_ns.unwrap_or(start_ns),
-            average_paged_out_bytes: if duration_ns == 0 {
-                m.paged_out as f64
-            } else {
-                (m.paged_out_integral + u128::from(m.paged_out) * u128::from(end_ns - m.since_ns))
-                    as f64
-                    / duration_ns as f64
-            },
-            refaults: refault_summary(m.refaulted, duration_ns, mean_wss),
-            series,
-        });
+            .collect()
     }
 
-    let refaults = if memory_targets.is_empty() {
-        notes.push(
-            "no target memory in the record (resident, paged out, refaulted): the operations did not observe it, so memory saved and refaults are unknown"
-                .to_string(),
-        );
-        None
-    } else {
-        Some(refault_summary(
-            all_refaulted,
-            duration_ns,
-            mean(all_wss_sum, nr_snapshots as u64).filter(|_| all_wss_known),
-        ))
-    };
-    if nr_snapshots == 0 {
-        notes.push(
-            "the record has no snapshots, so the working set, and the refault share of it, are unknown"
-                .to_string(),
-        );
+    /// The memory of each target whose memory the record has, from `start_ns` to `end_ns`.
+    fn memory_reports(&self, rows: &Rows, start_ns: u64, end_ns: u64) -> Vec<TargetMemoryReport> {
+        let duration_ns = end_ns - start_ns;
+        let mut reports = Vec::new();
+        for (&id, &i) in &self.target_index {
+            let t = &self.targets[i];
+            let Some(m) = &t.memory else {
+                continue;
+            };
+            reports.push(TargetMemoryReport {
+                target: id,
+                pid: self.known.get(id).and_then(|t| t.pid),
+                cmdline: self.known.get(id).map(|t| t.cmdline.clone()),
+                final_resident_bytes: m.resident,
+                final_paged_out_bytes: m.paged_out,
+                peak_paged_out_bytes: m.peak_paged_out,
+                peak_paged_out_at_ns: m.peak_paged_out_at_ns.unwrap_or(start_ns),
+                average_paged_out_bytes: if duration_ns == 0 {
+                    m.paged_out as f64
+                } else {
+                    (m.paged_out_integral
+                        + u128::from(m.paged_out) * u128::from(end_ns - m.since_ns))
+                        as f64
+                        / duration_ns as f64
+                },
+                refaults: refault_summary(
+                    m.refaulted,
+                    duration_ns,
+                    mean(t.wss_sum, t.wss_snapshots),
+                ),
+                series: memory_rows(rows, i),
+            });
+        }
+        reports
     }
 
-    Ok(SchemesReport {
-        start_ns,
-        end_ns,
-        duration_ns,
-        nr_snapshots,
-        bucket_ns,
-        schemes,
-        targets: memory_targets,
-        refaults,
-        refault_reference_pct_per_min: REFAULT_REFERENCE_PCT_PER_MIN,
-        notes,
-    })
+    /// The refaults of every target whose memory the record has, against their working sets.
+    fn all_refaults(&self, duration_ns: u64) -> RefaultSummary {
+        let observed = || self.targets.iter().filter(|t| t.memory.is_some());
+        let refaulted: u64 = observed()
+            .filter_map(|t| t.memory.as_ref())
+            .map(|m| m.refaulted)
+            .sum();
+        let wss_sum: u128 = observed().map(|t| t.wss_sum).sum();
+        // A share for all targets needs the working set of every target whose refaults it counts.
+        let wss_known = observed().all(|t| t.wss_snapshots > 0);
+        let mean_wss = mean(wss_sum, self.nr_snapshots as u64).filter(|_| wss_known);
+        refault_summary(refaulted, duration_ns, mean_wss)
+    }
+}
+
+/// Target `i`'s memory per time row: the state at each row's end, its refaults and working set.
+fn memory_rows(rows: &Rows, i: usize) -> Vec<MemoryRow> {
+    let mut last = None;
+    rows.rows
+        .iter()
+        .map(|row| {
+            let cell = row.bucket.targets.get(i).copied().unwrap_or_default();
+            last = cell.memory.or(last);
+            let mean_wss = mean(cell.wss_sum, cell.wss_snapshots);
+            MemoryRow {
+                start_ns: row.start_ns,
+                end_ns: row.end_ns,
+                resident_bytes: last.map(|(r, _)| r),
+                paged_out_bytes: last.map(|(_, s)| s),
+                refaulted_bytes: cell.refaulted,
+                mean_wss_bytes: mean_wss,
+                refault_pct_of_wss_per_min: share(
+                    cell.refaulted,
+                    row.end_ns - row.start_ns,
+                    mean_wss,
+                ),
+            }
+        })
+        .collect()
 }
 
 /// What a cumulative counter gained; a counter that went back restarted (records joined
