@@ -405,58 +405,9 @@ impl InputArgs {
 #[derive(Debug, Subcommand)]
 pub enum ReportKind {
     /// One snapshot's regions: address range, size, access rate, age.
-    Access {
-        #[command(flatten)]
-        input: InputArgs,
-        /// Which snapshot: 0 is the first, -1 the last.
-        #[arg(long, value_name = "INDEX", default_value_t = -1, allow_negative_numbers = true)]
-        snapshot: i64,
-        /// The order of each target's regions (damo's --sort_regions_by).
-        #[arg(long, alias = "sort_regions_by", value_enum, default_value_t = RegionOrder::Address)]
-        sort_regions_by: RegionOrder,
-        /// Sort in descending order (damo's --sort_regions_dsc).
-        #[arg(long, alias = "sort_regions_dsc")]
-        sort_regions_dsc: bool,
-        /// Only regions that got samples of reading instructions (with --writes: of either).
-        #[arg(long)]
-        reads: bool,
-        /// Only regions that got samples of writing instructions (with --reads: of either).
-        #[arg(long)]
-        writes: bool,
-        #[command(flatten)]
-        style: AccessStyleArgs,
-    },
+    Access(AccessArgs),
     /// Working set size: distribution over the record, or over time.
-    Wss {
-        #[command(flatten)]
-        input: InputArgs,
-        #[command(flatten)]
-        dist: DistArgs,
-        /// A region is in the working set when accessed in at least this many samples.
-        #[arg(
-            long = "acc_thres",
-            alias = "acc-thres",
-            value_name = "N",
-            default_value_t = 1
-        )]
-        acc_thres: u32,
-        /// ... and at least this large.
-        #[arg(long = "sz_thres", alias = "sz-thres", value_name = "SIZE", value_parser = parse_size, default_value = "1")]
-        sz_thres: u64,
-        /// The working set over a horizon: bytes accessed in any window of the last T. `auto`
-        /// takes the shortest that holds enough samples for a sampled source, and each
-        /// snapshot's own window (damo's) for others; 0 is always the own window.
-        #[arg(long, value_name = "T|auto", value_parser = parse_horizon, default_value = "auto")]
-        horizon: Horizon,
-        /// The working set at several horizons (default 0 1s 2s 5s 10s 30s 60s; 0 is one
-        /// window): how much memory a program touches within each time span.
-        #[arg(long, value_name = "T", value_parser = parse_duration_us, num_args = 0.., conflicts_with = "horizon")]
-        horizons: Option<Vec<u64>>,
-        /// Count accessed regions whole, as damo and kernel DAMON do, instead of at page
-        /// resolution from the samples' repeats (records of sampled sources).
-        #[arg(long)]
-        whole_regions: bool,
-    },
+    Wss(WssArgs),
     /// Mapped and resident bytes against the working set, over the record.
     ///
     /// damo's `report footprints` (vsz, rss), with the working set (wss) as `report wss`
@@ -494,24 +445,7 @@ pub enum ReportKind {
         bucket: Option<u64>,
     },
     /// Per mapping (program, heap, stack, files): its hot, warm and cold bytes.
-    Mappings {
-        #[command(flatten)]
-        input: InputArgs,
-        /// Memory idle this long or longer counts as cold; less, as warm.
-        #[arg(long, value_name = "DURATION", value_parser = parse_interval_us, default_value = "10s")]
-        cold_after: u64,
-        /// Skip this many snapshots at the start, while regions adapt.
-        #[arg(
-            long = "exclude_samples",
-            alias = "exclude-samples",
-            value_name = "N",
-            default_value_t = 0
-        )]
-        exclude_samples: usize,
-        /// The horizon of the working set shown per mapping (bytes touched in the last T).
-        #[arg(long, value_name = "T", value_parser = parse_duration_us, default_value = "10s")]
-        horizon: u64,
-    },
+    Mappings(MappingsArgs),
     /// The kernel's accessed bits (record --referenced) against udamon's working set.
     Referenced {
         #[command(flatten)]
@@ -521,34 +455,7 @@ pub enum ReportKind {
     ///
     /// The memory is each window's hottest regions, or --address-range, or --mapping; the
     /// samples are those a sampled source (tick, cpuclock, pmu) recorded.
-    Code {
-        #[command(flatten)]
-        input: InputArgs,
-        /// The mappings whose name contains NAME (`[heap]`, `libc`, a file's path) instead of
-        /// the hottest regions.
-        #[arg(long, value_name = "NAME", conflicts_with = "address_range")]
-        mapping: Option<String>,
-        /// Only samples of these threads.
-        #[arg(long, value_name = "TID", num_args = 1..)]
-        tid: Vec<u32>,
-        /// Only samples taken on these CPUs.
-        #[arg(long, value_name = "CPU", num_args = 1..)]
-        cpu: Vec<u32>,
-        /// Only instructions that read memory (read-modify-writes included).
-        #[arg(long)]
-        reads: bool,
-        /// Only instructions that wrote memory (read-modify-writes included).
-        #[arg(long)]
-        writes: bool,
-        /// Print folded call stacks (`outer;inner;function SAMPLES` lines) for flame graphs
-        /// (inferno-flamegraph, flamegraph.pl, speedscope) instead of the function list.
-        #[arg(long, conflicts_with_all = ["pprof", "json"])]
-        folded: bool,
-        /// Write a gzipped pprof profile of hot samples and bytes by call stack to FILE (for
-        /// `go tool pprof`, Pyroscope, Parca) instead of printing the function list.
-        #[arg(long, value_name = "FILE", conflicts_with = "json")]
-        pprof: Option<PathBuf>,
-    },
+    Code(CodeArgs),
     /// Every report on one self-contained web page, to open in a browser or share.
     ///
     /// An interactive heatmap (zoom, pan, hover), the working set, footprints, mappings, code,
@@ -587,6 +494,115 @@ pub enum ReportKind {
         #[command(flatten)]
         input: InputArgs,
     },
+}
+
+/// `report access`: which snapshot, in which order, and how to show it.
+#[derive(Debug, Args)]
+pub struct AccessArgs {
+    #[command(flatten)]
+    pub input: InputArgs,
+    /// Which snapshot: 0 is the first, -1 the last.
+    #[arg(long, value_name = "INDEX", default_value_t = -1, allow_negative_numbers = true)]
+    pub snapshot: i64,
+    /// The order of each target's regions (damo's --sort_regions_by).
+    #[arg(long, alias = "sort_regions_by", value_enum, default_value_t = RegionOrder::Address)]
+    pub sort_regions_by: RegionOrder,
+    /// Sort in descending order (damo's --sort_regions_dsc).
+    #[arg(long, alias = "sort_regions_dsc")]
+    pub sort_regions_dsc: bool,
+    /// Only regions that got samples of reading instructions (with --writes: of either).
+    #[arg(long)]
+    pub reads: bool,
+    /// Only regions that got samples of writing instructions (with --reads: of either).
+    #[arg(long)]
+    pub writes: bool,
+    #[command(flatten)]
+    pub style: AccessStyleArgs,
+}
+
+/// `report wss`: which bytes count as the working set, over which horizons.
+#[derive(Debug, Args)]
+pub struct WssArgs {
+    #[command(flatten)]
+    pub input: InputArgs,
+    #[command(flatten)]
+    pub dist: DistArgs,
+    /// A region is in the working set when accessed in at least this many samples.
+    #[arg(
+        long = "acc_thres",
+        alias = "acc-thres",
+        value_name = "N",
+        default_value_t = 1
+    )]
+    pub acc_thres: u32,
+    /// ... and at least this large.
+    #[arg(long = "sz_thres", alias = "sz-thres", value_name = "SIZE", value_parser = parse_size, default_value = "1")]
+    pub sz_thres: u64,
+    /// The working set over a horizon: bytes accessed in any window of the last T. `auto`
+    /// takes the shortest that holds enough samples for a sampled source, and each
+    /// snapshot's own window (damo's) for others; 0 is always the own window.
+    #[arg(long, value_name = "T|auto", value_parser = parse_horizon, default_value = "auto")]
+    pub horizon: Horizon,
+    /// The working set at several horizons (default 0 1s 2s 5s 10s 30s 60s; 0 is one
+    /// window): how much memory a program touches within each time span.
+    #[arg(long, value_name = "T", value_parser = parse_duration_us, num_args = 0.., conflicts_with = "horizon")]
+    pub horizons: Option<Vec<u64>>,
+    /// Count accessed regions whole, as damo and kernel DAMON do, instead of at page
+    /// resolution from the samples' repeats (records of sampled sources).
+    #[arg(long)]
+    pub whole_regions: bool,
+}
+
+/// `report mappings`: where warm ends and cold begins.
+#[derive(Debug, Args)]
+pub struct MappingsArgs {
+    #[command(flatten)]
+    pub input: InputArgs,
+    /// Memory idle this long or longer counts as cold; less, as warm.
+    #[arg(long, value_name = "DURATION", value_parser = parse_interval_us, default_value = "10s")]
+    pub cold_after: u64,
+    /// Skip this many snapshots at the start, while regions adapt.
+    #[arg(
+        long = "exclude_samples",
+        alias = "exclude-samples",
+        value_name = "N",
+        default_value_t = 0
+    )]
+    pub exclude_samples: usize,
+    /// The horizon of the working set shown per mapping (bytes touched in the last T).
+    #[arg(long, value_name = "T", value_parser = parse_duration_us, default_value = "10s")]
+    pub horizon: u64,
+}
+
+/// `report code`: which memory and samples, and in which form (list, folded, pprof).
+#[derive(Debug, Args)]
+pub struct CodeArgs {
+    #[command(flatten)]
+    pub input: InputArgs,
+    /// The mappings whose name contains NAME (`[heap]`, `libc`, a file's path) instead of
+    /// the hottest regions.
+    #[arg(long, value_name = "NAME", conflicts_with = "address_range")]
+    pub mapping: Option<String>,
+    /// Only samples of these threads.
+    #[arg(long, value_name = "TID", num_args = 1..)]
+    pub tid: Vec<u32>,
+    /// Only samples taken on these CPUs.
+    #[arg(long, value_name = "CPU", num_args = 1..)]
+    pub cpu: Vec<u32>,
+    /// Only instructions that read memory (read-modify-writes included).
+    #[arg(long)]
+    pub reads: bool,
+    /// Only instructions that wrote memory (read-modify-writes included).
+    #[arg(long)]
+    pub writes: bool,
+    /// Print folded call stacks (`outer;inner;function SAMPLES` lines) for flame graphs
+    /// (inferno-flamegraph, flamegraph.pl, speedscope) instead of the function list.
+    #[arg(long, conflicts_with_all = ["pprof", "json"])]
+    pub folded: bool,
+    /// Write a gzipped pprof profile of hot samples and bytes by call stack to FILE (for
+    /// `go tool pprof`, Pyroscope, Parca) instead of printing the function list.
+    #[arg(long, value_name = "FILE", conflicts_with = "json")]
+    pub pprof: Option<PathBuf>,
 }
 
 #[derive(Debug, Args, Clone)]

@@ -44,18 +44,11 @@ impl Drawing for Heatmap {
     }
 }
 
+/// The image: the cells with their axes and labels on the left, the colour bar on the right,
+/// a line saying what a cell is below.
 fn draw<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, map: &Heatmap) -> DrawResult<DB> {
     root.fill(&WHITE)?;
-    let mut title = format!("Access heatmap of target {}", map.target);
-    if let Some(cmd) = map.cmdline.as_deref().filter(|c| !c.is_empty()) {
-        title.push_str(&format!(" ({})", human::one_line(cmd, TITLE_COMMAND_CHARS)));
-    }
-    title.push_str(&format!(
-        ": {}-{}",
-        human::hex(map.axis.start()),
-        human::hex(map.axis.end())
-    ));
-    let root_body = root.titled(&title, ("sans-serif", 22))?;
+    let root_body = root.titled(&title(map), ("sans-serif", 22))?;
     let (width, height) = root_body.dim_in_pixel();
     let (body, note) = root_body.split_vertically(height.saturating_sub(26));
     let (main, bar) = body.split_horizontally(width.saturating_sub(BAR_WIDTH));
@@ -68,8 +61,60 @@ fn draw<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, map: &Heatmap) -> Dra
         .x_label_area_size(45)
         .y_label_area_size(145)
         .build_cartesian_2d(t0..t1, 0f64..total)?;
+    chart.draw_series(cells(map, t0))?;
+    // Collapsed gaps: a white line across.
+    chart.draw_series(map.axis.gaps().iter().map(|gap| {
+        let y = gap.offset as f64;
+        PathElement::new(vec![(t0, y), (t1, y)], WHITE.stroke_width(2))
+    }))?;
 
-    // Cells, merging equal neighbours along time.
+    // Axes after the cells, so that no label is painted over. Address ticks are drawn below at
+    // round addresses, which plotters' decimal tick choice would not give.
+    let secs = |v: &f64| human::trimmed(*v, 3);
+    chart
+        .configure_mesh()
+        .disable_mesh()
+        .x_desc("Time (s)")
+        .y_desc(format!(
+            "Address ({} shown)",
+            human::size_short(map.axis.len())
+        ))
+        .x_label_formatter(&secs)
+        .label_style(("sans-serif", 14))
+        .axis_desc_style(("sans-serif", 16))
+        .x_labels(10)
+        .y_labels(0)
+        .draw()?;
+    // Labels are drawn on `main` in its own pixels, at the chart's coordinates.
+    let (ox, oy) = main.get_base_pixel();
+    let local = |x: f64, y: f64| {
+        let (px, py) = chart.backend_coord(&(x, y));
+        (px - ox, py - oy)
+    };
+    address_ticks(&main, map, &|y| local(t0, y))?;
+    gap_sizes(&main, map, &|y| local(t1, y))?;
+    mapping_names(&main, map, &local, (t0, t1))?;
+    colour_bar(&bar, map)?;
+    footnote(&note, map, t0, t1)
+}
+
+/// The target, its command line, and the address range shown.
+fn title(map: &Heatmap) -> String {
+    let mut title = format!("Access heatmap of target {}", map.target);
+    if let Some(cmd) = map.cmdline.as_deref().filter(|c| !c.is_empty()) {
+        title.push_str(&format!(" ({})", human::one_line(cmd, TITLE_COMMAND_CHARS)));
+    }
+    title.push_str(&format!(
+        ": {}-{}",
+        human::hex(map.axis.start()),
+        human::hex(map.axis.end())
+    ));
+    title
+}
+
+/// The monitored cells as rectangles on the chart's coordinates (seconds from `t0`, bytes up
+/// the axis), equal neighbours along time merged into one.
+fn cells(map: &Heatmap, t0: f64) -> Vec<Rectangle<(f64, f64)>> {
     let (row_s, col_b) = (map.row_ns() / 1e9, map.col_bytes());
     let mut rects = Vec::new();
     for c in 0..map.cols {
@@ -98,43 +143,24 @@ fn draw<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, map: &Heatmap) -> Dra
             r = end;
         }
     }
-    chart.draw_series(rects)?;
-    // Collapsed gaps: a white line across.
-    chart.draw_series(map.axis.gaps().iter().map(|gap| {
-        let y = gap.offset as f64;
-        PathElement::new(vec![(t0, y), (t1, y)], WHITE.stroke_width(2))
-    }))?;
+    rects
+}
 
-    // Axes after the cells, so that no label is painted over. Address ticks are drawn below at
-    // round addresses, which plotters' decimal tick choice would not give.
-    let secs = |v: &f64| human::trimmed(*v, 3);
-    chart
-        .configure_mesh()
-        .disable_mesh()
-        .x_desc("Time (s)")
-        .y_desc(format!(
-            "Address ({} shown)",
-            human::size_short(map.axis.len())
-        ))
-        .x_label_formatter(&secs)
-        .label_style(("sans-serif", 14))
-        .axis_desc_style(("sans-serif", 16))
-        .x_labels(10)
-        .y_labels(0)
-        .draw()?;
-    let (ox, oy) = main.get_base_pixel();
-    let local = |x: f64, y: f64| {
-        let (px, py) = chart.backend_coord(&(x, y));
-        (px - ox, py - oy)
-    };
+/// Round addresses up the left axis, leaving out those too close to the one below to read.
+/// `at(offset)` is the pixel of that offset on the axis.
+fn address_ticks<DB: DrawingBackend>(
+    main: &DrawingArea<DB, Shift>,
+    map: &Heatmap,
+    at: &dyn Fn(f64) -> (i32, i32),
+) -> DrawResult<DB> {
     let right_label = ("sans-serif", 14)
         .into_font()
-        .into_text_style(&main)
+        .into_text_style(main)
         .pos(Pos::new(HPos::Right, VPos::Center));
     let (ticks, _) = map.axis.ticks(10);
     let mut taken: Vec<i32> = Vec::new();
     for tick in ticks {
-        let (x, y) = local(t0, tick.offset as f64);
+        let (x, y) = at(tick.offset as f64);
         if taken.iter().any(|&t| (t - y).abs() < 18) {
             continue;
         }
@@ -146,25 +172,40 @@ fn draw<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, map: &Heatmap) -> Dra
             right_label.clone(),
         ))?;
     }
+    Ok(())
+}
 
-    // Collapsed gaps' sizes, in the right margin.
+/// Collapsed gaps' sizes, in the right margin; `at(offset)` is the pixel at the chart's right.
+fn gap_sizes<DB: DrawingBackend>(
+    main: &DrawingArea<DB, Shift>,
+    map: &Heatmap,
+    at: &dyn Fn(f64) -> (i32, i32),
+) -> DrawResult<DB> {
     for gap in map.axis.gaps() {
-        let (x, y) = local(t1, gap.offset as f64);
+        let (x, y) = at(gap.offset as f64);
         main.draw(&Text::new(
             format!("gap {}", human::size_short(gap.end - gap.start)),
             (x + 6, y),
             ("sans-serif", 13)
                 .into_font()
-                .into_text_style(&main)
+                .into_text_style(main)
                 .pos(Pos::new(HPos::Left, VPos::Center)),
         ))?;
     }
+    Ok(())
+}
 
-    // Mapping names, on a light box at the left edge of each span tall enough to hold one,
-    // with a line where the span starts.
+/// Mapping names, on a light box at the left edge of each span tall enough to hold one,
+/// with a line where the span starts. `local` maps the chart's (seconds, offset) to pixels.
+fn mapping_names<DB: DrawingBackend>(
+    main: &DrawingArea<DB, Shift>,
+    map: &Heatmap,
+    local: &dyn Fn(f64, f64) -> (i32, i32),
+    (t0, t1): (f64, f64),
+) -> DrawResult<DB> {
     let label = ("sans-serif", 13)
         .into_font()
-        .into_text_style(&main)
+        .into_text_style(main)
         .pos(Pos::new(HPos::Left, VPos::Bottom));
     let mut above = i32::MAX;
     for span in &map.mappings {
@@ -186,10 +227,13 @@ fn draw<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, map: &Heatmap) -> Dra
         main.draw(&Text::new(name, (x + 4, y_from - 2), label.clone()))?;
         above = y_from - 17;
     }
+    Ok(())
+}
 
-    // The colour bar, labelled on its right.
+/// The colour bar, labelled on its right in the heatmap's unit.
+fn colour_bar<DB: DrawingBackend>(bar: &DrawingArea<DB, Shift>, map: &Heatmap) -> DrawResult<DB> {
     let top = if map.max > 0.0 { map.max } else { 1.0 };
-    let mut scale = ChartBuilder::on(&bar)
+    let mut scale = ChartBuilder::on(bar)
         .margin_top(10)
         .margin_bottom(55)
         .margin_left(30)
@@ -217,10 +261,19 @@ fn draw<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, map: &Heatmap) -> Dra
         ("sans-serif", 15)
             .into_font()
             .transform(FontTransform::Rotate90)
-            .into_text_style(&bar)
+            .into_text_style(bar)
             .pos(Pos::new(HPos::Center, VPos::Center)),
     ))?;
+    Ok(())
+}
 
+/// What the picture spans and what one cell is.
+fn footnote<DB: DrawingBackend>(
+    note: &DrawingArea<DB, Shift>,
+    map: &Heatmap,
+    t0: f64,
+    t1: f64,
+) -> DrawResult<DB> {
     note.draw(&Text::new(
         format!(
             "{} to {} s, {} per column; {} per row; white: not monitored{}",

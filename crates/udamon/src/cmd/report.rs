@@ -1,8 +1,8 @@
 //! `udamon report TYPE [FILE]`: every report reads any supported record format, streaming.
 
 use crate::cli::{
-    AccessStyle, DistArgs, HeatmapArgs, Horizon, InputArgs, RegionOrder, ReportArgs, ReportKind,
-    SortBy,
+    AccessArgs, AccessStyle, CodeArgs, DistArgs, HeatmapArgs, Horizon, InputArgs, MappingsArgs,
+    RegionOrder, ReportArgs, ReportKind, SortBy, WssArgs,
 };
 use crate::cmd::report_views;
 use crate::input::{Frames, Input};
@@ -24,263 +24,264 @@ const DEFAULT_HORIZONS_S: [u64; 7] = [0, 1, 2, 5, 10, 30, 60];
 
 pub fn run(args: &ReportArgs) -> Result<()> {
     match &args.kind {
-        ReportKind::Access {
-            input,
-            snapshot,
-            sort_regions_by,
-            sort_regions_dsc,
-            reads,
-            writes,
-            style,
-        } => {
-            let (record, header, frames) = input.open()?;
-            let (snapshot, frames) = from_start(*snapshot, &record, frames)?;
-            let opts = access::AccessOptions {
-                snapshot,
-                target: input.target,
-                reads: *reads,
-                writes: *writes,
-            };
-            let mut report = record.check_target(access::access(&header, frames, &opts))?;
-            sort_regions(&mut report, *sort_regions_by, *sort_regions_dsc);
-            record.warn_damage();
-            if style.style != AccessStyle::Detailed {
-                return report_views::styled(&report, style, input.json);
-            }
-            if input.json {
-                print_json(&report)
-            } else {
-                Ok(print(&access::render_text(&report))?)
-            }
-        }
-        ReportKind::Wss {
-            input,
-            dist,
-            acc_thres,
-            sz_thres,
-            horizon,
-            horizons,
-            whole_regions,
-        } => {
-            let (record, header, frames) = input.open()?;
-            // Reports that read the record more than once open it afresh each time: the first
-            // frames go, lest a damo record, read whole, be held twice.
-            let frames = matches!(horizon, Horizon::Span(_)).then_some(frames);
-            let dist = &dist.for_target(input);
-            let filter = wss::WssFilter {
-                acc_thres: *acc_thres,
-                sz_thres: *sz_thres,
-                horizon_ns: match horizon {
-                    Horizon::Span(us) => us * 1000,
-                    Horizon::Auto => 0,
-                },
-                basis: if *whole_regions {
-                    Basis::Regions
-                } else {
-                    Basis::Pages
-                },
-            };
-            if let Some(horizons) = horizons {
-                if dist.plot.is_some() {
-                    bail!("--plot draws one horizon's working set: give --horizon, not --horizons");
-                }
-                let horizons_ns: Vec<u64> = match horizons.as_slice() {
-                    [] => DEFAULT_HORIZONS_S
-                        .iter()
-                        .map(|s| s * 1_000_000_000)
-                        .collect(),
-                    given => given.iter().map(|us| us * 1000).collect(),
-                };
-                let opts = DistOptions {
-                    percentiles: vec![10.0, 50.0, 90.0],
-                    per_target: false,
-                    ..dist.options()?
-                };
-                let curve = wss::curve(&header, || record.frames(), &filter, &horizons_ns, &opts);
-                let curve = record.check_target(curve)?;
-                record.warn_damage();
-                return if input.json {
-                    print_json(&curve)
-                } else {
-                    Ok(print(&wss::render_curve(&curve))?)
-                };
-            }
-            let report = match frames {
-                None => wss::wss_auto(&header, || record.frames(), &filter, &dist.options()?),
-                Some(frames) => wss::wss(&header, frames, &filter, &dist.options()?),
-            };
-            let report = record.check_target(report)?;
-            record.warn_damage();
-            print_dist(&report, dist, input)
-        }
+        ReportKind::Access(args) => access(args),
+        ReportKind::Wss(args) => wss(args),
         ReportKind::Footprints {
             input,
             dist,
             horizon,
         } => report_views::footprints(input, dist, *horizon),
         ReportKind::Html { input, out } => report_views::html(input, out.as_deref()),
-        ReportKind::NrRegions { input, dist } => {
-            let (record, header, frames) = input.open()?;
-            let dist = &dist.for_target(input);
-            let report = nr_regions::nr_regions(&header, frames, &dist.options()?);
-            let report = record.check_target(report)?;
-            record.warn_damage();
-            print_dist(&report, dist, input)
-        }
-        ReportKind::Heatmap { input, heatmap } => {
-            let (record, header, _) = input.open()?;
-            let mut opts = heatmap.options(&record.selection())?;
-            // The heatmap picks among the targets itself (and names the others).
-            opts.target = input.target;
-            let map = heatmap::heatmap(&header, || record.all_targets(), &opts)?;
-            record.warn_damage();
-            if input.json {
-                return print_json(&map);
-            }
-            match &heatmap.output {
-                Some(path) => write_image(&map, path, input.path()),
-                None => {
-                    let color = !heatmap.no_color
-                        && std::io::stdout().is_terminal()
-                        && std::env::var_os("NO_COLOR").is_none();
-                    Ok(print(&term::render(&map, term::TermStyle { color }))?)
-                }
-            }
-        }
-        ReportKind::Schemes { input, bucket } => {
-            let (record, header, frames) = input.open()?;
-            let opts = schemes::SchemesOptions {
-                bucket_ns: bucket.map(|us| us * 1000),
-                ..schemes::SchemesOptions::default()
-            };
-            let report = record.check_target(schemes::schemes(&header, frames, &opts))?;
-            record.warn_damage();
-            if input.json {
-                print_json(&report)
-            } else {
-                Ok(print(&schemes::render_text(&report))?)
-            }
-        }
-        ReportKind::Mappings {
+        ReportKind::NrRegions { input, dist } => nr_regions(input, dist),
+        ReportKind::Heatmap {
             input,
-            cold_after,
-            exclude_samples,
-            horizon,
-        } => {
-            let (record, header, frames) = input.open()?;
-            let opts = mappings::MappingsOptions {
-                cold_after_ns: cold_after * 1000,
-                skip: *exclude_samples,
-                horizon_ns: horizon * 1000,
-            };
-            let report = record.check_target(mappings::mappings(&header, frames, &opts))?;
-            record.warn_damage();
-            if input.json {
-                print_json(&report)
-            } else {
-                Ok(print(&mappings::render_text(&report))?)
-            }
-        }
-        ReportKind::Referenced { input } => {
-            let (record, header, frames) = input.open()?;
-            let report = record.check_target(referenced::referenced(&header, frames))?;
-            record.warn_damage();
-            if input.json {
-                print_json(&report)
-            } else {
-                Ok(print(&referenced::render_text(&report))?)
-            }
-        }
-        ReportKind::Code {
-            input,
-            mapping,
-            tid,
-            cpu,
-            reads,
-            writes,
-            folded,
-            pprof,
-        } => {
-            let (record, _, frames) = input.open()?;
-            let selection = record.selection();
-            let opts = code::CodeOptions {
-                address: selection.address,
-                mapping: mapping.clone(),
-                time_ns: selection.time_ns,
-                tids: tid.clone(),
-                cpus: cpu.clone(),
-                reads: *reads,
-                writes: *writes,
-            };
-            if *folded || pprof.is_some() {
-                let profile = record.check_target(stacks::stack_profile(frames, &opts))?;
-                record.warn_damage();
-                if !profile.has_stacks {
-                    eprintln!(
-                        "udamon: the record has no call stacks (record with --call-stacks): \
-                         each stack is the sampled function alone"
-                    );
-                }
-                return match pprof {
-                    Some(path) => write_pprof(&profile, path, input.path()),
-                    None => Ok(print(&stacks::render_folded(&profile))?),
-                };
-            }
-            let report = record.check_target(code::code(frames, &opts))?;
-            record.warn_damage();
-            if input.json {
-                print_json(&report)
-            } else {
-                Ok(print(&code::render_text(&report))?)
-            }
-        }
-        ReportKind::Accuracy { input, acc_thres } => {
-            let (record, _, frames) = input.open()?;
-            let opts = accuracy::AccuracyOptions {
-                address: record.selection().address,
-                acc_thres: *acc_thres,
-            };
-            let report = accuracy::accuracy(frames, &opts)?;
-            record.warn_damage();
-            if input.json {
-                print_json(&report)
-            } else {
-                Ok(print(&accuracy::render_text(&report))?)
-            }
-        }
-        ReportKind::Raw { input } => {
-            let (record, header, frames) = input.open()?;
-            let stdout = std::io::stdout().lock();
-            match raw::write_raw(&header, frames, std::io::BufWriter::new(stdout)) {
-                Err(e) if is_broken_pipe(&e) => return Ok(()),
-                other => other?,
-            };
-            record.warn_damage();
-            Ok(())
-        }
-        ReportKind::Info { input } => {
-            let (record, header, mut frames) = input.open()?;
-            // Read every frame first so that the damage list is complete.
-            let report = info::info(&header, frames.by_ref(), Vec::new());
-            if let Some(e) = record.missing_target() {
-                return Err(e);
-            }
-            let writer = report.finished.is_some_and(|f| !f);
-            let report = info::InfoReport {
-                damage: record.damage(),
-                writer: writer
-                    .then(|| crate::input::writer_of(input.path()))
-                    .flatten()
-                    .map(|pid| info::Writer { pid }),
-                ..report
-            };
-            if input.json {
-                print_json(&report)
-            } else {
-                Ok(print(&info::render_text(&report))?)
-            }
-        }
+            heatmap: args,
+        } => heatmap(input, args),
+        ReportKind::Schemes { input, bucket } => schemes(input, *bucket),
+        ReportKind::Mappings(args) => mappings(args),
+        ReportKind::Referenced { input } => referenced(input),
+        ReportKind::Code(args) => code(args),
+        ReportKind::Accuracy { input, acc_thres } => accuracy(input, *acc_thres),
+        ReportKind::Raw { input } => raw(input),
+        ReportKind::Info { input } => info(input),
     }
+}
+
+/// How every report ends: with `--json` the report itself as JSON, else its text. Reports go
+/// through here rather than print, so that a new one cannot forget `--json` or print it
+/// another way.
+pub(crate) fn emit<R: serde::Serialize>(
+    report: &R,
+    json: bool,
+    render_text: impl FnOnce(&R) -> String,
+) -> Result<()> {
+    if json {
+        print_json(report)
+    } else {
+        Ok(print(&render_text(report))?)
+    }
+}
+
+fn access(args: &AccessArgs) -> Result<()> {
+    let input = &args.input;
+    let (record, header, frames) = input.open()?;
+    let (snapshot, frames) = from_start(args.snapshot, &record, frames)?;
+    let opts = access::AccessOptions {
+        snapshot,
+        target: input.target,
+        reads: args.reads,
+        writes: args.writes,
+    };
+    let mut report = record.check_target(access::access(&header, frames, &opts))?;
+    sort_regions(&mut report, args.sort_regions_by, args.sort_regions_dsc);
+    record.warn_damage();
+    if args.style.style != AccessStyle::Detailed {
+        return report_views::styled(&report, &args.style, input.json);
+    }
+    emit(&report, input.json, access::render_text)
+}
+
+fn wss(args: &WssArgs) -> Result<()> {
+    let input = &args.input;
+    let (record, header, frames) = input.open()?;
+    // Reports that read the record more than once open it afresh each time: the first
+    // frames go, lest a damo record, read whole, be held twice.
+    let frames = matches!(args.horizon, Horizon::Span(_)).then_some(frames);
+    let dist = &args.dist.for_target(input);
+    let filter = wss::WssFilter {
+        acc_thres: args.acc_thres,
+        sz_thres: args.sz_thres,
+        horizon_ns: match args.horizon {
+            Horizon::Span(us) => us * 1000,
+            Horizon::Auto => 0,
+        },
+        basis: if args.whole_regions {
+            Basis::Regions
+        } else {
+            Basis::Pages
+        },
+    };
+    if let Some(horizons) = &args.horizons {
+        return wss_curve(args, horizons, &record, &header, &filter);
+    }
+    let report = match frames {
+        None => wss::wss_auto(&header, || record.frames(), &filter, &dist.options()?),
+        Some(frames) => wss::wss(&header, frames, &filter, &dist.options()?),
+    };
+    let report = record.check_target(report)?;
+    record.warn_damage();
+    print_dist(&report, dist, input)
+}
+
+/// `report wss --horizons`: the working set at each horizon, in one table.
+fn wss_curve(
+    args: &WssArgs,
+    horizons: &[u64],
+    record: &Input,
+    header: &udamon_record::model::Header,
+    filter: &wss::WssFilter,
+) -> Result<()> {
+    let dist = args.dist.for_target(&args.input);
+    if dist.plot.is_some() {
+        bail!("--plot draws one horizon's working set: give --horizon, not --horizons");
+    }
+    let horizons_ns: Vec<u64> = match horizons {
+        [] => DEFAULT_HORIZONS_S
+            .iter()
+            .map(|s| s * 1_000_000_000)
+            .collect(),
+        given => given.iter().map(|us| us * 1000).collect(),
+    };
+    let opts = DistOptions {
+        percentiles: vec![10.0, 50.0, 90.0],
+        per_target: false,
+        ..dist.options()?
+    };
+    let curve = wss::curve(header, || record.frames(), filter, &horizons_ns, &opts);
+    let curve = record.check_target(curve)?;
+    record.warn_damage();
+    emit(&curve, args.input.json, |curve| wss::render_curve(curve))
+}
+
+fn nr_regions(input: &InputArgs, dist: &DistArgs) -> Result<()> {
+    let (record, header, frames) = input.open()?;
+    let dist = &dist.for_target(input);
+    let report = nr_regions::nr_regions(&header, frames, &dist.options()?);
+    let report = record.check_target(report)?;
+    record.warn_damage();
+    print_dist(&report, dist, input)
+}
+
+fn heatmap(input: &InputArgs, args: &HeatmapArgs) -> Result<()> {
+    let (record, header, _) = input.open()?;
+    let mut opts = args.options(&record.selection())?;
+    // The heatmap picks among the targets itself (and names the others).
+    opts.target = input.target;
+    let map = heatmap::heatmap(&header, || record.all_targets(), &opts)?;
+    record.warn_damage();
+    if let (Some(path), false) = (&args.output, input.json) {
+        return write_image(&map, path, input.path());
+    }
+    let color =
+        !args.no_color && std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none();
+    emit(&map, input.json, |map| {
+        term::render(map, term::TermStyle { color })
+    })
+}
+
+fn schemes(input: &InputArgs, bucket_us: Option<u64>) -> Result<()> {
+    let (record, header, frames) = input.open()?;
+    let opts = schemes::SchemesOptions {
+        bucket_ns: bucket_us.map(|us| us * 1000),
+        ..schemes::SchemesOptions::default()
+    };
+    let report = record.check_target(schemes::schemes(&header, frames, &opts))?;
+    record.warn_damage();
+    emit(&report, input.json, schemes::render_text)
+}
+
+fn mappings(args: &MappingsArgs) -> Result<()> {
+    let input = &args.input;
+    let (record, header, frames) = input.open()?;
+    let opts = mappings::MappingsOptions {
+        cold_after_ns: args.cold_after * 1000,
+        skip: args.exclude_samples,
+        horizon_ns: args.horizon * 1000,
+    };
+    let report = record.check_target(mappings::mappings(&header, frames, &opts))?;
+    record.warn_damage();
+    emit(&report, input.json, mappings::render_text)
+}
+
+fn referenced(input: &InputArgs) -> Result<()> {
+    let (record, header, frames) = input.open()?;
+    let report = record.check_target(referenced::referenced(&header, frames))?;
+    record.warn_damage();
+    emit(&report, input.json, referenced::render_text)
+}
+
+fn code(args: &CodeArgs) -> Result<()> {
+    let input = &args.input;
+    let (record, _, frames) = input.open()?;
+    let selection = record.selection();
+    let opts = code::CodeOptions {
+        address: selection.address,
+        mapping: args.mapping.clone(),
+        time_ns: selection.time_ns,
+        tids: args.tid.clone(),
+        cpus: args.cpu.clone(),
+        reads: args.reads,
+        writes: args.writes,
+    };
+    if args.folded || args.pprof.is_some() {
+        return code_stacks(&record, frames, &opts, args);
+    }
+    let report = record.check_target(code::code(frames, &opts))?;
+    record.warn_damage();
+    emit(&report, input.json, code::render_text)
+}
+
+/// `report code --folded` or `--pprof`: the samples by call stack rather than by function.
+fn code_stacks(
+    record: &Input,
+    frames: Frames,
+    opts: &code::CodeOptions,
+    args: &CodeArgs,
+) -> Result<()> {
+    let profile = record.check_target(stacks::stack_profile(frames, opts))?;
+    record.warn_damage();
+    if !profile.has_stacks {
+        eprintln!(
+            "udamon: the record has no call stacks (record with --call-stacks): \
+             each stack is the sampled function alone"
+        );
+    }
+    match &args.pprof {
+        Some(path) => write_pprof(&profile, path, args.input.path()),
+        None => Ok(print(&stacks::render_folded(&profile))?),
+    }
+}
+
+fn accuracy(input: &InputArgs, acc_thres: u32) -> Result<()> {
+    let (record, _, frames) = input.open()?;
+    let opts = accuracy::AccuracyOptions {
+        address: record.selection().address,
+        acc_thres,
+    };
+    let report = accuracy::accuracy(frames, &opts)?;
+    record.warn_damage();
+    emit(&report, input.json, accuracy::render_text)
+}
+
+/// `report raw`: JSON lines already, with or without `--json`.
+fn raw(input: &InputArgs) -> Result<()> {
+    let (record, header, frames) = input.open()?;
+    let stdout = std::io::stdout().lock();
+    match raw::write_raw(&header, frames, std::io::BufWriter::new(stdout)) {
+        Err(e) if is_broken_pipe(&e) => return Ok(()),
+        other => other?,
+    };
+    record.warn_damage();
+    Ok(())
+}
+
+fn info(input: &InputArgs) -> Result<()> {
+    let (record, header, mut frames) = input.open()?;
+    // Read every frame first so that the damage list is complete.
+    let report = info::info(&header, frames.by_ref(), Vec::new());
+    if let Some(e) = record.missing_target() {
+        return Err(e);
+    }
+    let writer = report.finished.is_some_and(|f| !f);
+    let report = info::InfoReport {
+        damage: record.damage(),
+        writer: writer
+            .then(|| crate::input::writer_of(input.path()))
+            .flatten()
+            .map(|pid| info::Writer { pid }),
+        ..report
+    };
+    emit(&report, input.json, info::render_text)
 }
 
 impl InputArgs {
@@ -355,14 +356,13 @@ fn print_dist(report: &dist::DistReport, args: &DistArgs, input: &InputArgs) -> 
     if let Some(path) = &args.plot {
         return write_image(report, path, input.path());
     }
-    if input.json {
-        return print_json(report);
-    }
     let opts = RenderOptions {
         all_values: args.all,
         ..RenderOptions::default()
     };
-    Ok(print(&dist::render_text(report, &opts))?)
+    emit(report, input.json, |report| {
+        dist::render_text(report, &opts)
+    })
 }
 
 impl DistArgs {

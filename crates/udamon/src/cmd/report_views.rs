@@ -2,8 +2,8 @@
 //! `report access`, `report footprints`, and `report html`.
 
 use crate::cli::{AccessStyle, AccessStyleArgs, DistArgs, Horizon, InputArgs};
-use crate::cmd::report::write_image;
-use crate::output::{Output, print, print_json};
+use crate::cmd::report::{emit, write_image};
+use crate::output::Output;
 use anyhow::{Context as _, Result, bail};
 use std::path::{Path, PathBuf};
 use udamon_report::access::AccessReport;
@@ -37,11 +37,7 @@ pub fn styled(report: &AccessReport, args: &AccessStyleArgs, json: bool) -> Resu
         },
     };
     let styled = styles::style(report, style, &opts);
-    if json {
-        print_json(&styled)
-    } else {
-        Ok(print(&styles::render_text(&styled))?)
-    }
+    emit(&styled, json, styles::render_text)
 }
 
 /// damo's `--percentiles_range`: up to three numbers are Python's `range(...)`, more a list.
@@ -81,14 +77,13 @@ pub fn footprints(input: &InputArgs, dist: &DistArgs, horizon: Horizon) -> Resul
     if let Some(path) = &dist.plot {
         return write_image(&report, path, input.path());
     }
-    if input.json {
-        return print_json(&report);
-    }
     let opts = RenderOptions {
         all_values: dist.all,
         ..RenderOptions::default()
     };
-    Ok(print(&footprints::render_text(&report, &opts))?)
+    emit(&report, input.json, |report| {
+        footprints::render_text(report, &opts)
+    })
 }
 
 /// `report html`: the page, written by the rule for outputs.
