@@ -17,7 +17,7 @@ use guide::{Area, Coverage};
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet};
 use std::error::Error;
-use udamon_record::model::{EventKind, Frame, Header, Snapshot, Targets};
+use udamon_record::model::{EventKind, Frame, Header, MappingRecord, Snapshot, Targets};
 
 /// The most address ranges the coverage keeps over all targets (about 100 MiB at worst), whatever
 /// a record claims: real records keep a few times their regions.
@@ -229,105 +229,25 @@ where
             end_ns: window.1,
         });
     }
-    let overlaps = |s: &Snapshot| s.start_ns < window.1 && s.end_ns > window.0;
 
     // Pass 1: the guide.
-    let mut coverage: BTreeMap<u32, Coverage> = BTreeMap::new();
-    // Ranges in all the targets' coverage: bounded, whatever the record claims.
-    let mut nr_ranges = 0;
-    let mut span: Option<(u64, u64)> = None;
-    let mut any_snapshot = false;
-    let mut with_regions = BTreeSet::new();
-    let mut known = Targets::new(header);
-    // Every mapping each target had, by (start, end), with its latest name.
-    let mut mappings: BTreeMap<u32, BTreeMap<(u64, u64), String>> = BTreeMap::new();
-    let mut mapping_bytes = 0;
-    for frame in reopen(&mut open)? {
-        known.observe(&frame);
-        if let Frame::Event(e) = &frame
-            && let EventKind::Mappings {
-                target,
-                mappings: list,
-            } = &e.kind
-        {
-            // Labels only: past their budget, mappings not seen before go unlabelled.
-            let seen = mappings.entry(*target).or_default();
-            for m in list {
-                let known = seen.contains_key(&(m.start, m.end));
-                if known || mapping_bytes < MAPPING_LABEL_BYTES {
-                    seen.insert((m.start, m.end), m.name.clone());
-                }
-                if !known {
-                    mapping_bytes += 64 + m.name.len();
-                }
-            }
-        }
-        let Frame::Snapshot(s) = frame else { continue };
-        any_snapshot = true;
-        if !overlaps(&s) {
-            continue;
-        }
-        span = Some(span.map_or((s.start_ns, s.end_ns), |(a, b)| {
-            (a.min(s.start_ns), b.max(s.end_ns))
-        }));
-        for t in s.targets.iter().filter(|t| !t.regions.is_empty()) {
-            with_regions.insert(t.target);
-            if opts.target.is_none_or(|want| want == t.target) {
-                let c = coverage.entry(t.target).or_default();
-                let before = c.len();
-                c.add_regions(&t.regions);
-                nr_ranges = nr_ranges - before + c.len();
-                if nr_ranges > MAX_RANGES {
-                    return Err(ReportError::TooFragmented { max: MAX_RANGES });
-                }
-            }
-        }
-    }
-    // A range the user gave is named; the whole record's, which they did not give, is not.
-    let empty = || match opts.time_range {
-        Some((start_ns, end_ns)) => ReportError::EmptyTimeRange { start_ns, end_ns },
-        None => ReportError::NoTimeSpan,
-    };
-    let (t0, t1) = match span {
-        Some((a, b)) => (a.max(window.0), b.min(window.1)),
-        None if any_snapshot => return Err(empty()),
-        None => return Err(ReportError::NoSnapshots),
-    };
-    if t0 >= t1 {
-        return Err(empty());
-    }
-    let guides: BTreeMap<u32, Vec<Area>> = coverage
+    let survey = Survey::read(header, reopen(&mut open)?, opts, window)?;
+    let (t0, t1) = survey.time_span(opts, window)?;
+    let guides: BTreeMap<u32, Vec<Area>> = survey
+        .coverage
         .iter()
         .map(|(&t, c)| (t, guide::areas(&c.ranges())))
         .collect();
-    let target = match opts.target {
-        Some(t) if guides.contains_key(&t) => t,
-        Some(t) => {
-            return Err(ReportError::NoSuchTarget {
-                target: t,
-                present: target_list(&known, &with_regions),
-            });
-        }
-        None => busiest_target(&guides).ok_or(ReportError::NoRegions)?,
-    };
+    let target = survey.target(&guides, opts)?;
     let areas = guides.get(&target).cloned().unwrap_or_default();
     let (ranges, area) = select(&areas, opts.address, target)?;
-    let covered: u64 = ranges.iter().map(|(s, e)| e - s).sum();
-    let axis = if opts.collapse_gaps {
-        AddressAxis::new(ranges, covered / cols as u64)
-    } else {
-        let whole = match opts.address {
-            AddressSelection::Range { start, end } => (start, end),
-            _ => (ranges[0].0, ranges[ranges.len() - 1].1),
-        };
-        AddressAxis::new([whole], 0)
-    };
+    let axis = address_axis(ranges, opts, cols);
 
     // Pass 2: the binning.
     let mut grid = grid::Grid::new(rows, cols, (t0, t1), axis.len());
     for frame in reopen(&mut open)? {
         let Frame::Snapshot(s) = frame else { continue };
-        if !overlaps(&s) {
+        if !overlaps(&s, window) {
             continue;
         }
         if let Some(t) = s.targets.iter().find(|t| t.target == target) {
@@ -340,11 +260,12 @@ where
     }
     let cells = grid.finish();
     let max = cells.iter().flatten().copied().fold(0.0, f64::max);
-    let spans = mappings
+    let spans = survey
+        .mappings
         .get(&target)
         .map(|m| mapping_spans(&axis, m))
         .unwrap_or_default();
-    let info = known.get(target);
+    let info = survey.known.get(target);
     Ok(Heatmap {
         target,
         pid: info.and_then(|i| i.pid),
@@ -360,13 +281,152 @@ where
         cells,
         max,
         mappings: spans,
-        other_targets: with_regions
+        other_targets: survey
+            .with_regions
             .iter()
             .copied()
             .filter(|&t| t != target)
             .collect(),
         busiest: opts.target.is_none(),
     })
+}
+
+/// Whether snapshot `s` falls in the time window, in part at least.
+fn overlaps(s: &Snapshot, (start_ns, end_ns): (u64, u64)) -> bool {
+    s.start_ns < end_ns && s.end_ns > start_ns
+}
+
+/// What the first pass learns of the record: each wanted target's coverage (the guide's
+/// input), the time the window's snapshots span, which targets had regions, and the mappings
+/// to label the picture with.
+struct Survey {
+    coverage: BTreeMap<u32, Coverage>,
+    /// Ranges in all the targets' coverage: bounded, whatever the record claims.
+    nr_ranges: usize,
+    span: Option<(u64, u64)>,
+    any_snapshot: bool,
+    with_regions: BTreeSet<u32>,
+    known: Targets,
+    /// Every mapping each target had, by (start, end), with its latest name.
+    mappings: BTreeMap<u32, BTreeMap<(u64, u64), String>>,
+    mapping_bytes: usize,
+}
+
+impl Survey {
+    fn read(
+        header: &Header,
+        frames: impl IntoIterator<Item = Frame>,
+        opts: &HeatmapOptions,
+        window: (u64, u64),
+    ) -> Result<Survey> {
+        let mut survey = Survey {
+            coverage: BTreeMap::new(),
+            nr_ranges: 0,
+            span: None,
+            any_snapshot: false,
+            with_regions: BTreeSet::new(),
+            known: Targets::new(header),
+            mappings: BTreeMap::new(),
+            mapping_bytes: 0,
+        };
+        for frame in frames {
+            survey.known.observe(&frame);
+            match frame {
+                Frame::Event(e) => {
+                    if let EventKind::Mappings { target, mappings } = &e.kind {
+                        survey.label(*target, mappings);
+                    }
+                }
+                Frame::Snapshot(s) => {
+                    survey.any_snapshot = true;
+                    if overlaps(&s, window) {
+                        survey.cover(&s, opts)?;
+                    }
+                }
+            }
+        }
+        Ok(survey)
+    }
+
+    /// Keeps the mappings' names. Labels only: past their budget, mappings not seen before go
+    /// unlabelled.
+    fn label(&mut self, target: u32, list: &[MappingRecord]) {
+        let seen = self.mappings.entry(target).or_default();
+        for m in list {
+            let known = seen.contains_key(&(m.start, m.end));
+            if known || self.mapping_bytes < MAPPING_LABEL_BYTES {
+                seen.insert((m.start, m.end), m.name.clone());
+            }
+            if !known {
+                self.mapping_bytes += 64 + m.name.len();
+            }
+        }
+    }
+
+    /// Adds a snapshot in the window to the span and to the wanted targets' coverage.
+    fn cover(&mut self, s: &Snapshot, opts: &HeatmapOptions) -> Result<()> {
+        self.span = Some(self.span.map_or((s.start_ns, s.end_ns), |(a, b)| {
+            (a.min(s.start_ns), b.max(s.end_ns))
+        }));
+        for t in s.targets.iter().filter(|t| !t.regions.is_empty()) {
+            self.with_regions.insert(t.target);
+            if opts.target.is_none_or(|want| want == t.target) {
+                let c = self.coverage.entry(t.target).or_default();
+                let before = c.len();
+                c.add_regions(&t.regions);
+                self.nr_ranges = self.nr_ranges - before + c.len();
+                if self.nr_ranges > MAX_RANGES {
+                    return Err(ReportError::TooFragmented { max: MAX_RANGES });
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The time the picture spans: the snapshots' within the window.
+    fn time_span(&self, opts: &HeatmapOptions, window: (u64, u64)) -> Result<(u64, u64)> {
+        // A range the user gave is named; the whole record's, which they did not give, is not.
+        let empty = || match opts.time_range {
+            Some((start_ns, end_ns)) => ReportError::EmptyTimeRange { start_ns, end_ns },
+            None => ReportError::NoTimeSpan,
+        };
+        let (t0, t1) = match self.span {
+            Some((a, b)) => (a.max(window.0), b.min(window.1)),
+            None if self.any_snapshot => return Err(empty()),
+            None => return Err(ReportError::NoSnapshots),
+        };
+        if t0 >= t1 {
+            return Err(empty());
+        }
+        Ok((t0, t1))
+    }
+
+    /// The target asked for, or the busiest.
+    fn target(&self, guides: &BTreeMap<u32, Vec<Area>>, opts: &HeatmapOptions) -> Result<u32> {
+        match opts.target {
+            Some(t) if guides.contains_key(&t) => Ok(t),
+            Some(t) => Err(ReportError::NoSuchTarget {
+                target: t,
+                present: target_list(&self.known, &self.with_regions),
+            }),
+            None => busiest_target(guides).ok_or(ReportError::NoRegions),
+        }
+    }
+}
+
+/// The address axis over the selected ranges: with gaps collapsed to about a column each, or
+/// one stretch from the first range's start to the last's end.
+fn address_axis(ranges: Vec<(u64, u64)>, opts: &HeatmapOptions, cols: usize) -> AddressAxis {
+    if opts.collapse_gaps {
+        let covered: u64 = ranges.iter().map(|(s, e)| e - s).sum();
+        AddressAxis::new(ranges, covered / cols as u64)
+    } else {
+        let whole = match opts.address {
+            AddressSelection::Range { start, end } => (start, end),
+            _ => (ranges[0].0, ranges[ranges.len() - 1].1),
+        };
+        AddressAxis::new([whole], 0)
+    }
 }
 
 /// The busiest target: the one with the most access (heats, Σ size × nr_accesses) over the
