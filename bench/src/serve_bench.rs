@@ -6,8 +6,8 @@
 //!   `/metrics` takes at 20 targets.
 //! - `fleet`: a host's population: 1,000 idle `sleep` processes and 10 busy membound ones,
 //!   all served by one `udamon serve --match`. Prints the monitor's CPU, memory, threads and
-//!   scrape times, the series a scrape holds, and the busy targets' working sets against
-//!   `udamon record --pid` of the same processes.
+//!   scrape times, the series a scrape holds, and the busy targets' working sets over one
+//!   window and over 10 s against `udamon record --pid` of each of them alone.
 //!
 //! `cost` and `fleet` take `--baseline PATH`: another build of udamon (main's, say) served the
 //! same targets first, in the same run, and each line shows this build's ratio to it.
@@ -335,9 +335,9 @@ struct Phase {
     scrapes: Vec<f64>,
     /// Lines of the last scrape's body that are samples.
     series: usize,
-    /// Each busy target's median `udamon_working_set_bytes{horizon="window"}` over the
-    /// scrapes, by pid (absent: never exported).
-    working_sets: BTreeMap<u32, f64>,
+    /// Each busy target's median `udamon_working_set_bytes` over the scrapes at each horizon
+    /// of [`COMPARED`], by pid (absent: never exported).
+    working_sets: Vec<BTreeMap<u32, f64>>,
     /// Busy targets' throughput while served (blocks/s).
     served_rate: f64,
 }
@@ -370,7 +370,7 @@ fn serve_phase(
     let c0 = busy.progress();
     let mut scrapes = Vec::new();
     let mut series = 0;
-    let mut seen: BTreeMap<u32, Vec<f64>> = BTreeMap::new();
+    let mut seen: Vec<BTreeMap<u32, Vec<f64>>> = vec![BTreeMap::new(); COMPARED.len()];
     let pids = busy.pids();
     while t0.elapsed() < Duration::from_secs(seconds) {
         let (took, body) = serve.scrape();
@@ -379,9 +379,11 @@ fn serve_phase(
             .lines()
             .filter(|l| !l.starts_with('#') && !l.is_empty())
             .count();
-        for (pid, bytes) in window_working_sets(&body) {
-            if pids.contains(&pid) {
-                seen.entry(pid).or_default().push(bytes);
+        for (seen, (horizon, _)) in seen.iter_mut().zip(COMPARED) {
+            for (pid, bytes) in served_working_sets(&body, horizon) {
+                if pids.contains(&pid) {
+                    seen.entry(pid).or_default().push(bytes);
+                }
             }
         }
         std::thread::sleep(scrape_every);
@@ -403,9 +405,13 @@ fn serve_phase(
         series,
         working_sets: seen
             .into_iter()
-            .map(|(pid, mut v)| {
-                v.sort_by(f64::total_cmp);
-                (pid, percentile(&v, 0.5))
+            .map(|seen| {
+                seen.into_iter()
+                    .map(|(pid, mut v)| {
+                        v.sort_by(f64::total_cmp);
+                        (pid, percentile(&v, 0.5))
+                    })
+                    .collect()
             })
             .collect(),
         served_rate,
@@ -414,15 +420,19 @@ fn serve_phase(
     phase
 }
 
-/// Every `udamon_working_set_bytes{..., horizon="window"}` sample of a scrape, by pid.
-fn window_working_sets(body: &str) -> Vec<(u32, f64)> {
+/// The working-set horizons compared between serve and `record --pid`: the metrics' label, and
+/// `report wss --horizon`'s argument for it.
+const COMPARED: [(&str, &str); 2] = [("window", "0"), ("10s", "10s")];
+
+/// Every `udamon_working_set_bytes{..., horizon=HORIZON}` sample of a scrape, by pid.
+fn served_working_sets(body: &str, horizon: &str) -> Vec<(u32, f64)> {
     let label = |line: &str, name: &str| -> Option<String> {
         let at = line.find(&format!("{name}=\""))? + name.len() + 2;
         Some(line[at..].split('"').next()?.to_string())
     };
     body.lines()
         .filter(|l| l.starts_with("udamon_working_set_bytes{"))
-        .filter(|l| label(l, "horizon").as_deref() == Some("window"))
+        .filter(|l| label(l, "horizon").as_deref() == Some(horizon))
         .filter_map(|l| {
             let pid = label(l, "pid")?.parse().ok()?;
             let value = l.rsplit(' ').next()?.parse().ok()?;
@@ -431,50 +441,67 @@ fn window_working_sets(body: &str) -> Vec<(u32, f64)> {
         .collect()
 }
 
-/// `udamon record --pid` of `pids` for `seconds` with this build: each target's median
-/// working set per snapshot (`report wss --per-target`), by pid.
-fn recorded_working_sets(dir: &Path, pids: &[u32], seconds: u64) -> BTreeMap<u32, f64> {
-    let out = dir.join("busy.data");
-    let mut record = Command::new(udamon());
-    record.arg("record").arg("-o").arg(&out);
-    for pid in pids {
-        record.arg("--pid").arg(pid.to_string());
-    }
-    let status = record
-        .args(["--duration", &format!("{seconds}s")])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .unwrap();
-    assert!(status.success(), "udamon record --pid failed");
+/// Each of `pids` recorded alone by this build (`udamon record --pid`, all at once, each with
+/// regions of its own as serve gives them) for `seconds`: its median working set per snapshot
+/// at each horizon of [`COMPARED`] (`report wss --horizon`), by pid.
+fn recorded_working_sets(dir: &Path, pids: &[u32], seconds: u64) -> Vec<BTreeMap<u32, f64>> {
+    let record = |pid: u32| {
+        let out = dir.join(format!("busy-{pid}.data"));
+        let child = Command::new(udamon())
+            .arg("record")
+            .arg("-o")
+            .arg(&out)
+            .args([
+                "--pid",
+                &pid.to_string(),
+                "--duration",
+                &format!("{seconds}s"),
+            ])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        (pid, out, child)
+    };
+    let records: Vec<(u32, PathBuf)> = pids
+        .iter()
+        .map(|&pid| record(pid))
+        .collect::<Vec<_>>()
+        .into_iter()
+        .map(|(pid, out, mut child)| {
+            assert!(
+                child.wait().unwrap().success(),
+                "udamon record --pid failed"
+            );
+            (pid, out)
+        })
+        .collect();
+    COMPARED
+        .iter()
+        .map(|(_, horizon)| {
+            records
+                .iter()
+                .map(|(pid, out)| (*pid, median_working_set(out, horizon)))
+                .collect()
+        })
+        .collect()
+}
+
+/// The median working set per snapshot of a record over `horizon` (`report wss`).
+fn median_working_set(record: &Path, horizon: &str) -> f64 {
     let report = Command::new(udamon())
-        .args([
-            "report",
-            "wss",
-            "--per-target",
-            "--json",
-            "--exclude_samples",
-            "5",
-        ])
-        .arg(&out)
+        .args(["report", "wss", "--json", "--exclude_samples", "5"])
+        .args(["--horizon", horizon])
+        .arg(record)
         .output()
         .unwrap();
     assert!(report.status.success(), "udamon report wss failed");
     let json: serde_json::Value = serde_json::from_slice(&report.stdout).unwrap();
-    json["distributions"]
+    json["distributions"][0]["percentiles"]
         .as_array()
-        .unwrap()
-        .iter()
-        .filter_map(|d| {
-            let pid = d["pid"].as_u64()? as u32;
-            let median = d["percentiles"]
-                .as_array()?
-                .iter()
-                .find(|p| p["percentile"].as_f64() == Some(50.0))?["value"]
-                .as_f64()?;
-            Some((pid, median))
-        })
-        .collect()
+        .and_then(|p| p.iter().find(|p| p["percentile"].as_f64() == Some(50.0)))
+        .and_then(|p| p["value"].as_f64())
+        .expect("report wss --json gives the median")
 }
 
 fn mib(bytes: f64) -> f64 {
@@ -629,17 +656,25 @@ fn fleet(idle: usize, busy: usize, seconds: u64, baseline: Option<&str>) {
         return;
     }
     let recorded = recorded_working_sets(dir.path(), &targets.pids(), seconds);
-    println!("busy targets' working set (median per window; each touches 16 MiB at random):");
-    for (label, p) in &phases {
-        let v: Vec<f64> = p.working_sets.values().copied().collect();
+    println!(
+        "busy targets' working set (median per window; each touches all of its 16 MiB every window):"
+    );
+    for (i, (horizon, _)) in COMPARED.iter().enumerate() {
+        println!("  horizon {horizon}:");
+        for (label, p) in &phases {
+            let v: Vec<f64> = p.working_sets[i].values().copied().collect();
+            println!(
+                "    served ({label}): {} over {} of {busy} targets",
+                spread(&v),
+                v.len()
+            );
+        }
+        let v: Vec<f64> = recorded[i].values().copied().collect();
         println!(
-            "  served ({label}): {} over {} of {busy} targets",
-            spread(&v),
-            v.len()
+            "    udamon record --pid, each alone (this build): {}",
+            spread(&v)
         );
     }
-    let v: Vec<f64> = recorded.values().copied().collect();
-    println!("  udamon record --pid (this build): {}", spread(&v));
 }
 
 fn soak(hours: u64, slots: usize) {

@@ -39,21 +39,74 @@ pub fn binomial_p_value(k: u32, n: u32, p: f64) -> f64 {
         let z = ((k as f64 - n as f64 * p).abs() - 0.5).max(0.0) / variance.sqrt();
         return (2.0 * normal::below(-z)).min(1.0);
     }
-    // log P(X = i), built up term by term so that no factorial overflows; two passes (the
-    // outcome's own probability, then the sum) keep it free of allocations.
-    let (log_p, log_q) = (p.ln(), (1.0 - p).ln());
-    let log_pmf = || {
-        (0..=n).scan(n as f64 * log_q, move |log, i| {
-            let this = *log;
-            if i < n {
-                *log += ((n - i) as f64 / (i + 1) as f64).ln() + log_p - log_q;
-            }
-            Some(this)
-        })
+    exact_p_value(k, n, p)
+}
+
+/// [`binomial_p_value`] by its definition, for `n` up to [`EXACT_UP_TO`]. The probabilities
+/// rise to the mode and fall after it, so the outcomes no more likely than `k` are the two
+/// tails, found by bisection; each tail is summed from its inner end outwards until its terms
+/// no longer change the sum. A few dozen terms, where summing all `n + 1` took a logarithm
+/// each: the pooling of page samples asks this of every pair of neighbouring regions.
+fn exact_p_value(k: u32, n: u32, p: f64) -> f64 {
+    let ln_fact = ln_factorials();
+    let (ln_p, ln_q) = (p.ln(), (1.0 - p).ln());
+    let ln_pmf = |i: u32| {
+        ln_fact[n as usize] - ln_fact[i as usize] - ln_fact[(n - i) as usize]
+            + f64::from(i) * ln_p
+            + f64::from(n - i) * ln_q
     };
-    let at_most = log_pmf().nth(k as usize).expect("k <= n") + 1e-9;
-    let p_value: f64 = log_pmf().filter(|&l| l <= at_most).map(f64::exp).sum();
+    // The relative slack lets outcomes exactly as likely as `k` (a symmetric test's mirror
+    // image) count despite rounding.
+    let at_most = ln_pmf(k) + 1e-9;
+    let mode = ((f64::from(n + 1) * p).floor() as u32).min(n);
+    if ln_pmf(mode) <= at_most {
+        return 1.0;
+    }
+    // Outcomes below the mode no more likely than `k`: 0..low_end; above it: high_start..=n.
+    let low_end = partition_point(0, mode, |i| ln_pmf(i) <= at_most);
+    let high_start = partition_point(mode, n + 1, |i| ln_pmf(i) > at_most);
+    let tail = |outcomes: &mut dyn Iterator<Item = u32>| {
+        let mut sum = 0.0;
+        for i in outcomes {
+            let term = ln_pmf(i).exp();
+            if term <= sum * f64::EPSILON {
+                break;
+            }
+            sum += term;
+        }
+        sum
+    };
+    let p_value = tail(&mut (0..low_end).rev()) + tail(&mut (high_start..=n));
     p_value.min(1.0)
+}
+
+/// The first `i` in `from..to` where `pred` fails, `pred` holding for a prefix of the range.
+fn partition_point(from: u32, to: u32, pred: impl Fn(u32) -> bool) -> u32 {
+    let (mut lo, mut hi) = (from, to);
+    while lo < hi {
+        let mid = lo + (hi - lo) / 2;
+        if pred(mid) {
+            lo = mid + 1;
+        } else {
+            hi = mid;
+        }
+    }
+    lo
+}
+
+/// `ln(i!)` for `i` up to [`EXACT_UP_TO`], computed once.
+fn ln_factorials() -> &'static [f64] {
+    static TABLE: std::sync::OnceLock<Vec<f64>> = std::sync::OnceLock::new();
+    TABLE.get_or_init(|| {
+        let mut table = Vec::with_capacity(EXACT_UP_TO as usize + 1);
+        let mut ln = 0.0;
+        table.push(ln);
+        for i in 1..=EXACT_UP_TO {
+            ln += f64::from(i).ln();
+            table.push(ln);
+        }
+        table
+    })
 }
 
 /// Whether regions of `size_a` and `size_b` bytes holding `samples_a` and `samples_b` of a
@@ -89,6 +142,42 @@ mod tests {
             .iter()
             .sum();
         assert!((binomial_p_value(7, 10, 0.3) - tail).abs() < 1e-8);
+    }
+
+    /// The p-value summed over every outcome, as the definition reads.
+    fn by_definition(k: u32, n: u32, p: f64) -> f64 {
+        let ln_pmf = |i: u32| {
+            let ln_choose: f64 = (1..=i)
+                .map(|j| (f64::from(n - i + j) / f64::from(j)).ln())
+                .sum();
+            ln_choose + f64::from(i) * p.ln() + f64::from(n - i) * (1.0 - p).ln()
+        };
+        let at_most = ln_pmf(k) + 1e-9;
+        let sum: f64 = (0..=n)
+            .map(ln_pmf)
+            .filter(|&l| l <= at_most)
+            .map(f64::exp)
+            .sum();
+        sum.min(1.0)
+    }
+
+    #[test]
+    fn the_tails_sum_to_the_definition() {
+        // Skewed and balanced tests of every size the exact sum serves, each outcome's.
+        for n in [1, 2, 3, 7, 20, 61, 150, 499, 500] {
+            for p in [0.001, 0.01, 0.05, 0.1, 0.3, 0.5, 0.77, 0.99, 0.999] {
+                if n as f64 * p * (1.0 - p) >= NORMAL_FROM {
+                    continue;
+                }
+                for k in 0..=n {
+                    let (got, want) = (binomial_p_value(k, n, p), by_definition(k, n, p));
+                    assert!(
+                        (got - want).abs() <= 1e-12 + 1e-9 * want,
+                        "k {k} n {n} p {p}: {got} against {want}"
+                    );
+                }
+            }
+        }
     }
 
     #[test]

@@ -25,14 +25,14 @@ fn main() {
         }
         let symbolizer = Symbolizer::default();
         let start = Instant::now();
-        symbolizer.name(pid, Some(m), m.start);
+        symbolizer.name(pid, &maps, m.start);
         let first = start.elapsed();
         let step = (m.size() / IPS).max(1);
         let start = Instant::now();
         let named = (1..=IPS)
             .filter(|i| {
                 let ip = m.start + i * step - 1;
-                symbolizer.name(pid, Some(m), ip).function.is_some()
+                symbolizer.name(pid, &maps, ip).function.is_some()
             })
             .count();
         let each = start.elapsed() / IPS as u32;

@@ -3,6 +3,7 @@
 //! - [`decode`]: recover the data address of a sampled user instruction (x86-64);
 //! - [`perf`]: perf_event_open sampling sources and their ring buffers;
 //! - [`maps`]: `/proc/PID/maps` parsing;
+//! - [`executed`]: the path a process was executed by, naming its executable in reports;
 //! - [`vaddr`]: the operations on live processes, driven by sample timestamps;
 //! - [`paddr`]: the host's physical memory as one target, from processes' samples (root);
 //! - [`actions`]: DAMOS actions on live processes (`process_madvise` through a pidfd);
@@ -16,6 +17,7 @@
 pub mod actions;
 pub mod decode;
 pub mod discover;
+pub mod executed;
 pub mod maps;
 pub mod metrics;
 pub mod paddr;

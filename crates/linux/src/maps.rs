@@ -4,6 +4,7 @@
 //! A snapshot goes stale as soon as the process maps or unmaps memory; callers re-read it (perf
 //! reports new mappings but never unmappings, so a periodic or miss-triggered re-read is needed).
 
+use crate::executed::ExecutedName;
 use crate::proc_status::ProcStatus;
 use std::ffi::OsStr;
 use std::io;
@@ -135,10 +136,12 @@ impl Mapping {
 }
 
 /// A process's mappings, sorted by address and non-overlapping (as the kernel prints them;
-/// construction checks it). Dereferences to `[Mapping]`.
+/// construction checks it), and the path its executable was executed by, when known. Dereferences
+/// to `[Mapping]`.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Maps {
     mappings: Vec<Mapping>,
+    executed: Option<ExecutedName>,
 }
 
 impl Deref for Maps {
@@ -269,7 +272,39 @@ impl Maps {
             }
             mappings.push(m);
         }
-        Ok(Maps { mappings })
+        Ok(Maps {
+            mappings,
+            executed: None,
+        })
+    }
+
+    /// These mappings, with their executable named by the path it was executed by.
+    pub fn executed_as(self, executed: Option<ExecutedName>) -> Maps {
+        Maps { executed, ..self }
+    }
+
+    pub fn executed(&self) -> Option<&ExecutedName> {
+        self.executed.as_ref()
+    }
+
+    /// How reports name `m`: as maps do, except the executable, named by the path it was
+    /// executed by when that is known ([`ExecutedName`]).
+    pub fn shown_path<'a>(&'a self, m: &'a Mapping) -> &'a MapPath {
+        match &self.executed {
+            Some(e) => e.rename(&m.path),
+            None => &m.path,
+        }
+    }
+
+    /// The mappings with the names reports give them ([`Maps::shown_path`]).
+    pub fn shown(&self) -> Vec<Mapping> {
+        self.mappings
+            .iter()
+            .map(|m| Mapping {
+                path: self.shown_path(m).clone(),
+                ..m.clone()
+            })
+            .collect()
     }
 
     /// The mapping containing `addr`, by binary search.

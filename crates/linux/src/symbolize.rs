@@ -9,7 +9,7 @@
 //! the process alive. [blazesym](https://docs.rs/blazesym) does the reading and keeps every file
 //! it parsed open and indexed, so a file's symbols are read once per run.
 
-use crate::maps::{MapPath, Mapping};
+use crate::maps::{MapPath, Mapping, Maps};
 use blazesym::Pid;
 use blazesym::symbolize::source::{Elf, Process, Source};
 use blazesym::symbolize::{Input, Reason, Symbolized, Symbolizer as Blaze};
@@ -20,7 +20,8 @@ use std::path::PathBuf;
 pub struct SiteName {
     /// The function (demangled) whose code holds the IP.
     pub function: Option<String>,
-    /// The mapping that holds the IP, as `/proc/PID/maps` names it (`[anon]` when unnamed).
+    /// The mapping that holds the IP, as `/proc/PID/maps` names it (`[anon]` when unnamed), or
+    /// for the process's executable, the path it was executed by ([`Maps::shown_path`]).
     pub object: Option<String>,
     /// Why no function was found; `None` when one was.
     pub missing: Option<String>,
@@ -41,15 +42,16 @@ impl Default for Symbolizer {
 }
 
 impl Symbolizer {
-    /// Names `ip` of process `pid`, which lies in `mapping` (`None`: in no known mapping).
-    pub fn name(&self, pid: u32, mapping: Option<&Mapping>, ip: u64) -> SiteName {
-        let Some(m) = mapping else {
+    /// Names `ip` of process `pid`, whose mappings are `maps`.
+    pub fn name(&self, pid: u32, maps: &Maps, ip: u64) -> SiteName {
+        let Some(m) = maps.lookup(ip) else {
             return SiteName {
                 missing: Some("the address is in no mapping of the process".into()),
                 ..SiteName::default()
             };
         };
-        let object = m.path.to_string();
+        let shown = maps.shown_path(m);
+        let object = shown.to_string();
         let (source, input) = match &m.path {
             MapPath::File(path) => {
                 let file = readable_path(pid, m, path);
@@ -67,7 +69,7 @@ impl Symbolizer {
         let found = self.blaze.symbolize_single(&source, input);
         let (function, missing) = match found {
             Ok(Symbolized::Sym(sym)) => (Some(sym.name.into_owned()), None),
-            Ok(Symbolized::Unknown(reason)) => (None, Some(why_unknown(reason, m))),
+            Ok(Symbolized::Unknown(reason)) => (None, Some(why_unknown(reason, shown))),
             Err(e) => (
                 None,
                 Some(format!("{object}: {}", first_line(&e.to_string()))),
@@ -93,9 +95,10 @@ fn readable_path(pid: u32, m: &Mapping, path: &std::path::Path) -> PathBuf {
     }
 }
 
-/// A sentence saying why a mapping's IP has no function, for the report to show.
-fn why_unknown(reason: Reason, m: &Mapping) -> String {
-    match (&m.path, reason) {
+/// A sentence saying why an IP in a mapping of `path` (as reports name it) has no function,
+/// for the report to show.
+fn why_unknown(reason: Reason, path: &MapPath) -> String {
+    match (path, reason) {
         (MapPath::File(p), Reason::MissingSyms) => format!(
             "{} is stripped: only its exported functions have names (install its debug symbols)",
             p.display()
@@ -133,7 +136,7 @@ mod tests {
         assert_eq!(a_named_function(1), 3);
         let pid = std::process::id();
         let maps = read_maps(pid).unwrap();
-        let name = Symbolizer::default().name(pid, maps.lookup(ip), ip);
+        let name = Symbolizer::default().name(pid, &maps, ip);
         let function = name.function.expect("a test binary keeps its symbols");
         assert!(function.ends_with("a_named_function"), "{function}");
         assert!(name.missing.is_none());
@@ -143,7 +146,7 @@ mod tests {
 
     #[test]
     fn an_ip_outside_the_mappings_says_so() {
-        let name = Symbolizer::default().name(std::process::id(), None, 16);
+        let name = Symbolizer::default().name(std::process::id(), &Maps::default(), 16);
         assert_eq!(name.function, None);
         assert!(name.missing.unwrap().contains("no mapping"));
     }

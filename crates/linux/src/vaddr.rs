@@ -61,6 +61,7 @@ use crate::actions::Actor;
 use crate::decode::{
     Access, AccessKind, AddressDecoder, CodeReader, DropReason, SamplePoint, SegmentBases, UserRegs,
 };
+use crate::executed::ExecutedName;
 use crate::maps::{Mapping, Maps, MapsError, is_kernel_thread, read_maps};
 use crate::perf::{
     AccessSource, CpuClock, PerfError, PerfRecord, PmuEvent, ProcessMemory, REGS_ABI_32,
@@ -178,7 +179,8 @@ pub enum VaddrEventKind {
         target: usize,
         status: Option<i32>,
     },
-    /// The process's mappings, when monitoring starts and whenever they change.
+    /// The process's mappings, when monitoring starts and whenever they change; its executable
+    /// is named by the path it was executed by, when known ([`Maps::shown`]).
     Mappings {
         target: usize,
         mappings: Vec<Mapping>,
@@ -369,7 +371,7 @@ struct Proc {
     maps_stale: bool,
     /// The ranges its regions were last set to cover.
     ranges: Vec<AddrRange>,
-    /// The mappings last reported ([`VaddrEventKind::Mappings`]).
+    /// The mappings last reported, as reports name them ([`VaddrEventKind::Mappings`]).
     reported_maps: Vec<Mapping>,
     decoder: AddressDecoder,
     code: Code,
@@ -394,7 +396,7 @@ impl Proc {
             pid,
             parent,
             cmdline,
-            maps,
+            maps: maps.executed_as(ExecutedName::read(pid)),
             maps_us: now_us,
             maps_stale: false,
             ranges: Vec::new(),
@@ -414,7 +416,8 @@ impl Proc {
     /// Re-reads its mappings: the one place that does once it is monitored. Fails once the
     /// process is gone (or no longer ours to read), leaving the last mappings.
     fn reread_maps(&mut self, now_us: u64) -> Result<(), MapsError> {
-        self.maps = read_maps(self.pid)?;
+        let fresh = read_maps(self.pid)?;
+        self.maps = fresh.executed_as(self.maps.executed().cloned());
         self.maps_us = now_us;
         Ok(())
     }
@@ -566,7 +569,12 @@ impl VaddrOps {
                 continue;
             }
             match probe.probe(now_us) {
-                Ok(Some(found)) => {
+                Ok(Some(mut found)) => {
+                    if let Some(executed) = p.maps.executed() {
+                        for m in &mut found.mappings {
+                            executed.rename_text(&mut m.name);
+                        }
+                    }
                     self.event(now_us, VaddrEventKind::Referenced { target: t, found })
                 }
                 Ok(None) => {}
@@ -611,8 +619,9 @@ impl VaddrOps {
             return;
         }
         p.maps_stale = false;
-        if p.reported_maps[..] != p.maps[..] {
-            p.reported_maps = p.maps.to_vec();
+        let shown = p.maps.shown();
+        if p.reported_maps != shown {
+            p.reported_maps = shown;
             let mappings = p.reported_maps.clone();
             self.event(
                 now_us,
@@ -731,6 +740,7 @@ impl VaddrOps {
                     p.residency = Residency::open(pid);
                     p.footprint = Footprint::open(pid);
                     p.actor.exec();
+                    p.maps = std::mem::take(&mut p.maps).executed_as(ExecutedName::read(pid));
                     // The full command line while the process still runs the new program.
                     p.cmdline = match proc_cmdline(pid) {
                         c if c.is_empty() => comm.clone(),

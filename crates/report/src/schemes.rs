@@ -16,7 +16,7 @@ use serde::Serialize;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use udamon_record::model::{
-    Event, EventKind, Frame, Header, SchemeStatsRecord, Snapshot, Targets, TriedRegionRecord,
+    EventKind, Frame, Header, SchemeStatsRecord, Targets, TriedRegionRecord,
 };
 
 /// Refaults per minute, in percent of the working set, that far-memory deployments accept
@@ -179,33 +179,64 @@ pub fn schemes(
     frames: impl IntoIterator<Item = Frame>,
     opts: &SchemesOptions,
 ) -> Result<SchemesReport> {
-    let mut pass = Pass::new(header, opts)?;
+    let mut timeline = Timeline::new(header, opts)?;
+    let mut pass = Pass::new(header);
     for frame in frames {
-        pass.observe(frame);
+        pass.read(frame, &mut timeline, &opts.wss_filter);
     }
-    pass.report(opts)
+    if pass.schemes.is_empty() {
+        return Err(ReportError::NoSchemes);
+    }
+    let (start_ns, end_ns) = timeline.span();
+    let duration_ns = end_ns - start_ns;
+    let mut notes = timeline.notes();
+    let rows = timeline.rows(opts);
+    let targets = pass.memory_reports(&rows, start_ns, end_ns);
+    let refaults = if targets.is_empty() {
+        notes.push(
+            "no target memory in the record (resident, paged out, refaulted): the operations did not observe it, so memory saved and refaults are unknown"
+                .to_string(),
+        );
+        None
+    } else {
+        Some(pass.all_refaults(duration_ns))
+    };
+    if pass.nr_snapshots == 0 {
+        notes.push(
+            "the record has no snapshots, so the working set, and the refault share of it, are unknown"
+                .to_string(),
+        );
+    }
+    Ok(SchemesReport {
+        start_ns,
+        end_ns,
+        duration_ns,
+        nr_snapshots: pass.nr_snapshots,
+        bucket_ns: rows.width,
+        schemes: pass.scheme_reports(&rows, duration_ns),
+        targets,
+        refaults,
+        refault_reference_pct_per_min: REFAULT_REFERENCE_PCT_PER_MIN,
+        notes,
+    })
 }
 
-/// The state of the one pass: each scheme's and each target's, by a dense index in the order
-/// first seen, and the time rows their increases are counted into.
+/// What the pass over the frames gathers, per scheme and per target (each indexed densely
+/// by its id), besides the time rows.
 struct Pass {
-    timeline: Timeline,
-    wss_filter: WssFilter,
     schemes: Vec<SchemeState>,
     scheme_index: BTreeMap<u32, usize>,
     targets: Vec<TargetState>,
     target_index: BTreeMap<u32, usize>,
     nr_snapshots: usize,
     known: Targets,
-    /// The operations' notes, which may say why a scheme applied less than it tried.
+    /// The operations' notes of trouble, which may say why a scheme applied nothing.
     action_notes: Vec<String>,
 }
 
 impl Pass {
-    fn new(header: &Header, opts: &SchemesOptions) -> Result<Self> {
-        Ok(Pass {
-            timeline: Timeline::new(header, opts)?,
-            wss_filter: opts.wss_filter,
+    fn new(header: &Header) -> Pass {
+        Pass {
             schemes: Vec::new(),
             scheme_index: BTreeMap::new(),
             targets: Vec::new(),
@@ -213,89 +244,73 @@ impl Pass {
             nr_snapshots: 0,
             known: Targets::new(header),
             action_notes: Vec::new(),
-        })
+        }
     }
 
-    fn observe(&mut self, frame: Frame) {
+    fn read(&mut self, frame: Frame, timeline: &mut Timeline, wss_filter: &WssFilter) {
         self.known.observe(&frame);
         match frame {
-            Frame::Snapshot(s) => self.snapshot(&s),
-            Frame::Event(e) => self.event(e),
-        }
-    }
-
-    /// A snapshot counts toward each target's working set, overall and in its row.
-    fn snapshot(&mut self, s: &Snapshot) {
-        self.nr_snapshots += 1;
-        self.timeline.see(s.start_ns);
-        let bucket = self.timeline.bucket(s.end_ns);
-        for t in &s.targets {
-            let i = dense(
-                &mut self.target_index,
-                &mut self.targets,
-                t.target,
-                TargetState::new,
-            );
-            let wss = self.wss_filter.wss(&t.regions);
-            self.targets[i].wss_sum += u128::from(wss);
-            self.targets[i].wss_snapshots += 1;
-            let cell = bucket.target(i);
-            cell.wss_sum += u128::from(wss);
-            cell.wss_snapshots += 1;
-        }
-    }
-
-    fn event(&mut self, e: Event) {
-        match e.kind {
-            EventKind::SchemeStats {
-                scheme,
-                action,
-                stats,
-            } => {
-                let i = self.scheme(scheme);
-                let state = &mut self.schemes[i];
-                let cell = self.timeline.bucket(e.time_ns).scheme(i);
-                cell.tried += increase(state.stats.sz_tried, stats.sz_tried);
-                cell.applied += increase(state.stats.sz_applied, stats.sz_applied);
-                state.stats = stats;
-                state.action = Some(action);
-            }
-            EventKind::SchemeTriedRegions { scheme, regions } => {
-                self.timeline.see(e.time_ns);
-                let i = self.scheme(scheme);
-                self.schemes[i].passes += 1;
-                self.schemes[i].last_pass = Some(tried_pass(e.time_ns, &regions));
-            }
-            EventKind::TargetMemory {
-                target,
-                resident_bytes,
-                paged_out_bytes,
-                refaulted_bytes,
-            } => {
-                let i = dense(
-                    &mut self.target_index,
-                    &mut self.targets,
-                    target,
-                    TargetState::new,
-                );
-                let m = self.targets[i]
-                    .memory
-                    .get_or_insert_with(MemoryState::default);
-                let refaulted =
-                    m.observe(e.time_ns, resident_bytes, paged_out_bytes, refaulted_bytes);
-                let cell = self.timeline.bucket(e.time_ns).target(i);
-                cell.memory = Some((resident_bytes, paged_out_bytes));
-                cell.refaulted += refaulted;
-            }
-            EventKind::Note { text } => {
-                self.timeline.see(e.time_ns);
-                // Few: the operations note each kind of trouble once per process.
-                if self.action_notes.len() < MAX_ACTION_NOTES && !self.action_notes.contains(&text)
-                {
-                    self.action_notes.push(text);
+            Frame::Snapshot(s) => {
+                self.nr_snapshots += 1;
+                timeline.see(s.start_ns);
+                let bucket = timeline.bucket(s.end_ns);
+                for t in &s.targets {
+                    let i = self.target(t.target);
+                    let wss = wss_filter.wss(&t.regions);
+                    self.targets[i].wss_sum += u128::from(wss);
+                    self.targets[i].wss_snapshots += 1;
+                    let cell = bucket.target(i);
+                    cell.wss_sum += u128::from(wss);
+                    cell.wss_snapshots += 1;
                 }
             }
-            _ => self.timeline.see(e.time_ns),
+            Frame::Event(e) => match e.kind {
+                EventKind::SchemeStats {
+                    scheme,
+                    action,
+                    stats,
+                } => {
+                    let i = self.scheme(scheme);
+                    let state = &mut self.schemes[i];
+                    let cell = timeline.bucket(e.time_ns).scheme(i);
+                    cell.tried += increase(state.stats.sz_tried, stats.sz_tried);
+                    cell.applied += increase(state.stats.sz_applied, stats.sz_applied);
+                    state.stats = stats;
+                    state.action = Some(action);
+                }
+                EventKind::SchemeTriedRegions { scheme, regions } => {
+                    timeline.see(e.time_ns);
+                    let i = self.scheme(scheme);
+                    self.schemes[i].passes += 1;
+                    self.schemes[i].last_pass = Some(tried_pass(e.time_ns, &regions));
+                }
+                EventKind::TargetMemory {
+                    target,
+                    resident_bytes,
+                    paged_out_bytes,
+                    refaulted_bytes,
+                } => {
+                    let i = self.target(target);
+                    let m = self.targets[i]
+                        .memory
+                        .get_or_insert_with(MemoryState::default);
+                    let refaulted =
+                        m.observe(e.time_ns, resident_bytes, paged_out_bytes, refaulted_bytes);
+                    let cell = timeline.bucket(e.time_ns).target(i);
+                    cell.memory = Some((resident_bytes, paged_out_bytes));
+                    cell.refaulted += refaulted;
+                }
+                EventKind::Note { text } => {
+                    timeline.see(e.time_ns);
+                    // Few: the operations note each kind of trouble once per process.
+                    if self.action_notes.len() < MAX_ACTION_NOTES
+                        && !self.action_notes.contains(&text)
+                    {
+                        self.action_notes.push(text);
+                    }
+                }
+                _ => timeline.see(e.time_ns),
+            },
         }
     }
 
@@ -308,50 +323,16 @@ impl Pass {
         )
     }
 
-    /// The report, once every frame is seen.
-    fn report(mut self, opts: &SchemesOptions) -> Result<SchemesReport> {
-        if self.schemes.is_empty() {
-            return Err(ReportError::NoSchemes);
-        }
-        let (start_ns, end_ns) = self.timeline.span();
-        let duration_ns = end_ns - start_ns;
-        let mut notes = self.timeline.notes();
-        let rows = self.timeline.rows(opts);
-        let schemes = self.scheme_reports(&rows, duration_ns);
-        let targets: Vec<TargetMemoryReport> = self
-            .target_index
-            .iter()
-            .filter_map(|(&id, &i)| self.target_memory(id, i, &rows, start_ns, end_ns))
-            .collect();
-        let refaults = if targets.is_empty() {
-            notes.push(
-                "no target memory in the record (resident, paged out, refaulted): the operations did not observe it, so memory saved and refaults are unknown"
-                    .to_string(),
-            );
-            None
-        } else {
-            Some(self.all_refaults(duration_ns))
-        };
-        if self.nr_snapshots == 0 {
-            notes.push(
-                "the record has no snapshots, so the working set, and the refault share of it, are unknown"
-                    .to_string(),
-            );
-        }
-        Ok(SchemesReport {
-            start_ns,
-            end_ns,
-            duration_ns,
-            nr_snapshots: self.nr_snapshots,
-            bucket_ns: rows.width,
-            schemes,
-            targets,
-            refaults,
-            refault_reference_pct_per_min: REFAULT_REFERENCE_PCT_PER_MIN,
-            notes,
-        })
+    fn target(&mut self, id: u32) -> usize {
+        dense(
+            &mut self.target_index,
+            &mut self.targets,
+            id,
+            TargetState::new,
+        )
     }
 
+    /// Each scheme's statistics, rates over the record's `duration_ns`, passes and time rows.
     fn scheme_reports(&self, rows: &Rows, duration_ns: u64) -> Vec<SchemeReport> {
         let minutes = (duration_ns > 0).then(|| duration_ns as f64 / NS_PER_MIN);
         self.scheme_index
@@ -369,80 +350,77 @@ impl Pass {
                         last: s.last_pass,
                     },
                     not_applied: not_applied(s, &self.action_notes),
-                    series: scheme_series(rows, i),
+                    series: rows
+                        .rows
+                        .iter()
+                        .map(|row| {
+                            let cell = row.bucket.schemes.get(i).copied().unwrap_or_default();
+                            SchemeRow {
+                                start_ns: row.start_ns,
+                                end_ns: row.end_ns,
+                                sz_tried: cell.tried,
+                                sz_applied: cell.applied,
+                            }
+                        })
+                        .collect(),
                 }
             })
             .collect()
     }
 
-    /// The memory of target `id` (dense index `i`), or `None` when the record never said it.
-    fn target_memory(
-        &self,
-        id: u32,
-        i: usize,
-        rows: &Rows,
-        start_ns: u64,
-        end_ns: u64,
-    ) -> Option<TargetMemoryReport> {
-        let t = &self.targets[i];
-        let m = t.memory.as_ref()?;
+    /// The memory of each target whose memory the record has, from `start_ns` to `end_ns`.
+    fn memory_reports(&self, rows: &Rows, start_ns: u64, end_ns: u64) -> Vec<TargetMemoryReport> {
         let duration_ns = end_ns - start_ns;
-        Some(TargetMemoryReport {
-            target: id,
-            pid: self.known.get(id).and_then(|t| t.pid),
-            cmdline: self.known.get(id).map(|t| t.cmdline.clone()),
-            final_resident_bytes: m.resident,
-            final_paged_out_bytes: m.paged_out,
-            peak_paged_out_bytes: m.peak_paged_out,
-            peak_paged_out_at_ns: m.peak_paged_out_at_ns.unwrap_or(start_ns),
-            average_paged_out_bytes: if duration_ns == 0 {
-                m.paged_out as f64
-            } else {
-                (m.paged_out_integral + u128::from(m.paged_out) * u128::from(end_ns - m.since_ns))
-                    as f64
-                    / duration_ns as f64
-            },
-            refaults: refault_summary(m.refaulted, duration_ns, mean(t.wss_sum, t.wss_snapshots)),
-            series: memory_series(rows, i),
-        })
+        let mut reports = Vec::new();
+        for (&id, &i) in &self.target_index {
+            let t = &self.targets[i];
+            let Some(m) = &t.memory else {
+                continue;
+            };
+            reports.push(TargetMemoryReport {
+                target: id,
+                pid: self.known.get(id).and_then(|t| t.pid),
+                cmdline: self.known.get(id).map(|t| t.cmdline.clone()),
+                final_resident_bytes: m.resident,
+                final_paged_out_bytes: m.paged_out,
+                peak_paged_out_bytes: m.peak_paged_out,
+                peak_paged_out_at_ns: m.peak_paged_out_at_ns.unwrap_or(start_ns),
+                average_paged_out_bytes: if duration_ns == 0 {
+                    m.paged_out as f64
+                } else {
+                    (m.paged_out_integral
+                        + u128::from(m.paged_out) * u128::from(end_ns - m.since_ns))
+                        as f64
+                        / duration_ns as f64
+                },
+                refaults: refault_summary(
+                    m.refaulted,
+                    duration_ns,
+                    mean(t.wss_sum, t.wss_snapshots),
+                ),
+                series: memory_rows(rows, i),
+            });
+        }
+        reports
     }
 
-    /// Refaults of every target whose memory the record says, against the sum of their
-    /// working sets: unknown when one of them has no snapshots, as its refaults would count
-    /// against a working set left out.
+    /// The refaults of every target whose memory the record has, against their working sets.
     fn all_refaults(&self, duration_ns: u64) -> RefaultSummary {
-        let observed = self.targets.iter().filter(|t| t.memory.is_some());
-        let refaulted: u64 = observed
-            .clone()
+        let observed = || self.targets.iter().filter(|t| t.memory.is_some());
+        let refaulted: u64 = observed()
             .filter_map(|t| t.memory.as_ref())
             .map(|m| m.refaulted)
             .sum();
-        let wss_sum: u128 = observed.clone().map(|t| t.wss_sum).sum();
-        let wss_known = observed.clone().all(|t| t.wss_snapshots > 0);
+        let wss_sum: u128 = observed().map(|t| t.wss_sum).sum();
+        // A share for all targets needs the working set of every target whose refaults it counts.
+        let wss_known = observed().all(|t| t.wss_snapshots > 0);
         let mean_wss = mean(wss_sum, self.nr_snapshots as u64).filter(|_| wss_known);
         refault_summary(refaulted, duration_ns, mean_wss)
     }
 }
 
-/// What scheme `i` tried and applied in each row.
-fn scheme_series(rows: &Rows, i: usize) -> Vec<SchemeRow> {
-    rows.rows
-        .iter()
-        .map(|row| {
-            let cell = row.bucket.schemes.get(i).copied().unwrap_or_default();
-            SchemeRow {
-                start_ns: row.start_ns,
-                end_ns: row.end_ns,
-                sz_tried: cell.tried,
-                sz_applied: cell.applied,
-            }
-        })
-        .collect()
-}
-
-/// Target `i`'s memory in each row: the state last written (carried over rows that say
-/// nothing of it), and the row's own refaults against its own working set.
-fn memory_series(rows: &Rows, i: usize) -> Vec<MemoryRow> {
+/// Target `i`'s memory per time row: the state at each row's end, its refaults and working set.
+fn memory_rows(rows: &Rows, i: usize) -> Vec<MemoryRow> {
     let mut last = None;
     rows.rows
         .iter()
@@ -760,7 +738,7 @@ impl Timeline {
     }
 
     /// The buckets over the whole span, grouped to about the asked number of rows.
-    fn rows(&mut self, opts: &SchemesOptions) -> Rows {
+    fn rows(mut self, opts: &SchemesOptions) -> Rows {
         let (start, end) = self.span();
         let n = self.index(end) + 1;
         self.buckets.resize_with(n, Bucket::default);

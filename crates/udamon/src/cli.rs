@@ -445,7 +445,24 @@ pub enum ReportKind {
         bucket: Option<u64>,
     },
     /// Per mapping (program, heap, stack, files): its hot, warm and cold bytes.
-    Mappings(MappingsArgs),
+    Mappings {
+        #[command(flatten)]
+        input: InputArgs,
+        /// Memory idle this long or longer counts as cold; less, as warm.
+        #[arg(long, value_name = "DURATION", value_parser = parse_interval_us, default_value = "10s")]
+        cold_after: u64,
+        /// Skip this many snapshots at the start, while regions adapt.
+        #[arg(
+            long = "exclude_samples",
+            alias = "exclude-samples",
+            value_name = "N",
+            default_value_t = 0
+        )]
+        exclude_samples: usize,
+        /// The horizon of the working set shown per mapping (bytes touched in the last T).
+        #[arg(long, value_name = "T", value_parser = parse_duration_us, default_value = "10s")]
+        horizon: u64,
+    },
     /// The kernel's accessed bits (record --referenced) against udamon's working set.
     Referenced {
         #[command(flatten)]
@@ -496,7 +513,7 @@ pub enum ReportKind {
     },
 }
 
-/// `report access`: which snapshot, in which order, and how to show it.
+/// `report access`'s arguments.
 #[derive(Debug, Args)]
 pub struct AccessArgs {
     #[command(flatten)]
@@ -520,7 +537,7 @@ pub struct AccessArgs {
     pub style: AccessStyleArgs,
 }
 
-/// `report wss`: which bytes count as the working set, over which horizons.
+/// `report wss`'s arguments.
 #[derive(Debug, Args)]
 pub struct WssArgs {
     #[command(flatten)]
@@ -553,28 +570,7 @@ pub struct WssArgs {
     pub whole_regions: bool,
 }
 
-/// `report mappings`: where warm ends and cold begins.
-#[derive(Debug, Args)]
-pub struct MappingsArgs {
-    #[command(flatten)]
-    pub input: InputArgs,
-    /// Memory idle this long or longer counts as cold; less, as warm.
-    #[arg(long, value_name = "DURATION", value_parser = parse_interval_us, default_value = "10s")]
-    pub cold_after: u64,
-    /// Skip this many snapshots at the start, while regions adapt.
-    #[arg(
-        long = "exclude_samples",
-        alias = "exclude-samples",
-        value_name = "N",
-        default_value_t = 0
-    )]
-    pub exclude_samples: usize,
-    /// The horizon of the working set shown per mapping (bytes touched in the last T).
-    #[arg(long, value_name = "T", value_parser = parse_duration_us, default_value = "10s")]
-    pub horizon: u64,
-}
-
-/// `report code`: which memory and samples, and in which form (list, folded, pprof).
+/// `report code`'s arguments.
 #[derive(Debug, Args)]
 pub struct CodeArgs {
     #[command(flatten)]

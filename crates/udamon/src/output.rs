@@ -40,6 +40,20 @@ pub fn print_json(value: &impl serde::Serialize) -> anyhow::Result<()> {
     }
 }
 
+/// A report's one ending: JSON with `--json` (`json`), else its text. Every report goes
+/// through here, so that each prints both forms the same way.
+pub fn emit<R: serde::Serialize>(
+    report: &R,
+    json: bool,
+    text: impl FnOnce(&R) -> String,
+) -> anyhow::Result<()> {
+    if json {
+        print_json(report)
+    } else {
+        Ok(print(&text(report))?)
+    }
+}
+
 /// What is at an output path now.
 enum Existing {
     Nothing,

@@ -205,6 +205,101 @@ fn an_exec_switches_symbol_tables() {
     assert!(functions.iter().any(|f| f.0 == "?"), "{functions:?}");
 }
 
+/// The objects that hold the workload's two functions, and the mappings report's rows.
+fn workload_names(rec: &Path) -> (Vec<String>, String) {
+    let all = report_json(&["code", "--address-range", "0", "0x7fffffffffff"], rec);
+    let mut objects: Vec<String> = all["functions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|f| {
+            f["function"]
+                .as_str()
+                .is_some_and(|f| f.ends_with("_buffer"))
+        })
+        .map(|f| f["object"].as_str().unwrap().to_string())
+        .collect();
+    objects.dedup();
+    let text = report_text(&["mappings"], rec);
+    let rows = text.lines().filter(|l| !l.starts_with('#'));
+    (objects, rows.collect::<Vec<_>>().join("\n"))
+}
+
+/// As Debian's `/usr/bin/redis-server` is a link to `redis-check-rdb`: maps name the file, the
+/// user ran the link, and the code sites, the mappings and the kernel's accessed bits per
+/// mapping are named by the link.
+#[test]
+fn a_program_run_through_a_symbolic_link_is_named_by_the_link() {
+    let dir = tempfile::tempdir().unwrap();
+    let areas = dir.path().join("areas");
+    let link = dir.path().join("linked-code");
+    std::os::unix::fs::symlink(&code().0, &link).unwrap();
+    let rec = dir.path().join("rec");
+    udamon()
+        .args([
+            "record",
+            "--access-source",
+            "cpuclock",
+            "--referenced",
+            "1s",
+            "-o",
+        ])
+        .arg(&rec)
+        .arg("--")
+        .arg(&link)
+        .args(["run", "3", areas.to_str().unwrap()])
+        .assert()
+        .success();
+    let (objects, mappings) = workload_names(&rec);
+    let link = link.to_str().unwrap();
+    assert_eq!(objects, [link], "{mappings}");
+    let file = code().0.to_str().unwrap();
+    assert!(
+        mappings.contains(link) && !mappings.contains(file),
+        "{mappings}"
+    );
+    // So do the kernel's accessed bits per mapping.
+    let referenced: Vec<String> = report_text(&["raw"], &rec)
+        .lines()
+        .map(|line| serde_json::from_str::<Value>(line).unwrap())
+        .filter(|v| v["kind"] == "referenced")
+        .flat_map(|v| v["mappings"].as_array().unwrap().clone())
+        .map(|m| m["name"].as_str().unwrap().to_string())
+        .collect();
+    assert!(referenced.iter().any(|n| n == link), "{referenced:?}");
+    assert!(referenced.iter().all(|n| n != file), "{referenced:?}");
+}
+
+/// argv[0] is the program's to choose: it names the executable only when it is the same file,
+/// and the path execve was given comes first. Both execs follow perl's, which passes the path
+/// as given (bash's `exec` makes a relative one absolute).
+#[test]
+fn a_lying_argv0_does_not_rename_the_executable() {
+    let dir = tempfile::tempdir().unwrap();
+    let areas = dir.path().join("areas");
+    let link = dir.path().join("linked-code");
+    std::os::unix::fs::symlink(&code().0, &link).unwrap();
+    // Another program that exists.
+    let liar = code().1.to_str().unwrap();
+    let run = |exec: &str| {
+        let script = "chdir shift; my $path = shift; exec {$path} @ARGV or die \"$path: $!\"";
+        let dir = dir.path().to_str().unwrap();
+        let areas = areas.to_str().unwrap();
+        let args = ["-e", script, dir, exec, liar, "run", "1", areas];
+        workload_names(&record(dir.as_ref(), "rec", Path::new("perl"), &args))
+    };
+
+    let (objects, mappings) = run(link.to_str().unwrap());
+    assert_eq!(objects, [link.to_str().unwrap()], "{mappings}");
+    assert!(!mappings.contains(liar), "{mappings}");
+
+    // A relative path says nothing once the working directory may have changed: argv[0] is
+    // all there is, and it names another file.
+    let (objects, mappings) = run("./linked-code");
+    assert_eq!(objects, [code().0.to_str().unwrap()], "{mappings}");
+    assert!(!mappings.contains(liar), "{mappings}");
+}
+
 #[test]
 fn jit_code_is_named_from_the_perf_map() {
     let dir = tempfile::tempdir().unwrap();

@@ -303,6 +303,10 @@ fn top_watches_a_live_process_its_mappings_and_functions() {
     });
     assert!(screen.contains("pid "), "{screen}");
     assert!(screen.contains("samples,"), "the source's health: {screen}");
+    assert!(
+        screen.contains("[anon] rw-") && screen.contains(" ws "),
+        "mappings named with their permissions, and their working sets: {screen}"
+    );
     if screen::chromium().is_ok() {
         let pictures = tempfile::tempdir().unwrap();
         let page = pictures.path().join("top.html");

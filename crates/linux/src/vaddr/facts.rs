@@ -145,7 +145,7 @@ impl Facts {
             return site;
         }
         let index = self.sites.assign((t, ip));
-        let name = self.symbolizer.name(pid, maps.lookup(lookup), lookup);
+        let name = self.symbolizer.name(pid, maps, lookup);
         self.pending[t].sites.push(Site { index, ip, name });
         index
     }

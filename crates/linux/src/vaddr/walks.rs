@@ -4,10 +4,14 @@
 //!
 //! Each process's residency check and footprint walk ask for their usual per-window share
 //! ([`super::residency::WALK_BUDGET`], [`super::footprint::WALK_BUDGET`]) and get what the
-//! host's budget has left; what a walk took is charged after it. The budget refills at its
-//! rate and holds at most one second of it, so a burst of walks after a quiet spell stays
-//! bounded too. Memory never walked is still walked at once whatever it costs (see
-//! [`super::residency`]): only the repeated walks wait their turn.
+//! host's budget has left; what a walk took is charged after it. A walk, once granted any
+//! time, finishes the piece it started, so it may take more than it was granted: the budget
+//! goes into debt by the difference, and grants nothing until the debt is repaid. Forgiving it
+//! let a hundred windows a second each overrun a sliver of budget by a whole piece (a busy
+//! fleet walked half again its rate). The budget refills at its rate and holds at most one
+//! second of it, so a burst of walks after a quiet spell stays bounded too. Memory never
+//! walked is still walked at once whatever it costs (see [`super::residency`]), and charged:
+//! the repeated walks wait their turn.
 
 use std::cell::RefCell;
 use std::rc::Rc;
@@ -21,8 +25,26 @@ pub struct WalkBudget(Rc<RefCell<Bucket>>);
 struct Bucket {
     /// Walking time granted per second.
     rate: Duration,
-    left: Duration,
+    /// Seconds of walking time left; negative while walks that overran are repaid.
+    left: f64,
     refilled: Instant,
+}
+
+impl Bucket {
+    fn refill(&mut self, now: Instant) {
+        let earned = self.rate.as_secs_f64() * now.duration_since(self.refilled).as_secs_f64();
+        self.left = (self.left + earned).min(self.rate.as_secs_f64());
+        self.refilled = now;
+    }
+
+    fn grant(&mut self, want: Duration, now: Instant) -> Duration {
+        self.refill(now);
+        want.min(Duration::from_secs_f64(self.left.max(0.0)))
+    }
+
+    fn charge(&mut self, took: Duration) {
+        self.left -= took.as_secs_f64();
+    }
 }
 
 impl WalkBudget {
@@ -30,25 +52,19 @@ impl WalkBudget {
     pub fn new(rate: Duration) -> WalkBudget {
         WalkBudget(Rc::new(RefCell::new(Bucket {
             rate,
-            left: rate,
+            left: rate.as_secs_f64(),
             refilled: Instant::now(),
         })))
     }
 
-    /// At most `want`, as far as the budget has time left now.
+    /// At most `want`, as far as the budget has time left now (nothing while in debt).
     pub(super) fn grant(&self, want: Duration) -> Duration {
-        let mut b = self.0.borrow_mut();
-        let now = Instant::now();
-        let earned = b.rate.mul_f64(now.duration_since(b.refilled).as_secs_f64());
-        b.left = (b.left + earned).min(b.rate);
-        b.refilled = now;
-        want.min(b.left)
+        self.0.borrow_mut().grant(want, Instant::now())
     }
 
     /// Charges a walk that took `took`.
     pub(super) fn charge(&self, took: Duration) {
-        let mut b = self.0.borrow_mut();
-        b.left = b.left.saturating_sub(took);
+        self.0.borrow_mut().charge(took);
     }
 }
 
@@ -56,19 +72,36 @@ impl WalkBudget {
 mod tests {
     use super::*;
 
+    const MS: Duration = Duration::from_millis(1);
+
     #[test]
     fn walks_share_what_the_budget_holds() {
-        let budget = WalkBudget::new(Duration::from_millis(2));
+        let budget = WalkBudget::new(2 * MS);
         let other = budget.clone();
-        assert!(budget.grant(Duration::from_millis(1)) <= Duration::from_millis(1));
-        other.charge(Duration::from_millis(5));
+        assert!(budget.grant(MS) <= MS);
+        other.charge(MS + MS / 2);
         // Spent by the other process's walk: little or nothing left until it refills.
-        assert!(budget.grant(Duration::from_millis(1)) < Duration::from_micros(500));
-        std::thread::sleep(Duration::from_millis(1100));
-        // A second later the budget is back, but never beyond one second's worth.
-        assert_eq!(
-            budget.grant(Duration::from_secs(1)),
-            Duration::from_millis(2)
-        );
+        assert!(budget.grant(MS) < MS);
+    }
+
+    #[test]
+    fn an_overrun_is_repaid_before_the_next_grant_and_a_quiet_spell_saves_one_second() {
+        let t0 = Instant::now();
+        let mut b = Bucket {
+            rate: 2 * MS,
+            left: 0.002,
+            refilled: t0,
+        };
+        assert_eq!(b.grant(MS, t0), MS);
+        // A walk granted 1 ms took 5: 3 ms of debt, repaid at 2 ms a second.
+        b.charge(5 * MS);
+        let at = |s: f64| t0 + Duration::from_secs_f64(s);
+        assert_eq!(b.grant(MS, at(1.0)), Duration::ZERO);
+        assert_eq!(b.grant(MS, at(1.4)), Duration::ZERO);
+        // Repaid at 1.5 s; half a second later, 1 ms earned.
+        let granted = b.grant(2 * MS, at(2.0)).as_secs_f64();
+        assert!((granted - 0.001).abs() < 1e-9, "{granted}");
+        // After a quiet minute: one second's worth, not sixty.
+        assert_eq!(b.grant(Duration::from_secs(1), at(62.0)), 2 * MS);
     }
 }

@@ -44,8 +44,8 @@ impl Drawing for Heatmap {
     }
 }
 
-/// The image: the cells with their axes and labels on the left, the colour bar on the right,
-/// a line saying what a cell is below.
+/// The image: the cells over time and addresses with their axes, labels and gaps, the colour
+/// bar beside them, and a line of what a cell is below.
 fn draw<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, map: &Heatmap) -> DrawResult<DB> {
     root.fill(&WHITE)?;
     let root_body = root.titled(&title(map), ("sans-serif", 22))?;
@@ -85,20 +85,29 @@ fn draw<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, map: &Heatmap) -> Dra
         .x_labels(10)
         .y_labels(0)
         .draw()?;
-    // Labels are drawn on `main` in its own pixels, at the chart's coordinates.
     let (ox, oy) = main.get_base_pixel();
-    let local = |x: f64, y: f64| {
-        let (px, py) = chart.backend_coord(&(x, y));
-        (px - ox, py - oy)
+    let plot = Plot {
+        area: &main,
+        at: &|x: f64, y: f64| {
+            let (px, py) = chart.backend_coord(&(x, y));
+            (px - ox, py - oy)
+        },
+        t0,
+        t1,
     };
-    address_ticks(&main, map, &|y| local(t0, y))?;
-    gap_sizes(&main, map, &|y| local(t1, y))?;
-    mapping_names(&main, map, &local, (t0, t1))?;
+    plot.address_ticks(map)?;
+    plot.gap_sizes(map)?;
+    plot.mapping_names(map)?;
     colour_bar(&bar, map)?;
-    footnote(&note, map, t0, t1)
+    note.draw(&Text::new(
+        note_text(map, t0, t1),
+        (12, 4),
+        ("sans-serif", 13),
+    ))?;
+    Ok(())
 }
 
-/// The target, its command line, and the address range shown.
+/// The target, its command line and the addresses shown.
 fn title(map: &Heatmap) -> String {
     let mut title = format!("Access heatmap of target {}", map.target);
     if let Some(cmd) = map.cmdline.as_deref().filter(|c| !c.is_empty()) {
@@ -112,8 +121,7 @@ fn title(map: &Heatmap) -> String {
     title
 }
 
-/// The monitored cells as rectangles on the chart's coordinates (seconds from `t0`, bytes up
-/// the axis), equal neighbours along time merged into one.
+/// The monitored cells as rectangles from time `t0` on, equal neighbours along time merged.
 fn cells(map: &Heatmap, t0: f64) -> Vec<Rectangle<(f64, f64)>> {
     let (row_s, col_b) = (map.row_ns() / 1e9, map.col_bytes());
     let mut rects = Vec::new();
@@ -146,91 +154,90 @@ fn cells(map: &Heatmap, t0: f64) -> Vec<Rectangle<(f64, f64)>> {
     rects
 }
 
-/// Round addresses up the left axis, leaving out those too close to the one below to read.
-/// `at(offset)` is the pixel of that offset on the axis.
-fn address_ticks<DB: DrawingBackend>(
-    main: &DrawingArea<DB, Shift>,
-    map: &Heatmap,
-    at: &dyn Fn(f64) -> (i32, i32),
-) -> DrawResult<DB> {
-    let right_label = ("sans-serif", 14)
-        .into_font()
-        .into_text_style(main)
-        .pos(Pos::new(HPos::Right, VPos::Center));
-    let (ticks, _) = map.axis.ticks(10);
-    let mut taken: Vec<i32> = Vec::new();
-    for tick in ticks {
-        let (x, y) = at(tick.offset as f64);
-        if taken.iter().any(|&t| (t - y).abs() < 18) {
-            continue;
+/// The plot's area, where a (time, offset) point falls in it (pixels), and its time span: what
+/// the labels drawn over the plot need.
+struct Plot<'a, DB: DrawingBackend> {
+    area: &'a DrawingArea<DB, Shift>,
+    at: &'a dyn Fn(f64, f64) -> (i32, i32),
+    t0: f64,
+    t1: f64,
+}
+
+impl<DB: DrawingBackend> Plot<'_, DB> {
+    /// Round addresses on the left axis, none closer than a label's height to another.
+    fn address_ticks(&self, map: &Heatmap) -> DrawResult<DB> {
+        let right_label = ("sans-serif", 14)
+            .into_font()
+            .into_text_style(self.area)
+            .pos(Pos::new(HPos::Right, VPos::Center));
+        let (ticks, _) = map.axis.ticks(10);
+        let mut taken: Vec<i32> = Vec::new();
+        for tick in ticks {
+            let (x, y) = (self.at)(self.t0, tick.offset as f64);
+            if taken.iter().any(|&t| (t - y).abs() < 18) {
+                continue;
+            }
+            taken.push(y);
+            self.area
+                .draw(&PathElement::new(vec![(x - 6, y), (x, y)], BLACK))?;
+            self.area.draw(&Text::new(
+                human::hex(tick.address),
+                (x - 9, y),
+                right_label.clone(),
+            ))?;
         }
-        taken.push(y);
-        main.draw(&PathElement::new(vec![(x - 6, y), (x, y)], BLACK))?;
-        main.draw(&Text::new(
-            human::hex(tick.address),
-            (x - 9, y),
-            right_label.clone(),
-        ))?;
+        Ok(())
     }
-    Ok(())
-}
 
-/// Collapsed gaps' sizes, in the right margin; `at(offset)` is the pixel at the chart's right.
-fn gap_sizes<DB: DrawingBackend>(
-    main: &DrawingArea<DB, Shift>,
-    map: &Heatmap,
-    at: &dyn Fn(f64) -> (i32, i32),
-) -> DrawResult<DB> {
-    for gap in map.axis.gaps() {
-        let (x, y) = at(gap.offset as f64);
-        main.draw(&Text::new(
-            format!("gap {}", human::size_short(gap.end - gap.start)),
-            (x + 6, y),
-            ("sans-serif", 13)
-                .into_font()
-                .into_text_style(main)
-                .pos(Pos::new(HPos::Left, VPos::Center)),
-        ))?;
-    }
-    Ok(())
-}
-
-/// Mapping names, on a light box at the left edge of each span tall enough to hold one,
-/// with a line where the span starts. `local` maps the chart's (seconds, offset) to pixels.
-fn mapping_names<DB: DrawingBackend>(
-    main: &DrawingArea<DB, Shift>,
-    map: &Heatmap,
-    local: &dyn Fn(f64, f64) -> (i32, i32),
-    (t0, t1): (f64, f64),
-) -> DrawResult<DB> {
-    let label = ("sans-serif", 13)
-        .into_font()
-        .into_text_style(main)
-        .pos(Pos::new(HPos::Left, VPos::Bottom));
-    let mut above = i32::MAX;
-    for span in &map.mappings {
-        let (x, y_from) = local(t0, span.from as f64);
-        let (_, y_to) = local(t0, span.to as f64);
-        if y_from - y_to < 16 || y_from > above {
-            continue;
+    /// Collapsed gaps' sizes, in the right margin.
+    fn gap_sizes(&self, map: &Heatmap) -> DrawResult<DB> {
+        for gap in map.axis.gaps() {
+            let (x, y) = (self.at)(self.t1, gap.offset as f64);
+            self.area.draw(&Text::new(
+                format!("gap {}", human::size_short(gap.end - gap.start)),
+                (x + 6, y),
+                ("sans-serif", 13)
+                    .into_font()
+                    .into_text_style(self.area)
+                    .pos(Pos::new(HPos::Left, VPos::Center)),
+            ))?;
         }
-        let name = mapping_label(&span.name);
-        main.draw(&PathElement::new(
-            vec![(x, y_from), (local(t1, 0.0).0, y_from)],
-            WHITE.mix(0.6),
-        ))?;
-        let width = 7 * name.chars().count() as i32 + 6;
-        main.draw(&Rectangle::new(
-            [(x + 1, y_from - 17), (x + 1 + width, y_from - 1)],
-            WHITE.mix(0.75).filled(),
-        ))?;
-        main.draw(&Text::new(name, (x + 4, y_from - 2), label.clone()))?;
-        above = y_from - 17;
+        Ok(())
     }
-    Ok(())
+
+    /// Mapping names, on a light box at the left edge of each span tall enough to hold one,
+    /// with a line where the span starts.
+    fn mapping_names(&self, map: &Heatmap) -> DrawResult<DB> {
+        let label = ("sans-serif", 13)
+            .into_font()
+            .into_text_style(self.area)
+            .pos(Pos::new(HPos::Left, VPos::Bottom));
+        let mut above = i32::MAX;
+        for span in &map.mappings {
+            let (x, y_from) = (self.at)(self.t0, span.from as f64);
+            let (_, y_to) = (self.at)(self.t0, span.to as f64);
+            if y_from - y_to < 16 || y_from > above {
+                continue;
+            }
+            let name = mapping_label(&span.name);
+            self.area.draw(&PathElement::new(
+                vec![(x, y_from), ((self.at)(self.t1, 0.0).0, y_from)],
+                WHITE.mix(0.6),
+            ))?;
+            let width = 7 * name.chars().count() as i32 + 6;
+            self.area.draw(&Rectangle::new(
+                [(x + 1, y_from - 17), (x + 1 + width, y_from - 1)],
+                WHITE.mix(0.75).filled(),
+            ))?;
+            self.area
+                .draw(&Text::new(name, (x + 4, y_from - 2), label.clone()))?;
+            above = y_from - 17;
+        }
+        Ok(())
+    }
 }
 
-/// The colour bar, labelled on its right in the heatmap's unit.
+/// The colour bar, labelled on its right with the heatmap's unit.
 fn colour_bar<DB: DrawingBackend>(bar: &DrawingArea<DB, Shift>, map: &Heatmap) -> DrawResult<DB> {
     let top = if map.max > 0.0 { map.max } else { 1.0 };
     let mut scale = ChartBuilder::on(bar)
@@ -267,28 +274,18 @@ fn colour_bar<DB: DrawingBackend>(bar: &DrawingArea<DB, Shift>, map: &Heatmap) -
     Ok(())
 }
 
-/// What the picture spans and what one cell is.
-fn footnote<DB: DrawingBackend>(
-    note: &DrawingArea<DB, Shift>,
-    map: &Heatmap,
-    t0: f64,
-    t1: f64,
-) -> DrawResult<DB> {
-    note.draw(&Text::new(
-        format!(
-            "{} to {} s, {} per column; {} per row; white: not monitored{}",
-            human::trimmed(t0, 3),
-            human::trimmed(t1, 3),
-            human::duration(map.row_ns().round() as u64),
-            human::size(map.col_bytes().round() as u64),
-            if map.axis.gaps().is_empty() {
-                ""
-            } else {
-                "; white lines: never-monitored gaps, collapsed"
-            }
-        ),
-        (12, 4),
-        ("sans-serif", 13),
-    ))?;
-    Ok(())
+/// What a cell is, below the image: the time shown, a column's time and a row's bytes.
+fn note_text(map: &Heatmap, t0: f64, t1: f64) -> String {
+    format!(
+        "{} to {} s, {} per column; {} per row; white: not monitored{}",
+        human::trimmed(t0, 3),
+        human::trimmed(t1, 3),
+        human::duration(map.row_ns().round() as u64),
+        human::size(map.col_bytes().round() as u64),
+        if map.axis.gaps().is_empty() {
+            ""
+        } else {
+            "; white lines: never-monitored gaps, collapsed"
+        }
+    )
 }

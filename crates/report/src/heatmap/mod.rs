@@ -17,7 +17,7 @@ use guide::{Area, Coverage};
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet};
 use std::error::Error;
-use udamon_record::model::{EventKind, Frame, Header, MappingRecord, Snapshot, Targets};
+use udamon_record::model::{EventKind, Frame, Header, Snapshot, Targets};
 
 /// The most address ranges the coverage keeps over all targets (about 100 MiB at worst), whatever
 /// a record claims: real records keep a few times their regions.
@@ -207,7 +207,9 @@ impl Heatmap {
     }
 }
 
-/// Builds the heatmap; `open` yields the record's frames afresh for each of the two passes.
+/// Builds the heatmap; `open` yields the record's frames afresh for each of the two passes:
+/// the first surveys what was monitored when (the guide), the second bins the chosen target's
+/// accesses into the grid the guide lays out.
 pub fn heatmap<I, E, F>(header: &Header, mut open: F, opts: &HeatmapOptions) -> Result<Heatmap>
 where
     F: FnMut() -> std::result::Result<I, E>,
@@ -229,17 +231,10 @@ where
             end_ns: window.1,
         });
     }
-
-    // Pass 1: the guide.
-    let survey = Survey::read(header, reopen(&mut open)?, opts, window)?;
+    let survey = Survey::of(reopen(&mut open)?, header, opts, window)?;
     let (t0, t1) = survey.time_span(opts, window)?;
-    let guides: BTreeMap<u32, Vec<Area>> = survey
-        .coverage
-        .iter()
-        .map(|(&t, c)| (t, guide::areas(&c.ranges())))
-        .collect();
-    let target = survey.target(&guides, opts)?;
-    let areas = guides.get(&target).cloned().unwrap_or_default();
+    let target = survey.target(opts)?;
+    let areas = survey.guides.get(&target).cloned().unwrap_or_default();
     let (ranges, area) = select(&areas, opts.address, target)?;
     let axis = address_axis(ranges, opts, cols);
 
@@ -291,99 +286,94 @@ where
     })
 }
 
-/// Whether snapshot `s` falls in the time window, in part at least.
-fn overlaps(s: &Snapshot, (start_ns, end_ns): (u64, u64)) -> bool {
-    s.start_ns < end_ns && s.end_ns > start_ns
+/// Whether snapshot `s` overlaps the time `window` (ns).
+fn overlaps(s: &Snapshot, window: (u64, u64)) -> bool {
+    s.start_ns < window.1 && s.end_ns > window.0
 }
 
-/// What the first pass learns of the record: each wanted target's coverage (the guide's
-/// input), the time the window's snapshots span, which targets had regions, and the mappings
-/// to label the picture with.
+/// What the first pass finds: each target's guide (its monitored areas and their heat), the
+/// time the snapshots in the window span, and the names to label.
 struct Survey {
-    coverage: BTreeMap<u32, Coverage>,
-    /// Ranges in all the targets' coverage: bounded, whatever the record claims.
-    nr_ranges: usize,
+    guides: BTreeMap<u32, Vec<Area>>,
+    /// The snapshots' span within the window, if any overlaps it.
     span: Option<(u64, u64)>,
     any_snapshot: bool,
+    /// Targets with regions in the window, whether asked for or not.
     with_regions: BTreeSet<u32>,
     known: Targets,
     /// Every mapping each target had, by (start, end), with its latest name.
     mappings: BTreeMap<u32, BTreeMap<(u64, u64), String>>,
-    mapping_bytes: usize,
 }
 
 impl Survey {
-    fn read(
-        header: &Header,
+    /// Pass 1 over `frames`: the guide.
+    fn of(
         frames: impl IntoIterator<Item = Frame>,
+        header: &Header,
         opts: &HeatmapOptions,
         window: (u64, u64),
     ) -> Result<Survey> {
+        let mut coverage: BTreeMap<u32, Coverage> = BTreeMap::new();
+        // Ranges in all the targets' coverage: bounded, whatever the record claims.
+        let mut nr_ranges = 0;
+        let mut mapping_bytes = 0;
         let mut survey = Survey {
-            coverage: BTreeMap::new(),
-            nr_ranges: 0,
+            guides: BTreeMap::new(),
             span: None,
             any_snapshot: false,
             with_regions: BTreeSet::new(),
             known: Targets::new(header),
             mappings: BTreeMap::new(),
-            mapping_bytes: 0,
         };
         for frame in frames {
             survey.known.observe(&frame);
-            match frame {
-                Frame::Event(e) => {
-                    if let EventKind::Mappings { target, mappings } = &e.kind {
-                        survey.label(*target, mappings);
+            if let Frame::Event(e) = &frame
+                && let EventKind::Mappings {
+                    target,
+                    mappings: list,
+                } = &e.kind
+            {
+                // Labels only: past their budget, mappings not seen before go unlabelled.
+                let seen = survey.mappings.entry(*target).or_default();
+                for m in list {
+                    let known = seen.contains_key(&(m.start, m.end));
+                    if known || mapping_bytes < MAPPING_LABEL_BYTES {
+                        seen.insert((m.start, m.end), m.name.clone());
+                    }
+                    if !known {
+                        mapping_bytes += 64 + m.name.len();
                     }
                 }
-                Frame::Snapshot(s) => {
-                    survey.any_snapshot = true;
-                    if overlaps(&s, window) {
-                        survey.cover(&s, opts)?;
+            }
+            let Frame::Snapshot(s) = frame else { continue };
+            survey.any_snapshot = true;
+            if !overlaps(&s, window) {
+                continue;
+            }
+            survey.span = Some(survey.span.map_or((s.start_ns, s.end_ns), |(a, b)| {
+                (a.min(s.start_ns), b.max(s.end_ns))
+            }));
+            for t in s.targets.iter().filter(|t| !t.regions.is_empty()) {
+                survey.with_regions.insert(t.target);
+                if opts.target.is_none_or(|want| want == t.target) {
+                    let c = coverage.entry(t.target).or_default();
+                    let before = c.len();
+                    c.add_regions(&t.regions);
+                    nr_ranges = nr_ranges - before + c.len();
+                    if nr_ranges > MAX_RANGES {
+                        return Err(ReportError::TooFragmented { max: MAX_RANGES });
                     }
                 }
             }
         }
+        survey.guides = coverage
+            .iter()
+            .map(|(&t, c)| (t, guide::areas(&c.ranges())))
+            .collect();
         Ok(survey)
     }
 
-    /// Keeps the mappings' names. Labels only: past their budget, mappings not seen before go
-    /// unlabelled.
-    fn label(&mut self, target: u32, list: &[MappingRecord]) {
-        let seen = self.mappings.entry(target).or_default();
-        for m in list {
-            let known = seen.contains_key(&(m.start, m.end));
-            if known || self.mapping_bytes < MAPPING_LABEL_BYTES {
-                seen.insert((m.start, m.end), m.name.clone());
-            }
-            if !known {
-                self.mapping_bytes += 64 + m.name.len();
-            }
-        }
-    }
-
-    /// Adds a snapshot in the window to the span and to the wanted targets' coverage.
-    fn cover(&mut self, s: &Snapshot, opts: &HeatmapOptions) -> Result<()> {
-        self.span = Some(self.span.map_or((s.start_ns, s.end_ns), |(a, b)| {
-            (a.min(s.start_ns), b.max(s.end_ns))
-        }));
-        for t in s.targets.iter().filter(|t| !t.regions.is_empty()) {
-            self.with_regions.insert(t.target);
-            if opts.target.is_none_or(|want| want == t.target) {
-                let c = self.coverage.entry(t.target).or_default();
-                let before = c.len();
-                c.add_regions(&t.regions);
-                self.nr_ranges = self.nr_ranges - before + c.len();
-                if self.nr_ranges > MAX_RANGES {
-                    return Err(ReportError::TooFragmented { max: MAX_RANGES });
-                }
-            }
-        }
-        Ok(())
-    }
-
-    /// The time the picture spans: the snapshots' within the window.
+    /// The time the heatmap shows: the snapshots' span within the window.
     fn time_span(&self, opts: &HeatmapOptions, window: (u64, u64)) -> Result<(u64, u64)> {
         // A range the user gave is named; the whole record's, which they did not give, is not.
         let empty = || match opts.time_range {
@@ -401,24 +391,24 @@ impl Survey {
         Ok((t0, t1))
     }
 
-    /// The target asked for, or the busiest.
-    fn target(&self, guides: &BTreeMap<u32, Vec<Area>>, opts: &HeatmapOptions) -> Result<u32> {
+    /// The target shown: the one asked for, or the busiest.
+    fn target(&self, opts: &HeatmapOptions) -> Result<u32> {
         match opts.target {
-            Some(t) if guides.contains_key(&t) => Ok(t),
+            Some(t) if self.guides.contains_key(&t) => Ok(t),
             Some(t) => Err(ReportError::NoSuchTarget {
                 target: t,
                 present: target_list(&self.known, &self.with_regions),
             }),
-            None => busiest_target(guides).ok_or(ReportError::NoRegions),
+            None => busiest_target(&self.guides).ok_or(ReportError::NoRegions),
         }
     }
 }
 
-/// The address axis over the selected ranges: with gaps collapsed to about a column each, or
-/// one stretch from the first range's start to the last's end.
+/// The address axis over the selected `ranges`: the gaps between them collapsed where the
+/// options say so (any wider than a column), or one span from the first to the last.
 fn address_axis(ranges: Vec<(u64, u64)>, opts: &HeatmapOptions, cols: usize) -> AddressAxis {
+    let covered: u64 = ranges.iter().map(|(s, e)| e - s).sum();
     if opts.collapse_gaps {
-        let covered: u64 = ranges.iter().map(|(s, e)| e - s).sum();
         AddressAxis::new(ranges, covered / cols as u64)
     } else {
         let whole = match opts.address {

@@ -1,12 +1,12 @@
 //! `udamon report TYPE [FILE]`: every report reads any supported record format, streaming.
 
 use crate::cli::{
-    AccessArgs, AccessStyle, CodeArgs, DistArgs, HeatmapArgs, Horizon, InputArgs, MappingsArgs,
-    RegionOrder, ReportArgs, ReportKind, SortBy, WssArgs,
+    AccessArgs, AccessStyle, CodeArgs, DistArgs, HeatmapArgs, Horizon, InputArgs, RegionOrder,
+    ReportArgs, ReportKind, SortBy, WssArgs,
 };
 use crate::cmd::report_views;
 use crate::input::{Frames, Input};
-use crate::output::{Output, print, print_json};
+use crate::output::{Output, emit, print};
 use crate::select::Selection;
 use anyhow::{Context as _, Result, bail};
 use std::io::IsTerminal;
@@ -24,45 +24,50 @@ const DEFAULT_HORIZONS_S: [u64; 7] = [0, 1, 2, 5, 10, 30, 60];
 
 pub fn run(args: &ReportArgs) -> Result<()> {
     match &args.kind {
-        ReportKind::Access(args) => access(args),
-        ReportKind::Wss(args) => wss(args),
+        ReportKind::Access(args) => access_report(args),
+        ReportKind::Wss(args) => wss_report(args),
         ReportKind::Footprints {
             input,
             dist,
             horizon,
         } => report_views::footprints(input, dist, *horizon),
         ReportKind::Html { input, out } => report_views::html(input, out.as_deref()),
-        ReportKind::NrRegions { input, dist } => nr_regions(input, dist),
-        ReportKind::Heatmap {
+        ReportKind::NrRegions { input, dist } => nr_regions_report(input, dist),
+        ReportKind::Heatmap { input, heatmap } => heatmap_report(input, heatmap),
+        ReportKind::Schemes { input, bucket } => schemes_report(input, *bucket),
+        ReportKind::Mappings {
             input,
-            heatmap: args,
-        } => heatmap(input, args),
-        ReportKind::Schemes { input, bucket } => schemes(input, *bucket),
-        ReportKind::Mappings(args) => mappings(args),
-        ReportKind::Referenced { input } => referenced(input),
-        ReportKind::Code(args) => code(args),
-        ReportKind::Accuracy { input, acc_thres } => accuracy(input, *acc_thres),
-        ReportKind::Raw { input } => raw(input),
-        ReportKind::Info { input } => info(input),
+            cold_after,
+            exclude_samples,
+            horizon,
+        } => {
+            let opts = mappings::MappingsOptions {
+                cold_after_ns: cold_after * 1000,
+                skip: *exclude_samples,
+                horizon_ns: horizon * 1000,
+            };
+            mappings_report(input, &opts)
+        }
+        ReportKind::Referenced { input } => referenced_report(input),
+        ReportKind::Code(args) => code_report(args),
+        ReportKind::Accuracy { input, acc_thres } => accuracy_report(input, *acc_thres),
+        ReportKind::Raw { input } => raw_report(input),
+        ReportKind::Info { input } => info_report(input),
     }
 }
 
-/// How every report ends: with `--json` the report itself as JSON, else its text. Reports go
-/// through here rather than print, so that a new one cannot forget `--json` or print it
-/// another way.
-pub(crate) fn emit<R: serde::Serialize>(
+/// Every report's ending: the damage reading the record met, on stderr, then the report.
+fn finish<R: serde::Serialize>(
+    record: &Input,
     report: &R,
     json: bool,
-    render_text: impl FnOnce(&R) -> String,
+    text: impl FnOnce(&R) -> String,
 ) -> Result<()> {
-    if json {
-        print_json(report)
-    } else {
-        Ok(print(&render_text(report))?)
-    }
+    record.warn_damage();
+    emit(report, json, text)
 }
 
-fn access(args: &AccessArgs) -> Result<()> {
+fn access_report(args: &AccessArgs) -> Result<()> {
     let input = &args.input;
     let (record, header, frames) = input.open()?;
     let (snapshot, frames) = from_start(args.snapshot, &record, frames)?;
@@ -74,14 +79,14 @@ fn access(args: &AccessArgs) -> Result<()> {
     };
     let mut report = record.check_target(access::access(&header, frames, &opts))?;
     sort_regions(&mut report, args.sort_regions_by, args.sort_regions_dsc);
-    record.warn_damage();
     if args.style.style != AccessStyle::Detailed {
+        record.warn_damage();
         return report_views::styled(&report, &args.style, input.json);
     }
-    emit(&report, input.json, access::render_text)
+    finish(&record, &report, input.json, access::render_text)
 }
 
-fn wss(args: &WssArgs) -> Result<()> {
+fn wss_report(args: &WssArgs) -> Result<()> {
     let input = &args.input;
     let (record, header, frames) = input.open()?;
     // Reports that read the record more than once open it afresh each time: the first
@@ -102,7 +107,24 @@ fn wss(args: &WssArgs) -> Result<()> {
         },
     };
     if let Some(horizons) = &args.horizons {
-        return wss_curve(args, horizons, &record, &header, &filter);
+        if dist.plot.is_some() {
+            bail!("--plot draws one horizon's working set: give --horizon, not --horizons");
+        }
+        let horizons_ns: Vec<u64> = match horizons.as_slice() {
+            [] => DEFAULT_HORIZONS_S
+                .iter()
+                .map(|s| s * 1_000_000_000)
+                .collect(),
+            given => given.iter().map(|us| us * 1000).collect(),
+        };
+        let opts = DistOptions {
+            percentiles: vec![10.0, 50.0, 90.0],
+            per_target: false,
+            ..dist.options()?
+        };
+        let curve = wss::curve(&header, || record.frames(), &filter, &horizons_ns, &opts);
+        let curve = record.check_target(curve)?;
+        return finish(&record, &curve, input.json, |c| wss::render_curve(c));
     }
     let report = match frames {
         None => wss::wss_auto(&header, || record.frames(), &filter, &dist.options()?),
@@ -113,37 +135,7 @@ fn wss(args: &WssArgs) -> Result<()> {
     print_dist(&report, dist, input)
 }
 
-/// `report wss --horizons`: the working set at each horizon, in one table.
-fn wss_curve(
-    args: &WssArgs,
-    horizons: &[u64],
-    record: &Input,
-    header: &udamon_record::model::Header,
-    filter: &wss::WssFilter,
-) -> Result<()> {
-    let dist = args.dist.for_target(&args.input);
-    if dist.plot.is_some() {
-        bail!("--plot draws one horizon's working set: give --horizon, not --horizons");
-    }
-    let horizons_ns: Vec<u64> = match horizons {
-        [] => DEFAULT_HORIZONS_S
-            .iter()
-            .map(|s| s * 1_000_000_000)
-            .collect(),
-        given => given.iter().map(|us| us * 1000).collect(),
-    };
-    let opts = DistOptions {
-        percentiles: vec![10.0, 50.0, 90.0],
-        per_target: false,
-        ..dist.options()?
-    };
-    let curve = wss::curve(header, || record.frames(), filter, &horizons_ns, &opts);
-    let curve = record.check_target(curve)?;
-    record.warn_damage();
-    emit(&curve, args.input.json, |curve| wss::render_curve(curve))
-}
-
-fn nr_regions(input: &InputArgs, dist: &DistArgs) -> Result<()> {
+fn nr_regions_report(input: &InputArgs, dist: &DistArgs) -> Result<()> {
     let (record, header, frames) = input.open()?;
     let dist = &dist.for_target(input);
     let report = nr_regions::nr_regions(&header, frames, &dist.options()?);
@@ -152,55 +144,46 @@ fn nr_regions(input: &InputArgs, dist: &DistArgs) -> Result<()> {
     print_dist(&report, dist, input)
 }
 
-fn heatmap(input: &InputArgs, args: &HeatmapArgs) -> Result<()> {
+fn heatmap_report(input: &InputArgs, args: &HeatmapArgs) -> Result<()> {
     let (record, header, _) = input.open()?;
     let mut opts = args.options(&record.selection())?;
     // The heatmap picks among the targets itself (and names the others).
     opts.target = input.target;
     let map = heatmap::heatmap(&header, || record.all_targets(), &opts)?;
-    record.warn_damage();
     if let (Some(path), false) = (&args.output, input.json) {
+        record.warn_damage();
         return write_image(&map, path, input.path());
     }
     let color =
         !args.no_color && std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none();
-    emit(&map, input.json, |map| {
+    finish(&record, &map, input.json, |map| {
         term::render(map, term::TermStyle { color })
     })
 }
 
-fn schemes(input: &InputArgs, bucket_us: Option<u64>) -> Result<()> {
+fn schemes_report(input: &InputArgs, bucket_us: Option<u64>) -> Result<()> {
     let (record, header, frames) = input.open()?;
     let opts = schemes::SchemesOptions {
         bucket_ns: bucket_us.map(|us| us * 1000),
         ..schemes::SchemesOptions::default()
     };
     let report = record.check_target(schemes::schemes(&header, frames, &opts))?;
-    record.warn_damage();
-    emit(&report, input.json, schemes::render_text)
+    finish(&record, &report, input.json, schemes::render_text)
 }
 
-fn mappings(args: &MappingsArgs) -> Result<()> {
-    let input = &args.input;
+fn mappings_report(input: &InputArgs, opts: &mappings::MappingsOptions) -> Result<()> {
     let (record, header, frames) = input.open()?;
-    let opts = mappings::MappingsOptions {
-        cold_after_ns: args.cold_after * 1000,
-        skip: args.exclude_samples,
-        horizon_ns: args.horizon * 1000,
-    };
-    let report = record.check_target(mappings::mappings(&header, frames, &opts))?;
-    record.warn_damage();
-    emit(&report, input.json, mappings::render_text)
+    let report = record.check_target(mappings::mappings(&header, frames, opts))?;
+    finish(&record, &report, input.json, mappings::render_text)
 }
 
-fn referenced(input: &InputArgs) -> Result<()> {
+fn referenced_report(input: &InputArgs) -> Result<()> {
     let (record, header, frames) = input.open()?;
     let report = record.check_target(referenced::referenced(&header, frames))?;
-    record.warn_damage();
-    emit(&report, input.json, referenced::render_text)
+    finish(&record, &report, input.json, referenced::render_text)
 }
 
-fn code(args: &CodeArgs) -> Result<()> {
+fn code_report(args: &CodeArgs) -> Result<()> {
     let input = &args.input;
     let (record, _, frames) = input.open()?;
     let selection = record.selection();
@@ -214,47 +197,34 @@ fn code(args: &CodeArgs) -> Result<()> {
         writes: args.writes,
     };
     if args.folded || args.pprof.is_some() {
-        return code_stacks(&record, frames, &opts, args);
+        let profile = record.check_target(stacks::stack_profile(frames, &opts))?;
+        record.warn_damage();
+        if !profile.has_stacks {
+            eprintln!(
+                "udamon: the record has no call stacks (record with --call-stacks): each stack \
+                 is the sampled function alone"
+            );
+        }
+        return match &args.pprof {
+            Some(path) => write_pprof(&profile, path, input.path()),
+            None => Ok(print(&stacks::render_folded(&profile))?),
+        };
     }
     let report = record.check_target(code::code(frames, &opts))?;
-    record.warn_damage();
-    emit(&report, input.json, code::render_text)
+    finish(&record, &report, input.json, code::render_text)
 }
 
-/// `report code --folded` or `--pprof`: the samples by call stack rather than by function.
-fn code_stacks(
-    record: &Input,
-    frames: Frames,
-    opts: &code::CodeOptions,
-    args: &CodeArgs,
-) -> Result<()> {
-    let profile = record.check_target(stacks::stack_profile(frames, opts))?;
-    record.warn_damage();
-    if !profile.has_stacks {
-        eprintln!(
-            "udamon: the record has no call stacks (record with --call-stacks): \
-             each stack is the sampled function alone"
-        );
-    }
-    match &args.pprof {
-        Some(path) => write_pprof(&profile, path, args.input.path()),
-        None => Ok(print(&stacks::render_folded(&profile))?),
-    }
-}
-
-fn accuracy(input: &InputArgs, acc_thres: u32) -> Result<()> {
+fn accuracy_report(input: &InputArgs, acc_thres: u32) -> Result<()> {
     let (record, _, frames) = input.open()?;
     let opts = accuracy::AccuracyOptions {
         address: record.selection().address,
         acc_thres,
     };
     let report = accuracy::accuracy(frames, &opts)?;
-    record.warn_damage();
-    emit(&report, input.json, accuracy::render_text)
+    finish(&record, &report, input.json, accuracy::render_text)
 }
 
-/// `report raw`: JSON lines already, with or without `--json`.
-fn raw(input: &InputArgs) -> Result<()> {
+fn raw_report(input: &InputArgs) -> Result<()> {
     let (record, header, frames) = input.open()?;
     let stdout = std::io::stdout().lock();
     match raw::write_raw(&header, frames, std::io::BufWriter::new(stdout)) {
@@ -265,7 +235,8 @@ fn raw(input: &InputArgs) -> Result<()> {
     Ok(())
 }
 
-fn info(input: &InputArgs) -> Result<()> {
+/// `report info`: the damage found is part of the report, not a warning beside it.
+fn info_report(input: &InputArgs) -> Result<()> {
     let (record, header, mut frames) = input.open()?;
     // Read every frame first so that the damage list is complete.
     let report = info::info(&header, frames.by_ref(), Vec::new());

@@ -2,8 +2,8 @@
 //! `report access`, `report footprints`, and `report html`.
 
 use crate::cli::{AccessStyle, AccessStyleArgs, DistArgs, Horizon, InputArgs};
-use crate::cmd::report::{emit, write_image};
-use crate::output::Output;
+use crate::cmd::report::write_image;
+use crate::output::{Output, emit};
 use anyhow::{Context as _, Result, bail};
 use std::path::{Path, PathBuf};
 use udamon_report::access::AccessReport;
@@ -36,8 +36,11 @@ pub fn styled(report: &AccessReport, args: &AccessStyleArgs, json: bool) -> Resu
             Some(list) => percentiles_range(list)?,
         },
     };
-    let styled = styles::style(report, style, &opts);
-    emit(&styled, json, styles::render_text)
+    emit(
+        &styles::style(report, style, &opts),
+        json,
+        styles::render_text,
+    )
 }
 
 /// damo's `--percentiles_range`: up to three numbers are Python's `range(...)`, more a list.

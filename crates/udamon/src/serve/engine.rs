@@ -32,6 +32,30 @@ pub const TICK: Duration = Duration::from_millis(200);
 /// How often every target's last window goes to the metrics.
 pub const PUBLISH: Duration = Duration::from_secs(1);
 
+/// Which of a target's windows are observed for the metrics ([`udamon_exporter::observe`]):
+/// one per [`PUBLISH`] is all they show, and an observation passes over a busy target's page
+/// samples once per horizon (a millisecond), where its windows are 100 ms by default.
+#[derive(Debug, Default)]
+pub struct Observing {
+    /// The end of the last window observed, on the target's time line.
+    last_us: Option<u64>,
+    /// The next window is observed, whenever it ends.
+    pub force_next: bool,
+}
+
+impl Observing {
+    /// Whether the window ending at `end_us` is to be observed; if so, it is taken as observed.
+    pub fn due(&mut self, end_us: u64) -> bool {
+        let every_us = PUBLISH.as_micros() as u64;
+        let due = std::mem::take(&mut self.force_next)
+            || self.last_us.is_none_or(|last| end_us >= last + every_us);
+        if due {
+            self.last_us = Some(end_us);
+        }
+        due
+    }
+}
+
 /// A sleeping target's metrics are brought up to date when they are this far behind (µs):
 /// its idle time grows and its working set over a horizon shrinks as it sleeps.
 pub const SLEEPER_REFRESH_US: u64 = 10_000_000;
@@ -86,13 +110,18 @@ struct HostView {
     window: LastWindow,
 }
 
-/// The host's last window, as the metrics show it.
+/// The host's last window observed, as the metrics show it.
 #[derive(Default)]
-struct LastWindow(Option<Observation>);
+struct LastWindow {
+    observation: Option<Observation>,
+    observing: Observing,
+}
 
 impl Callbacks for LastWindow {
     fn after_aggregation(&mut self, ctx: &Context) -> Flow {
-        self.0 = Some(udamon_exporter::observe(ctx, 0));
+        if self.observing.due(ctx.now_us()) {
+            self.observation = Some(udamon_exporter::observe(ctx, 0));
+        }
         Ok(ControlFlow::Continue(()))
     }
 }
@@ -126,7 +155,7 @@ impl HostView {
                 .ctx
                 .step(&mut self.ops, &mut VirtualClock, &mut self.window);
         }
-        let mut observation = self.window.0.clone()?;
+        let mut observation = self.window.observation.clone()?;
         observation.working_set_bytes = self.ops.working_set_bytes();
         Some((observation, self.ops.working_set_samples()))
     }
@@ -413,5 +442,27 @@ impl Engine {
         if let Some((host, samples)) = &self.host_window {
             self.sink.publish_host(host, samples);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn one_window_per_publication_is_observed_and_a_forced_one_whenever_it_ends() {
+        const WINDOW_US: u64 = 400_000;
+        let mut observing = Observing::default();
+        let observed: Vec<u64> = (1..=10)
+            .map(|w| w * WINDOW_US)
+            .filter(|&end| observing.due(end))
+            .collect();
+        // The first window, then the first ending a publication after the last observed.
+        assert_eq!(observed, [400_000, 1_600_000, 2_800_000, 4_000_000]);
+        observing.force_next = true;
+        assert!(observing.due(4_400_000), "forced, 0.4 s after the last");
+        assert!(!observing.force_next, "forced once");
+        assert!(!observing.due(4_800_000));
+        assert!(observing.due(5_400_000));
     }
 }

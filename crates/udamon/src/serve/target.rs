@@ -2,8 +2,8 @@
 //! schemes and record, stepped by the service's one loop ([`super::engine`]) as its samples
 //! come, and asleep while it has none.
 //!
-//! A [`Running`] target publishes every aggregation window as an [`Observation`] for the
-//! metrics, drains its operations' events whether or not a record is kept (so they never pile
+//! A [`Running`] target publishes an aggregation window as an [`Observation`] for the metrics
+//! once per publication ([`Observing`]: the window a target falls asleep after always), drains its operations' events whether or not a record is kept (so they never pile
 //! up), writes its record through [`Rotation`] when records are on, and takes [`Command`]s
 //! between steps, where the core lets a running context change. Everything it owns goes with
 //! it (its regions, its samples, its record, its series), so that a week of targets coming and
@@ -16,7 +16,7 @@
 //! ([`Context::pass_idle_windows`]). A thousand sleeping processes so cost nothing per window.
 //! A target with schemes never sleeps: its schemes must see idle memory age window by window.
 
-use super::engine::Hub;
+use super::engine::{Hub, Observing};
 use super::log;
 use super::records::{RecordPolicy, Rotation};
 use crate::monitor::{EventSource, RecordedOps};
@@ -185,7 +185,8 @@ pub enum Command {
     AddSchemes(String, Reply),
     /// Remove the scheme at this index.
     RemoveScheme(usize, Reply),
-    /// The last window's regions, as `report access` shows them (JSON when asked).
+    /// The last window observed (at most a publication old), as `report access` shows its
+    /// regions (JSON when asked).
     Snapshot { json: bool, reply: Reply },
     /// Intervals, region bounds, schemes and windows so far, one line.
     Status(Reply),
@@ -199,9 +200,11 @@ struct Served {
     rotation: Option<Rotation>,
     start_us: u64,
     windows: u64,
-    /// The last complete window, for [`Command::Snapshot`].
+    /// Which windows are observed.
+    observing: Observing,
+    /// The last window observed, for [`Command::Snapshot`].
     last: Option<Frame>,
-    /// The last complete window, as the metrics show it.
+    /// The last window observed, as the metrics show it.
     observation: Option<Observation>,
     header: udamon_record::model::Header,
     live: bool,
@@ -377,8 +380,10 @@ impl Callbacks for Served {
         // The window's own events (its residency walk's resident bytes) go with it.
         self.drain_events()?;
         self.windows += 1;
-        self.observe(ctx);
-        self.last = Some(Frame::Snapshot(snapshot_from_context(ctx, self.start_us)));
+        if self.observing.due(ctx.now_us()) {
+            self.observe(ctx);
+            self.last = Some(Frame::Snapshot(snapshot_from_context(ctx, self.start_us)));
+        }
         match &mut self.rotation {
             Some(rotation) => rotation.after_aggregation(ctx),
             None => Ok(ControlFlow::Continue(())),
@@ -444,6 +449,7 @@ impl Running {
             rotation,
             start_us,
             windows: 0,
+            observing: Observing::default(),
             last: None,
             observation: None,
             header,
@@ -504,11 +510,13 @@ impl Running {
             self.pass_idle(windows);
             self.asleep = false;
         }
-        let quiet = |r: &Self| {
+        // Nothing came since the window starting then began.
+        let quiet_from = |r: &Self, window_start_us: u64| {
             matches!(r.pace, Pace::Live { .. })
                 && r.ctx.schemes().is_empty()
-                && r.ctx.window_us().0 >= r.heard_to_us
+                && window_start_us >= r.heard_to_us
         };
+        let quiet = |r: &Self| quiet_from(r, r.ctx.window_us().0);
         // Nothing came since its window began: the window is stepped only once it is over.
         if quiet(self) && self.window_end_us() > due_us {
             return None;
@@ -517,6 +525,8 @@ impl Running {
             if self.next_end_us() > due_us {
                 break;
             }
+            // The window it falls asleep after is what its metrics show while it sleeps.
+            self.served.observing.force_next = quiet_from(self, self.window_end_us());
             let windows = self.served.windows;
             match self
                 .ctx
@@ -561,7 +571,9 @@ impl Running {
             return;
         }
         if self.served.rotation.is_some() {
-            for _ in 0..n {
+            for i in 0..n {
+                // The last window passed is what its metrics show now.
+                self.served.observing.force_next = i + 1 == n;
                 match self.ctx.pass_idle_window(&mut self.served) {
                     Ok(true) => {}
                     Ok(false) => return,
