@@ -288,108 +288,133 @@ pub fn render_text(report: &AccessReport) -> String {
         human::duration(report.aggr_us * 1000),
         report.max_nr_accesses
     );
-    let show_samples = report
-        .targets
-        .iter()
-        .flat_map(|t| &t.regions)
-        .any(|r| r.raw_samples > 0);
-    let show_kinds = report
-        .targets
-        .iter()
-        .flat_map(|t| &t.regions)
-        .any(|r| r.read_samples > 0 || r.write_samples > 0);
-    let show_mappings = report
-        .targets
-        .iter()
-        .flat_map(|t| &t.regions)
-        .any(|r| !r.mappings.is_empty());
-    let show_touched = report.touched_bytes.is_some();
+    let extra = ExtraColumns::of(report);
     for target in &report.targets {
-        let who = target_name(target.target, target.pid, target.cmdline.as_deref());
-        let _ = writeln!(out, "# {who}");
-        let rows: Vec<[String; 6]> = target
-            .regions
-            .iter()
-            .enumerate()
-            .map(|(i, r)| {
-                [
-                    i.to_string(),
-                    format!("{}-{}", human::hex(r.start), human::hex(r.end)),
-                    human::size(r.size),
-                    format!("{} %", human::number(r.access_percent)),
-                    format!("{} Hz", human::number(r.access_hz)),
-                    human::duration(r.age_ns),
-                ]
-            })
-            .collect();
-        let head = ["idx", "address range", "size", "access", "", "age"];
-        let mut widths = head.map(str::len);
-        for row in &rows {
-            for (w, cell) in widths.iter_mut().zip(row) {
-                *w = (*w).max(cell.len());
-            }
+        target_text(&mut out, target, extra);
+    }
+    totals_text(&mut out, report);
+    out
+}
+
+/// The columns a record's source gives only some records: shown when any region has them.
+#[derive(Clone, Copy)]
+struct ExtraColumns {
+    samples: bool,
+    kinds: bool,
+    touched: bool,
+    mappings: bool,
+}
+
+impl ExtraColumns {
+    fn of(report: &AccessReport) -> Self {
+        let regions = || report.targets.iter().flat_map(|t| &t.regions);
+        ExtraColumns {
+            samples: regions().any(|r| r.raw_samples > 0),
+            kinds: regions().any(|r| r.read_samples > 0 || r.write_samples > 0),
+            touched: report.touched_bytes.is_some(),
+            mappings: regions().any(|r| !r.mappings.is_empty()),
         }
-        let [w0, w1, w2, w3, w4, _] = widths;
-        let mut line = format!(
-            "{:<w0$}  {:<w1$}  {:>w2$}  {:>w3$} {:>w4$}  {}",
-            head[0], head[1], head[2], head[3], head[4], head[5]
-        );
-        if show_samples {
+    }
+
+    fn head(self, line: &mut String) {
+        if self.samples {
             line.push_str("  samples");
         }
-        if show_kinds {
+        if self.kinds {
             line.push_str("    reads   writes");
         }
-        if show_touched {
+        if self.touched {
             line.push_str(&format!("  {:>11}", "touched"));
         }
-        if show_mappings {
+        if self.mappings {
             line.push_str("  mappings");
         }
-        let _ = writeln!(out, "{}", line.trim_end());
-        for (row, region) in rows.iter().zip(&target.regions) {
-            let mut line = format!(
-                "{:<w0$}  {:<w1$}  {:>w2$}  {:>w3$} {:>w4$}  {:<w5$}",
-                row[0],
-                row[1],
-                row[2],
-                row[3],
-                row[4],
-                row[5],
-                w5 = widths[5]
-            );
-            if show_samples {
-                let _ = write!(line, "  {:>7}", region.raw_samples);
-            }
-            if show_kinds {
-                let _ = write!(
-                    line,
-                    "  {:>7}  {:>7}",
-                    region.read_samples, region.write_samples
-                );
-            }
-            if show_touched {
-                let touched = region.touched_bytes.map_or(String::new(), human::size);
-                let _ = write!(line, "  {touched:>11}");
-            }
-            if show_mappings {
-                let _ = write!(line, "  {}", mapping_names(&region.mappings));
-            }
-            let _ = writeln!(out, "{}", line.trim_end());
-        }
-        let _ = writeln!(
-            out,
-            "# target {} total: {} regions, {}; accessed: {}{}",
-            target.target,
-            target.regions.len(),
-            human::size(target.total_bytes),
-            human::size(target.accessed_bytes),
-            target.touched_bytes.map_or(String::new(), |t| format!(
-                ", of it touched (page resolution): {}",
-                human::size(t)
-            ))
-        );
     }
+
+    fn cells(self, line: &mut String, region: &RegionAccess) {
+        if self.samples {
+            let _ = write!(line, "  {:>7}", region.raw_samples);
+        }
+        if self.kinds {
+            let _ = write!(
+                line,
+                "  {:>7}  {:>7}",
+                region.read_samples, region.write_samples
+            );
+        }
+        if self.touched {
+            let touched = region.touched_bytes.map_or(String::new(), human::size);
+            let _ = write!(line, "  {touched:>11}");
+        }
+        if self.mappings {
+            let _ = write!(line, "  {}", mapping_names(&region.mappings));
+        }
+    }
+}
+
+/// One target's regions in aligned columns, then its total.
+fn target_text(out: &mut String, target: &TargetAccess, extra: ExtraColumns) {
+    let who = target_name(target.target, target.pid, target.cmdline.as_deref());
+    let _ = writeln!(out, "# {who}");
+    let rows: Vec<[String; 6]> = target
+        .regions
+        .iter()
+        .enumerate()
+        .map(|(i, r)| {
+            [
+                i.to_string(),
+                format!("{}-{}", human::hex(r.start), human::hex(r.end)),
+                human::size(r.size),
+                format!("{} %", human::number(r.access_percent)),
+                format!("{} Hz", human::number(r.access_hz)),
+                human::duration(r.age_ns),
+            ]
+        })
+        .collect();
+    let head = ["idx", "address range", "size", "access", "", "age"];
+    let mut widths = head.map(str::len);
+    for row in &rows {
+        for (w, cell) in widths.iter_mut().zip(row) {
+            *w = (*w).max(cell.len());
+        }
+    }
+    let [w0, w1, w2, w3, w4, _] = widths;
+    let mut line = format!(
+        "{:<w0$}  {:<w1$}  {:>w2$}  {:>w3$} {:>w4$}  {}",
+        head[0], head[1], head[2], head[3], head[4], head[5]
+    );
+    extra.head(&mut line);
+    let _ = writeln!(out, "{}", line.trim_end());
+    for (row, region) in rows.iter().zip(&target.regions) {
+        let mut line = format!(
+            "{:<w0$}  {:<w1$}  {:>w2$}  {:>w3$} {:>w4$}  {:<w5$}",
+            row[0],
+            row[1],
+            row[2],
+            row[3],
+            row[4],
+            row[5],
+            w5 = widths[5]
+        );
+        extra.cells(&mut line, region);
+        let _ = writeln!(out, "{}", line.trim_end());
+    }
+    let _ = writeln!(
+        out,
+        "# target {} total: {} regions, {}; accessed: {}{}",
+        target.target,
+        target.regions.len(),
+        human::size(target.total_bytes),
+        human::size(target.accessed_bytes),
+        target.touched_bytes.map_or(String::new(), |t| format!(
+            ", of it touched (page resolution): {}",
+            human::size(t)
+        ))
+    );
+}
+
+/// All targets' totals, and the memory bandwidth they suggest.
+fn totals_text(out: &mut String, report: &AccessReport) {
     let _ = writeln!(
         out,
         "total size: {} in {} regions; accessed: {} ({}%)",
@@ -414,5 +439,4 @@ pub fn render_text(report: &AccessReport) -> String {
         "memory bw estimate: {} per second",
         human::size(report.est_mem_bw_bytes_per_sec.round() as u64)
     );
-    out
 }

@@ -390,8 +390,20 @@ fn render_target(out: &mut String, s: &TargetSummary) {
 }
 
 pub fn render_text(report: &InfoReport) -> String {
-    let h = &report.header;
     let mut out = String::new();
+    header_text(&mut out, &report.header);
+    let _ = writeln!(out, "targets:");
+    for s in &report.targets {
+        render_target(&mut out, s);
+    }
+    snapshots_text(&mut out, report);
+    events_text(&mut out, &report.events);
+    state_text(&mut out, report);
+    out
+}
+
+/// What the header says: the writer, the access source, the intervals, the host.
+fn header_text(out: &mut String, h: &Header) {
     let us = |v: u64| human::duration(v.saturating_mul(1000));
     let udamon = written_by_udamon(h);
     if udamon {
@@ -447,10 +459,11 @@ pub fn render_text(report: &InfoReport) -> String {
             size(host.mem_total_bytes)
         );
     }
-    let _ = writeln!(out, "targets:");
-    for s in &report.targets {
-        render_target(&mut out, s);
-    }
+}
+
+/// How many snapshots, over how long, and the ranges of their regions and intervals.
+fn snapshots_text(out: &mut String, report: &InfoReport) {
+    let us = |v: u64| human::duration(v.saturating_mul(1000));
     let _ = writeln!(
         out,
         "snapshots: {} over {}",
@@ -470,7 +483,10 @@ pub fn render_text(report: &InfoReport) -> String {
             range_text(report.aggr_us, us)
         );
     }
-    let ev = &report.events;
+}
+
+/// The events by kind, the lifecycle and the notes, and the access source's last counters.
+fn events_text(out: &mut String, ev: &EventSummary) {
     let kinds: Vec<String> = ev.by_kind.iter().map(|(k, n)| format!("{n} {k}")).collect();
     let _ = writeln!(
         out,
@@ -492,6 +508,10 @@ pub fn render_text(report: &InfoReport) -> String {
         let list: Vec<String> = counters.iter().map(|(k, v)| format!("{k} {v}")).collect();
         let _ = writeln!(out, "access source counters: {}", list.join(", "));
     }
+}
+
+/// Whether the record is whole: still written, unfinished, or damaged.
+fn state_text(out: &mut String, report: &InfoReport) {
     if let Some(writer) = report.writer {
         let by = writer
             .pid
@@ -517,5 +537,4 @@ pub fn render_text(report: &InfoReport) -> String {
             let _ = writeln!(out, "  {d}");
         }
     }
-    out
 }

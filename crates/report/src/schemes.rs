@@ -855,8 +855,6 @@ fn not_applied(s: &SchemeState, notes: &[String]) -> Vec<String> {
 /// bytes tried and applied per row, then per target the memory saved and refaults, and per row.
 pub fn render_text(report: &SchemesReport) -> String {
     let mut out = String::new();
-    let decimals = human::seconds_decimals(report.bucket_ns as f64);
-    let time = |ns: u64| human::seconds(ns, decimals);
     let _ = writeln!(
         out,
         "# schemes: {} over {} ({} snapshots); rows of {}, each shown at its end",
@@ -868,7 +866,21 @@ pub fn render_text(report: &SchemesReport) -> String {
     for note in &report.notes {
         let _ = writeln!(out, "# note: {note}");
     }
+    statistics_text(&mut out, report);
+    not_applied_text(&mut out, report);
+    tried_regions_text(&mut out, report);
+    series_text(&mut out, report);
+    for t in &report.targets {
+        target_memory_text(&mut out, t, report.bucket_ns);
+    }
+    if let (Some(all), true) = (&report.refaults, report.targets.len() > 1) {
+        let _ = writeln!(out, "# all targets: {}", refault_text(all));
+    }
+    out
+}
 
+/// Each scheme's cumulative statistics, one row a scheme.
+fn statistics_text(out: &mut String, report: &SchemesReport) {
     let head = [
         "scheme",
         "action",
@@ -898,7 +910,11 @@ pub fn render_text(report: &SchemesReport) -> String {
             ]
         })
         .collect();
-    table(&mut out, &head, &rows, &[0, 1]);
+    table(out, &head, &rows, &[0, 1]);
+}
+
+/// Why a scheme applied less than it tried, as far as the record says.
+fn not_applied_text(out: &mut String, report: &SchemesReport) {
     for s in &report.schemes {
         for why in &s.not_applied {
             let _ = writeln!(
@@ -911,6 +927,10 @@ pub fn render_text(report: &SchemesReport) -> String {
             );
         }
     }
+}
+
+/// Each scheme's last captured apply pass.
+fn tried_regions_text(out: &mut String, report: &SchemesReport) {
     for s in &report.schemes {
         let tr = &s.tried_regions;
         let _ = write!(out, "# scheme {} tried regions: ", s.scheme);
@@ -943,7 +963,11 @@ pub fn render_text(report: &SchemesReport) -> String {
             }
         }
     }
+}
 
+/// Bytes each scheme tried and applied, a row per time row.
+fn series_text(out: &mut String, report: &SchemesReport) {
+    let decimals = human::seconds_decimals(report.bucket_ns as f64);
     let _ = writeln!(out, "# bytes tried and applied per row");
     let mut head = vec!["time".to_string()];
     for s in &report.schemes {
@@ -953,7 +977,7 @@ pub fn render_text(report: &SchemesReport) -> String {
     let nr_rows = report.schemes.first().map_or(0, |s| s.series.len());
     let rows: Vec<Vec<String>> = (0..nr_rows)
         .map(|r| {
-            let mut row = vec![time(report.schemes[0].series[r].end_ns)];
+            let mut row = vec![human::seconds(report.schemes[0].series[r].end_ns, decimals)];
             for s in &report.schemes {
                 row.push(human::size(s.series[r].sz_tried));
                 row.push(human::size(s.series[r].sz_applied));
@@ -961,47 +985,45 @@ pub fn render_text(report: &SchemesReport) -> String {
             row
         })
         .collect();
-    table(&mut out, &head, &rows, &[]);
+    table(out, &head, &rows, &[]);
+}
 
-    for t in &report.targets {
-        let who = target_name(t.target, t.pid, t.cmdline.as_deref());
-        let _ = writeln!(
-            out,
-            "# {who}; paged out by schemes (memory saved) {} at the end, peak {} at {}, average {}; resident {} at the end",
-            human::size(t.final_paged_out_bytes),
-            human::size(t.peak_paged_out_bytes),
-            human::duration(t.peak_paged_out_at_ns),
-            human::size(t.average_paged_out_bytes.round() as u64),
-            human::size(t.final_resident_bytes)
-        );
-        let _ = writeln!(out, "# {}", refault_text(&t.refaults));
-        let head = [
-            "time",
-            "resident",
-            "paged out",
-            "refaulted",
-            "wss",
-            "refaults of wss",
-        ]
-        .map(String::from);
-        let rows: Vec<Vec<String>> = t
-            .series
-            .iter()
-            .map(|r| {
-                vec![
-                    time(r.end_ns),
-                    opt_size(r.resident_bytes),
-                    opt_size(r.paged_out_bytes),
-                    human::size(r.refaulted_bytes),
-                    opt_size(r.mean_wss_bytes.map(|w| w.round() as u64)),
-                    opt_pct_per_min(r.refault_pct_of_wss_per_min),
-                ]
-            })
-            .collect();
-        table(&mut out, &head, &rows, &[]);
-    }
-    if let (Some(all), true) = (&report.refaults, report.targets.len() > 1) {
-        let _ = writeln!(out, "# all targets: {}", refault_text(all));
-    }
-    out
+/// A target's memory saved and its refaults, over the record and a row per time row.
+fn target_memory_text(out: &mut String, t: &TargetMemoryReport, bucket_ns: u64) {
+    let decimals = human::seconds_decimals(bucket_ns as f64);
+    let who = target_name(t.target, t.pid, t.cmdline.as_deref());
+    let _ = writeln!(
+        out,
+        "# {who}; paged out by schemes (memory saved) {} at the end, peak {} at {}, average {}; resident {} at the end",
+        human::size(t.final_paged_out_bytes),
+        human::size(t.peak_paged_out_bytes),
+        human::duration(t.peak_paged_out_at_ns),
+        human::size(t.average_paged_out_bytes.round() as u64),
+        human::size(t.final_resident_bytes)
+    );
+    let _ = writeln!(out, "# {}", refault_text(&t.refaults));
+    let head = [
+        "time",
+        "resident",
+        "paged out",
+        "refaulted",
+        "wss",
+        "refaults of wss",
+    ]
+    .map(String::from);
+    let rows: Vec<Vec<String>> = t
+        .series
+        .iter()
+        .map(|r| {
+            vec![
+                human::seconds(r.end_ns, decimals),
+                opt_size(r.resident_bytes),
+                opt_size(r.paged_out_bytes),
+                human::size(r.refaulted_bytes),
+                opt_size(r.mean_wss_bytes.map(|w| w.round() as u64)),
+                opt_pct_per_min(r.refault_pct_of_wss_per_min),
+            ]
+        })
+        .collect();
+    table(out, &head, &rows, &[]);
 }

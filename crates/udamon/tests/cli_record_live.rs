@@ -6,20 +6,13 @@ mod common;
 #[path = "../../record/tests/common/skip.rs"]
 mod skip;
 
-use common::{build_workload, info, is_root, report_json, udamon};
+use common::{info, is_root, patterns, report_json, udamon};
 use predicates::str::contains;
 use serde_json::Value;
 use std::os::unix::fs::PermissionsExt;
-use std::path::{Path, PathBuf};
-use std::sync::OnceLock;
 use std::time::Duration;
 
 /// The pattern workload of udamon-linux's tests (see its source for the modes).
-fn patterns() -> &'static Path {
-    static PATH: OnceLock<PathBuf> = OnceLock::new();
-    PATH.get_or_init(|| build_workload("patterns"))
-}
-
 fn stat(info: &Value, name: &str) -> u64 {
     info["events"]["last_source_stats"][name]
         .as_u64()

@@ -8,12 +8,6 @@ use common::*;
 use regex::Regex;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
-use std::sync::OnceLock;
-
-fn patterns() -> &'static Path {
-    static PATH: OnceLock<PathBuf> = OnceLock::new();
-    PATH.get_or_init(|| build_workload("patterns"))
-}
 
 /// A live record with mappings and samples: the static pattern for 3 s.
 fn live_record(dir: &Path) -> PathBuf {

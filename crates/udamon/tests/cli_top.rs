@@ -8,16 +8,9 @@ mod common;
 use common::screen::{self, Tmux, tmux};
 use common::serve::Serve;
 use common::*;
-use std::path::{Path, PathBuf};
-use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 const SIZE: (u16, u16) = (160, 46);
-
-fn patterns() -> &'static Path {
-    static PATH: OnceLock<PathBuf> = OnceLock::new();
-    PATH.get_or_init(|| build_workload("patterns"))
-}
 
 fn udamon_path() -> String {
     env!("CARGO_BIN_EXE_udamon").to_string()

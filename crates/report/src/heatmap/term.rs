@@ -59,11 +59,6 @@ pub fn render(map: &Heatmap, style: TermStyle) -> String {
     let mut out = String::new();
     let cols = map.cols;
     let col_bytes = map.col_bytes();
-    let gaps = map.axis.gaps();
-    let gap_cols: Vec<usize> = gaps
-        .iter()
-        .map(|g| ((g.offset as f64 / col_bytes).floor() as usize).min(cols - 1))
-        .collect();
 
     // Time labels in the left margin.
     let every = map.rows.div_ceil(10).max(1);
@@ -80,6 +75,20 @@ pub fn render(map: &Heatmap, style: TermStyle) -> String {
         + 1;
     let pad = " ".repeat(margin);
 
+    title_text(&mut out, map);
+    let (hex_line, tick_line, step) = address_lines(map);
+    let _ = writeln!(out, "{pad}{hex_line}");
+    let _ = writeln!(out, "{pad}{tick_line}");
+    cells_text(&mut out, map, style, &time_labels, margin);
+    let _ = writeln!(out, "{pad}{tick_line}");
+    let _ = writeln!(out, "{pad}{}", segment_sizes_line(map, cols, col_bytes));
+
+    footer(&mut out, map, style, step);
+    out
+}
+
+/// Whose heatmap, in which unit, and which other targets the record has.
+fn title_text(out: &mut String, map: &Heatmap) {
     let who = target_name(map.target, map.pid, map.cmdline.as_deref());
     let _ = writeln!(
         out,
@@ -95,9 +104,14 @@ pub fn render(map: &Heatmap, style: TermStyle) -> String {
             human::one_line(&others.join(", "), human::TEXT_CHARS)
         );
     }
+}
 
-    // Ticks at segment starts (the left edge, after each collapsed gap) and round addresses,
-    // labelled where they fit; segment starts win.
+/// The address labels and the tick line under them, with the tick step. Ticks at segment
+/// starts (the left edge, after each collapsed gap) and round addresses, labelled where they
+/// fit; segment starts win. Collapsed gaps are marked '/'.
+fn address_lines(map: &Heatmap) -> (String, String, u64) {
+    let cols = map.cols;
+    let col_bytes = map.col_bytes();
     let label_width = human::hex(map.axis.end()).len() + 2;
     let (ticks, step) = map.axis.ticks(cols / label_width);
     let col_of = |offset: u64| ((offset as f64 / col_bytes).floor() as usize).min(cols - 1);
@@ -109,13 +123,24 @@ pub fn render(map: &Heatmap, style: TermStyle) -> String {
             tick_line[c] = '|';
         }
     }
-    for &c in &gap_cols {
+    for gap in map.axis.gaps() {
+        let c = col_of(gap.offset);
         tick_line[c] = '/';
     }
     let tick_line: String = tick_line.into_iter().collect();
-    let _ = writeln!(out, "{pad}{}", hex_line.text());
-    let _ = writeln!(out, "{pad}{}", tick_line.trim_end());
+    (hex_line.text(), tick_line.trim_end().to_string(), step)
+}
 
+/// One line a row: its time label, then a cell a column (a colour, or a digit without
+/// colour; blank where nothing was monitored).
+fn cells_text(
+    out: &mut String,
+    map: &Heatmap,
+    style: TermStyle,
+    time_labels: &[Option<String>],
+    margin: usize,
+) {
+    let cols = map.cols;
     let bg: Vec<u8> = (0..color::LEVELS)
         .map(|l| color::xterm256(color::level_rgb(l)))
         .collect();
@@ -155,9 +180,10 @@ pub fn render(map: &Heatmap, style: TermStyle) -> String {
         }
         out.push('\n');
     }
+}
 
-    let _ = writeln!(out, "{pad}{}", tick_line.trim_end());
-    // Each segment's size, as `<-- 12 MiB -->` across the columns it fills.
+/// Each segment's size, as `<-- 12 MiB -->` across the columns it fills.
+fn segment_sizes_line(map: &Heatmap, cols: usize, col_bytes: f64) -> String {
     let mut size_line = vec![' '; cols];
     let mut offset = 0;
     for seg in &map.axis.segments {
@@ -181,13 +207,31 @@ pub fn render(map: &Heatmap, style: TermStyle) -> String {
         }
     }
     let size_line: String = size_line.into_iter().collect();
-    let _ = writeln!(out, "{pad}{}", size_line.trim_end());
-
-    footer(&mut out, map, style, step);
-    out
+    size_line.trim_end().to_string()
 }
 
+/// What the axes span and what the marks mean, below the picture.
 fn footer(out: &mut String, map: &Heatmap, style: TermStyle, tick_step: u64) {
+    x_axis_text(out, map, tick_step);
+    let _ = writeln!(
+        out,
+        "# y: time {} - {} ({}); {} per row",
+        human::duration(map.start_ns),
+        human::duration(map.end_ns),
+        human::duration(map.end_ns - map.start_ns),
+        human::duration(map.row_ns().round() as u64)
+    );
+    if !map.mappings.is_empty() {
+        mappings_text(out, map);
+    }
+    if map.areas.len() > 1 {
+        areas_text(out, map);
+    }
+    legend_text(out, map, style);
+}
+
+/// The addresses shown, the gaps collapsed among them, and the bytes a column holds.
+fn x_axis_text(out: &mut String, map: &Heatmap, tick_step: u64) {
     let gaps = map.axis.gaps();
     let mut x = format!(
         "# x: addresses {}-{}, {} shown",
@@ -222,65 +266,64 @@ fn footer(out: &mut String, map: &Heatmap, style: TermStyle, tick_step: u64) {
         human::size(map.col_bytes().round() as u64),
         human::size_short(tick_step)
     );
+}
+
+/// Mappings at least a column wide, named with their columns; the rest only counted.
+fn mappings_text(out: &mut String, map: &Heatmap) {
+    let col = |offset: u64| (offset as f64 / map.col_bytes()) as usize;
+    let (wide, narrow): (Vec<_>, Vec<_>) = map
+        .mappings
+        .iter()
+        .partition(|m| (m.to - m.from) as f64 >= map.col_bytes());
+    let mut list: Vec<String> = wide
+        .iter()
+        .map(|m| {
+            let (from, to) = (col(m.from), col(m.to - 1));
+            let cols = if from == to {
+                format!("column {from}")
+            } else {
+                format!("columns {from}-{to}")
+            };
+            format!("{} {cols}", human::one_line(&m.name, 60))
+        })
+        .collect();
+    if !narrow.is_empty() {
+        list.push(format!("{} narrower than a column", narrow.len()));
+    }
+    let _ = writeln!(out, "# mappings: {}", list.join(", "));
+}
+
+/// The target's hot areas, the one shown marked.
+fn areas_text(out: &mut String, map: &Heatmap) {
+    let list: Vec<String> = map
+        .areas
+        .iter()
+        .enumerate()
+        .map(|(i, a)| {
+            let mark = if map.area == Some(i) { "*" } else { "" };
+            format!(
+                "{mark}{}-{} ({})",
+                human::hex(a.start),
+                human::hex(a.end),
+                human::size_short(a.covered_bytes)
+            )
+        })
+        .collect();
+    let how = if map.area.is_some() {
+        "; * = shown, the hottest per byte (pick others by address range, or show all)"
+    } else {
+        ""
+    };
     let _ = writeln!(
         out,
-        "# y: time {} - {} ({}); {} per row",
-        human::duration(map.start_ns),
-        human::duration(map.end_ns),
-        human::duration(map.end_ns - map.start_ns),
-        human::duration(map.row_ns().round() as u64)
+        "# areas of target {}: {}{how}",
+        map.target,
+        list.join(", ")
     );
-    if !map.mappings.is_empty() {
-        // Mappings at least a column wide, named with their columns; the rest only counted.
-        let col = |offset: u64| (offset as f64 / map.col_bytes()) as usize;
-        let (wide, narrow): (Vec<_>, Vec<_>) = map
-            .mappings
-            .iter()
-            .partition(|m| (m.to - m.from) as f64 >= map.col_bytes());
-        let mut list: Vec<String> = wide
-            .iter()
-            .map(|m| {
-                let (from, to) = (col(m.from), col(m.to - 1));
-                let cols = if from == to {
-                    format!("column {from}")
-                } else {
-                    format!("columns {from}-{to}")
-                };
-                format!("{} {cols}", human::one_line(&m.name, 60))
-            })
-            .collect();
-        if !narrow.is_empty() {
-            list.push(format!("{} narrower than a column", narrow.len()));
-        }
-        let _ = writeln!(out, "# mappings: {}", list.join(", "));
-    }
-    if map.areas.len() > 1 {
-        let list: Vec<String> = map
-            .areas
-            .iter()
-            .enumerate()
-            .map(|(i, a)| {
-                let mark = if map.area == Some(i) { "*" } else { "" };
-                format!(
-                    "{mark}{}-{} ({})",
-                    human::hex(a.start),
-                    human::hex(a.end),
-                    human::size_short(a.covered_bytes)
-                )
-            })
-            .collect();
-        let how = if map.area.is_some() {
-            "; * = shown, the hottest per byte (pick others by address range, or show all)"
-        } else {
-            ""
-        };
-        let _ = writeln!(
-            out,
-            "# areas of target {}: {}{how}",
-            map.target,
-            list.join(", ")
-        );
-    }
+}
+
+/// What each colour or digit stands for, in the heatmap's unit.
+fn legend_text(out: &mut String, map: &Heatmap, style: TermStyle) {
     let mut legend = String::from("# legend:");
     for level in 0..color::LEVELS {
         if style.color {

@@ -21,6 +21,13 @@ pub fn is_root() -> bool {
 /// Builds udamon-linux's test workload `NAME.c` (see its source for what it does) into the
 /// target's temporary directory; the binary is renamed into place so that test binaries
 /// building it at the same time never run a half-written one.
+/// udamon-linux's `patterns` workload (the access patterns of the live tests), built once per
+/// test binary.
+pub fn patterns() -> &'static Path {
+    static PATH: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    PATH.get_or_init(|| build_workload("patterns"))
+}
+
 pub fn build_workload(name: &str) -> PathBuf {
     build_workload_as(name, "cli", &["-O2"])
 }
