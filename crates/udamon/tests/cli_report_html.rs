@@ -260,3 +260,27 @@ fn in_chromium_the_page_draws_zooms_hovers_and_loads_nothing() {
     assert!(screen::colours(&png) > 50, "a blank screenshot");
     screen::keep_for_docs(&png, "report-html.png");
 }
+
+#[test]
+fn json_is_refused_rather_than_ignored() {
+    let dir = tempfile::tempdir().unwrap();
+    let rec = dir.path().join("sim.data");
+    udamon()
+        .args(["record", "--sim", "builtin:demo", "--duration", "1s", "-o"])
+        .arg(&rec)
+        .assert()
+        .success();
+    let out = udamon()
+        .args(["report", "html", "--json"])
+        .arg(&rec)
+        .assert()
+        .failure()
+        .get_output()
+        .clone();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("drop --json"), "{stderr}");
+    assert!(
+        !rec.with_extension("html").exists(),
+        "no page written when refused"
+    );
+}

@@ -91,6 +91,12 @@ pub fn footprints(input: &InputArgs, dist: &DistArgs, horizon: Horizon) -> Resul
 
 /// `report html`: the page, written by the rule for outputs.
 pub fn html(input: &InputArgs, out: Option<&Path>) -> Result<()> {
+    if input.json {
+        bail!(
+            "report html writes a web page, not JSON: drop --json (the page's reports each take \
+             --json on their own, e.g. `udamon report wss --json`)"
+        );
+    }
     let (record, header, mut frames) = input.open()?;
     // Read once to the end, so that the reader's damage is known for the page.
     frames.by_ref().for_each(drop);
