@@ -34,7 +34,7 @@ pub const PUBLISH: Duration = Duration::from_secs(1);
 
 /// Which of a target's windows are observed for the metrics ([`udamon_exporter::observe`]):
 /// one per [`PUBLISH`] is all they show, and an observation passes over a busy target's page
-/// samples once per horizon (a millisecond), where its windows are 100 ms by default.
+/// samples a few times per horizon, where its windows are 100 ms (400 ms for sampled sources).
 #[derive(Debug, Default)]
 pub struct Observing {
     /// The end of the last window observed, on the target's time line.
