@@ -3,9 +3,10 @@
 //! come, and asleep while it has none.
 //!
 //! A [`Running`] target publishes an aggregation window as an [`Observation`] for the metrics
-//! once per publication ([`Observing`]: the window a target falls asleep after always), drains its operations' events whether or not a record is kept (so they never pile
-//! up), writes its record through [`Rotation`] when records are on, and takes [`Command`]s
-//! between steps, where the core lets a running context change. Everything it owns goes with
+//! once per publication ([`Observing`]; the window a target falls asleep after always), drains
+//! its operations' events whether or not a record is kept (so they never pile up), writes its
+//! record through [`Rotation`] when records are on, and takes [`Command`]s between steps, where
+//! the core lets a running context change. Everything it owns goes with
 //! it (its regions, its samples, its record, its series), so that a week of targets coming and
 //! going leaves nothing behind.
 //!
