@@ -6,9 +6,9 @@
 //! once per publication ([`Observing`]; the window a target falls asleep after always), drains
 //! its operations' events whether or not a record is kept (so they never pile up), writes its
 //! record through [`Rotation`] when records are on, and takes [`Command`]s between steps, where
-//! the core lets a running context change. Everything it owns goes with
-//! it (its regions, its samples, its record, its series), so that a week of targets coming and
-//! going leaves nothing behind.
+//! the core lets a running context change. Everything it owns goes with it (its regions, its
+//! samples, its record, its series), so that a week of targets coming and going leaves nothing
+//! behind.
 //!
 //! **Asleep.** A live target whose samplers delivered nothing since its window began (its
 //! process did not run) is not stepped: it stops at the end of that window, and the windows
