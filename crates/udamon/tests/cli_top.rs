@@ -297,7 +297,7 @@ fn top_watches_a_live_process_its_mappings_and_functions() {
     assert!(screen.contains("pid "), "{screen}");
     assert!(screen.contains("samples,"), "the source's health: {screen}");
     assert!(
-        screen.contains("[anon] rw-") && screen.contains(" ws "),
+        screen.contains("rw- [anon]") && screen.contains(" ws "),
         "mappings named with their permissions, and their working sets: {screen}"
     );
     if screen::chromium().is_ok() {

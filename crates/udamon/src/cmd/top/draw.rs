@@ -20,7 +20,7 @@ use udamon_report::heatmap::Heatmap;
 use udamon_report::{color, human};
 
 /// Width of the side column (mappings, functions) when the terminal is wide enough for it.
-const SIDE: u16 = 56;
+const SIDE: u16 = 60;
 /// Height of the working-set chart.
 const CURVE: u16 = 8;
 /// Columns of the heatmap's time labels.
@@ -355,10 +355,11 @@ fn mappings(f: &mut Frame<'_>, area: Rect, state: &mut State) {
         .filter(|m| Some(m.target) == target)
         .take(area.height as usize)
         .map(|m| {
-            // A library maps its text, constants and data apart: the permissions tell them so.
+            // A library maps its text, constants and data apart: the permissions tell them so,
+            // first, where a long name's cut cannot take them.
             let perms = m.perms.get(..3).unwrap_or(&m.perms);
             Row::new(vec![
-                Cell::from(format!("{} {perms}", short_name(&m.name))),
+                Cell::from(format!("{perms} {}", short_name(&m.name))),
                 Cell::from(human::size_short(m.working_set_bytes)),
                 Cell::from(human::size_short(m.hot_bytes)),
                 Cell::from(human::size_short(m.warm_bytes)),
