@@ -49,6 +49,11 @@ impl ExecutedName {
             .flatten()
             .filter(|c| printable_absolute(c))
             .collect();
+        // Executed by its file's own path, as most processes are: no other name, and no lookup
+        // (a thread each, as root) for every process a host runs.
+        if candidates.first().is_none_or(|c| *c == file) {
+            return None;
+        }
         let status = ProcStatus::read(pid)?;
         // The path execve was given comes first: argv[0] is only a convention.
         let name = with_rights_of(&status, || {
