@@ -16,6 +16,7 @@
 //! and checks them again.
 
 use crate::absent;
+use crate::access_history::AccessHistory;
 use crate::adjust::{self, IdleEvidence, MergeRule, SplitState};
 use crate::attrs::{Adjustment, Attrs, AttrsError, PAGE_SIZE, convert_monitoring_result};
 use crate::callbacks::Callbacks;
@@ -34,7 +35,10 @@ use crate::region::{AddrRange, Region, SampledAccess, Target, mult_frac};
 use crate::region_index::RegionIndex;
 use crate::touched::Touched;
 use crate::tuning;
-use crate::working_set::{self, ResidentRange};
+use crate::working_set::{self, AddressSpace, Basis, Evidence, ResidentRange, WorkingSet};
+
+/// The most accessed ranges a target's access history keeps (2 MiB).
+const HISTORY_RANGES: usize = 1 << 17;
 use std::ops::ControlFlow;
 
 /// The level of the density test by which sampled sources merge regions: neighbours stay
@@ -87,6 +91,11 @@ pub struct Context {
     code: Vec<PageSamples>,
     /// Each target's mappings' resident bytes as the operations last walked them.
     resident: Vec<Vec<ResidentRange>>,
+    /// Each target's accessed memory, window by window, over the longest horizon: what its
+    /// working sets count.
+    history: Vec<AccessHistory>,
+    /// What the targets' addresses are: a process's memory, or the host's.
+    space: AddressSpace,
     /// Per-target lookup index for sampled addresses, grown on first use; it checks itself
     /// against the regions, so nothing that changes them has to invalidate it.
     region_index: Vec<RegionIndex>,
@@ -123,6 +132,8 @@ impl Context {
             pages: Vec::new(),
             code: Vec::new(),
             resident: Vec::new(),
+            history: Vec::new(),
+            space: AddressSpace::Virtual,
             split: SplitState::default(),
             interval_us: (0, 0),
             window_start_us: 0,
@@ -386,6 +397,51 @@ impl Context {
         if let Some(resident) = self.resident.get_mut(target) {
             resident.clear();
         }
+        if let Some(history) = self.history.get_mut(target) {
+            history.clear();
+        }
+    }
+
+    /// Keeps the window that just ended in each target's access history.
+    fn note_window(&mut self) {
+        if self.history.len() < self.targets.len() {
+            self.history.resize_with(self.targets.len(), || {
+                AccessHistory::new(working_set::LONGEST_US, HISTORY_RANGES)
+            });
+        }
+        let now = self.now_us();
+        for (t, history) in self.targets.iter().zip(&mut self.history) {
+            let range = |r: &Region| AddrRange::new(r.start, r.end);
+            history.push(
+                now,
+                t.regions.iter().map(range),
+                t.regions.iter().filter(|r| r.nr_accesses > 0).map(range),
+            );
+        }
+    }
+
+    /// Says what the targets' addresses are (the host's physical memory is estimated as one
+    /// memory: [`working_set::AddressSpace`]).
+    pub fn set_address_space(&mut self, space: AddressSpace) {
+        self.space = space;
+    }
+
+    /// Target `target`'s working sets over each of `horizons_us` (0: the window) as of the
+    /// window that just ended: the one answer every view gives ([`working_set::working_sets`]).
+    pub fn working_sets(&self, target: usize, horizons_us: &[u64]) -> Vec<WorkingSet> {
+        let empty_history = AccessHistory::new(0, 1);
+        let empty = PageSamples::default();
+        let evidence = Evidence {
+            history: self.history.get(target).unwrap_or(&empty_history),
+            data: self.pages.get(target).unwrap_or(&empty),
+            code: self.code.get(target).unwrap_or(&empty),
+            resident: self.resident.get(target).map_or(&[][..], |r| &r[..]),
+            resident_total: self.target_memory(target).map(|m| m.resident_bytes),
+            window_us: self.attrs.aggr_interval_us,
+            space: self.space,
+            basis: Basis::Pages,
+        };
+        working_set::working_sets(&evidence, self.now_us(), horizons_us)
     }
 
     /// Counts the instruction addresses of target `target`'s samples of the interval just
@@ -397,17 +453,6 @@ impl Context {
         }
         let now = self.now_us();
         self.code[target].add(now, ips.iter().copied());
-    }
-
-    /// The code target `target` touched in the last `horizon_us`, per mapping, from its
-    /// sampled instructions ([`working_set::estimate_code`]).
-    pub fn code_touched(&self, target: usize, horizon_us: u64) -> Vec<(AddrRange, Touched)> {
-        match (self.code.get(target), self.resident.get(target)) {
-            (Some(ips), Some(resident)) => {
-                working_set::estimate_code(ips, self.now_us(), horizon_us, resident)
-            }
-            _ => Vec::new(),
-        }
     }
 
     /// Records target `target`'s mappings' resident bytes (sorted, disjoint), as the
@@ -424,7 +469,7 @@ impl Context {
     /// resolution where the target's samples allow ([`crate::working_set`]); bounded by the
     /// mappings' and the target's resident bytes where known. Ranges are counted whole for
     /// sources without samples, as DAMON counts them.
-    pub fn touched(&self, target: usize, cells: &[AddrRange], horizon_us: u64) -> Vec<Touched> {
+    fn touched(&self, target: usize, cells: &[AddrRange], horizon_us: u64) -> Vec<Touched> {
         let empty = PageSamples::default();
         let samples = self.pages.get(target).unwrap_or(&empty);
         let resident = self.resident.get(target).map_or(&[][..], |r| &r[..]);
@@ -550,6 +595,7 @@ impl Context {
             for pages in self.pages.iter_mut().chain(&mut self.code) {
                 pages.settle(now);
             }
+            self.note_window();
         }
         self.apply_schemes(ops);
         if aggregation {
@@ -823,6 +869,7 @@ impl Context {
         for pages in self.pages.iter_mut().chain(&mut self.code) {
             pages.settle(now);
         }
+        self.note_window();
     }
 
     /// Start, step until a stop, then terminate: the whole monitoring run. The first error,

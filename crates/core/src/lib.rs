@@ -13,11 +13,10 @@
 //! - [`probe`]: where the guided adjustment cuts idle memory (ladders, exploration);
 //! - [`density`]: the test by which sampled sources tell regions' sample densities apart;
 //! - [`recent_samples`]: where a target's samples fell over its last few windows;
-//! - [`census`]: distinct pages touched over a horizon, estimated from samples (for memory
-//!   whose pages are scattered, such as physical memory);
 //! - [`page_samples`]: where a target's samples fell, by page and time, over a minute;
 //! - [`touched`]: the pages of a range touched, estimated from how often samples repeat a page;
-//! - [`working_set`]: a horizon's working set at page resolution, bounded by what is resident;
+//! - [`access_history`]: which memory was accessed in each recent window;
+//! - [`working_set`]: a target's working sets over horizons, the one answer every view gives;
 //! - [`layout`]: regions from address ranges (three-regions construction, `set_regions`);
 //! - [`tuning`]: monitoring intervals auto-tuning and the feedback loop;
 //! - [`ops`]: the operations interface and clocks; [`callbacks`]: hooks into the loop;
@@ -32,10 +31,10 @@
 //! instead).
 
 pub mod absent;
+pub mod access_history;
 pub mod adjust;
 pub mod attrs;
 pub mod callbacks;
-pub mod census;
 pub mod context;
 pub mod damos;
 pub mod density;

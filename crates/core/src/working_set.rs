@@ -1,9 +1,30 @@
-//! A horizon's working set at page resolution: the memory DAMON's rule saw accessed in the
-//! horizon, each piece estimated from its samples' repeats ([`crate::page_samples`]), and none
-//! counted beyond the resident bytes of the mapping it lies in.
+//! A target's working set: the memory it touched within a horizon, computed here once for
+//! every view (reports, `top`, serve's metrics), so that a number means the same everywhere.
 //!
-//! The same function serves the live monitor (each window's regions, serve's horizons) and the
-//! reports (a record's windows replayed), so that a number means the same everywhere.
+//! [`working_sets`] answers "bytes touched within each of these horizons" from what both the
+//! live monitor and a record's replay keep alike: the windows' accessed ranges
+//! ([`AccessHistory`]) and the samples ([`PageSamples`]), with the mappings' resident bytes. Its
+//! answers hold three invariants, whatever the samples' noise:
+//!
+//! - **Monotone in the horizon**: the pages touched within 10 s are among those touched within
+//!   60 s, so no horizon reads above a longer one, for the target and for each of its
+//!   mappings. Each horizon is estimated on its own evidence first; where two disagree with
+//!   that order, they are pooled (isotonic regression weighted by each estimate's precision, so
+//!   the horizon with more samples weighs more), and their intervals narrowed by what the
+//!   order implies (a shorter horizon's low end is a longer one's too). Every answer is taken
+//!   within a fixed ladder of horizons ([`RUNGS_US`]), so that the horizons serve exports and
+//!   the judge checks read the same whichever others are asked beside them.
+//! - **Never above what is resident**: no mapping counts beyond its resident bytes, and the
+//!   target (code included) not beyond its own.
+//! - **One count per page**: code is counted through the sampled instructions only in the
+//!   mappings whose data the accessed cells do not already count.
+//!
+//! Physical memory ([`AddressSpace::Physical`], the host) is estimated as one memory: one
+//! process's pages lie all over it, so no region of DAMON's tells touched frames apart, and
+//! its regions' pieces would each count whole on the one sample they drew. Its bound is the
+//! memory in use.
+//!
+//! A horizon's own estimate, piece by piece ([`estimate_cells`]):
 //!
 //! Pieces are DAMON's regions, whose boundaries the adaptive split draws at random: a heap
 //! touched alike all over is often cut into pieces of a few MiB, each with too few samples to
@@ -22,11 +43,394 @@
 //! part of a piece in a gap between walked mappings holds nothing, and a piece wholly outside
 //! them (mapped since the walk) is not bounded.
 
+use crate::access_history::AccessHistory;
 use crate::attrs::PAGE_SIZE;
 use crate::density;
 use crate::page_samples::{MAX_EVIDENCE_US, PageSamples};
 use crate::region::AddrRange;
 use crate::touched::{Touched, Unbounded};
+
+/// The ladder of horizons (µs; 0 is the window itself) that every answer is taken within: the
+/// horizons serve exports and the judge checks. A horizon between two rungs is held between
+/// their answers.
+pub const RUNGS_US: [u64; 5] = [0, 2_000_000, 10_000_000, 30_000_000, LONGEST_US];
+
+/// The longest horizon answered: as long as samples are kept.
+pub const LONGEST_US: u64 = crate::page_samples::KEEP_US;
+
+/// How the bytes of the memory accessed within a horizon are counted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Basis {
+    /// At page resolution from the samples' repeats (the default; sources without samples
+    /// count whole regions).
+    #[default]
+    Pages,
+    /// Every accessed region whole, as DAMON and damo count.
+    Regions,
+}
+
+/// What a target's addresses are.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum AddressSpace {
+    /// A process's virtual memory.
+    #[default]
+    Virtual,
+    /// The host's physical memory (see the module documentation).
+    Physical,
+}
+
+impl AddressSpace {
+    /// The address space of a record made by access source `name` (`record --host`'s are
+    /// named `paddr/...`).
+    pub fn of_source(name: &str) -> AddressSpace {
+        if name.starts_with("paddr") {
+            AddressSpace::Physical
+        } else {
+            AddressSpace::Virtual
+        }
+    }
+}
+
+/// What one target's working sets are estimated from.
+#[derive(Debug, Clone, Copy)]
+pub struct Evidence<'a> {
+    /// Which memory DAMON's rule saw accessed, window by window.
+    pub history: &'a AccessHistory,
+    /// Where the data samples fell.
+    pub data: &'a PageSamples,
+    /// The sampled instructions' pages.
+    pub code: &'a PageSamples,
+    /// The mappings' resident bytes (sorted, disjoint; empty when unknown).
+    pub resident: &'a [ResidentRange],
+    /// The target's resident bytes (the memory in use, for the host), when known.
+    pub resident_total: Option<u64>,
+    /// The aggregation window's length: the shortest horizon.
+    pub window_us: u64,
+    pub space: AddressSpace,
+    pub basis: Basis,
+}
+
+/// One target's working set over a horizon.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct WorkingSet {
+    /// The horizon asked for (0: the window).
+    pub horizon_us: u64,
+    /// The memory accessed within the horizon, with each piece's estimate in pages: the
+    /// accessed cells (sorted, disjoint), then the code mappings counted through their sampled
+    /// instructions; sorted by start.
+    pub cells: Vec<(AddrRange, Touched)>,
+    /// The estimate in pages, summed over the cells.
+    pub total: Touched,
+    /// The part of `total` that is code counted through its sampled instructions.
+    pub code: Touched,
+}
+
+impl WorkingSet {
+    pub fn bytes(&self) -> u64 {
+        to_bytes(self.total.pages)
+    }
+
+    pub fn low_bytes(&self) -> u64 {
+        to_bytes(self.total.low)
+    }
+
+    pub fn high_bytes(&self) -> u64 {
+        to_bytes(self.total.high)
+    }
+
+    pub fn code_bytes(&self) -> u64 {
+        to_bytes(self.code.pages)
+    }
+
+    /// The estimate's bytes within `range` (a mapping, say): each cell's share by its overlap.
+    pub fn bytes_within(&self, range: AddrRange) -> u64 {
+        let pages: f64 = self
+            .cells
+            .iter()
+            .map(|(c, t)| {
+                let overlap = c
+                    .end
+                    .min(range.end)
+                    .saturating_sub(c.start.max(range.start));
+                t.pages * overlap as f64 / c.size().max(1) as f64
+            })
+            .sum();
+        to_bytes(pages)
+    }
+}
+
+/// Pages (an estimate's unit) as bytes.
+pub fn to_bytes(pages: f64) -> u64 {
+    (pages * PAGE_SIZE as f64).round() as u64
+}
+
+/// The working sets over each of `horizons_us` (0: the window; any order) at `now_us`, the
+/// latest window's end: one answer per horizon asked, in the order asked, holding the
+/// invariants of the module documentation.
+pub fn working_sets(evidence: &Evidence, now_us: u64, horizons_us: &[u64]) -> Vec<WorkingSet> {
+    let effective = |h: u64| h.max(evidence.window_us).max(1);
+    // The rungs and the horizons asked, by effective length: one estimate each.
+    let mut ladder: Vec<(u64, bool)> = RUNGS_US.iter().map(|&h| (effective(h), true)).collect();
+    ladder.extend(horizons_us.iter().map(|&h| (effective(h), false)));
+    ladder.sort_unstable_by_key(|&(h, rung)| (h, !rung));
+    ladder.dedup_by_key(|x| x.0);
+    let mut estimates: Vec<Vec<Cell>> = ladder
+        .iter()
+        .map(|&(h, _)| one_horizon(evidence, now_us, h))
+        .collect();
+    let rungs: Vec<bool> = ladder.iter().map(|x| x.1).collect();
+    make_monotone(&mut estimates, &rungs, evidence);
+    horizons_us
+        .iter()
+        .map(|&h| {
+            let i = ladder
+                .iter()
+                .position(|x| x.0 == effective(h))
+                .expect("every horizon asked is on the ladder");
+            let cells = &estimates[i];
+            WorkingSet {
+                horizon_us: h,
+                total: Touched::sum(cells.iter().map(|c| c.touched)),
+                code: Touched::sum(cells.iter().filter(|c| c.code).map(|c| c.touched)),
+                cells: cells.iter().map(|c| (c.range, c.touched)).collect(),
+            }
+        })
+        .collect()
+}
+
+/// A piece of a working set: accessed memory, or a code mapping counted through its sampled
+/// instructions.
+#[derive(Debug, Clone, Copy)]
+struct Cell {
+    range: AddrRange,
+    touched: Touched,
+    code: bool,
+}
+
+/// One horizon's estimate on its own evidence: the accessed cells, then the code mappings
+/// counted through their instructions, bounded by what is resident.
+fn one_horizon(ev: &Evidence, now_us: u64, horizon_us: u64) -> Vec<Cell> {
+    let cells = ev.history.accessed_within(horizon_us);
+    let mut estimates = match (ev.basis, ev.space) {
+        (Basis::Regions, _) => cells
+            .iter()
+            .map(|c| Touched::whole(c.size() as f64 / PAGE_SIZE as f64))
+            .collect(),
+        (Basis::Pages, AddressSpace::Virtual) => {
+            estimate_cells(ev.data, &cells, now_us, horizon_us, ev.resident)
+        }
+        (Basis::Pages, AddressSpace::Physical) => {
+            estimate_scattered(ev.data, &cells, now_us, horizon_us)
+        }
+    };
+    let mut out: Vec<Cell> = cells
+        .iter()
+        .zip(estimates.drain(..))
+        .map(|(&range, touched)| Cell {
+            range,
+            touched,
+            code: false,
+        })
+        .collect();
+    if ev.basis == Basis::Pages && ev.space == AddressSpace::Virtual {
+        let code = estimate_code(ev.code, now_us, horizon_us, ev.resident);
+        out.extend(
+            code.into_iter()
+                .filter(|(m, _)| !overlaps_any(*m, &cells))
+                .map(|(range, touched)| Cell {
+                    range,
+                    touched,
+                    code: true,
+                }),
+        );
+        out.sort_by_key(|c| c.range);
+    }
+    let ranges: Vec<AddrRange> = out.iter().map(|c| c.range).collect();
+    let mut estimates: Vec<Touched> = out.iter().map(|c| c.touched).collect();
+    bound_by_resident(&ranges, &mut estimates, ev.resident);
+    if let Some(total) = ev.resident_total {
+        bound_total(&mut estimates, total);
+    }
+    for (c, t) in out.iter_mut().zip(estimates) {
+        c.touched = t;
+    }
+    out
+}
+
+/// Whether `range` overlaps any of `sorted` (sorted, disjoint).
+fn overlaps_any(range: AddrRange, sorted: &[AddrRange]) -> bool {
+    let i = sorted.partition_point(|c| c.end <= range.start);
+    sorted.get(i).is_some_and(|c| c.start < range.end)
+}
+
+/// The cells of physical memory estimated as one memory (see the module documentation), each
+/// taking its share by the samples it drew within the evidence span.
+fn estimate_scattered(
+    samples: &PageSamples,
+    cells: &[AddrRange],
+    now_us: u64,
+    horizon_us: u64,
+) -> Vec<Touched> {
+    if cells.is_empty() {
+        return Vec::new();
+    }
+    if samples.is_empty() {
+        return cells
+            .iter()
+            .map(|c| Touched::whole(c.size() as f64 / PAGE_SIZE as f64))
+            .collect();
+    }
+    let pooled = samples.estimate_pooled(cells, now_us, horizon_us, Unbounded::Point);
+    let counts: Vec<u64> = cells
+        .iter()
+        .map(|&c| samples.count(c, now_us, horizon_us))
+        .collect();
+    let all = counts.iter().sum::<u64>().max(1) as f64;
+    counts
+        .iter()
+        .map(|&n| pooled.scaled(n as f64 / all))
+        .collect()
+}
+
+/// Makes `estimates` (per horizon, shortest first; `rungs` marks the ladder's) monotone in the
+/// horizon for each mapping of `ev.resident` (and for the memory outside them), and so for
+/// their sum: the rungs' answers pooled where they disagree with the order, each other
+/// horizon's held between the rungs around it and pooled with its neighbours there.
+fn make_monotone(estimates: &mut [Vec<Cell>], rungs: &[bool], ev: &Evidence) {
+    let groups = ev.resident.len() + 1;
+    let group_of = |r: AddrRange| -> usize {
+        let i = ev.resident.partition_point(|m| m.range.end <= r.start);
+        match ev.resident.get(i) {
+            Some(m) if m.range.start < r.end => i,
+            _ => ev.resident.len(),
+        }
+    };
+    // Per group, per horizon: the estimate summed over the group's cells.
+    let mut sums = vec![vec![Touched::default(); estimates.len()]; groups];
+    for (h, cells) in estimates.iter().enumerate() {
+        let mut parts: Vec<Vec<Touched>> = vec![Vec::new(); groups];
+        for c in cells {
+            parts[group_of(c.range)].push(c.touched);
+        }
+        for (g, p) in parts.into_iter().enumerate() {
+            if !p.is_empty() {
+                sums[g][h] = Touched::sum(p);
+            }
+        }
+    }
+    for (g, raw) in sums.iter().enumerate() {
+        let fitted = monotone_fit(raw, rungs);
+        for (h, (before, after)) in raw.iter().zip(&fitted).enumerate() {
+            if before == after {
+                continue;
+            }
+            let ratio = |a: f64, b: f64| if b > 0.0 { a / b } else { 0.0 };
+            let (rp, rl, rh) = (
+                ratio(after.pages, before.pages),
+                ratio(after.low, before.low),
+                ratio(after.high, before.high),
+            );
+            let in_group: Vec<usize> = (0..estimates[h].len())
+                .filter(|&i| group_of(estimates[h][i].range) == g)
+                .collect();
+            let bytes: u64 = in_group.iter().map(|&i| estimates[h][i].range.size()).sum();
+            for i in in_group {
+                let Cell {
+                    range: r,
+                    touched: t,
+                    ..
+                } = &mut estimates[h][i];
+                if before.pages > 0.0 {
+                    t.pages *= rp;
+                } else {
+                    // Nothing counted here yet: the pooled count spread by size.
+                    t.pages = after.pages * r.size() as f64 / bytes.max(1) as f64;
+                }
+                let share = t.pages / after.pages.max(f64::MIN_POSITIVE);
+                t.low = if before.low > 0.0 {
+                    t.low * rl
+                } else {
+                    after.low * share
+                };
+                t.high = if before.high > 0.0 {
+                    t.high * rh
+                } else {
+                    after.high * share
+                };
+                t.low = t.low.min(t.pages);
+                t.high = t.high.max(t.pages);
+            }
+        }
+    }
+}
+
+/// `raw` (one estimate per horizon, shortest first) made monotone: pooled where out of order
+/// ([`isotonic`] over the rungs), each horizon off the rungs held between the rungs around it,
+/// and the intervals narrowed by the order (what bounds a shorter horizon from below bounds a
+/// longer one; what bounds a longer one from above bounds a shorter one).
+fn monotone_fit(raw: &[Touched], rungs: &[bool]) -> Vec<Touched> {
+    let mut fitted = raw.to_vec();
+    let on_rungs: Vec<usize> = (0..raw.len()).filter(|&i| rungs[i]).collect();
+    let rung_values = isotonic(&on_rungs.iter().map(|&i| raw[i]).collect::<Vec<_>>());
+    for (&i, &v) in on_rungs.iter().zip(&rung_values) {
+        fitted[i].pages = v;
+    }
+    // Each run of horizons between two rungs: pooled among themselves, within the rungs.
+    let mut i = 0;
+    while i < raw.len() {
+        if rungs[i] {
+            i += 1;
+            continue;
+        }
+        let start = i;
+        while i < raw.len() && !rungs[i] {
+            i += 1;
+        }
+        let below = start.checked_sub(1).map_or(0.0, |j| fitted[j].pages);
+        let above = fitted.get(i).map_or(f64::INFINITY, |t| t.pages);
+        let values = isotonic(&raw[start..i]);
+        for (k, v) in (start..i).zip(values) {
+            fitted[k].pages = v.clamp(below, above.max(below));
+        }
+    }
+    for t in fitted.iter_mut() {
+        t.low = t.low.min(t.pages);
+        t.high = t.high.max(t.pages);
+    }
+    for k in 1..fitted.len() {
+        fitted[k].low = fitted[k].low.max(fitted[k - 1].low).min(fitted[k].pages);
+    }
+    for k in (0..fitted.len().saturating_sub(1)).rev() {
+        fitted[k].high = fitted[k].high.min(fitted[k + 1].high).max(fitted[k].pages);
+    }
+    fitted
+}
+
+/// The weighted isotonic (non-decreasing) regression of the estimates' counts, by pooling
+/// adjacent violators: each estimate weighs by its precision, the inverse square of its
+/// interval's width (at least 2 % of it, so that a count without an interval does not
+/// outweigh every other without limit).
+fn isotonic(estimates: &[Touched]) -> Vec<f64> {
+    // Blocks of pooled estimates: (weighted mean, total weight, members).
+    let mut blocks: Vec<(f64, f64, usize)> = Vec::with_capacity(estimates.len());
+    for t in estimates {
+        let width = (t.high - t.low).max(0.02 * t.pages).max(1.0);
+        let mut block = (t.pages, 1.0 / (width * width), 1);
+        while let Some(&(mean, weight, n)) = blocks.last() {
+            if mean <= block.0 {
+                break;
+            }
+            blocks.pop();
+            let w = weight + block.1;
+            block = ((mean * weight + block.0 * block.1) / w, w, n + block.2);
+        }
+        blocks.push(block);
+    }
+    blocks
+        .into_iter()
+        .flat_map(|(mean, _, n)| std::iter::repeat_n(mean, n))
+        .collect()
+}
 
 /// One mapping's resident bytes, as of its last walk.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -531,6 +935,192 @@ mod tests {
         let data = estimate_cells(&h, &[lib.range], 8_000_000, 10_000_000, &[lib]);
         assert_eq!(data[0].pages, data[0].high, "{data:?}");
         assert!(data[0].pages > 2.0 * t.pages, "{data:?}");
+    }
+
+    /// A target of `regions` (pages) each accessed in every window, sampled on `hot(rng)`
+    /// pages, `per_window` samples a window for `seconds`, with `resident`.
+    struct Run {
+        history: AccessHistory,
+        data: PageSamples,
+        code: PageSamples,
+        resident: Vec<ResidentRange>,
+        resident_total: Option<u64>,
+        now: u64,
+    }
+
+    impl Run {
+        fn new(
+            regions: &[AddrRange],
+            seconds: u64,
+            per_window: u64,
+            seed: u64,
+            mut page: impl FnMut(&mut crate::Prng, u64) -> u64,
+        ) -> Run {
+            let mut rng = crate::Prng::seeded(seed);
+            let mut run = Run {
+                history: AccessHistory::new(LONGEST_US, 1 << 20),
+                data: PageSamples::default(),
+                code: PageSamples::default(),
+                resident: Vec::new(),
+                resident_total: None,
+                now: 0,
+            };
+            for _ in 0..seconds * 5 / 2 {
+                run.now += 400_000;
+                let addrs: Vec<u64> = (0..per_window)
+                    .map(|_| page(&mut rng, run.now) * P)
+                    .collect();
+                let hit: Vec<AddrRange> = regions
+                    .iter()
+                    .copied()
+                    .filter(|r| addrs.iter().any(|&a| r.start <= a && a < r.end))
+                    .collect();
+                run.data.add(run.now, addrs);
+                run.data.settle(run.now);
+                run.code.settle(run.now);
+                run.history.push(run.now, regions.iter().copied(), hit);
+            }
+            run
+        }
+
+        fn evidence(&self, space: AddressSpace) -> Evidence<'_> {
+            Evidence {
+                history: &self.history,
+                data: &self.data,
+                code: &self.code,
+                resident: &self.resident,
+                resident_total: self.resident_total,
+                window_us: 400_000,
+                space,
+                basis: Basis::Pages,
+            }
+        }
+
+        fn ask(&self, horizons: &[u64]) -> Vec<WorkingSet> {
+            working_sets(&self.evidence(AddressSpace::Virtual), self.now, horizons)
+        }
+    }
+
+    #[test]
+    fn isotonic_pools_what_is_out_of_order_by_precision() {
+        let t = |pages: f64, width: f64| Touched {
+            pages,
+            low: pages - width / 2.0,
+            high: pages + width / 2.0,
+            ..Touched::default()
+        };
+        // old: 160 (wide) above 66 (narrow); new: both near 66, the precise one weighs more.
+        let fit = isotonic(&[t(40.0, 10.0), t(160.0, 200.0), t(66.0, 20.0)]);
+        assert_eq!(fit[0], 40.0);
+        assert_eq!(fit[1], fit[2]);
+        assert!(fit[1] > 66.0 && fit[1] < 70.0, "{fit:?}");
+        let ordered = [t(1.0, 1.0), t(2.0, 1.0), t(3.0, 1.0)];
+        assert_eq!(isotonic(&ordered), [1.0, 2.0, 3.0], "in order: unchanged");
+    }
+
+    #[test]
+    fn horizons_are_monotone_for_the_target_and_each_mapping() {
+        // Two mappings; the first touched on a few pages that change every window (a short
+        // horizon sees too few repeats), the second touched all over.
+        let regions: Vec<AddrRange> = (0..8)
+            .map(|i| AddrRange::new(i * 1024 * P, (i + 1) * 1024 * P))
+            .collect();
+        for seed in 0..8 {
+            let mut run = Run::new(&regions, 70, 40, seed, |rng, now| {
+                if rng.in_range(0, 2) == 0 {
+                    rng.in_range(0, 4096)
+                } else {
+                    4096 + (now / 400_000 % 50) * 7 + rng.in_range(0, 3)
+                }
+            });
+            run.resident = vec![
+                ResidentRange {
+                    range: AddrRange::new(0, 4096 * P),
+                    resident_bytes: 4096 * P,
+                },
+                ResidentRange {
+                    range: AddrRange::new(4096 * P, 8192 * P),
+                    resident_bytes: 4096 * P,
+                },
+            ];
+            let horizons = [0, 1_000_000, 2_000_000, 5_000_000, 10_000_000, 30_000_000, 60_000_000];
+            let ws = run.ask(&horizons);
+            for pair in ws.windows(2) {
+                assert!(
+                    pair[0].bytes() <= pair[1].bytes(),
+                    "seed {seed}: {} s {} > {} s {}",
+                    pair[0].horizon_us,
+                    pair[0].bytes(),
+                    pair[1].horizon_us,
+                    pair[1].bytes()
+                );
+                for m in &run.resident {
+                    assert!(
+                        pair[0].bytes_within(m.range) <= pair[1].bytes_within(m.range) + 1,
+                        "seed {seed}, mapping {:?}",
+                        m.range
+                    );
+                }
+                assert!(pair[0].total.low <= pair[0].total.pages);
+                assert!(pair[0].total.pages <= pair[0].total.high);
+            }
+            // A horizon reads the same whichever others are asked beside it.
+            let alone = run.ask(&[10_000_000]);
+            assert_eq!(alone[0].bytes(), ws[4].bytes(), "seed {seed}");
+        }
+    }
+
+    #[test]
+    fn no_horizon_counts_more_than_the_target_has_resident() {
+        let regions = [AddrRange::new(0, 65_536 * P)];
+        let mut run = Run::new(&regions, 20, 50, 3, |rng, _| rng.in_range(0, 65_536));
+        let unbounded = run.ask(&[0, 10_000_000, 60_000_000]);
+        assert!(unbounded[2].bytes() > 200 << 20, "{:?}", unbounded[2].total);
+        run.resident_total = Some(100 << 20);
+        for ws in run.ask(&[0, 10_000_000, 60_000_000]) {
+            assert!(ws.bytes() <= 100 << 20, "{:?}", ws.total);
+        }
+    }
+
+    #[test]
+    fn code_in_memory_the_data_counts_is_counted_once() {
+        // The data cells cover the whole mapping; its instructions' pages add nothing.
+        let mapping = AddrRange::new(0, 64 * P);
+        let mut run = Run::new(&[mapping], 10, 10, 4, |rng, _| rng.in_range(0, 64));
+        for t in 1..=25 {
+            run.code.add(t * 400_000, [P, 2 * P]);
+        }
+        run.code.settle(run.now);
+        run.resident = vec![ResidentRange {
+            range: mapping,
+            resident_bytes: 64 * P,
+        }];
+        let ws = &run.ask(&[10_000_000])[0];
+        assert_eq!(ws.code_bytes(), 0, "{ws:?}");
+        assert!(ws.bytes() <= 64 * P);
+    }
+
+    #[test]
+    fn physical_memory_is_estimated_as_one_memory() {
+        // 2,000 frames touched, scattered over 64 regions of 4 GiB: each region draws a few
+        // samples that seldom repeat within it, and the frames are counted over all of them.
+        let regions: Vec<AddrRange> = (0..64)
+            .map(|i| AddrRange::new(i * 16_384 * P, (i + 1) * 16_384 * P))
+            .collect();
+        let mut frames_rng = crate::Prng::seeded(5);
+        let frames: Vec<u64> = (0..2000)
+            .map(|_| frames_rng.in_range(0, 64 * 16_384))
+            .collect();
+        let run = Run::new(&regions, 30, 60, 6, |rng, _| {
+            frames[rng.in_range(0, frames.len() as u64) as usize]
+        });
+        let host = working_sets(
+            &run.evidence(AddressSpace::Physical),
+            run.now,
+            &[10_000_000],
+        );
+        let pages = host[0].total.pages;
+        assert!((pages / 2000.0 - 1.0).abs() < 0.25, "{:?}", host[0].total);
     }
 
     #[test]

@@ -1,22 +1,23 @@
 //! What one target's aggregation window says, in the terms of the metrics: computed once per
 //! window on the target's own monitoring thread, so that a scrape only reads numbers.
 //!
-//! - **Working set** over a horizon H: the regions accessed in the window, plus those not
-//!   accessed for less than H (DAMON's age of an idle region is how long it has stayed idle),
-//!   if that began after monitoring did (before, the region may never have been accessed at
-//!   all); their bytes counted at page resolution where the source samples
-//!   ([`udamon_core::working_set`]: the same estimate as the records and reports), with the
-//!   code the sampled instructions were fetched from, and never beyond what is resident. The
-//!   window itself is the horizon `window`.
-//! - **Access bandwidth**: the sum over regions of size × accesses per second of the window,
-//!   DAMON_STAT's estimated memory bandwidth and damo's "memory bw estimate".
+//! - **Working set** over a horizon H: the memory accessed in a window that ended within H,
+//!   counted at page resolution where the source samples, with the code the sampled
+//!   instructions were fetched from, never beyond what is resident, and never above a longer
+//!   horizon's: [`udamon_core::working_set::working_sets`], the same answer as the records'
+//!   reports and `top` give. The window itself is the horizon `window`.
+//! - **Access bandwidth**: DAMON_STAT's estimated memory bandwidth (damo's "memory bw
+//!   estimate"), the sum over accessed regions of bytes × accesses per second of the window,
+//!   with a region's bytes those the window's working set counts in it rather than its whole
+//!   size: the same bytes the working set is made of.
 //! - **Idle time**: DAMON_STAT's idle-time percentiles. Each byte is idle for its region's age
 //!   plus one window when the region was not accessed in the window (upstream's count), and
 //!   for 0 when it was (upstream reports accessed bytes as negative idle time, their hotness;
 //!   a Prometheus gauge of seconds idle stops at 0); the percentiles are taken over bytes.
 
 use std::collections::BTreeMap;
-use udamon_core::{AddrRange, Context, PAGE_SIZE};
+use udamon_core::working_set::WorkingSet;
+use udamon_core::{AddrRange, Context};
 
 /// The working-set horizons exported (label value, microseconds; 0 is the window itself).
 pub const HORIZONS: [(&str, u64); 3] = [("window", 0), ("10s", 10_000_000), ("60s", 60_000_000)];
@@ -45,6 +46,8 @@ pub struct Observation {
     pub monitored_bytes: u64,
     /// Bytes per horizon of [`HORIZONS`], in that order.
     pub working_set_bytes: Vec<u64>,
+    /// The samples each horizon's working set rests on, in the same order.
+    pub working_set_samples: Vec<u64>,
     pub bandwidth_bytes_per_second: f64,
     /// Seconds per quantile of [`IDLE_QUANTILES`], in that order.
     pub idle_seconds: Vec<f64>,
@@ -70,9 +73,6 @@ pub fn observe(ctx: &Context, target: usize) -> Observation {
         .targets()
         .get(target)
         .map_or(&[][..], |t| &t.regions[..]);
-    // An idle region's age counts from the start at most: one as old as the monitoring may
-    // never have been accessed, and is not in any horizon's working set.
-    let elapsed_us = ctx.now_us().saturating_sub(ctx.start_us());
     let idle_us = |r: &udamon_core::Region| {
         if r.nr_accesses > 0 {
             0
@@ -80,34 +80,22 @@ pub fn observe(ctx: &Context, target: usize) -> Observation {
             u64::from(r.age).saturating_mul(aggr_us)
         }
     };
-    let working_set_bytes = HORIZONS
-        .iter()
-        .map(|&(_, h)| {
-            let cells: Vec<AddrRange> = regions
-                .iter()
-                .filter(|r| {
-                    r.nr_accesses > 0
-                        || (h > 0 && idle_us(r) < h && idle_us(r) + aggr_us < elapsed_us)
-                })
-                .map(|r| AddrRange::new(r.start, r.end))
-                .collect();
-            let horizon = h.max(aggr_us);
-            let data: f64 = ctx
-                .touched(target, &cells, horizon)
-                .iter()
-                .map(|t| t.pages)
-                .sum();
-            let code: f64 = ctx
-                .code_touched(target, horizon)
-                .iter()
-                .map(|c| c.1.pages)
-                .sum();
-            ((data + code) * PAGE_SIZE as f64).round() as u64
-        })
-        .collect();
+    let horizons: Vec<u64> = HORIZONS.iter().map(|h| h.1).collect();
+    let working_sets = ctx.working_sets(target, &horizons);
+    let working_set_bytes = working_sets.iter().map(WorkingSet::bytes).collect();
+    let working_set_samples = working_sets.iter().map(|w| w.total.samples).collect();
+    // Each accessed region's bytes as the window's working set counts them: where samples
+    // show a region touched thinly (a process's pages scattered over physical memory, a
+    // sparse heap), its size would overstate the bytes its accesses moved.
+    let window = working_sets.first();
     let bandwidth = regions
         .iter()
-        .map(|r| r.size() as f64 * f64::from(r.nr_accesses) / aggr_s)
+        .filter(|r| r.nr_accesses > 0)
+        .map(|r| {
+            let range = AddrRange::new(r.start, r.end);
+            let bytes = window.map_or(r.size(), |w| w.bytes_within(range).min(r.size()));
+            bytes as f64 * f64::from(r.nr_accesses) / aggr_s
+        })
         .sum();
     // As current DAMON_STAT counts it: an idle region has been idle for its age plus the
     // window that just ended without an access.
@@ -127,6 +115,7 @@ pub fn observe(ctx: &Context, target: usize) -> Observation {
         regions: regions.len() as u64,
         monitored_bytes: total,
         working_set_bytes,
+        working_set_samples,
         bandwidth_bytes_per_second: bandwidth,
         idle_seconds,
         resident_bytes: memory.map(|m| m.resident_bytes),

@@ -12,9 +12,11 @@
 //! the idle-time percentiles (DAMON_STAT's two signals).
 //!
 //! One process's pages lie all over physical memory, so regions, which count a whole region
-//! as accessed, say little of how much memory was touched. [`PaddrOps::working_set_bytes`]
-//! counts pages instead: the distinct frames sampled over each horizon and those touched but
-//! not sampled, estimated ([`PageCensus`]).
+//! as accessed, say little of how much memory was touched: the context is told that its
+//! addresses are physical ([`AddressSpace::Physical`]), and its working sets count the frames
+//! sampled and those touched but not sampled, estimated as one memory, never above the memory
+//! in use (`MemTotal - MemFree`: page cache included, as a file the processes read is memory
+//! they touch), which it is given as the target's resident bytes.
 
 use crate::actions::pagescan::PageMap;
 use crate::decode::AddressDecoder;
@@ -27,9 +29,9 @@ use crate::vaddr::{
 };
 use std::collections::{HashMap, VecDeque};
 use thiserror::Error;
-use udamon_core::census::PageCensus;
 use udamon_core::layout::set_regions;
-use udamon_core::{AddrRange, Context, Operations, OpsError, SampledAccess, Target};
+use udamon_core::working_set::AddressSpace;
+use udamon_core::{AddrRange, Context, Operations, OpsError, SampledAccess, Target, TargetMemory};
 
 /// Monitoring attributes for physical memory: the sampled sources' ([`sampled_attrs`]), with
 /// up to 1,000 regions as kernel DAMON's paddr allows, since a host's memory is large and its
@@ -114,17 +116,13 @@ pub struct PaddrOps {
     pending: VecDeque<PerfRecord>,
     seen: HashMap<u32, Seen>,
     addrs: Vec<SampledAccess>,
-    /// One per working-set horizon.
-    census: Vec<PageCensus>,
     stats: SourceStats,
     events: EventLog,
 }
 
 impl PaddrOps {
-    /// Physical memory sampled with `source`, its working set counted over each of
-    /// `horizons_us` (0: the aggregation window, as it is when monitoring starts). Fails
-    /// without root.
-    pub fn new(source: &AccessSource, horizons_us: &[u64]) -> Result<PaddrOps, PaddrError> {
+    /// Physical memory sampled with `source`. Fails without root.
+    pub fn new(source: &AccessSource) -> Result<PaddrOps, PaddrError> {
         Ok(PaddrOps {
             name: format!("paddr/{}", source_name(source)),
             point: Point::of(source),
@@ -133,7 +131,6 @@ impl PaddrOps {
             pending: VecDeque::new(),
             seen: HashMap::new(),
             addrs: Vec::new(),
-            census: horizons_us.iter().map(|&h| PageCensus::new(h)).collect(),
             stats: SourceStats::default(),
             events: EventLog::default(),
         })
@@ -157,21 +154,6 @@ impl PaddrOps {
     /// A handle on its events (source statistics), as [`crate::vaddr::VaddrOps::event_log`].
     pub fn event_log(&self) -> EventLog {
         self.events.clone()
-    }
-
-    /// Bytes of physical memory touched within each horizon, as of the last sampling interval
-    /// checked: frames sampled, and those estimated touched but not sampled.
-    pub fn working_set_bytes(&self) -> Vec<u64> {
-        self.census
-            .iter()
-            .map(|c| (c.estimate() * PAGE as f64) as u64)
-            .collect()
-    }
-
-    /// The samples each horizon's working set rests on: the more, the closer the estimate
-    /// (tens of thousands for a few percent).
-    pub fn working_set_samples(&self) -> Vec<u64> {
-        self.census.iter().map(|c| c.samples() as u64).collect()
     }
 
     /// Its events, as [`crate::vaddr::VaddrOps::take_events`] gives a process's.
@@ -214,9 +196,6 @@ impl PaddrOps {
             return;
         };
         let paddr = frame * PAGE + addr % PAGE;
-        for c in &mut self.census {
-            c.add(now_us, frame);
-        }
         self.addrs.push(SampledAccess {
             addr: paddr,
             read: matches!(
@@ -261,17 +240,15 @@ impl Operations for PaddrOps {
         if ctx.targets().is_empty() {
             ctx.add_target(Target::new(None));
         }
-        for c in &mut self.census {
-            if c.horizon_us() == 0 {
-                *c = PageCensus::new(ctx.attrs().aggr_interval_us);
-            }
-        }
+        ctx.set_address_space(AddressSpace::Physical);
+        note_memory_in_use(ctx);
         let min_sz = ctx.attrs().min_region_sz;
         set_regions(&mut ctx.targets_mut()[0].regions, &self.ram, min_sz)?;
         Ok(())
     }
 
     fn update(&mut self, ctx: &mut Context) -> Result<(), OpsError> {
+        note_memory_in_use(ctx);
         self.events
             .push(ctx.now_us(), VaddrEventKind::Stats(self.stats));
         Ok(())
@@ -290,9 +267,6 @@ impl Operations for PaddrOps {
             let rec = self.pending.pop_front().expect("checked");
             self.handle(rec);
         }
-        for c in &mut self.census {
-            c.expire(ctx.now_us());
-        }
         if !self.addrs.is_empty() {
             let mut addrs = std::mem::take(&mut self.addrs);
             let hits = ctx.record_sampled_accesses(0, &mut addrs);
@@ -308,8 +282,44 @@ impl Operations for PaddrOps {
     }
 }
 
+/// Tells the context the memory in use, the bound of the host's working set (see the module
+/// documentation); left as it was when /proc/meminfo cannot be read.
+fn note_memory_in_use(ctx: &mut Context) {
+    let Ok(text) = std::fs::read_to_string("/proc/meminfo") else {
+        return;
+    };
+    if let Some(bytes) = memory_in_use(&text) {
+        ctx.set_target_memory(
+            0,
+            TargetMemory {
+                resident_bytes: bytes,
+                ..TargetMemory::default()
+            },
+        );
+    }
+}
+
+/// `MemTotal - MemFree` of /proc/meminfo's text, in bytes.
+fn memory_in_use(meminfo: &str) -> Option<u64> {
+    let field = |name: &str| {
+        meminfo
+            .lines()
+            .find_map(|l| l.strip_prefix(name)?.strip_prefix(':'))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+    };
+    Some(field("MemTotal")?.saturating_sub(field("MemFree")?) * 1024)
+}
+
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn memory_in_use_counts_the_page_cache() {
+        let text = "MemTotal:       24000000 kB\nMemFree:        20000000 kB\n\
+                    MemAvailable:   23000000 kB\nCached:          2500000 kB\n";
+        assert_eq!(super::memory_in_use(text), Some(4_000_000 * 1024));
+        assert_eq!(super::memory_in_use("MemTotal: 5 kB\n"), None);
+    }
+
     use super::*;
 
     #[test]

@@ -7,7 +7,7 @@
 //! average over the snapshots it existed in, with the access rate of its bytes and the samples
 //! that fell in it.
 
-use crate::working_set::{Basis, Membership, Replay, SamplesFirst, WorkingSet};
+use crate::working_set::{AddressSpace, Basis, Membership, Replay, SamplesFirst, WorkingSet};
 use crate::{ReportError, Result, human, target_name};
 use serde::Serialize;
 use std::collections::{BTreeMap, VecDeque};
@@ -269,7 +269,8 @@ impl LiveMappings {
                 opts.horizon_ns.max(window_ns),
                 Membership::default(),
                 Basis::Pages,
-            ),
+            )
+            .of_space(AddressSpace::of_source(&header.access_source.name)),
             sums: BTreeMap::new(),
             sums_bytes: 0,
             nr_snapshots: 0,

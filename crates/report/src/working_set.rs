@@ -18,22 +18,13 @@
 //! them before it, so that a report looking at a snapshot has seen its samples.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
+use udamon_core::AddrRange;
+use udamon_core::access_history::AccessHistory;
+pub use udamon_core::access_history::{union, within};
 use udamon_core::page_samples::PageSamples;
-use udamon_core::touched::Touched;
-use udamon_core::working_set::{self, ResidentRange};
-use udamon_core::{AddrRange, PAGE_SIZE};
+use udamon_core::working_set::{self, Evidence, ResidentRange};
+pub use udamon_core::working_set::{AddressSpace, Basis, WorkingSet, to_bytes};
 use udamon_record::model::{Event, EventKind, Frame, RegionStat, TargetSnapshot};
-
-/// How the bytes of the memory accessed within a horizon are counted.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum Basis {
-    /// At page resolution from the samples' repeats (the default; sources without samples
-    /// count whole regions).
-    #[default]
-    Pages,
-    /// Every accessed region whole, as DAMON and damo count.
-    Regions,
-}
 
 /// Which regions count as accessed in a window (damo's `--acc_thres` and `--sz_thres`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -57,69 +48,9 @@ impl Default for Membership {
     }
 }
 
-/// One target's working set over a horizon at a snapshot.
-#[derive(Debug, Clone, PartialEq)]
-pub struct WorkingSet {
-    /// The memory accessed within the horizon (sorted, disjoint), with each piece's estimate
-    /// in pages.
-    pub cells: Vec<(AddrRange, Touched)>,
-    /// The estimate in pages, summed over the cells.
-    pub total: Touched,
-    /// The part of `total` that is code the sampled instructions were fetched from (none when
-    /// whole regions are counted, as damo counts only the regions).
-    pub code: Touched,
-}
-
 /// The most code sites a replay remembers; a record numbers its sites so that no more are in
 /// use at once (serve's rotation and `record` keep far fewer).
 const MAX_SITES: usize = 1 << 17;
-
-impl WorkingSet {
-    pub fn bytes(&self) -> u64 {
-        to_bytes(self.total.pages)
-    }
-
-    pub fn low_bytes(&self) -> u64 {
-        to_bytes(self.total.low)
-    }
-
-    pub fn high_bytes(&self) -> u64 {
-        to_bytes(self.total.high)
-    }
-
-    pub fn code_bytes(&self) -> u64 {
-        to_bytes(self.code.pages)
-    }
-
-    /// The estimate's bytes within `range` (a mapping, say): each cell's share by its overlap.
-    pub fn bytes_within(&self, range: AddrRange) -> u64 {
-        let pages: f64 = self
-            .cells
-            .iter()
-            .map(|(c, t)| {
-                let overlap = c
-                    .end
-                    .min(range.end)
-                    .saturating_sub(c.start.max(range.start));
-                t.pages * overlap as f64 / c.size().max(1) as f64
-            })
-            .sum();
-        to_bytes(pages)
-    }
-}
-
-pub fn to_bytes(pages: f64) -> u64 {
-    (pages * PAGE_SIZE as f64).round() as u64
-}
-
-/// One window's accessed memory.
-#[derive(Debug)]
-struct Window {
-    /// Its place in the order windows came in, over all targets.
-    seq: u64,
-    end_ns: u64,
-    accessed: Vec<AddrRange>,
-}
 
 /// The most accessed ranges a replay keeps in its windows, over all targets (32 MiB): beyond
 /// them the oldest windows are forgotten first, so a record's claims cannot take its reader's
@@ -128,19 +59,26 @@ struct Window {
 const MAX_KEPT_RANGES: usize = 1 << 21;
 
 /// One target's replayed state.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 struct TargetReplay {
-    /// The windows within the longest horizon asked for, oldest first.
-    windows: VecDeque<Window>,
-    /// The latest snapshot's regions: the memory the target has.
-    current: Vec<AddrRange>,
-    /// Its end.
-    now_ns: u64,
+    history: AccessHistory,
     pages: PageSamples,
     /// The sampled instructions' pages.
     code: PageSamples,
     resident: Vec<ResidentRange>,
     resident_total: Option<u64>,
+}
+
+impl TargetReplay {
+    fn new() -> TargetReplay {
+        TargetReplay {
+            history: AccessHistory::new(working_set::LONGEST_US, MAX_KEPT_RANGES),
+            pages: PageSamples::default(),
+            code: PageSamples::default(),
+            resident: Vec::new(),
+            resident_total: None,
+        }
+    }
 }
 
 /// The working sets of a record's targets, as its frames go by.
@@ -149,30 +87,35 @@ pub struct Replay {
     targets: BTreeMap<u32, TargetReplay>,
     /// The record's code sites, by index: their instructions' addresses.
     sites: HashMap<u32, u64>,
-    /// Windows are kept for this long.
-    longest_ns: u64,
     membership: Membership,
     basis: Basis,
-    /// Every target's kept windows in the order they came: (seq, target).
+    space: AddressSpace,
+    /// Windows that accessed anything, of every target, in the order they came: (end, target).
     order: VecDeque<(u64, u32)>,
-    next_seq: u64,
-    /// The accessed ranges in all kept windows.
+    /// The accessed ranges kept, over all targets.
     kept_ranges: usize,
 }
 
 impl Replay {
-    /// A replay that can answer horizons up to `longest_ns`.
-    pub fn new(longest_ns: u64, membership: Membership, basis: Basis) -> Replay {
+    /// A replay of a process's record (see [`Replay::of_space`] for the host's). Every
+    /// horizon up to a minute can be asked, whatever `_longest_ns` says: the working sets of
+    /// every horizon are taken together ([`working_set::working_sets`]).
+    pub fn new(_longest_ns: u64, membership: Membership, basis: Basis) -> Replay {
         Replay {
             targets: BTreeMap::new(),
             sites: HashMap::new(),
-            longest_ns,
             membership,
             basis,
+            space: AddressSpace::Virtual,
             order: VecDeque::new(),
-            next_seq: 0,
             kept_ranges: 0,
         }
+    }
+
+    /// The same, for a record whose addresses are `space`'s (`record --host`'s are physical:
+    /// [`AddressSpace::of_source`]).
+    pub fn of_space(self, space: AddressSpace) -> Replay {
+        Replay { space, ..self }
     }
 
     /// Takes in one frame (in [`samples_first`] order).
@@ -194,13 +137,17 @@ impl Replay {
                         self.sites.clear();
                     }
                     self.sites.extend(sites.iter().map(|s| (s.index, s.ip)));
-                    let t = self.targets.entry(*target).or_default();
+                    let ips: Vec<u64> = samples
+                        .iter()
+                        .filter_map(|s| self.sites.get(&s.site))
+                        .copied()
+                        .collect();
+                    let t = self.target(*target);
                     t.pages.add(time_ns / 1000, samples.iter().map(|s| s.addr));
-                    let ips = samples.iter().filter_map(|s| self.sites.get(&s.site));
-                    t.code.add(time_ns / 1000, ips.copied());
+                    t.code.add(time_ns / 1000, ips);
                 }
                 EventKind::Resident { target, mappings } => {
-                    self.targets.entry(*target).or_default().resident = mappings
+                    self.target(*target).resident = mappings
                         .iter()
                         .filter(|m| m.start < m.end)
                         .map(|m| ResidentRange {
@@ -214,11 +161,13 @@ impl Replay {
                     resident_bytes,
                     ..
                 } => {
-                    self.targets.entry(*target).or_default().resident_total = Some(*resident_bytes);
+                    self.target(*target).resident_total = Some(*resident_bytes);
                 }
                 // A new address space: the old one's samples say nothing of it.
                 EventKind::Exec { target, .. } => {
                     if let Some(t) = self.targets.get_mut(target) {
+                        self.kept_ranges -= t.history.kept_ranges();
+                        t.history.clear();
                         t.pages.clear();
                         t.code.clear();
                         t.resident.clear();
@@ -229,159 +178,78 @@ impl Replay {
         }
     }
 
+    fn target(&mut self, target: u32) -> &mut TargetReplay {
+        self.targets.entry(target).or_insert_with(TargetReplay::new)
+    }
+
     fn observe_window(&mut self, end_ns: u64, snapshot: &TargetSnapshot) {
-        let t = self.targets.entry(snapshot.target).or_default();
-        t.now_ns = end_ns;
-        t.current.clear();
-        t.current.extend(
-            snapshot
-                .regions
-                .iter()
-                .map(|r| AddrRange::new(r.start, r.end)),
+        let membership = self.membership;
+        let t = self.target(snapshot.target);
+        let before = t.history.kept_ranges();
+        let range = |r: &RegionStat| AddrRange::new(r.start, r.end);
+        let accessed = snapshot.regions.iter().filter(|r| membership.selects(r));
+        let end_us = end_ns / 1000;
+        t.history.push(
+            end_us,
+            snapshot.regions.iter().map(range),
+            accessed.map(range),
         );
-        let accessed: Vec<AddrRange> = snapshot
-            .regions
-            .iter()
-            .filter(|r| self.membership.selects(r))
-            .map(|r| AddrRange::new(r.start, r.end))
-            .collect();
-        self.kept_ranges += accessed.len();
-        let seq = self.next_seq;
-        self.next_seq += 1;
-        self.order.push_back((seq, snapshot.target));
-        t.windows.push_back(Window {
-            seq,
-            end_ns,
-            accessed,
-        });
-        while t
-            .windows
-            .front()
-            .is_some_and(|w| w.end_ns + self.longest_ns < end_ns)
-        {
-            let gone = t.windows.pop_front().expect("a front window");
-            self.kept_ranges -= gone.accessed.len();
+        t.pages.settle(end_us);
+        t.code.settle(end_us);
+        let after = t.history.kept_ranges();
+        let pushed = after > 0 && snapshot.regions.iter().any(|r| membership.selects(r));
+        if pushed {
+            self.order.push_back((end_us, snapshot.target));
         }
+        self.kept_ranges = self.kept_ranges + after - before;
         self.forget_beyond_the_bound();
-        let t = self.targets.get_mut(&snapshot.target).expect("added above");
-        t.pages.settle(end_ns / 1000);
-        t.code.settle(end_ns / 1000);
     }
 
     /// Forgets the oldest windows, of any target, while the kept ones hold more than
-    /// [`MAX_KEPT_RANGES`] ranges; the newest window always stays.
+    /// [`MAX_KEPT_RANGES`] ranges; each target's newest window stays.
     fn forget_beyond_the_bound(&mut self) {
-        while self.kept_ranges > MAX_KEPT_RANGES && self.order.len() > 1 {
-            let Some((seq, target)) = self.order.pop_front() else {
+        while self.kept_ranges > MAX_KEPT_RANGES {
+            let Some((end_us, target)) = self.order.pop_front() else {
                 break;
-            };
-            let Some(t) = self.targets.get_mut(&target) else {
-                continue;
             };
             // Gone already where the horizon moved past it.
-            if t.windows.front().is_some_and(|w| w.seq == seq) {
-                let gone = t.windows.pop_front().expect("a front window");
-                self.kept_ranges -= gone.accessed.len();
+            if let Some(t) = self.targets.get_mut(&target)
+                && t.history.oldest_end_us() == Some(end_us)
+            {
+                self.kept_ranges -= t.history.forget_oldest();
             }
-        }
-        // Windows forgotten by the horizon leave their entries; drop them as they surface.
-        while let Some(&(seq, target)) = self.order.front() {
-            let kept = self
-                .targets
-                .get(&target)
-                .and_then(|t| t.windows.front())
-                .is_some_and(|w| w.seq <= seq);
-            if kept {
-                break;
-            }
-            self.order.pop_front();
         }
     }
 
     /// Target `target`'s working set over the `horizon_ns` before its latest snapshot (0: that
     /// snapshot's own window, `window_ns` long); `None` before its first snapshot.
     pub fn working_set(&self, target: u32, horizon_ns: u64, window_ns: u64) -> Option<WorkingSet> {
+        self.working_sets(target, &[horizon_ns], window_ns)
+            .and_then(|mut w| w.pop())
+    }
+
+    /// [`Replay::working_set`] over several horizons at once, in the order asked.
+    pub fn working_sets(
+        &self,
+        target: u32,
+        horizons_ns: &[u64],
+        window_ns: u64,
+    ) -> Option<Vec<WorkingSet>> {
         let t = self.targets.get(&target)?;
-        let windows = t
-            .windows
-            .iter()
-            .filter(|w| within(w.end_ns, t.now_ns, horizon_ns));
-        let accessed = union(windows.flat_map(|w| w.accessed.iter().copied()));
-        let cells = intersect(&accessed, &t.current);
-        let horizon_us = horizon_ns.max(window_ns) / 1000;
-        let mut estimates = match self.basis {
-            Basis::Pages => working_set::estimate_cells(
-                &t.pages,
-                &cells,
-                t.now_ns / 1000,
-                horizon_us,
-                &t.resident,
-            ),
-            Basis::Regions => {
-                let mut whole: Vec<Touched> = cells
-                    .iter()
-                    .map(|c| Touched::whole(c.size() as f64 / PAGE_SIZE as f64))
-                    .collect();
-                working_set::bound_by_resident(&cells, &mut whole, &t.resident);
-                whole
-            }
+        let now_us = t.history.now_us()?;
+        let evidence = Evidence {
+            history: &t.history,
+            data: &t.pages,
+            code: &t.code,
+            resident: &t.resident,
+            resident_total: t.resident_total,
+            window_us: window_ns / 1000,
+            space: self.space,
+            basis: self.basis,
         };
-        if let Some(total) = t.resident_total {
-            working_set::bound_total(&mut estimates, total);
-        }
-        let mut cells: Vec<(AddrRange, Touched)> = cells.into_iter().zip(estimates).collect();
-        let mut code = Touched::default();
-        if self.basis == Basis::Pages {
-            let code_cells =
-                working_set::estimate_code(&t.code, t.now_ns / 1000, horizon_us, &t.resident);
-            code = Touched::sum(code_cells.iter().map(|c| c.1));
-            cells.extend(code_cells);
-            cells.sort_by_key(|c| c.0);
-        }
-        let total = Touched::sum(cells.iter().map(|c| c.1));
-        Some(WorkingSet { cells, total, code })
+        let horizons_us: Vec<u64> = horizons_ns.iter().map(|h| h / 1000).collect();
+        Some(working_set::working_sets(&evidence, now_us, &horizons_us))
     }
-}
-
-/// Whether a window that ended at `window_end_ns` counts at a snapshot ending at `end_ns` over
-/// a horizon of `horizon_ns` (its own window always does).
-pub fn within(window_end_ns: u64, end_ns: u64, horizon_ns: u64) -> bool {
-    window_end_ns + horizon_ns > end_ns || window_end_ns == end_ns
-}
-
-/// The union of address ranges, as sorted, disjoint ranges.
-pub fn union(ranges: impl Iterator<Item = AddrRange>) -> Vec<AddrRange> {
-    let mut all: Vec<AddrRange> = ranges.filter(|r| r.start < r.end).collect();
-    all.sort_unstable();
-    let mut out: Vec<AddrRange> = Vec::with_capacity(all.len());
-    for r in all {
-        match out.last_mut() {
-            Some(last) if r.start <= last.end => last.end = last.end.max(r.end),
-            _ => out.push(r),
-        }
-    }
-    out
-}
-
-/// The pieces of `a` inside `b` (both sorted and disjoint), split at `b`'s boundaries, so
-/// that each piece lies in one of `b`'s ranges.
-fn intersect(a: &[AddrRange], b: &[AddrRange]) -> Vec<AddrRange> {
-    let mut out = Vec::new();
-    let mut j = 0;
-    for r in a {
-        while j < b.len() && b[j].end <= r.start {
-            j += 1;
-        }
-        let mut k = j;
-        while k < b.len() && b[k].start < r.end {
-            let piece = AddrRange::new(r.start.max(b[k].start), r.end.min(b[k].end));
-            if piece.start < piece.end {
-                out.push(piece);
-            }
-            k += 1;
-        }
-    }
-    out
 }
 
 /// `frames` with each window's samples (and call stacks) before its snapshot instead of after
@@ -449,6 +317,7 @@ impl SamplesFirst {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use udamon_core::PAGE_SIZE;
     use udamon_record::model::{SampleAccess, SampleFact, Snapshot};
 
     const P: u64 = PAGE_SIZE;

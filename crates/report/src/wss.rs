@@ -14,7 +14,7 @@
 //! the 95 % interval of the page-resolution estimate, and how often it was settled.
 
 use crate::dist::{self, DistOptions, DistReport, Evidence, Unit};
-use crate::working_set::{self, Basis, Membership, Replay};
+use crate::working_set::{self, AddressSpace, Basis, Membership, Replay};
 use crate::{Result, human, reopen};
 use std::cell::RefCell;
 use std::collections::BTreeMap;
@@ -111,11 +111,14 @@ pub fn wss(
         Basis::Regions => ", whole regions",
     });
     let window_ns = header.intervals.aggr_us.saturating_mul(1000);
-    let replay = RefCell::new(Replay::new(
-        filter.horizon_ns.max(window_ns),
-        filter.membership(),
-        filter.basis,
-    ));
+    let replay = RefCell::new(
+        Replay::new(
+            filter.horizon_ns.max(window_ns),
+            filter.membership(),
+            filter.basis,
+        )
+        .of_space(AddressSpace::of_source(&header.access_source.name)),
+    );
     // Raw samples of the selected regions per window and target, within the horizon.
     let mut raw: BTreeMap<u32, std::collections::VecDeque<(u64, u64)>> = BTreeMap::new();
     let mut evidence: BTreeMap<u64, SnapshotEvidence> = BTreeMap::new();

@@ -353,7 +353,7 @@ fn record_host(args: &RecordArgs) -> Result<Summary> {
         .monitoring
         .resolve(&paddr::host_attrs(&chosen.source), args.duration)?;
     let one_line = |e: &dyn std::fmt::Display| anyhow::anyhow!("{e}");
-    let mut ops = PaddrOps::new(&chosen.source, &[]).map_err(|e| one_line(&e))?;
+    let mut ops = PaddrOps::new(&chosen.source).map_err(|e| one_line(&e))?;
     let config = SamplerConfig {
         source: chosen.source,
         ..SamplerConfig::default()

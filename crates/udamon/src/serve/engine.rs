@@ -132,8 +132,7 @@ impl HostView {
         seed: u64,
         sampling: &mut SharedSampling,
     ) -> Result<Self, String> {
-        let horizons: Vec<u64> = udamon_exporter::HORIZONS.iter().map(|h| h.1).collect();
-        let mut ops = PaddrOps::new(&config.source, &horizons).map_err(|e| e.to_string())?;
+        let mut ops = PaddrOps::new(&config.source).map_err(|e| e.to_string())?;
         let mut ctx =
             Context::new(paddr::host_attrs(&config.source), seed).map_err(|e| e.to_string())?;
         ctx.set_start_time_us(monotonic_us());
@@ -146,8 +145,8 @@ impl HostView {
         })
     }
 
-    /// Steps it to `due_us`; its last window, once one completed, with the working set counted
-    /// in pages rather than regions (see [`udamon_linux::paddr`]).
+    /// Steps it to `due_us`; its last window, once one completed, with the samples each
+    /// horizon's working set rests on.
     fn advance(&mut self, due_us: u64) -> Option<(Observation, Vec<u64>)> {
         while self.ctx.now_us() + self.ctx.attrs().sample_interval_us <= due_us {
             // Physical memory never ends, and no callback of its stops it.
@@ -155,9 +154,9 @@ impl HostView {
                 .ctx
                 .step(&mut self.ops, &mut VirtualClock, &mut self.window);
         }
-        let mut observation = self.window.observation.clone()?;
-        observation.working_set_bytes = self.ops.working_set_bytes();
-        Some((observation, self.ops.working_set_samples()))
+        let observation = self.window.observation.clone()?;
+        let samples = observation.working_set_samples.clone();
+        Some((observation, samples))
     }
 }
 
