@@ -1043,7 +1043,9 @@ mod tests {
                     resident_bytes: 4096 * P,
                 },
             ];
-            let horizons = [0, 1_000_000, 2_000_000, 5_000_000, 10_000_000, 30_000_000, 60_000_000];
+            let horizons = [
+                0, 1_000_000, 2_000_000, 5_000_000, 10_000_000, 30_000_000, 60_000_000,
+            ];
             let ws = run.ask(&horizons);
             for pair in ws.windows(2) {
                 assert!(

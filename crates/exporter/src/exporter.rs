@@ -199,7 +199,7 @@ impl Exporter {
         );
         r.register(
             "udamon_access_bandwidth_bytes_per_second",
-            "Estimated access bandwidth: sum of region size times accesses per second in the last window (DAMON_STAT's estimate)",
+            "Estimated access bandwidth: sum over accessed regions of the bytes the window's working set counts in them times their accesses per second (DAMON_STAT's estimate at page resolution)",
             f.bandwidth.clone(),
         );
         r.register(

@@ -124,7 +124,13 @@ pub fn run(args: &ServeArgs) -> Result<()> {
     let sink = metrics::ExporterSink::new(exporter, config.process_series);
     if config.host {
         // What the monitoring loop needs for it, checked before anything starts.
-        udamon_linux::paddr::system_ram().map_err(|e| anyhow::anyhow!("--host: {e}"))?;
+        let ram = udamon_linux::paddr::system_ram().map_err(|e| anyhow::anyhow!("--host: {e}"))?;
+        log::info(&format!(
+            "host: the physical memory of the served processes ({} of RAM), under \
+             udamon_host_*; its working set counts the frames their samples fell on, shared \
+             frames once, never above the memory in use",
+            udamon_report::human::size(ram.iter().map(|r| r.size()).sum())
+        ));
     }
     let host = config.host.then_some(settings.seed);
     let supervisor = Supervisor::new(source.sampler_config(), host, Box::new(sink), records)
@@ -136,6 +142,7 @@ pub fn run(args: &ServeArgs) -> Result<()> {
         named: named_pids(&config),
         next_sim: 0,
         source,
+        host: config.host,
     };
     loop {
         if stop.load(Ordering::Relaxed) {
@@ -357,6 +364,8 @@ struct Serving {
     named: BTreeSet<u32>,
     next_sim: u64,
     source: Served,
+    /// Whether the host's physical memory is monitored (`--host`).
+    host: bool,
 }
 
 fn process_key(found: &Found) -> Key {
@@ -531,6 +540,10 @@ impl Serving {
     /// The targets the caller may monitor, one per line: id, command name, cgroup.
     fn list(&self, caller: &Credentials) -> String {
         let mut text = String::new();
+        // Physical frames are the kernel's to show to root alone.
+        if self.host && caller.uid == 0 {
+            text.push_str("host\tphysical memory of the served processes\t/\n");
+        }
         for (key, labels) in self.supervisor.targets() {
             if let Key::Process { pid, .. } = key
                 && may_monitor(caller, *pid).is_err()

@@ -533,6 +533,36 @@ fn the_host_view_counts_memory_two_processes_share_once() {
         per_process / MIB,
         host / MIB
     );
+    // The host's bytes are the processes' frames: its bandwidth counts the bytes its working
+    // set counts, never more than the processes' own (shared frames once).
+    let host_bandwidth = samples
+        .iter()
+        .find(|s| s.name == "udamon_host_access_bandwidth_bytes_per_second")
+        .map_or(0.0, |s| s.value);
+    let processes_bandwidth: f64 = pids
+        .iter()
+        .flat_map(|pid| series(&samples, "udamon_access_bandwidth_bytes_per_second", pid))
+        .map(|s| s.value)
+        .sum();
+    assert!(
+        host_bandwidth <= 1.5 * processes_bandwidth,
+        "host {host_bandwidth:.3e} B/s, processes {processes_bandwidth:.3e} B/s"
+    );
+    let horizons: Vec<f64> = ["window", "10s", "60s"]
+        .iter()
+        .map(|h| over(&samples, "udamon_host_working_set_bytes", h).unwrap())
+        .collect();
+    assert!(
+        horizons.windows(2).all(|w| w[0] <= w[1]),
+        "the host's horizons out of order: {horizons:?}"
+    );
+    assert!(
+        serve
+            .ctl_ok(&["targets"])
+            .lines()
+            .any(|l| l.starts_with("host\t")),
+        "ctl targets lists the host"
+    );
     for name in [
         "udamon_host_access_bandwidth_bytes_per_second",
         "udamon_host_monitored_bytes",
