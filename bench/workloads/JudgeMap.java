@@ -25,8 +25,6 @@ public class JudgeMap {
             map.put(keys[i], new long[] {i, 2L * i});
         }
         System.gc();
-        System.out.println("ready");
-        System.out.flush();
         Thread stdin = new Thread(() -> {
             try (BufferedReader in = new BufferedReader(new InputStreamReader(System.in))) {
                 for (String line; (line = in.readLine()) != null; ) {
@@ -55,6 +53,10 @@ public class JudgeMap {
             });
             readers[t].start();
         }
+        // Once the readers' threads exist: a monitor that attaches on "ready" finds them all.
+        Thread.sleep(1000);
+        System.out.println("ready");
+        System.out.flush();
         for (Thread r : readers) {
             r.join();
         }

@@ -38,7 +38,6 @@ func main() {
 	runtime.GC()
 	var share atomic.Int64
 	share.Store(keys / 100)
-	fmt.Println("ready")
 	go func() {
 		in := bufio.NewScanner(os.Stdin)
 		for in.Scan() {
@@ -67,5 +66,8 @@ func main() {
 			sink.Add(sum)
 		}(0x9E3779B97F4A7C15 * t)
 	}
+	// Once the readers' threads exist: a monitor that attaches on "ready" finds them all.
+	time.Sleep(time.Second)
+	fmt.Println("ready")
 	wg.Wait()
 }
