@@ -16,10 +16,17 @@
 //! Run (as root for `tick`): `cargo build --release -p udamon && cargo run --release -p
 //! udamon-bench --bin judge -- [--source tick|cpuclock] [--horizons 2,10,30] [--keep DIR]
 //! [PROGRAM...]`, programs: patterns-O2 patterns-O0 pointer-chase threads python-slices
-//! stress-ng-write64 stress-ng-read64 memcached sqlite3 postgres (default: all). stress-ng,
-//! memcached and PostgreSQL are installed with apt-get when missing. memcached, sqlite3 and
-//! PostgreSQL run two phases each (a narrow and a wide working set), reported apart. With
-//! `--keep DIR` the records and each interval's truth (`PROGRAM-truth.json`) stay in DIR.
+//! stress-ng-write64 stress-ng-read64 memcached sqlite3 postgres jvm-parallel jvm-g1 node-map
+//! go-map (default: all). stress-ng, memcached and PostgreSQL are installed with apt-get when
+//! missing; the JVM, Node.js and Go programs need java/javac, node and go (built offline into
+//! `target/judge-workloads`). memcached, sqlite3, PostgreSQL and the map programs run two phases
+//! each (a narrow and a wide working set), reported apart. With `--keep DIR` the records and
+//! each interval's truth (`PROGRAM-truth.json`) stay in DIR; `--rejudge DIR` judges them again
+//! with this build.
+//!
+//! Honest error: per program, phase and horizon, and in total, how often udamon's stated
+//! interval holds the kernel's figure, and how often an estimate udamon calls settled is within
+//! ±25 % of it.
 
 mod cc;
 mod truth;
@@ -54,7 +61,7 @@ const RECOVER: Duration = Duration::from_secs(2);
 const MONITOR_WARM_UP: Duration = Duration::from_secs(10);
 
 const MIB: f64 = (1u64 << 20) as f64;
-const PROGRAMS: [&str; 10] = [
+const PROGRAMS: [&str; 14] = [
     "patterns-O2",
     "patterns-O0",
     "pointer-chase",
@@ -65,6 +72,10 @@ const PROGRAMS: [&str; 10] = [
     "memcached",
     "sqlite3",
     "postgres",
+    "jvm-parallel",
+    "jvm-g1",
+    "node-map",
+    "go-map",
 ];
 /// How long udamon gets to attach before the first truth interval, and a phase's load to settle
 /// before its intervals.
@@ -296,6 +307,8 @@ fn rss_kib(pid: u32) -> u64 {
 struct Env {
     dir: PathBuf,
     workloads: PathBuf,
+    /// Where the JVM, Node.js and Go programs are built, with Go's caches: kept between runs.
+    runtimes: PathBuf,
     /// Long enough for udamon's whole run of one phase, plus warm-up and margin.
     run_secs: u64,
 }
@@ -373,6 +386,7 @@ impl Env {
             "memcached" => self.memcached(run),
             "sqlite3" => sqlite(run),
             "postgres" => postgres(run),
+            "jvm-parallel" | "jvm-g1" | "node-map" | "go-map" => self.map_program(program, &secs),
             _ => unreachable!("programs are checked when parsing the arguments"),
         }
     }
@@ -435,6 +449,97 @@ impl Env {
         // After the load memcached grows its hash table and moves every item over in a
         // background thread, which touches all of them: not part of either phase.
         sleep(MC_WARM_UP);
+        Ok(t)
+    }
+}
+
+impl Env {
+    /// A managed runtime's program holding a large map (see its source in `workloads/`), which
+    /// reads its phase from stdin.
+    fn map_program(&self, program: &str, secs: &str) -> Result<Target, String> {
+        std::fs::create_dir_all(&self.runtimes)
+            .map_err(|e| format!("{}: {e}", self.runtimes.display()))?;
+        let run = |cmd: &mut Command, what: &str| -> Result<(), String> {
+            let out = cmd
+                .output()
+                .map_err(|e| format!("cannot run {what}: {e}"))?;
+            if out.status.success() {
+                Ok(())
+            } else {
+                Err(format!(
+                    "{what} failed: {}",
+                    String::from_utf8_lossy(&out.stderr).trim()
+                ))
+            }
+        };
+        let mut cmd = match program {
+            "jvm-parallel" | "jvm-g1" => {
+                run(
+                    Command::new("javac")
+                        .arg("-d")
+                        .arg(&self.runtimes)
+                        .arg(self.workloads.join("JudgeMap.java")),
+                    "javac",
+                )?;
+                let gc = if program == "jvm-g1" {
+                    "-XX:+UseG1GC"
+                } else {
+                    "-XX:+UseParallelGC"
+                };
+                let mut cmd = Command::new("java");
+                cmd.arg("-cp")
+                    .arg(&self.runtimes)
+                    .args(["-Xms2g", "-Xmx2g", gc, "JudgeMap"]);
+                cmd
+            }
+            "node-map" => {
+                let mut cmd = Command::new("node");
+                cmd.arg("--max-old-space-size=4096")
+                    .arg(self.workloads.join("node_map.js"));
+                cmd
+            }
+            _ => {
+                let exe = self.runtimes.join("go_map");
+                // Offline, and never a toolchain download: the standard library only.
+                run(
+                    Command::new("go")
+                        .arg("build")
+                        .arg("-o")
+                        .arg(&exe)
+                        .arg(self.workloads.join("go_map.go"))
+                        .env("GOCACHE", self.runtimes.join("gocache"))
+                        .env("GOPATH", self.runtimes.join("gopath"))
+                        .env("GOFLAGS", "-mod=mod")
+                        .env("GOPROXY", "off")
+                        .env("GOTOOLCHAIN", "local"),
+                    "go build",
+                )?;
+                Command::new(exe)
+            }
+        };
+        let mut child = start_ready(
+            cmd.arg(secs).stdin(Stdio::piped()),
+            "ready",
+            Duration::from_secs(120),
+        )?;
+        let mut stdin = child.stdin.take().expect("piped");
+        let mut t = Target::single(child);
+        t.phases = vec!["narrow", "wide"];
+        let (phase, stop) = (t.phase.clone(), t.stop.clone());
+        t.load = Some(std::thread::spawn(move || {
+            let mut current = 0;
+            while !stop.load(Ordering::Relaxed) {
+                let wanted = phase.load(Ordering::Relaxed).min(1);
+                if wanted != current {
+                    if let Err(e) = writeln!(stdin, "{}", ["narrow", "wide"][wanted]) {
+                        eprintln!("phase change failed: {e}");
+                        return;
+                    }
+                    current = wanted;
+                }
+                sleep(Duration::from_millis(50));
+            }
+        }));
         Ok(t)
     }
 }
@@ -998,6 +1103,25 @@ fn horizon_s(t: &TruthInterval) -> u64 {
     ((t.end_ns - t.start_ns) as f64 / 1e9).round() as u64
 }
 
+/// Whether udamon's stated interval holds the kernel's figure.
+fn covers(j: &Judged) -> bool {
+    (j.low..=j.high).contains(&j.truth)
+}
+
+/// Whether udamon's estimate is within ±25 % of the kernel's figure: what "settled" promises.
+fn within_quarter(j: &Judged) -> bool {
+    j.udamon.abs_diff(j.truth) as f64 <= 0.25 * j.truth as f64
+}
+
+/// "k/n (p %)", or "0/0" when there is nothing to count.
+fn share(k: usize, n: usize) -> String {
+    if n == 0 {
+        "0/0".into()
+    } else {
+        format!("{k}/{n} ({:.0} %)", 100.0 * k as f64 / n as f64)
+    }
+}
+
 /// One line of the summary table.
 struct Summary {
     name: String,
@@ -1010,6 +1134,9 @@ struct Summary {
     low_ratio: f64,
     high_ratio: f64,
     settled: usize,
+    /// Intervals whose stated interval holds the truth, and settled ones within ±25 % of it.
+    covered: usize,
+    settled_right: usize,
     /// DAMON's count over the truth.
     whole_ratio: f64,
     /// udamon's median without clear_refs, MiB.
@@ -1035,17 +1162,25 @@ fn report(
     let ratio = m(&|j| j.udamon as f64 / j.truth.max(1) as f64);
     let control_mib =
         (!control.is_empty()).then(|| median(control.iter().map(|&b| b as f64 / MIB).collect()));
+    let settled = judged.iter().filter(|(_, j)| j.settled).count();
+    let covered = judged.iter().filter(|(_, j)| covers(j)).count();
+    let settled_right = judged
+        .iter()
+        .filter(|(_, j)| j.settled && within_quarter(j))
+        .count();
     println!("### {name}, {horizon_s} s\n");
     println!(
         "{n} intervals; median truth {truth:.1} MiB, udamon {udamon:.1} MiB (code {:.1} MiB), \
-         udamon/truth {ratio:.2} (interval {:.2}-{:.2}, settled in {} of {n}); whole regions {:.2}; \
-         without clear_refs {}\n",
+         udamon/truth {ratio:.2} (interval {:.2}-{:.2}, settled in {settled} of {n}); whole \
+         regions {:.2}; without clear_refs {}. Truth inside udamon's interval: {}; settled and \
+         within ±25 %: {}\n",
         m(&|j| j.code as f64 / MIB),
         m(&|j| j.low as f64 / j.truth.max(1) as f64),
         m(&|j| j.high as f64 / j.truth.max(1) as f64),
-        judged.iter().filter(|(_, j)| j.settled).count(),
         m(&|j| j.whole_regions as f64 / j.truth.max(1) as f64),
         control_mib.map_or("-".into(), |c| format!("{c:.1} MiB")),
+        share(covered, n),
+        share(settled_right, settled),
     );
     // Mappings by label, summed over the intervals (the layout may change between them).
     let mut by_mapping: BTreeMap<String, (u64, u64)> = BTreeMap::new();
@@ -1104,7 +1239,9 @@ fn report(
         ratio,
         low_ratio: m(&|j| j.low as f64 / j.truth.max(1) as f64),
         high_ratio: m(&|j| j.high as f64 / j.truth.max(1) as f64),
-        settled: judged.iter().filter(|(_, j)| j.settled).count(),
+        settled,
+        covered,
+        settled_right,
         whole_ratio: m(&|j| j.whole_regions as f64 / j.truth.max(1) as f64),
         control_mib,
         top_truth: top
@@ -1131,7 +1268,7 @@ fn main() {
         "build it first: cargo build --release -p udamon"
     );
     // SAFETY: geteuid cannot fail.
-    if args.source == "tick" && unsafe { libc::geteuid() } != 0 {
+    if args.source == "tick" && args.rejudge.is_none() && unsafe { libc::geteuid() } != 0 {
         eprintln!("judge: the tick source needs root; use --source cpuclock");
         std::process::exit(2);
     }
@@ -1144,6 +1281,12 @@ fn main() {
     let env = Env {
         dir: dir.clone(),
         workloads: Path::new(env!("CARGO_MANIFEST_DIR")).join("workloads"),
+        // target/release/judge: beside target/release.
+        runtimes: exe
+            .parent()
+            .and_then(Path::parent)
+            .unwrap_or(Path::new("."))
+            .join("judge-workloads"),
         // Two phases at most, and margin; the programs' own clocks start before the warm-up.
         run_secs: 2 * args.phase_length().as_secs() + 120,
     };
@@ -1218,12 +1361,12 @@ fn main() {
             args.source
         );
         println!(
-            "| program | intervals | truth MiB | udamon MiB | udamon/truth | interval /truth | settled | whole regions /truth | udamon without clear_refs: MiB, /truth | truth's top mapping: truth/udamon | udamon's hottest = truth's (by weight, by samples) | accessed, not resident (max MiB) | sampled, nr_accesses 0 | nr_accesses, no sample |"
+            "| program | intervals | truth MiB | udamon MiB | udamon/truth | interval /truth | settled | truth in interval | settled and within ±25 % | whole regions /truth | udamon without clear_refs: MiB, /truth | truth's top mapping: truth/udamon | udamon's hottest = truth's (by weight, by samples) | accessed, not resident (max MiB) | sampled, nr_accesses 0 | nr_accesses, no sample |"
         );
-        println!("|---|---:|---:|---:|---:|---|---:|---:|---:|---|---|---:|---:|---:|");
+        println!("|---|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|---|---|---:|---:|---:|");
         for s in summaries.iter().filter(|s| s.horizon_s == *h) {
             println!(
-                "| {} | {} | {:.1} | {:.1} | {:.2} | {:.2}-{:.2} | {}/{} | {:.2} | {} | {} | {} | {:.1} | {} | {} |",
+                "| {} | {} | {:.1} | {:.1} | {:.2} | {:.2}-{:.2} | {}/{} | {} | {} | {:.2} | {} | {} | {} | {:.1} | {} | {} |",
                 s.name,
                 s.n,
                 s.truth_mib,
@@ -1233,6 +1376,8 @@ fn main() {
                 s.high_ratio,
                 s.settled,
                 s.n,
+                share(s.covered, s.n),
+                share(s.settled_right, s.settled),
                 s.whole_ratio,
                 s.control_mib
                     .map_or("-".into(), |c| format!("{c:.1}, {:.2}", c / s.truth_mib)),
@@ -1248,4 +1393,67 @@ fn main() {
     for line in wide_narrow {
         println!("{line}\n");
     }
+    honest_error(&args, &summaries);
+}
+
+/// The honest-error table: per program (or phase), the median udamon/truth at each horizon,
+/// how many intervals udamon's stated interval held the truth in, and how many of those it
+/// called settled were within ±25 %; totals per horizon and over all.
+fn honest_error(args: &Args, summaries: &[Summary]) {
+    println!(
+        "## Honest error (--access-source {}): udamon/truth; truth in udamon's interval; settled and within ±25 %\n",
+        args.source
+    );
+    let mut head = String::from("| program |");
+    let mut rule = String::from("|---|");
+    for h in &args.horizons {
+        head.push_str(&format!(
+            " {h} s: udamon/truth | {h} s: in interval | {h} s: settled, right |"
+        ));
+        rule.push_str("---:|---:|---:|");
+    }
+    println!("{head} all: in interval | all: settled, right |\n{rule}---:|---:|");
+    let mut names: Vec<&str> = Vec::new();
+    for s in summaries {
+        if !names.contains(&s.name.as_str()) {
+            names.push(&s.name);
+        }
+    }
+    // (covered, n, settled right, settled) summed over some summaries.
+    let total = |of: &mut dyn Iterator<Item = &Summary>| {
+        of.fold((0, 0, 0, 0), |t, s| {
+            (
+                t.0 + s.covered,
+                t.1 + s.n,
+                t.2 + s.settled_right,
+                t.3 + s.settled,
+            )
+        })
+    };
+    for name in names {
+        let mut line = format!("| {name} |");
+        for h in &args.horizons {
+            match summaries
+                .iter()
+                .find(|s| s.name == name && s.horizon_s == *h)
+            {
+                Some(s) => line.push_str(&format!(
+                    " {:.2} | {} | {} |",
+                    s.ratio,
+                    share(s.covered, s.n),
+                    share(s.settled_right, s.settled)
+                )),
+                None => line.push_str(" - | - | - |"),
+            }
+        }
+        let t = total(&mut summaries.iter().filter(|s| s.name == name));
+        println!("{line} {} | {} |", share(t.0, t.1), share(t.2, t.3));
+    }
+    let mut line = String::from("| **all** |");
+    for h in &args.horizons {
+        let t = total(&mut summaries.iter().filter(|s| s.horizon_s == *h));
+        line.push_str(&format!(" - | {} | {} |", share(t.0, t.1), share(t.2, t.3)));
+    }
+    let t = total(&mut summaries.iter());
+    println!("{line} {} | {} |\n", share(t.0, t.1), share(t.2, t.3));
 }
