@@ -104,6 +104,10 @@ pub struct Evidence<'a> {
     pub resident: &'a [ResidentRange],
     /// The target's resident bytes (the memory in use, for the host), when known.
     pub resident_total: Option<u64>,
+    /// The mappings' resident bytes summed, as of their walk ([`walked_total`]): the bound
+    /// where `resident_total` is unknown, which keeps a runtime that reserves far more than it
+    /// touches (V8) within what it holds, even in mappings made since the walk.
+    pub walked_total: Option<u64>,
     /// The aggregation window's length: the shortest horizon.
     pub window_us: u64,
     pub space: AddressSpace,
@@ -157,6 +161,11 @@ impl WorkingSet {
             .sum();
         to_bytes(pages)
     }
+}
+
+/// The resident bytes of walked mappings, summed (`None` before a walk).
+pub fn walked_total(resident: &[ResidentRange]) -> Option<u64> {
+    (!resident.is_empty()).then(|| resident.iter().map(|m| m.resident_bytes).sum())
 }
 
 /// Pages (an estimate's unit) as bytes.
@@ -248,7 +257,7 @@ fn one_horizon(ev: &Evidence, now_us: u64, horizon_us: u64) -> Vec<Cell> {
     let ranges: Vec<AddrRange> = out.iter().map(|c| c.range).collect();
     let mut estimates: Vec<Touched> = out.iter().map(|c| c.touched).collect();
     bound_by_resident(&ranges, &mut estimates, ev.resident);
-    if let Some(total) = ev.resident_total {
+    if let Some(total) = ev.resident_total.or(ev.walked_total) {
         bound_total(&mut estimates, total);
     }
     for (c, t) in out.iter_mut().zip(estimates) {
@@ -990,6 +999,7 @@ mod tests {
                 code: &self.code,
                 resident: &self.resident,
                 resident_total: self.resident_total,
+                walked_total: walked_total(&self.resident),
                 window_us: 400_000,
                 space,
                 basis: Basis::Pages,

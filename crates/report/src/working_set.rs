@@ -243,6 +243,7 @@ impl Replay {
             code: &t.code,
             resident: &t.resident,
             resident_total: t.resident_total,
+            walked_total: working_set::walked_total(&t.resident),
             window_us: window_ns / 1000,
             space: self.space,
             basis: self.basis,
