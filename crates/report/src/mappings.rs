@@ -3,17 +3,25 @@
 //! mappings`, which sums the snapshots up per mapping: its size, its resident bytes, and how
 //! many of its bytes were hot (touched in the window: at page resolution where the record has
 //! estimates), warm (idle for less than `cold_after`, or in an accessed region but not among
-//! its touched pages) or cold, and its working set over a horizon ([`crate::working_set`]), on
-//! average over the snapshots it existed in, with the access rate of its bytes and the samples
-//! that fell in it.
+//! its touched pages) or cold, and its working set over a horizon ([`crate::working_set`]), with
+//! the access rate of its bytes and the samples that fell in it.
+//!
+//! The rows partition the target's memory over the snapshots the report counts: each column is
+//! a mean over all of them (a mapping adds nothing to the snapshots it did not exist in), and
+//! each snapshot's working set, as `report wss` counts it at the same horizon, is split between
+//! the mappings it lies in, what lies in none going to a row of its own. So the rows' sizes add
+//! up to the mean mapped bytes, and their working sets to `report wss`'s average, snapshot for
+//! snapshot: the same snapshots (the same warm-up skipped), the same horizon.
 
+use crate::dist::DistOptions;
+use crate::horizon::Horizon;
 use crate::working_set::{Basis, Membership, Replay, SamplesFirst, WorkingSet};
-use crate::{ReportError, Result, human, target_name};
+use crate::wss::{self, WssFilter};
+use crate::{ReportError, Result, human, reopen, target_name};
 use serde::Serialize;
 use std::collections::{BTreeMap, VecDeque};
 use std::fmt::Write as _;
 use std::sync::Arc;
-use udamon_core::AddrRange;
 use udamon_record::model::{EventKind, Frame, Header, MappingRecord, Snapshot, Targets};
 
 /// Each target's mappings as of the frames observed so far, with their resident bytes as last
@@ -101,6 +109,14 @@ impl Layouts {
         self.resident.get(&(target, start)).copied()
     }
 
+    /// Whether `target`'s page tables have been walked.
+    fn walked(&self, target: u32) -> bool {
+        self.resident
+            .range((target, 0)..=(target, u64::MAX))
+            .next()
+            .is_some()
+    }
+
     /// Whether any target's mappings are known (records before the `mappings` event, and
     /// simulations, have none).
     pub fn is_empty(&self) -> bool {
@@ -141,26 +157,32 @@ fn overlapping(list: &[MappingRecord], start: u64, end: u64) -> std::ops::Range<
 pub struct MappingsOptions {
     /// Memory idle this long or longer counts as cold.
     pub cold_after_ns: u64,
-    /// Snapshots left out at the start, while regions adapt (as the distribution reports).
+    /// Snapshots left out at the start, while regions adapt (as the distribution reports, and
+    /// with the same default); a record with no more than these is counted whole.
     pub skip: usize,
     /// The horizon of the working set shown per mapping.
-    pub horizon_ns: u64,
+    pub horizon: Horizon,
 }
 
 impl Default for MappingsOptions {
     fn default() -> Self {
         MappingsOptions {
             cold_after_ns: 10_000_000_000,
-            skip: 0,
-            horizon_ns: 10_000_000_000,
+            skip: DistOptions::default().skip,
+            horizon: Horizon::seconds(10),
         }
     }
 }
+
+/// The name of the row of the working set that lies in none of the target's mappings (memory
+/// mapped after the last `mappings` event, the code of instructions outside them).
+pub const OUTSIDE: &str = "[outside the mappings]";
 
 /// One mapping of one target, over the snapshots it existed in.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct MappingSummary {
     pub target: u32,
+    /// Its start (0 for the row of [`OUTSIDE`]).
     pub start: u64,
     /// Its end in the last snapshot it existed in (a heap grows).
     pub end: u64,
@@ -168,11 +190,11 @@ pub struct MappingSummary {
     pub name: String,
     /// Snapshots in which it existed.
     pub nr_snapshots: usize,
-    /// Mean bytes per snapshot: its size, its resident bytes (over the snapshots after its
-    /// first walk; none for records without `resident` events), and of it monitored, hot
-    /// (touched in the window), warm (idle less than the cold threshold, or in a region
-    /// accessed in the window but not among its touched pages) and cold, and its working set
-    /// over the report's horizon.
+    /// Mean bytes per snapshot counted (0 where it did not exist): its size, its resident
+    /// bytes (over the snapshots after its target's first walk; none for records without
+    /// `resident` events), and of it monitored, hot (touched in the window), warm (idle less
+    /// than the cold threshold, or in a region accessed in the window but not among its
+    /// touched pages) and cold, and its working set over the report's horizon.
     pub size_bytes: u64,
     pub resident_bytes: Option<u64>,
     pub monitored_bytes: u64,
@@ -190,10 +212,14 @@ pub struct MappingSummary {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct MappingsReport {
     pub cold_after_ns: u64,
+    /// The horizon's span (`auto` chosen as `report wss` chooses it).
     pub horizon_ns: u64,
     pub nr_snapshots: usize,
     /// Snapshots left out at the start.
     pub skipped: usize,
+    /// Why the skip was not applied, as `report wss` says it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub warning: Option<String>,
     /// By target, then mean hot bytes, most first.
     pub mappings: Vec<MappingSummary>,
     /// Target names, by index.
@@ -221,57 +247,96 @@ fn overlap(a: (u64, u64), b: (u64, u64)) -> u64 {
     a.1.min(b.1).saturating_sub(a.0.max(b.0))
 }
 
-/// `report mappings`: streams the record once; memory grows with the number of distinct
-/// mappings, not with the record's length.
-pub fn mappings(
+/// `report mappings` of the record `open` yields: streams it once (`auto` reads it once more
+/// per horizon tried); memory grows with the number of distinct mappings, not with the
+/// record's length.
+pub fn mappings<I, E, F>(
     header: &Header,
-    frames: impl IntoIterator<Item = Frame>,
+    mut open: F,
     opts: &MappingsOptions,
-) -> Result<MappingsReport> {
-    let mut live = LiveMappings::new(header, opts);
-    for frame in frames {
+) -> Result<MappingsReport>
+where
+    F: FnMut() -> std::result::Result<I, E>,
+    I: IntoIterator<Item = Frame>,
+    E: std::error::Error + Send + Sync + 'static,
+{
+    let filter = WssFilter {
+        horizon: opts.horizon,
+        ..WssFilter::default()
+    };
+    let horizon_ns = wss::span_of(header, &mut open, &filter, opts.skip)?;
+    let mut live = LiveMappings::new(header, opts, horizon_ns);
+    for frame in reopen(&mut open)? {
         live.observe(frame);
     }
     live.finish();
     live.report()
 }
 
+/// The sums over some of the snapshots.
+#[derive(Debug, Default)]
+struct Counted {
+    /// Keyed by what stays while a mapping grows: target, start, permissions and name.
+    sums: BTreeMap<(u32, u64, String, String), Sums>,
+    /// What `sums` takes; past [`SUMS_BYTES`] the report is refused.
+    bytes: usize,
+    snapshots: usize,
+    /// By target, the snapshots counted after its first page-table walk.
+    walked: BTreeMap<u32, usize>,
+}
+
+impl Counted {
+    /// The sums of `target`'s mapping `m`.
+    fn row(&mut self, target: u32, m: &MappingRecord) -> &mut Sums {
+        let bytes = &mut self.bytes;
+        let key = (target, m.start, m.perms.clone(), m.name.clone());
+        self.sums.entry(key).or_insert_with(|| {
+            *bytes += size_of::<Sums>() + 96 + m.perms.len() + m.name.len();
+            Sums::default()
+        })
+    }
+}
+
 /// `report mappings` of a record that is still growing (a live view): frames go in as they
 /// come, and the report covers those seen so far. A sampled record writes a window's samples
-/// after its snapshot, so each snapshot counts once the frame after its samples has come
-/// ([`SamplesFirst`]), or at [`LiveMappings::finish`].
+/// after its snapshot, so each snapshot counts once the next one (or a later window's samples)
+/// has come ([`SamplesFirst`]), or at [`LiveMappings::finish`].
 pub struct LiveMappings {
     opts: MappingsOptions,
+    horizon_ns: u64,
     known: Targets,
     layouts: Layouts,
     window_ns: u64,
     order: SamplesFirst,
     ready: VecDeque<Frame>,
     replay: Replay,
-    /// Keyed by what stays while a mapping grows: target, start, permissions and name.
-    sums: BTreeMap<(u32, u64, String, String), Sums>,
-    /// What `sums` takes; past [`SUMS_BYTES`] the report is refused.
-    sums_bytes: usize,
+    /// The snapshots of the warm-up (the first `opts.skip`), and those after it: the report
+    /// counts the warm-up only when nothing follows it, as the distributions do.
+    warm_up: Counted,
+    after: Counted,
     nr_snapshots: usize,
 }
 
 impl LiveMappings {
-    pub fn new(header: &Header, opts: &MappingsOptions) -> LiveMappings {
+    /// The mappings of a record of `header`, with the working set over `horizon_ns` (the span
+    /// of `opts.horizon`: [`mappings`] resolves `auto`).
+    pub fn new(header: &Header, opts: &MappingsOptions, horizon_ns: u64) -> LiveMappings {
         let window_ns = header.intervals.aggr_us.saturating_mul(1000);
         LiveMappings {
             opts: *opts,
+            horizon_ns,
             known: Targets::new(header),
             layouts: Layouts::default(),
             window_ns,
             order: SamplesFirst::default(),
             ready: VecDeque::new(),
             replay: Replay::new(
-                opts.horizon_ns.max(window_ns),
+                horizon_ns.max(window_ns),
                 Membership::default(),
                 Basis::Pages,
             ),
-            sums: BTreeMap::new(),
-            sums_bytes: 0,
+            warm_up: Counted::default(),
+            after: Counted::default(),
             nr_snapshots: 0,
         }
     }
@@ -286,7 +351,8 @@ impl LiveMappings {
 
     /// Counts the snapshot held back for its samples: the record has ended.
     pub fn finish(&mut self) {
-        if let Some(f) = self.order.finish() {
+        self.order.finish(&mut self.ready);
+        while let Some(f) = self.ready.pop_front() {
             self.count(f);
         }
     }
@@ -298,19 +364,16 @@ impl LiveMappings {
         let Frame::Snapshot(snapshot) = frame else {
             return;
         };
+        let counted = if self.nr_snapshots < self.opts.skip {
+            &mut self.warm_up
+        } else {
+            &mut self.after
+        };
         self.nr_snapshots += 1;
-        if self.nr_snapshots > self.opts.skip && self.sums_bytes <= SUMS_BYTES {
-            let (replay, window_ns, horizon_ns) =
-                (&self.replay, self.window_ns, self.opts.horizon_ns);
+        if counted.bytes <= SUMS_BYTES {
+            let (replay, window_ns, horizon_ns) = (&self.replay, self.window_ns, self.horizon_ns);
             let working_sets = |target: u32| replay.working_set(target, horizon_ns, window_ns);
-            add_snapshot(
-                &mut self.sums,
-                &mut self.sums_bytes,
-                &self.layouts,
-                &snapshot,
-                &self.opts,
-                working_sets,
-            );
+            add_snapshot(counted, &self.layouts, &snapshot, &self.opts, working_sets);
         }
     }
 
@@ -339,16 +402,28 @@ impl LiveMappings {
         if self.layouts.is_empty() {
             return Err(ReportError::NoMappings);
         }
-        if self.sums_bytes > SUMS_BYTES {
+        // As the distributions skip: a record no longer than the warm-up is counted whole.
+        let (counted, skipped, warning) = if nr_snapshots > self.opts.skip {
+            (&self.after, self.opts.skip, None)
+        } else {
+            let warning = format!(
+                "the record has only {nr_snapshots} snapshots, not more than the {} to skip as \
+                 warm-up; all of them are used (set the skip to 0 to silence this)",
+                self.opts.skip
+            );
+            (&self.warm_up, 0, Some(warning))
+        };
+        if counted.bytes > SUMS_BYTES {
             return Err(ReportError::TooManyMappings {
                 mib: SUMS_BYTES >> 20,
             });
         }
-        let mut mappings: Vec<MappingSummary> = self
+        let n = counted.snapshots.max(1) as f64;
+        let mut mappings: Vec<MappingSummary> = counted
             .sums
             .iter()
             .map(|((target, start, perms, name), s)| {
-                let n = s.nr_snapshots.max(1) as f64;
+                let walked = counted.walked.get(target).copied().unwrap_or(0);
                 MappingSummary {
                     target: *target,
                     start: *start,
@@ -358,7 +433,7 @@ impl LiveMappings {
                     nr_snapshots: s.nr_snapshots,
                     size_bytes: (s.size / n).round() as u64,
                     resident_bytes: (s.resident_snapshots > 0)
-                        .then(|| (s.resident / s.resident_snapshots as f64).round() as u64),
+                        .then(|| (s.resident / walked.max(1) as f64).round() as u64),
                     monitored_bytes: (s.monitored / n).round() as u64,
                     hot_bytes: (s.hot / n).round() as u64,
                     warm_bytes: (s.warm / n).round() as u64,
@@ -373,9 +448,11 @@ impl LiveMappings {
                 }
             })
             .collect();
+        // The working set outside the mappings last, after the mappings by heat.
         mappings.sort_by(|a, b| {
             a.target
                 .cmp(&b.target)
+                .then((a.name == OUTSIDE).cmp(&(b.name == OUTSIDE)))
                 .then(b.hot_bytes.cmp(&a.hot_bytes))
                 .then(b.warm_bytes.cmp(&a.warm_bytes))
                 .then(a.start.cmp(&b.start))
@@ -397,9 +474,10 @@ impl LiveMappings {
             .collect();
         Ok(MappingsReport {
             cold_after_ns: self.opts.cold_after_ns,
-            horizon_ns: self.opts.horizon_ns,
+            horizon_ns: self.horizon_ns,
             nr_snapshots,
-            skipped: self.opts.skip.min(nr_snapshots),
+            skipped,
+            warning,
             mappings,
             targets,
         })
@@ -411,8 +489,7 @@ impl LiveMappings {
 const SUMS_BYTES: usize = 128 << 20;
 
 fn add_snapshot(
-    sums: &mut BTreeMap<(u32, u64, String, String), Sums>,
-    sums_bytes: &mut usize,
+    counted: &mut Counted,
     layouts: &Layouts,
     snapshot: &Snapshot,
     opts: &MappingsOptions,
@@ -420,27 +497,36 @@ fn add_snapshot(
 ) {
     let aggr_ns = snapshot.aggr_us.saturating_mul(1000);
     let aggr_s = snapshot.aggr_us.max(1) as f64 / 1e6;
+    counted.snapshots += 1;
     for t in &snapshot.targets {
+        let mappings = layouts.covering(t.target, 0, u64::MAX);
+        if layouts.walked(t.target) {
+            *counted.walked.entry(t.target).or_default() += 1;
+        }
+        if let Some(ws) = working_set(t.target) {
+            let outside = MappingRecord {
+                start: 0,
+                end: 0,
+                perms: String::new(),
+                offset: 0,
+                name: OUTSIDE.to_string(),
+            };
+            for (i, bytes) in split_by_mapping(&ws, mappings) {
+                let m = i.map_or(&outside, |i| &mappings[i]);
+                counted.row(t.target, m).working_set += bytes;
+            }
+        }
         let (Some(first), Some(last)) = (t.regions.first(), t.regions.last()) else {
             continue;
         };
-        let ws = working_set(t.target);
-        for m in layouts.covering(t.target, 0, u64::MAX) {
-            let s = sums
-                .entry((t.target, m.start, m.perms.clone(), m.name.clone()))
-                .or_insert_with(|| {
-                    *sums_bytes += size_of::<Sums>() + 96 + m.perms.len() + m.name.len();
-                    Sums::default()
-                });
+        for m in mappings {
+            let s = counted.row(t.target, m);
             s.end = m.end;
             s.nr_snapshots += 1;
             s.size += m.size() as f64;
             if let Some(resident) = layouts.resident(t.target, m.start) {
                 s.resident += resident as f64;
                 s.resident_snapshots += 1;
-            }
-            if let Some(ws) = &ws {
-                s.working_set += ws.bytes_within(AddrRange::new(m.start, m.end)) as f64;
             }
             if m.end <= first.start || last.end <= m.start {
                 continue;
@@ -467,14 +553,37 @@ fn add_snapshot(
     }
 }
 
+/// `ws`'s bytes by the mapping of `mappings` (sorted, disjoint) they lie in, by index; `None`
+/// for those in none. Each cell's estimate is shared out by its overlap, so the parts add up
+/// to the whole.
+fn split_by_mapping(ws: &WorkingSet, mappings: &[MappingRecord]) -> Vec<(Option<usize>, f64)> {
+    let mut parts = Vec::new();
+    for (cell, touched) in &ws.cells {
+        let bytes = touched.pages * udamon_core::PAGE_SIZE as f64;
+        let size = cell.size().max(1) as f64;
+        let mut inside = 0.0;
+        for i in overlapping(mappings, cell.start, cell.end) {
+            let m = &mappings[i];
+            let share = bytes * overlap((cell.start, cell.end), (m.start, m.end)) as f64 / size;
+            inside += share;
+            parts.push((Some(i), share));
+        }
+        if bytes - inside > 0.0 {
+            parts.push((None, bytes - inside));
+        }
+    }
+    parts
+}
+
 /// Text: per target, one row per mapping.
 pub fn render_text(report: &MappingsReport) -> String {
     let mut out = String::new();
     let used = report.nr_snapshots - report.skipped;
     let _ = writeln!(
         out,
-        "# mappings: means over the {used} snapshots each existed in{}; hot: touched in the \
-         window, warm: idle less than {}, cold: idle longer; ws: the working set over the last {}",
+        "# mappings: means over the {used} snapshots{} (0 where a mapping did not exist); hot: \
+         touched in the window, warm: idle less than {}, cold: idle longer; ws: the working set \
+         over the last {}, as report wss counts it, split by mapping",
         if report.skipped > 0 {
             format!(" (the first {} skipped)", report.skipped)
         } else {
@@ -483,6 +592,9 @@ pub fn render_text(report: &MappingsReport) -> String {
         human::duration(report.cold_after_ns),
         human::duration(report.horizon_ns)
     );
+    if let Some(w) = &report.warning {
+        let _ = writeln!(out, "# warning: {w}");
+    }
     let sampled = report.mappings.iter().any(|m| m.samples > 0.0);
     let resident = report.mappings.iter().any(|m| m.resident_bytes.is_some());
     let mut target = None;
@@ -503,9 +615,14 @@ pub fn render_text(report: &MappingsReport) -> String {
             }
             let _ = writeln!(out, "{head}  name");
         }
+        let range = if m.name == OUTSIDE && m.start == m.end {
+            "-".to_string()
+        } else {
+            format!("{}-{}", human::hex(m.start), human::hex(m.end))
+        };
         let mut row = format!(
             "{:<29} {:>4} {:>11}",
-            format!("{}-{}", human::hex(m.start), human::hex(m.end)),
+            range,
             m.perms,
             human::size(m.size_bytes),
         );

@@ -161,7 +161,12 @@ fn working_set_and_mappings_are_the_reports() {
         series[0].1,
         WssFilter::default().wss(&first.targets[0].regions)
     );
-    let want = mappings::mappings(&header(1), frames.clone(), &MappingsOptions::default()).unwrap();
+    // The live view counts from the first window.
+    let from_start = MappingsOptions {
+        skip: 0,
+        ..MappingsOptions::default()
+    };
+    let want = mappings::mappings(&header(1), reading(frames.clone()), &from_start).unwrap();
     assert_eq!(live.mappings(), Some(&want));
     assert_eq!(live.stopped(), Some("workload finished"));
     assert!(live.code().is_none(), "no samples in this record");
@@ -206,7 +211,13 @@ fn a_sampled_records_working_set_is_report_wss_at_page_resolution() {
         per_target: true,
         ..DistOptions::default()
     };
-    let report = wss::wss(&header(1), frames.clone(), &WssFilter::default(), &opts).unwrap();
+    let report = wss::wss(
+        &header(1),
+        reading(frames.clone()),
+        &WssFilter::default(),
+        &opts,
+    )
+    .unwrap();
     let want: Vec<u64> = report.distributions[0]
         .values
         .iter()

@@ -64,17 +64,11 @@ fn percentiles_range(list: &[u32]) -> Result<Vec<u32>> {
 pub fn footprints(input: &InputArgs, dist: &DistArgs, horizon: Horizon) -> Result<()> {
     let (record, header, _) = input.open()?;
     let filter = wss::WssFilter {
-        horizon_ns: match horizon {
-            Horizon::Span(us) => us * 1000,
-            Horizon::Auto => 0,
-        },
+        horizon,
         ..wss::WssFilter::default()
     };
     let opts = dist.options()?;
-    let wss = match horizon {
-        Horizon::Auto => wss::wss_auto(&header, || record.frames(), &filter, &opts)?,
-        Horizon::Span(_) => wss::wss(&header, record.frames()?, &filter, &opts)?,
-    };
+    let wss = wss::wss(&header, || record.frames(), &filter, &opts)?;
     let report = footprints::footprints(&header, || record.frames(), wss, &opts)?;
     record.warn_damage();
     if let Some(path) = &dist.plot {
