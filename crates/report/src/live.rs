@@ -84,6 +84,10 @@ pub struct Latest {
     pub wss_bytes: u64,
 }
 
+/// A window whose working set is not known yet: its end, and each target with its regions'
+/// own estimate of the window ([`window_touched`]).
+type Pending = (u64, Vec<(u32, Option<u64>)>);
+
 pub struct Live {
     header: Header,
     known: Targets,
@@ -93,9 +97,8 @@ pub struct Live {
     history: VecDeque<Window>,
     coverage: BTreeMap<u32, Coverage>,
     series: BTreeMap<u32, VecDeque<(u64, u64)>>,
-    /// Windows whose working set is not known yet (their samples may follow): end, and each
-    /// target with its regions' own estimate of the window ([`window_touched`]).
-    pending: VecDeque<(u64, Vec<(u32, Option<u64>)>)>,
+    /// Windows whose working set is not known yet (their samples may follow).
+    pending: VecDeque<Pending>,
     /// Targets whose samples the record holds.
     sampled: BTreeSet<u32>,
     /// Windows whose working set is known.

@@ -104,9 +104,21 @@ impl Layouts {
         }
     }
 
-    /// The resident bytes of `target`'s mapping starting at `start`, as last walked.
-    pub fn resident(&self, target: u32, start: u64) -> Option<u64> {
-        self.resident.get(&(target, start)).copied()
+    /// The resident bytes of `target`'s mapping `[start, end)` as last walked: of the
+    /// mappings walked that start in it (one that grew downwards since the walk started
+    /// higher; one split since, in two pieces). `None` where none was.
+    pub fn resident(&self, target: u32, start: u64, end: u64) -> Option<u64> {
+        let mut walked = self
+            .resident
+            .range((target, start)..(target, end))
+            .peekable();
+        walked.peek()?;
+        Some(walked.map(|(_, bytes)| bytes).sum())
+    }
+
+    /// `target`'s mappings, shared: the same list until a `mappings` event replaces it.
+    fn list(&self, target: u32) -> Option<&Arc<Vec<MappingRecord>>> {
+        self.by_target.get(&target)
     }
 
     /// Whether `target`'s page tables have been walked.
@@ -178,13 +190,13 @@ impl Default for MappingsOptions {
 /// mapped after the last `mappings` event, the code of instructions outside them).
 pub const OUTSIDE: &str = "[outside the mappings]";
 
-/// One mapping of one target, over the snapshots it existed in.
+/// One mapping of one target (one row: [`Rows`]), over the snapshots it existed in.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct MappingSummary {
     pub target: u32,
-    /// Its start (0 for the row of [`OUTSIDE`]).
+    /// Its range: the lowest start and the highest end it had (a heap grows; 0 and 0 for the
+    /// row of [`OUTSIDE`]).
     pub start: u64,
-    /// Its end in the last snapshot it existed in (a heap grows).
     pub end: u64,
     pub perms: String,
     pub name: String,
@@ -229,6 +241,8 @@ pub struct MappingsReport {
 /// Sums for one mapping.
 #[derive(Debug, Default)]
 struct Sums {
+    /// The lowest start and the highest end it had.
+    start: u64,
     end: u64,
     nr_snapshots: usize,
     size: f64,
@@ -273,11 +287,14 @@ where
     live.report()
 }
 
+/// A row of the report: the target, and the start, permissions and name of the mapping it
+/// began with.
+type RowKey = (u32, u64, String, String);
+
 /// The sums over some of the snapshots.
 #[derive(Debug, Default)]
 struct Counted {
-    /// Keyed by what stays while a mapping grows: target, start, permissions and name.
-    sums: BTreeMap<(u32, u64, String, String), Sums>,
+    sums: BTreeMap<RowKey, Sums>,
     /// What `sums` takes; past [`SUMS_BYTES`] the report is refused.
     bytes: usize,
     snapshots: usize,
@@ -286,14 +303,49 @@ struct Counted {
 }
 
 impl Counted {
-    /// The sums of `target`'s mapping `m`.
-    fn row(&mut self, target: u32, m: &MappingRecord) -> &mut Sums {
-        let bytes = &mut self.bytes;
-        let key = (target, m.start, m.perms.clone(), m.name.clone());
-        self.sums.entry(key).or_insert_with(|| {
-            *bytes += size_of::<Sums>() + 96 + m.perms.len() + m.name.len();
-            Sums::default()
-        })
+    /// The sums of row `key`.
+    fn row(&mut self, key: &RowKey) -> &mut Sums {
+        if !self.sums.contains_key(key) {
+            self.bytes += size_of::<Sums>() + 96 + key.2.len() + key.3.len();
+            let first = Sums {
+                start: u64::MAX,
+                ..Sums::default()
+            };
+            self.sums.insert(key.clone(), first);
+        }
+        self.sums.get_mut(key).expect("inserted above")
+    }
+}
+
+/// Which row each of a target's mappings is summed in: a mapping is one row while it keeps its
+/// permissions and name, whichever way it grows or shrinks (CPython's arenas grow an anonymous
+/// mapping downwards, a heap grows upwards), so that no two rows hold the same memory at once.
+#[derive(Debug, Default)]
+struct Rows {
+    /// By target: its mappings as last counted, and each one's row.
+    by_target: BTreeMap<u32, (Arc<Vec<MappingRecord>>, Vec<RowKey>)>,
+}
+
+impl Rows {
+    /// The rows of `target`'s mappings `list`: a mapping overlapping one of the previous list
+    /// with the same permissions and name continues its row; any other begins its own.
+    fn of(&mut self, target: u32, list: &Arc<Vec<MappingRecord>>) -> &[RowKey] {
+        let known = self.by_target.get(&target);
+        if !known.is_some_and(|(old, _)| Arc::ptr_eq(old, list)) {
+            let keys = list
+                .iter()
+                .map(|m| {
+                    let continued = known.and_then(|(old, keys)| {
+                        overlapping(old, m.start, m.end)
+                            .find(|&i| old[i].perms == m.perms && old[i].name == m.name)
+                            .map(|i| keys[i].clone())
+                    });
+                    continued.unwrap_or_else(|| (target, m.start, m.perms.clone(), m.name.clone()))
+                })
+                .collect();
+            self.by_target.insert(target, (Arc::clone(list), keys));
+        }
+        &self.by_target[&target].1
     }
 }
 
@@ -310,6 +362,7 @@ pub struct LiveMappings {
     order: SamplesFirst,
     ready: VecDeque<Frame>,
     replay: Replay,
+    rows: Rows,
     /// The snapshots of the warm-up (the first `opts.skip`), and those after it: the report
     /// counts the warm-up only when nothing follows it, as the distributions do.
     warm_up: Counted,
@@ -335,6 +388,7 @@ impl LiveMappings {
                 Membership::default(),
                 Basis::Pages,
             ),
+            rows: Rows::default(),
             warm_up: Counted::default(),
             after: Counted::default(),
             nr_snapshots: 0,
@@ -373,7 +427,11 @@ impl LiveMappings {
         if counted.bytes <= SUMS_BYTES {
             let (replay, window_ns, horizon_ns) = (&self.replay, self.window_ns, self.horizon_ns);
             let working_sets = |target: u32| replay.working_set(target, horizon_ns, window_ns);
-            add_snapshot(counted, &self.layouts, &snapshot, &self.opts, working_sets);
+            let at = Layout {
+                layouts: &self.layouts,
+                rows: &mut self.rows,
+            };
+            add_snapshot(counted, at, &snapshot, &self.opts, working_sets);
         }
     }
 
@@ -422,11 +480,11 @@ impl LiveMappings {
         let mut mappings: Vec<MappingSummary> = counted
             .sums
             .iter()
-            .map(|((target, start, perms, name), s)| {
+            .map(|((target, _, perms, name), s)| {
                 let walked = counted.walked.get(target).copied().unwrap_or(0);
                 MappingSummary {
                     target: *target,
-                    start: *start,
+                    start: s.start.min(s.end),
                     end: s.end,
                     perms: perms.clone(),
                     name: name.clone(),
@@ -488,43 +546,48 @@ impl LiveMappings {
 /// one holds some hundred thousand at most.
 const SUMS_BYTES: usize = 128 << 20;
 
+/// The mappings at a snapshot, and their rows.
+struct Layout<'a> {
+    layouts: &'a Layouts,
+    rows: &'a mut Rows,
+}
+
 fn add_snapshot(
     counted: &mut Counted,
-    layouts: &Layouts,
+    at: Layout<'_>,
     snapshot: &Snapshot,
     opts: &MappingsOptions,
     working_set: impl Fn(u32) -> Option<WorkingSet>,
 ) {
     let aggr_ns = snapshot.aggr_us.saturating_mul(1000);
     let aggr_s = snapshot.aggr_us.max(1) as f64 / 1e6;
+    let Layout { layouts, rows } = at;
     counted.snapshots += 1;
     for t in &snapshot.targets {
-        let mappings = layouts.covering(t.target, 0, u64::MAX);
+        let (mappings, keys) = match layouts.list(t.target) {
+            Some(list) => (&list[..], rows.of(t.target, list)),
+            None => (&[][..], &[][..]),
+        };
         if layouts.walked(t.target) {
             *counted.walked.entry(t.target).or_default() += 1;
         }
         if let Some(ws) = working_set(t.target) {
-            let outside = MappingRecord {
-                start: 0,
-                end: 0,
-                perms: String::new(),
-                offset: 0,
-                name: OUTSIDE.to_string(),
-            };
+            let outside: RowKey = (t.target, 0, String::new(), OUTSIDE.to_string());
             for (i, bytes) in split_by_mapping(&ws, mappings) {
-                let m = i.map_or(&outside, |i| &mappings[i]);
-                counted.row(t.target, m).working_set += bytes;
+                let key = i.map_or(&outside, |i| &keys[i]);
+                counted.row(key).working_set += bytes;
             }
         }
         let (Some(first), Some(last)) = (t.regions.first(), t.regions.last()) else {
             continue;
         };
-        for m in mappings {
-            let s = counted.row(t.target, m);
-            s.end = m.end;
+        for (m, key) in mappings.iter().zip(keys) {
+            let s = counted.row(key);
+            s.start = s.start.min(m.start);
+            s.end = s.end.max(m.end);
             s.nr_snapshots += 1;
             s.size += m.size() as f64;
-            if let Some(resident) = layouts.resident(t.target, m.start) {
+            if let Some(resident) = layouts.resident(t.target, m.start, m.end) {
                 s.resident += resident as f64;
                 s.resident_snapshots += 1;
             }

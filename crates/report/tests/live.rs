@@ -281,3 +281,22 @@ fn history_is_bounded_and_targets_come_in_tree_order() {
         .unwrap();
     assert_eq!(map.end_ns, (oldest + 1) * AGGR_NS);
 }
+
+#[test]
+fn a_served_window_shows_its_own_estimate() {
+    // A window of `udamon serve` (`top --serve`): its regions carry the touched bytes serve
+    // estimated from samples that stay in serve. The view shows those, not the regions whole.
+    let mut hot = region(HOT.0, HOT.1, 12);
+    hot.touched_bytes = Some(300 * 4096);
+    let mut warm = region(WARM.0, WARM.1, 2);
+    warm.touched_bytes = Some(20 * 4096);
+    let idle = region(COLD.0, COLD.1, 0);
+    let mut live = Live::new(&header(1));
+    for i in 0..3 {
+        let regions = vec![hot, warm, idle];
+        live.observe(Frame::Snapshot(snapshot(i, vec![(0, regions)])));
+    }
+    let series: Vec<u64> = live.wss_series(0).map(|p| p.1).collect();
+    // Each window is known once the next comes: the first two.
+    assert_eq!(series, [320 * 4096, 320 * 4096]);
+}
