@@ -221,6 +221,17 @@ pub struct MappingSummary {
     pub samples: f64,
 }
 
+impl MappingSummary {
+    /// Its address range as the reports show it (`-` for the row of [`OUTSIDE`]).
+    pub fn range_text(&self) -> String {
+        if self.name == OUTSIDE && self.start == self.end {
+            "-".to_string()
+        } else {
+            format!("{}-{}", human::hex(self.start), human::hex(self.end))
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct MappingsReport {
     pub cold_after_ns: u64,
@@ -505,6 +516,8 @@ impl LiveMappings {
                     samples: s.samples,
                 }
             })
+            // Rounding leaves a part of a byte outside the mappings, at times.
+            .filter(|m: &MappingSummary| m.name != OUTSIDE || m.working_set_bytes > 0)
             .collect();
         // The working set outside the mappings last, after the mappings by heat.
         mappings.sort_by(|a, b| {
@@ -678,14 +691,9 @@ pub fn render_text(report: &MappingsReport) -> String {
             }
             let _ = writeln!(out, "{head}  name");
         }
-        let range = if m.name == OUTSIDE && m.start == m.end {
-            "-".to_string()
-        } else {
-            format!("{}-{}", human::hex(m.start), human::hex(m.end))
-        };
         let mut row = format!(
             "{:<29} {:>4} {:>11}",
-            range,
+            m.range_text(),
             m.perms,
             human::size(m.size_bytes),
         );

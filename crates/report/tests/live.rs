@@ -300,3 +300,49 @@ fn a_served_window_shows_its_own_estimate() {
     // Each window is known once the next comes: the first two.
     assert_eq!(series, [320 * 4096, 320 * 4096]);
 }
+
+#[test]
+fn the_curve_never_dips_to_zero_where_the_statistics_come_before_the_samples() {
+    // As a sampled record writes every fifth window: the source's statistics, then the
+    // window's samples, all after its snapshot.
+    let mut frames = Vec::new();
+    for (w, f) in banded_frames().into_iter().enumerate() {
+        let end = match &f {
+            Frame::Snapshot(s) => Some(s.end_ns),
+            _ => None,
+        };
+        frames.push(f);
+        let Some(end) = end else { continue };
+        if w % 5 == 4 {
+            frames.push(event(
+                end,
+                EventKind::SourceStats {
+                    counters: [("samples".to_string(), w as u64)].into(),
+                },
+            ));
+        }
+        let samples = (0..20)
+            .map(|i| SampleFact {
+                addr: HOT.0 + i * 4096,
+                site: 0,
+                tid: 0,
+                cpu: 0,
+                access: SampleAccess::Read,
+            })
+            .collect();
+        frames.push(event(
+            end,
+            EventKind::Samples {
+                target: 0,
+                window_ns: AGGR_NS,
+                sites: vec![],
+                samples,
+            },
+        ));
+    }
+    let live = fed(&frames);
+    let series: Vec<(u64, u64)> = live.wss_series(0).collect();
+    assert_eq!(series.len(), NR_BANDED as usize);
+    let zero: Vec<u64> = series.iter().filter(|p| p.1 == 0).map(|p| p.0).collect();
+    assert!(zero.is_empty(), "0 B at {zero:?}");
+}

@@ -491,7 +491,7 @@ impl Page {
             .map(|m| {
                 let mut row = vec![
                     m.target.to_string(),
-                    format!("{}-{}", human::hex(m.start), human::hex(m.end)),
+                    m.range_text(),
                     m.perms.clone(),
                     human::size(m.size_bytes),
                 ];
