@@ -661,7 +661,7 @@ pub fn render_text(report: &MappingsReport) -> String {
          touched in the window, warm: idle less than {}, cold: idle longer; ws: the working set \
          over the last {}, as report wss counts it, split by mapping",
         if report.skipped > 0 {
-            format!(" (the first {} skipped)", report.skipped)
+            format!(" after the first {}", report.skipped)
         } else {
             String::new()
         },
