@@ -11,6 +11,7 @@ use crate::select::Selection;
 use anyhow::{Context as _, Result, bail};
 use std::io::IsTerminal;
 use std::path::Path;
+use udamon_record::RecordError;
 use udamon_report::dist::{self, DistOptions, RenderOptions};
 use udamon_report::heatmap::{self, AddressSelection, HeatmapOptions, term};
 use udamon_report::working_set::Basis;
@@ -88,9 +89,8 @@ fn access_report(args: &AccessArgs) -> Result<()> {
 
 fn wss_report(args: &WssArgs) -> Result<()> {
     let input = &args.input;
-    // The report opens the record afresh for each pass: the first frames go, lest a damo
-    // record, read whole, be held twice.
-    let (record, header, _) = input.open()?;
+    let (record, header, frames) = input.open()?;
+    let mut passes = record.passes(frames);
     let dist = &args.dist.for_target(input);
     let filter = wss::WssFilter {
         acc_thres: args.acc_thres,
@@ -118,11 +118,11 @@ fn wss_report(args: &WssArgs) -> Result<()> {
             per_target: false,
             ..dist.options()?
         };
-        let curve = wss::curve(&header, || record.frames(), &filter, &horizons, &opts);
+        let curve = wss::curve(&header, &mut passes, &filter, &horizons, &opts);
         let curve = record.check_target(curve)?;
         return finish(&record, &curve, input.json, |c| wss::render_curve(c));
     }
-    let report = wss::wss(&header, || record.frames(), &filter, &dist.options()?);
+    let report = wss::wss(&header, &mut passes, &filter, &dist.options()?);
     let report = record.check_target(report)?;
     record.warn_damage();
     print_dist(&report, dist, input)
@@ -165,8 +165,8 @@ fn schemes_report(input: &InputArgs, bucket_us: Option<u64>) -> Result<()> {
 }
 
 fn mappings_report(input: &InputArgs, opts: &mappings::MappingsOptions) -> Result<()> {
-    let (record, header, _) = input.open()?;
-    let report = mappings::mappings(&header, || record.frames(), opts);
+    let (record, header, frames) = input.open()?;
+    let report = mappings::mappings(&header, record.passes(frames), opts);
     let report = record.check_target(report)?;
     finish(&record, &report, input.json, mappings::render_text)
 }
@@ -286,6 +286,17 @@ impl Input {
             Some(e) => Err(e),
             None => Ok(report?),
         }
+    }
+
+    /// The record for a report that reads it once or more: `frames`, open already, for the
+    /// first pass, and the record afresh for each after (one pass holds it at a time, lest a
+    /// damo record, read whole, be held twice).
+    pub(crate) fn passes(
+        &self,
+        frames: Frames,
+    ) -> impl FnMut() -> Result<Frames, RecordError> + '_ {
+        let mut first = Some(frames);
+        move || first.take().map_or_else(|| self.frames(), Ok)
     }
 
     /// The frames of every target, whatever `--target` selected.
