@@ -659,14 +659,17 @@ pub fn render_text(report: &MappingsReport) -> String {
         out,
         "# mappings: means over the {used} snapshots{} (0 where a mapping did not exist); hot: \
          touched in the window, warm: idle less than {}, cold: idle longer; ws: the working set \
-         over the last {}, as report wss counts it, split by mapping",
+         {}, as report wss counts it, split by mapping",
         if report.skipped > 0 {
             format!(" after the first {}", report.skipped)
         } else {
             String::new()
         },
         human::duration(report.cold_after_ns),
-        human::duration(report.horizon_ns)
+        match report.horizon_ns {
+            0 => "of each window".to_string(),
+            ns => format!("over the last {}", human::duration(ns)),
+        }
     );
     if let Some(w) = &report.warning {
         let _ = writeln!(out, "# warning: {w}");

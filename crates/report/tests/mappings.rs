@@ -8,7 +8,8 @@ use udamon_record::model::{EventKind, Frame, MappingRecord, MappingResident};
 use udamon_report::ReportError;
 use udamon_report::access::{AccessOptions, access, render_text as access_text};
 use udamon_report::heatmap::{AddressSelection, HeatmapOptions, heatmap, term};
-use udamon_report::mappings::{Layouts, MappingsOptions, mappings, render_text};
+use udamon_report::horizon::Horizon;
+use udamon_report::mappings::{Layouts, MappingsOptions, OUTSIDE, mappings, render_text};
 use udamon_report::plot::{Format, ImageOptions, write};
 
 const HEAP: u64 = 0x5500_0000_0000;
@@ -272,4 +273,37 @@ fn the_heatmap_labels_its_address_axis_by_mapping() {
     for label in ["[heap]", "libc.so.6"] {
         assert!(svg.contains(label), "the image labels {label}");
     }
+}
+
+#[test]
+fn the_working_set_outside_every_mapping_is_a_row_of_its_own() {
+    // Memory mapped after the last `mappings` event: the heap's 10 pages are known, the 30
+    // accessed pages beyond them not.
+    let mut frames = vec![event(0, layout(10, "[anon]"))];
+    for i in 0..4 {
+        let regions = vec![region(HEAP, HEAP + 40 * PAGE, 4)];
+        frames.push(Frame::Snapshot(snapshot(i, vec![(0, regions)])));
+    }
+    let opts = MappingsOptions {
+        horizon: Horizon::WINDOW,
+        ..MappingsOptions::default()
+    };
+    let report = mappings(&header(1), reading(frames), &opts).unwrap();
+    let ws = |name: &str| {
+        let row = report.mappings.iter().find(|m| m.name == name);
+        row.map(|m| m.working_set_bytes)
+    };
+    assert_eq!(ws("[heap]"), Some(10 * PAGE));
+    assert_eq!(ws(OUTSIDE), Some(30 * PAGE));
+    assert_eq!(report.mappings.last().unwrap().name, OUTSIDE, "last");
+    let text = render_text(&report);
+    assert!(
+        text.contains("ws: the working set of each window"),
+        "{text}"
+    );
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with("- ") && l.ends_with(OUTSIDE)),
+        "{text}"
+    );
 }
