@@ -437,7 +437,10 @@ impl Context {
             code: self.code.get(target).unwrap_or(&empty),
             resident: self.resident.get(target).map_or(&[][..], |r| &r[..]),
             resident_total: self.target_memory(target).map(|m| m.resident_bytes),
-            walked_total: self.resident.get(target).and_then(|r| working_set::walked_total(r)),
+            walked_total: self
+                .resident
+                .get(target)
+                .and_then(|r| working_set::walked_total(r)),
             window_us: self.attrs.aggr_interval_us,
             space: self.space,
             basis: Basis::Pages,

@@ -189,6 +189,20 @@ pub fn working_sets(evidence: &Evidence, now_us: u64, horizons_us: &[u64]) -> Ve
         .collect();
     let rungs: Vec<bool> = ladder.iter().map(|x| x.1).collect();
     make_monotone(&mut estimates, &rungs, evidence);
+    // Pooling one mapping's horizons can lift a horizon whose other mappings were not lowered:
+    // one factor for all keeps both the order and the target's bound.
+    if let Some(bound) = evidence.resident_total.or(evidence.walked_total) {
+        let allowed = bound as f64 / PAGE_SIZE as f64;
+        let most = estimates
+            .iter()
+            .map(|cells| cells.iter().map(|c| c.touched.pages).sum::<f64>())
+            .fold(0.0, f64::max);
+        if most > allowed {
+            for c in estimates.iter_mut().flatten() {
+                c.touched = c.touched.scaled(allowed / most);
+            }
+        }
+    }
     horizons_us
         .iter()
         .map(|&h| {

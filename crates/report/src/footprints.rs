@@ -2,8 +2,9 @@
 //! record, as damo's `report footprints` (`vsz`, `rss`) with the working set beside them:
 //!
 //! - **vsz**: the bytes mapped (the sum of the target's mappings, from `mappings` events);
-//! - **rss**: the bytes resident (from `target_memory` events, else the last page-table walk
-//!   of `resident` events);
+//! - **rss**: the bytes resident at the snapshot: the reading nearest its end, before or after
+//!   it, of those the record holds (`target_memory` events, and each page-table walk's
+//!   `resident` event summed), so that rss and wss stand side by side from the same moment;
 //! - **wss**: the working set, exactly as `report wss` counts it (its horizon included).
 //!
 //! Each is a distribution over the snapshots ([`crate::dist`]): percentiles, or with every
@@ -30,33 +31,38 @@ pub struct FootprintsReport {
     pub missing: Vec<String>,
 }
 
-/// What the memory events told of each target so far.
+/// What the memory events told of each target.
 #[derive(Default)]
 struct Memory {
     layouts: Layouts,
-    /// The latest resident bytes by target, from `target_memory` events.
-    resident: BTreeMap<u32, u64>,
+    /// Every reading of the resident bytes by target, in the record's order: (time, bytes).
+    resident: BTreeMap<u32, Vec<(u64, u64)>>,
     saw_mappings: bool,
-    saw_resident: bool,
 }
 
 impl Memory {
     fn observe(&mut self, frame: &Frame) {
         self.layouts.observe(frame);
         let Frame::Event(e) = frame else { return };
-        match &e.kind {
-            EventKind::Mappings { .. } => self.saw_mappings = true,
-            EventKind::Resident { .. } => self.saw_resident = true,
+        let (target, bytes) = match &e.kind {
+            EventKind::Mappings { .. } => {
+                self.saw_mappings = true;
+                return;
+            }
+            EventKind::Resident { target, mappings } => {
+                (*target, mappings.iter().map(|m| m.resident_bytes).sum())
+            }
             EventKind::TargetMemory {
                 target,
                 resident_bytes,
                 ..
-            } => {
-                self.saw_resident = true;
-                self.resident.insert(*target, *resident_bytes);
-            }
-            _ => {}
-        }
+            } => (*target, *resident_bytes),
+            _ => return,
+        };
+        self.resident
+            .entry(target)
+            .or_default()
+            .push((e.time_ns, bytes));
     }
 
     fn vsz(&self, target: u32) -> u64 {
@@ -64,15 +70,19 @@ impl Memory {
         mappings.iter().map(|m| m.size()).sum()
     }
 
-    fn rss(&self, target: u32) -> u64 {
-        if let Some(&bytes) = self.resident.get(&target) {
-            return bytes;
-        }
-        let mappings = self.layouts.covering(target, 0, u64::MAX);
-        mappings
-            .iter()
-            .filter_map(|m| self.layouts.resident(target, m.start))
-            .sum()
+    /// The reading nearest `time_ns`, the earlier of two as near (0 for a target never read).
+    fn rss(&self, target: u32, time_ns: u64) -> u64 {
+        let Some(readings) = self.resident.get(&target) else {
+            return 0;
+        };
+        let after = readings.partition_point(|r| r.0 < time_ns);
+        let candidates = [after.checked_sub(1), Some(after)];
+        candidates
+            .into_iter()
+            .flatten()
+            .filter_map(|i| readings.get(i))
+            .min_by_key(|r| r.0.abs_diff(time_ns))
+            .map_or(0, |r| r.1)
     }
 }
 
@@ -96,13 +106,12 @@ where
     let vsz = dist::collect(header, frames, opts, "vsz", Unit::Bytes, None, |_, t| {
         Ok(memory.borrow().vsz(t.target))
     })?;
-    let (saw_mappings, saw_resident) = {
-        let m = memory.borrow();
-        (m.saw_mappings, m.saw_resident)
-    };
+    // The readings, all of them by now: each snapshot takes the nearest.
+    let memory = memory.into_inner();
+    let saw_resident = !memory.resident.is_empty();
     let mut metrics = Vec::new();
     let mut missing = Vec::new();
-    if saw_mappings {
+    if memory.saw_mappings {
         metrics.push(vsz);
     } else {
         missing.push(
@@ -110,18 +119,14 @@ where
         );
     }
     if saw_resident {
-        let memory = RefCell::new(Memory::default());
-        let frames = reopen(&mut open)?
-            .into_iter()
-            .inspect(|f| memory.borrow_mut().observe(f));
         metrics.push(dist::collect(
             header,
-            frames,
+            reopen(&mut open)?,
             opts,
             "rss",
             Unit::Bytes,
             None,
-            |_, t| Ok(memory.borrow().rss(t.target)),
+            |end_ns, t| Ok(memory.rss(t.target, end_ns)),
         )?);
     } else {
         missing.push("rss: the record holds no resident sizes".into());

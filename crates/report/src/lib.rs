@@ -33,6 +33,7 @@ pub mod dist;
 pub mod dist_image;
 pub mod footprints;
 pub mod heatmap;
+pub mod horizon;
 pub mod html;
 pub mod human;
 pub mod info;

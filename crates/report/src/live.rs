@@ -3,7 +3,8 @@
 //! heatmap's guide and binning ([`crate::heatmap`]), the mappings ([`LiveMappings`]) with the
 //! working set at page resolution as `report wss` counts it ([`crate::working_set`]), and the
 //! code touching hot memory ([`LiveCode`]). A sampled record writes a window's samples after
-//! its snapshot, so a window's working set is known once the frame after its samples comes.
+//! its snapshot (after other events, at times), so a window's working set is known once the next
+//! window (or a later window's samples) comes.
 //!
 //! Memory stays bounded: the last [`HISTORY`] windows are kept for the heatmap, the last
 //! [`SERIES`] working-set points per target, and the reports hold what the record names.
@@ -16,14 +17,17 @@ use crate::heatmap::axis::AddressAxis;
 use crate::heatmap::grid::Grid;
 use crate::heatmap::guide::{self, Area, Coverage};
 use crate::heatmap::{HeatUnit, Heatmap, mapping_spans};
+use crate::horizon::Horizon;
 use crate::mappings::{LiveMappings, MappingsOptions, MappingsReport};
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
-use udamon_record::model::{EventKind, Frame, Header, Snapshot, TargetInfo, Targets};
+use udamon_record::model::{EventKind, Frame, Header, RegionStat, Snapshot, TargetInfo, Targets};
 
 /// Windows kept for the heatmap (a minute of 100 ms windows).
 pub const HISTORY: usize = 600;
 /// Working-set points kept per target.
 pub const SERIES: usize = 3600;
+/// The horizon of the mappings' working sets, as `report mappings`'s default.
+const MAPPINGS_HORIZON_NS: u64 = 10_000_000_000;
 
 /// A window kept for the heatmap, with its number among all windows seen.
 struct Window {
@@ -80,6 +84,10 @@ pub struct Latest {
     pub wss_bytes: u64,
 }
 
+/// A window whose working set is not known yet: its end, and each target with its regions'
+/// own estimate of the window ([`window_touched`]).
+type Pending = (u64, Vec<(u32, Option<u64>)>);
+
 pub struct Live {
     header: Header,
     known: Targets,
@@ -89,8 +97,10 @@ pub struct Live {
     history: VecDeque<Window>,
     coverage: BTreeMap<u32, Coverage>,
     series: BTreeMap<u32, VecDeque<(u64, u64)>>,
-    /// Windows whose working set is not known yet (their samples may follow): end and targets.
-    pending: VecDeque<(u64, Vec<u32>)>,
+    /// Windows whose working set is not known yet (their samples may follow).
+    pending: VecDeque<Pending>,
+    /// Targets whose samples the record holds.
+    sampled: BTreeSet<u32>,
     /// Windows whose working set is known.
     counted: usize,
     latest: BTreeMap<u32, Latest>,
@@ -116,9 +126,19 @@ impl Live {
             coverage: BTreeMap::new(),
             series: BTreeMap::new(),
             pending: VecDeque::new(),
+            sampled: BTreeSet::new(),
             counted: 0,
             latest: BTreeMap::new(),
-            mappings: LiveMappings::new(header, &MappingsOptions::default()),
+            // Everything from the first window: the view starts with the record.
+            mappings: LiveMappings::new(
+                header,
+                &MappingsOptions {
+                    skip: 0,
+                    horizon: Horizon::Span(MAPPINGS_HORIZON_NS),
+                    ..MappingsOptions::default()
+                },
+                MAPPINGS_HORIZON_NS,
+            ),
             code: LiveCode::new(&CodeOptions::default()),
             mappings_report: None,
             code_report: None,
@@ -141,6 +161,9 @@ impl Live {
             Frame::Event(e) => match &e.kind {
                 EventKind::TargetAdded { target, .. } => {
                     self.seen.insert(*target);
+                }
+                EventKind::Samples { target, .. } => {
+                    self.sampled.insert(*target);
                 }
                 EventKind::SourceStats { counters } => self.counters = Some(counters.clone()),
                 EventKind::Exit { target, status } => {
@@ -167,10 +190,16 @@ impl Live {
         }
     }
 
-    /// The working sets of a window the mappings have just counted.
-    fn working_sets(&mut self, end_ns: u64, targets: &[u32]) {
-        for &t in targets {
-            let wss = self.mappings.working_set(t, 0).map_or(0, |w| w.bytes());
+    /// The working sets of a window the mappings have just counted: from the samples, as
+    /// `report wss --horizon 0` counts it, where the record has them; else from the regions'
+    /// own estimate where they carry one (a window of `udamon serve`, whose samples stay
+    /// there), so that the view shows what the monitor counted.
+    fn working_sets(&mut self, end_ns: u64, targets: &[(u32, Option<u64>)]) {
+        for &(t, touched) in targets {
+            let wss = match touched {
+                Some(bytes) if !self.sampled.contains(&t) => bytes,
+                _ => self.mappings.working_set(t, 0).map_or(0, |w| w.bytes()),
+            };
             let series = self.series.entry(t).or_default();
             series.push_back((end_ns, wss));
             if series.len() > SERIES {
@@ -183,8 +212,9 @@ impl Live {
     }
 
     fn window(&mut self, s: &Snapshot) {
-        self.pending
-            .push_back((s.end_ns, s.targets.iter().map(|t| t.target).collect()));
+        let targets = s.targets.iter();
+        let touched = targets.map(|t| (t.target, window_touched(&t.regions)));
+        self.pending.push_back((s.end_ns, touched.collect()));
         for t in &s.targets {
             self.seen.insert(t.target);
             self.coverage
@@ -435,6 +465,13 @@ impl Live {
             busiest: false,
         })
     }
+}
+
+/// The bytes a window's regions say were touched in it, where they say it (sampled sources
+/// estimate each accessed region's touched pages): `None` where no region does.
+fn window_touched(regions: &[RegionStat]) -> Option<u64> {
+    let estimated = regions.iter().any(|r| r.touched_bytes.is_some());
+    estimated.then(|| regions.iter().map(RegionStat::touched).sum())
 }
 
 /// The part `zoom` (fractions of its length) of `axis`.

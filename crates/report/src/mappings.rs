@@ -3,17 +3,25 @@
 //! mappings`, which sums the snapshots up per mapping: its size, its resident bytes, and how
 //! many of its bytes were hot (touched in the window: at page resolution where the record has
 //! estimates), warm (idle for less than `cold_after`, or in an accessed region but not among
-//! its touched pages) or cold, and its working set over a horizon ([`crate::working_set`]), on
-//! average over the snapshots it existed in, with the access rate of its bytes and the samples
-//! that fell in it.
+//! its touched pages) or cold, and its working set over a horizon ([`crate::working_set`]), with
+//! the access rate of its bytes and the samples that fell in it.
+//!
+//! The rows partition the target's memory over the snapshots the report counts: each column is
+//! a mean over all of them (a mapping adds nothing to the snapshots it did not exist in), and
+//! each snapshot's working set, as `report wss` counts it at the same horizon, is split between
+//! the mappings it lies in, what lies in none going to a row of its own. So the rows' sizes add
+//! up to the mean mapped bytes, and their working sets to `report wss`'s average, snapshot for
+//! snapshot: the same snapshots (the same warm-up skipped), the same horizon.
 
+use crate::dist::DistOptions;
+use crate::horizon::Horizon;
 use crate::working_set::{AddressSpace, Basis, Membership, Replay, SamplesFirst, WorkingSet};
-use crate::{ReportError, Result, human, target_name};
+use crate::wss::{self, WssFilter};
+use crate::{ReportError, Result, human, reopen, target_name};
 use serde::Serialize;
 use std::collections::{BTreeMap, VecDeque};
 use std::fmt::Write as _;
 use std::sync::Arc;
-use udamon_core::AddrRange;
 use udamon_record::model::{EventKind, Frame, Header, MappingRecord, Snapshot, Targets};
 
 /// Each target's mappings as of the frames observed so far, with their resident bytes as last
@@ -96,9 +104,29 @@ impl Layouts {
         }
     }
 
-    /// The resident bytes of `target`'s mapping starting at `start`, as last walked.
-    pub fn resident(&self, target: u32, start: u64) -> Option<u64> {
-        self.resident.get(&(target, start)).copied()
+    /// The resident bytes of `target`'s mapping `[start, end)` as last walked: of the
+    /// mappings walked that start in it (one that grew downwards since the walk started
+    /// higher; one split since, in two pieces). `None` where none was.
+    pub fn resident(&self, target: u32, start: u64, end: u64) -> Option<u64> {
+        let mut walked = self
+            .resident
+            .range((target, start)..(target, end))
+            .peekable();
+        walked.peek()?;
+        Some(walked.map(|(_, bytes)| bytes).sum())
+    }
+
+    /// `target`'s mappings, shared: the same list until a `mappings` event replaces it.
+    fn list(&self, target: u32) -> Option<&Arc<Vec<MappingRecord>>> {
+        self.by_target.get(&target)
+    }
+
+    /// Whether `target`'s page tables have been walked.
+    fn walked(&self, target: u32) -> bool {
+        self.resident
+            .range((target, 0)..=(target, u64::MAX))
+            .next()
+            .is_some()
     }
 
     /// Whether any target's mappings are known (records before the `mappings` event, and
@@ -141,38 +169,44 @@ fn overlapping(list: &[MappingRecord], start: u64, end: u64) -> std::ops::Range<
 pub struct MappingsOptions {
     /// Memory idle this long or longer counts as cold.
     pub cold_after_ns: u64,
-    /// Snapshots left out at the start, while regions adapt (as the distribution reports).
+    /// Snapshots left out at the start, while regions adapt (as the distribution reports, and
+    /// with the same default); a record with no more than these is counted whole.
     pub skip: usize,
     /// The horizon of the working set shown per mapping.
-    pub horizon_ns: u64,
+    pub horizon: Horizon,
 }
 
 impl Default for MappingsOptions {
     fn default() -> Self {
         MappingsOptions {
             cold_after_ns: 10_000_000_000,
-            skip: 0,
-            horizon_ns: 10_000_000_000,
+            skip: DistOptions::default().skip,
+            horizon: Horizon::seconds(10),
         }
     }
 }
 
-/// One mapping of one target, over the snapshots it existed in.
+/// The name of the row of the working set that lies in none of the target's mappings (memory
+/// mapped after the last `mappings` event, the code of instructions outside them).
+pub const OUTSIDE: &str = "[outside the mappings]";
+
+/// One mapping of one target (one row: [`Rows`]), over the snapshots it existed in.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct MappingSummary {
     pub target: u32,
+    /// Its range: the lowest start and the highest end it had (a heap grows; 0 and 0 for the
+    /// row of [`OUTSIDE`]).
     pub start: u64,
-    /// Its end in the last snapshot it existed in (a heap grows).
     pub end: u64,
     pub perms: String,
     pub name: String,
     /// Snapshots in which it existed.
     pub nr_snapshots: usize,
-    /// Mean bytes per snapshot: its size, its resident bytes (over the snapshots after its
-    /// first walk; none for records without `resident` events), and of it monitored, hot
-    /// (touched in the window), warm (idle less than the cold threshold, or in a region
-    /// accessed in the window but not among its touched pages) and cold, and its working set
-    /// over the report's horizon.
+    /// Mean bytes per snapshot counted (0 where it did not exist): its size, its resident
+    /// bytes (over the snapshots after its target's first walk; none for records without
+    /// `resident` events), and of it monitored, hot (touched in the window), warm (idle less
+    /// than the cold threshold, or in a region accessed in the window but not among its
+    /// touched pages) and cold, and its working set over the report's horizon.
     pub size_bytes: u64,
     pub resident_bytes: Option<u64>,
     pub monitored_bytes: u64,
@@ -187,13 +221,28 @@ pub struct MappingSummary {
     pub samples: f64,
 }
 
+impl MappingSummary {
+    /// Its address range as the reports show it (`-` for the row of [`OUTSIDE`]).
+    pub fn range_text(&self) -> String {
+        if self.name == OUTSIDE && self.start == self.end {
+            "-".to_string()
+        } else {
+            format!("{}-{}", human::hex(self.start), human::hex(self.end))
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct MappingsReport {
     pub cold_after_ns: u64,
+    /// The horizon's span (`auto` chosen as `report wss` chooses it).
     pub horizon_ns: u64,
     pub nr_snapshots: usize,
     /// Snapshots left out at the start.
     pub skipped: usize,
+    /// Why the skip was not applied, as `report wss` says it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub warning: Option<String>,
     /// By target, then mean hot bytes, most first.
     pub mappings: Vec<MappingSummary>,
     /// Target names, by index.
@@ -203,6 +252,8 @@ pub struct MappingsReport {
 /// Sums for one mapping.
 #[derive(Debug, Default)]
 struct Sums {
+    /// The lowest start and the highest end it had.
+    start: u64,
     end: u64,
     nr_snapshots: usize,
     size: f64,
@@ -221,58 +272,137 @@ fn overlap(a: (u64, u64), b: (u64, u64)) -> u64 {
     a.1.min(b.1).saturating_sub(a.0.max(b.0))
 }
 
-/// `report mappings`: streams the record once; memory grows with the number of distinct
-/// mappings, not with the record's length.
-pub fn mappings(
+/// `report mappings` of the record `open` yields: streams it once (`auto` reads it once more
+/// per horizon tried); memory grows with the number of distinct mappings, not with the
+/// record's length.
+pub fn mappings<I, E, F>(
     header: &Header,
-    frames: impl IntoIterator<Item = Frame>,
+    mut open: F,
     opts: &MappingsOptions,
-) -> Result<MappingsReport> {
-    let mut live = LiveMappings::new(header, opts);
-    for frame in frames {
+) -> Result<MappingsReport>
+where
+    F: FnMut() -> std::result::Result<I, E>,
+    I: IntoIterator<Item = Frame>,
+    E: std::error::Error + Send + Sync + 'static,
+{
+    let filter = WssFilter {
+        horizon: opts.horizon,
+        ..WssFilter::default()
+    };
+    let horizon_ns = wss::span_of(header, &mut open, &filter, opts.skip)?;
+    let mut live = LiveMappings::new(header, opts, horizon_ns);
+    for frame in reopen(&mut open)? {
         live.observe(frame);
     }
     live.finish();
     live.report()
 }
 
+/// A row of the report: the target, and the start, permissions and name of the mapping it
+/// began with.
+type RowKey = (u32, u64, String, String);
+
+/// The sums over some of the snapshots.
+#[derive(Debug, Default)]
+struct Counted {
+    sums: BTreeMap<RowKey, Sums>,
+    /// What `sums` takes; past [`SUMS_BYTES`] the report is refused.
+    bytes: usize,
+    snapshots: usize,
+    /// By target, the snapshots counted after its first page-table walk.
+    walked: BTreeMap<u32, usize>,
+}
+
+impl Counted {
+    /// The sums of row `key`.
+    fn row(&mut self, key: &RowKey) -> &mut Sums {
+        if !self.sums.contains_key(key) {
+            self.bytes += size_of::<Sums>() + 96 + key.2.len() + key.3.len();
+            let first = Sums {
+                start: u64::MAX,
+                ..Sums::default()
+            };
+            self.sums.insert(key.clone(), first);
+        }
+        self.sums.get_mut(key).expect("inserted above")
+    }
+}
+
+/// Which row each of a target's mappings is summed in: a mapping is one row while it keeps its
+/// permissions and name, whichever way it grows or shrinks (CPython's arenas grow an anonymous
+/// mapping downwards, a heap grows upwards), so that no two rows hold the same memory at once.
+#[derive(Debug, Default)]
+struct Rows {
+    /// By target: its mappings as last counted, and each one's row.
+    by_target: BTreeMap<u32, (Arc<Vec<MappingRecord>>, Vec<RowKey>)>,
+}
+
+impl Rows {
+    /// The rows of `target`'s mappings `list`: a mapping overlapping one of the previous list
+    /// with the same permissions and name continues its row; any other begins its own.
+    fn of(&mut self, target: u32, list: &Arc<Vec<MappingRecord>>) -> &[RowKey] {
+        let known = self.by_target.get(&target);
+        if !known.is_some_and(|(old, _)| Arc::ptr_eq(old, list)) {
+            let keys = list
+                .iter()
+                .map(|m| {
+                    let continued = known.and_then(|(old, keys)| {
+                        overlapping(old, m.start, m.end)
+                            .find(|&i| old[i].perms == m.perms && old[i].name == m.name)
+                            .map(|i| keys[i].clone())
+                    });
+                    continued.unwrap_or_else(|| (target, m.start, m.perms.clone(), m.name.clone()))
+                })
+                .collect();
+            self.by_target.insert(target, (Arc::clone(list), keys));
+        }
+        &self.by_target[&target].1
+    }
+}
+
 /// `report mappings` of a record that is still growing (a live view): frames go in as they
 /// come, and the report covers those seen so far. A sampled record writes a window's samples
-/// after its snapshot, so each snapshot counts once the frame after its samples has come
-/// ([`SamplesFirst`]), or at [`LiveMappings::finish`].
+/// after its snapshot, so each snapshot counts once the next one (or a later window's samples)
+/// has come ([`SamplesFirst`]), or at [`LiveMappings::finish`].
 pub struct LiveMappings {
     opts: MappingsOptions,
+    horizon_ns: u64,
     known: Targets,
     layouts: Layouts,
     window_ns: u64,
     order: SamplesFirst,
     ready: VecDeque<Frame>,
     replay: Replay,
-    /// Keyed by what stays while a mapping grows: target, start, permissions and name.
-    sums: BTreeMap<(u32, u64, String, String), Sums>,
-    /// What `sums` takes; past [`SUMS_BYTES`] the report is refused.
-    sums_bytes: usize,
+    rows: Rows,
+    /// The snapshots of the warm-up (the first `opts.skip`), and those after it: the report
+    /// counts the warm-up only when nothing follows it, as the distributions do.
+    warm_up: Counted,
+    after: Counted,
     nr_snapshots: usize,
 }
 
 impl LiveMappings {
-    pub fn new(header: &Header, opts: &MappingsOptions) -> LiveMappings {
+    /// The mappings of a record of `header`, with the working set over `horizon_ns` (the span
+    /// of `opts.horizon`: [`mappings`] resolves `auto`).
+    pub fn new(header: &Header, opts: &MappingsOptions, horizon_ns: u64) -> LiveMappings {
         let window_ns = header.intervals.aggr_us.saturating_mul(1000);
         LiveMappings {
             opts: *opts,
+            horizon_ns,
             known: Targets::new(header),
             layouts: Layouts::default(),
             window_ns,
             order: SamplesFirst::default(),
             ready: VecDeque::new(),
             replay: Replay::new(
-                opts.horizon_ns.max(window_ns),
+                horizon_ns.max(window_ns),
                 Membership::default(),
                 Basis::Pages,
             )
             .of_space(AddressSpace::of_source(&header.access_source.name)),
-            sums: BTreeMap::new(),
-            sums_bytes: 0,
+            rows: Rows::default(),
+            warm_up: Counted::default(),
+            after: Counted::default(),
             nr_snapshots: 0,
         }
     }
@@ -287,7 +417,8 @@ impl LiveMappings {
 
     /// Counts the snapshot held back for its samples: the record has ended.
     pub fn finish(&mut self) {
-        if let Some(f) = self.order.finish() {
+        self.order.finish(&mut self.ready);
+        while let Some(f) = self.ready.pop_front() {
             self.count(f);
         }
     }
@@ -299,19 +430,20 @@ impl LiveMappings {
         let Frame::Snapshot(snapshot) = frame else {
             return;
         };
+        let counted = if self.nr_snapshots < self.opts.skip {
+            &mut self.warm_up
+        } else {
+            &mut self.after
+        };
         self.nr_snapshots += 1;
-        if self.nr_snapshots > self.opts.skip && self.sums_bytes <= SUMS_BYTES {
-            let (replay, window_ns, horizon_ns) =
-                (&self.replay, self.window_ns, self.opts.horizon_ns);
+        if counted.bytes <= SUMS_BYTES {
+            let (replay, window_ns, horizon_ns) = (&self.replay, self.window_ns, self.horizon_ns);
             let working_sets = |target: u32| replay.working_set(target, horizon_ns, window_ns);
-            add_snapshot(
-                &mut self.sums,
-                &mut self.sums_bytes,
-                &self.layouts,
-                &snapshot,
-                &self.opts,
-                working_sets,
-            );
+            let at = Layout {
+                layouts: &self.layouts,
+                rows: &mut self.rows,
+            };
+            add_snapshot(counted, at, &snapshot, &self.opts, working_sets);
         }
     }
 
@@ -340,26 +472,38 @@ impl LiveMappings {
         if self.layouts.is_empty() {
             return Err(ReportError::NoMappings);
         }
-        if self.sums_bytes > SUMS_BYTES {
+        // As the distributions skip: a record no longer than the warm-up is counted whole.
+        let (counted, skipped, warning) = if nr_snapshots > self.opts.skip {
+            (&self.after, self.opts.skip, None)
+        } else {
+            let warning = format!(
+                "the record has only {nr_snapshots} snapshots, not more than the {} to skip as \
+                 warm-up; all of them are used (set the skip to 0 to silence this)",
+                self.opts.skip
+            );
+            (&self.warm_up, 0, Some(warning))
+        };
+        if counted.bytes > SUMS_BYTES {
             return Err(ReportError::TooManyMappings {
                 mib: SUMS_BYTES >> 20,
             });
         }
-        let mut mappings: Vec<MappingSummary> = self
+        let n = counted.snapshots.max(1) as f64;
+        let mut mappings: Vec<MappingSummary> = counted
             .sums
             .iter()
-            .map(|((target, start, perms, name), s)| {
-                let n = s.nr_snapshots.max(1) as f64;
+            .map(|((target, _, perms, name), s)| {
+                let walked = counted.walked.get(target).copied().unwrap_or(0);
                 MappingSummary {
                     target: *target,
-                    start: *start,
+                    start: s.start.min(s.end),
                     end: s.end,
                     perms: perms.clone(),
                     name: name.clone(),
                     nr_snapshots: s.nr_snapshots,
                     size_bytes: (s.size / n).round() as u64,
                     resident_bytes: (s.resident_snapshots > 0)
-                        .then(|| (s.resident / s.resident_snapshots as f64).round() as u64),
+                        .then(|| (s.resident / walked.max(1) as f64).round() as u64),
                     monitored_bytes: (s.monitored / n).round() as u64,
                     hot_bytes: (s.hot / n).round() as u64,
                     warm_bytes: (s.warm / n).round() as u64,
@@ -373,10 +517,14 @@ impl LiveMappings {
                     samples: s.samples,
                 }
             })
+            // Rounding leaves a part of a byte outside the mappings, at times.
+            .filter(|m: &MappingSummary| m.name != OUTSIDE || m.working_set_bytes > 0)
             .collect();
+        // The working set outside the mappings last, after the mappings by heat.
         mappings.sort_by(|a, b| {
             a.target
                 .cmp(&b.target)
+                .then((a.name == OUTSIDE).cmp(&(b.name == OUTSIDE)))
                 .then(b.hot_bytes.cmp(&a.hot_bytes))
                 .then(b.warm_bytes.cmp(&a.warm_bytes))
                 .then(a.start.cmp(&b.start))
@@ -398,9 +546,10 @@ impl LiveMappings {
             .collect();
         Ok(MappingsReport {
             cold_after_ns: self.opts.cold_after_ns,
-            horizon_ns: self.opts.horizon_ns,
+            horizon_ns: self.horizon_ns,
             nr_snapshots,
-            skipped: self.opts.skip.min(nr_snapshots),
+            skipped,
+            warning,
             mappings,
             targets,
         })
@@ -411,37 +560,50 @@ impl LiveMappings {
 /// one holds some hundred thousand at most.
 const SUMS_BYTES: usize = 128 << 20;
 
+/// The mappings at a snapshot, and their rows.
+struct Layout<'a> {
+    layouts: &'a Layouts,
+    rows: &'a mut Rows,
+}
+
 fn add_snapshot(
-    sums: &mut BTreeMap<(u32, u64, String, String), Sums>,
-    sums_bytes: &mut usize,
-    layouts: &Layouts,
+    counted: &mut Counted,
+    at: Layout<'_>,
     snapshot: &Snapshot,
     opts: &MappingsOptions,
     working_set: impl Fn(u32) -> Option<WorkingSet>,
 ) {
     let aggr_ns = snapshot.aggr_us.saturating_mul(1000);
     let aggr_s = snapshot.aggr_us.max(1) as f64 / 1e6;
+    let Layout { layouts, rows } = at;
+    counted.snapshots += 1;
     for t in &snapshot.targets {
+        let (mappings, keys) = match layouts.list(t.target) {
+            Some(list) => (&list[..], rows.of(t.target, list)),
+            None => (&[][..], &[][..]),
+        };
+        if layouts.walked(t.target) {
+            *counted.walked.entry(t.target).or_default() += 1;
+        }
+        if let Some(ws) = working_set(t.target) {
+            let outside: RowKey = (t.target, 0, String::new(), OUTSIDE.to_string());
+            for (i, bytes) in split_by_mapping(&ws, mappings) {
+                let key = i.map_or(&outside, |i| &keys[i]);
+                counted.row(key).working_set += bytes;
+            }
+        }
         let (Some(first), Some(last)) = (t.regions.first(), t.regions.last()) else {
             continue;
         };
-        let ws = working_set(t.target);
-        for m in layouts.covering(t.target, 0, u64::MAX) {
-            let s = sums
-                .entry((t.target, m.start, m.perms.clone(), m.name.clone()))
-                .or_insert_with(|| {
-                    *sums_bytes += size_of::<Sums>() + 96 + m.perms.len() + m.name.len();
-                    Sums::default()
-                });
-            s.end = m.end;
+        for (m, key) in mappings.iter().zip(keys) {
+            let s = counted.row(key);
+            s.start = s.start.min(m.start);
+            s.end = s.end.max(m.end);
             s.nr_snapshots += 1;
             s.size += m.size() as f64;
-            if let Some(resident) = layouts.resident(t.target, m.start) {
+            if let Some(resident) = layouts.resident(t.target, m.start, m.end) {
                 s.resident += resident as f64;
                 s.resident_snapshots += 1;
-            }
-            if let Some(ws) = &ws {
-                s.working_set += ws.bytes_within(AddrRange::new(m.start, m.end)) as f64;
             }
             if m.end <= first.start || last.end <= m.start {
                 continue;
@@ -468,22 +630,51 @@ fn add_snapshot(
     }
 }
 
+/// `ws`'s bytes by the mapping of `mappings` (sorted, disjoint) they lie in, by index; `None`
+/// for those in none. Each cell's estimate is shared out by its overlap, so the parts add up
+/// to the whole.
+fn split_by_mapping(ws: &WorkingSet, mappings: &[MappingRecord]) -> Vec<(Option<usize>, f64)> {
+    let mut parts = Vec::new();
+    for (cell, touched) in &ws.cells {
+        let bytes = touched.pages * udamon_core::PAGE_SIZE as f64;
+        let size = cell.size().max(1) as f64;
+        let mut inside = 0.0;
+        for i in overlapping(mappings, cell.start, cell.end) {
+            let m = &mappings[i];
+            let share = bytes * overlap((cell.start, cell.end), (m.start, m.end)) as f64 / size;
+            inside += share;
+            parts.push((Some(i), share));
+        }
+        if bytes - inside > 0.0 {
+            parts.push((None, bytes - inside));
+        }
+    }
+    parts
+}
+
 /// Text: per target, one row per mapping.
 pub fn render_text(report: &MappingsReport) -> String {
     let mut out = String::new();
     let used = report.nr_snapshots - report.skipped;
     let _ = writeln!(
         out,
-        "# mappings: means over the {used} snapshots each existed in{}; hot: touched in the \
-         window, warm: idle less than {}, cold: idle longer; ws: the working set over the last {}",
+        "# mappings: means over the {used} snapshots{} (0 where a mapping did not exist); hot: \
+         touched in the window, warm: idle less than {}, cold: idle longer; ws: the working set \
+         {}, as report wss counts it, split by mapping",
         if report.skipped > 0 {
-            format!(" (the first {} skipped)", report.skipped)
+            format!(" after the first {}", report.skipped)
         } else {
             String::new()
         },
         human::duration(report.cold_after_ns),
-        human::duration(report.horizon_ns)
+        match report.horizon_ns {
+            0 => "of each window".to_string(),
+            ns => format!("over the last {}", human::duration(ns)),
+        }
     );
+    if let Some(w) = &report.warning {
+        let _ = writeln!(out, "# warning: {w}");
+    }
     let sampled = report.mappings.iter().any(|m| m.samples > 0.0);
     let resident = report.mappings.iter().any(|m| m.resident_bytes.is_some());
     let mut target = None;
@@ -506,7 +697,7 @@ pub fn render_text(report: &MappingsReport) -> String {
         }
         let mut row = format!(
             "{:<29} {:>4} {:>11}",
-            format!("{}-{}", human::hex(m.start), human::hex(m.end)),
+            m.range_text(),
             m.perms,
             human::size(m.size_bytes),
         );

@@ -254,7 +254,8 @@ impl Replay {
 }
 
 /// `frames` with each window's samples (and call stacks) before its snapshot instead of after
-/// it, as a record writes them: one snapshot is held back at a time.
+/// it, as a record writes them: one snapshot is held back at a time, with the other events
+/// that follow it.
 pub fn samples_first(frames: impl IntoIterator<Item = Frame>) -> impl Iterator<Item = Frame> {
     let mut frames = frames.into_iter();
     let mut order = SamplesFirst::default();
@@ -266,7 +267,10 @@ pub fn samples_first(frames: impl IntoIterator<Item = Frame>) -> impl Iterator<I
             }
             match frames.next() {
                 Some(frame) => order.push(frame, &mut ready),
-                None => return order.finish(),
+                None => {
+                    order.finish(&mut ready);
+                    return ready.pop_front();
+                }
             }
         }
     })
@@ -274,44 +278,50 @@ pub fn samples_first(frames: impl IntoIterator<Item = Frame>) -> impl Iterator<I
 
 /// [`samples_first`] for frames that come one at a time (a live view): each frame pushed
 /// releases those now in order.
+///
+/// A window's samples may come after other events of its end (the source's statistics, a
+/// page-table walk: whatever the source logged at the same step before the samples), so a
+/// snapshot is held until a frame that is past its window comes: the next snapshot, a later
+/// event, or the end of monitoring. The events of its end keep their place after it; only
+/// the samples move.
 #[derive(Debug, Default)]
 pub struct SamplesFirst {
     held: Option<Frame>,
+    /// The events after the held snapshot that are not its window's samples, in order.
+    after: Vec<Frame>,
 }
 
 impl SamplesFirst {
     /// Takes in the record's next frame; the frames it releases go to `ready`.
     pub fn push(&mut self, frame: Frame, ready: &mut VecDeque<Frame>) {
-        let held_end = match &self.held {
-            Some(Frame::Snapshot(s)) => Some(s.end_ns),
-            _ => None,
-        };
-        let of_held_window = match (&frame, held_end) {
-            (
-                Frame::Event(Event {
-                    time_ns,
-                    kind: EventKind::Samples { .. } | EventKind::Stacks { .. },
-                }),
-                Some(end),
-            ) => *time_ns <= end,
-            _ => false,
-        };
-        if of_held_window {
-            ready.push_back(frame);
+        let Some(Frame::Snapshot(held)) = &self.held else {
+            match frame {
+                Frame::Snapshot(_) => self.held = Some(frame),
+                other => ready.push_back(other),
+            }
             return;
-        }
-        if let Some(held) = self.held.take() {
-            ready.push_back(held);
-        }
-        match frame {
-            Frame::Snapshot(_) => self.held = Some(frame),
-            other => ready.push_back(other),
+        };
+        let end_ns = held.end_ns;
+        match &frame {
+            Frame::Event(Event { time_ns, kind }) if *time_ns <= end_ns => match kind {
+                EventKind::Samples { .. } | EventKind::Stacks { .. } => ready.push_back(frame),
+                EventKind::Stopped { .. } => {
+                    self.after.push(frame);
+                    self.finish(ready);
+                }
+                _ => self.after.push(frame),
+            },
+            _ => {
+                self.finish(ready);
+                self.push(frame, ready);
+            }
         }
     }
 
-    /// The snapshot held back, at the end of the record.
-    pub fn finish(&mut self) -> Option<Frame> {
-        self.held.take()
+    /// Releases the snapshot held back, and the events after it: the record has ended.
+    pub fn finish(&mut self, ready: &mut VecDeque<Frame>) {
+        ready.extend(self.held.take());
+        ready.extend(self.after.drain(..));
     }
 }
 
@@ -378,14 +388,8 @@ mod tests {
             samples(800_000_000, &[2]),
             samples(900_000_000, &[3]),
         ];
-        let order: Vec<String> = samples_first(frames)
-            .map(|f| match f {
-                Frame::Snapshot(s) => format!("snapshot {}", s.end_ns / 1_000_000),
-                Frame::Event(e) => format!("samples {}", e.time_ns / 1_000_000),
-            })
-            .collect();
         assert_eq!(
-            order,
+            names(samples_first(frames)),
             [
                 "samples 400",
                 "snapshot 400",
@@ -394,6 +398,80 @@ mod tests {
                 "samples 900"
             ]
         );
+    }
+
+    fn stats(time_ns: u64) -> Frame {
+        Frame::Event(Event {
+            time_ns,
+            kind: EventKind::SourceStats {
+                counters: BTreeMap::new(),
+            },
+        })
+    }
+
+    fn names(frames: impl IntoIterator<Item = Frame>) -> Vec<String> {
+        frames
+            .into_iter()
+            .map(|f| match f {
+                Frame::Snapshot(s) => format!("snapshot {}", s.end_ns / 1_000_000),
+                Frame::Event(Event {
+                    time_ns,
+                    kind: EventKind::Samples { .. },
+                }) => format!("samples {}", time_ns / 1_000_000),
+                Frame::Event(e) => format!("event {}", e.time_ns / 1_000_000),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn samples_after_other_events_still_move_before_their_snapshot() {
+        // As a source writes every few windows: its statistics logged before the samples of
+        // the window just closed. The statistics keep their place after the snapshot.
+        let frames = vec![
+            snapshot(400_000_000, &[]),
+            stats(400_000_000),
+            samples(400_000_000, &[1]),
+            snapshot(800_000_000, &[]),
+            samples(800_000_000, &[2]),
+            stats(900_000_000),
+        ];
+        assert_eq!(
+            names(samples_first(frames)),
+            [
+                "samples 400",
+                "snapshot 400",
+                "event 400",
+                "samples 800",
+                "snapshot 800",
+                "event 900"
+            ]
+        );
+    }
+
+    #[test]
+    fn a_window_with_samples_never_reads_zero() {
+        // Every window of a busy program has samples on one page; every fifth one has the
+        // source's statistics before them.
+        let mut frames = Vec::new();
+        for w in 1..=20u64 {
+            let end = w * 400_000_000;
+            frames.push(snapshot(end, &[(0, 16 * P, 20)]));
+            if w % 5 == 0 {
+                frames.push(stats(end));
+            }
+            frames.push(samples(end, &[8 * P; 20]));
+        }
+        let mut r = Replay::new(10_000_000_000, Membership::default(), Basis::Pages);
+        let mut windows = Vec::new();
+        for f in samples_first(frames) {
+            r.observe(&f);
+            if let Frame::Snapshot(s) = &f {
+                let ws = r.working_set(0, 0, 400_000_000).unwrap();
+                windows.push((s.end_ns / 1_000_000, ws.bytes()));
+            }
+        }
+        assert_eq!(windows.len(), 20);
+        assert!(windows.iter().all(|w| w.1 > 0), "{windows:?}");
     }
 
     #[test]

@@ -14,6 +14,7 @@
 //! the 95 % interval of the page-resolution estimate, and how often it was settled.
 
 use crate::dist::{self, DistOptions, DistReport, Evidence, Unit};
+use crate::horizon::Horizon;
 use crate::working_set::{self, AddressSpace, Basis, Membership, Replay};
 use crate::{Result, human, reopen};
 use std::cell::RefCell;
@@ -27,9 +28,9 @@ pub struct WssFilter {
     pub acc_thres: u32,
     /// Minimum region size in bytes (damo's `--sz_thres`, default 1).
     pub sz_thres: u64,
-    /// Count the regions selected in any window that ended within this long before the
-    /// snapshot's end (0: the snapshot's own window only, as damo does).
-    pub horizon_ns: u64,
+    /// Count the regions selected in any window that ended within the horizon before the
+    /// snapshot's end.
+    pub horizon: Horizon,
     /// Pages from the samples, or whole regions as damo counts.
     pub basis: Basis,
 }
@@ -39,7 +40,7 @@ impl Default for WssFilter {
         WssFilter {
             acc_thres: 1,
             sz_thres: 1,
-            horizon_ns: 0,
+            horizon: Horizon::WINDOW,
             basis: Basis::Pages,
         }
     }
@@ -88,11 +89,49 @@ struct SnapshotEvidence {
     settled: bool,
 }
 
-/// The working-set size distribution over the record's snapshots (`header` names the targets).
-pub fn wss(
+/// The working-set size distribution over the snapshots of the record `open` yields (afresh
+/// for each pass: `auto` reads it once per horizon tried), over `filter`'s horizon; `header`
+/// names the targets.
+pub fn wss<I, E, F>(
+    header: &Header,
+    mut open: F,
+    filter: &WssFilter,
+    opts: &DistOptions,
+) -> Result<DistReport>
+where
+    F: FnMut() -> std::result::Result<I, E>,
+    I: IntoIterator<Item = Frame>,
+    E: std::error::Error + Send + Sync + 'static,
+{
+    let horizon_ns = span_of(header, &mut open, filter, opts.skip)?;
+    let mut report = over_span(header, reopen(&mut open)?, filter, horizon_ns, opts)?;
+    if let (Horizon::Auto, Some(evidence)) = (filter.horizon, &mut report.evidence) {
+        evidence.chosen = true;
+    }
+    Ok(report)
+}
+
+/// The span `filter`'s horizon stands for in the record `open` yields: its own, or the one
+/// [`choose_horizon`] picks for `auto` (with the first `skip` snapshots left out, as the
+/// report that asks leaves them).
+pub fn span_of<I, E, F>(header: &Header, open: F, filter: &WssFilter, skip: usize) -> Result<u64>
+where
+    F: FnMut() -> std::result::Result<I, E>,
+    I: IntoIterator<Item = Frame>,
+    E: std::error::Error + Send + Sync + 'static,
+{
+    match filter.horizon {
+        Horizon::Span(ns) => Ok(ns),
+        Horizon::Auto => choose_horizon(header, open, filter, skip),
+    }
+}
+
+/// [`wss`] over `horizon_ns`, in one pass over `frames`.
+fn over_span(
     header: &Header,
     frames: impl IntoIterator<Item = Frame>,
     filter: &WssFilter,
+    horizon_ns: u64,
     opts: &DistOptions,
 ) -> Result<DistReport> {
     let mut selection = format!(
@@ -100,10 +139,10 @@ pub fn wss(
         filter.acc_thres,
         human::size(filter.sz_thres)
     );
-    if filter.horizon_ns > 0 {
+    if horizon_ns > 0 {
         selection.push_str(&format!(
             ", in any window of the last {}",
-            human::seconds(filter.horizon_ns, 3)
+            human::seconds(horizon_ns, 3)
         ));
     }
     selection.push_str(match filter.basis {
@@ -112,12 +151,8 @@ pub fn wss(
     });
     let window_ns = header.intervals.aggr_us.saturating_mul(1000);
     let replay = RefCell::new(
-        Replay::new(
-            filter.horizon_ns.max(window_ns),
-            filter.membership(),
-            filter.basis,
-        )
-        .of_space(AddressSpace::of_source(&header.access_source.name)),
+        Replay::new(horizon_ns.max(window_ns), filter.membership(), filter.basis)
+            .of_space(AddressSpace::of_source(&header.access_source.name)),
     );
     // Raw samples of the selected regions per window and target, within the horizon.
     let mut raw: BTreeMap<u32, std::collections::VecDeque<(u64, u64)>> = BTreeMap::new();
@@ -139,7 +174,7 @@ pub fn wss(
             windows.push_back((end_ns, selected.map(|r| u64::from(r.raw_samples)).sum()));
             while windows
                 .front()
-                .is_some_and(|w| !working_set::within(w.0, end_ns, filter.horizon_ns))
+                .is_some_and(|w| !working_set::within(w.0, end_ns, horizon_ns))
             {
                 windows.pop_front();
             }
@@ -150,7 +185,7 @@ pub fn wss(
             e.samples += windows.iter().map(|w| w.1).sum::<u64>();
             let Some(ws) = replay
                 .borrow()
-                .working_set(target.target, filter.horizon_ns, window_ns)
+                .working_set(target.target, horizon_ns, window_ns)
             else {
                 return Ok(0);
             };
@@ -163,7 +198,7 @@ pub fn wss(
     let per_snapshot: Vec<SnapshotEvidence> = evidence.into_values().skip(report.skipped).collect();
     if per_snapshot.iter().any(|e| e.samples > 0) {
         let mut found = Evidence::new(
-            filter.horizon_ns,
+            horizon_ns,
             false,
             median(per_snapshot.iter().map(|e| e.samples).collect()),
         );
@@ -219,11 +254,7 @@ where
         if horizon_ns > 0 && horizon_ns > span_ns / 2 {
             break;
         }
-        let f = WssFilter {
-            horizon_ns,
-            ..*filter
-        };
-        let report = wss(header, reopen(&mut open)?, &f, &opts)?;
+        let report = over_span(header, reopen(&mut open)?, filter, horizon_ns, &opts)?;
         let Some(evidence) = report.evidence else {
             return Ok(0);
         };
@@ -253,36 +284,14 @@ where
         .map_or(0, |t| t.0))
 }
 
-/// [`wss`] over the horizon [`choose_horizon`] picks; `open` yields the record's frames afresh.
-pub fn wss_auto<I, E, F>(
-    header: &Header,
-    mut open: F,
-    filter: &WssFilter,
-    opts: &DistOptions,
-) -> Result<DistReport>
-where
-    F: FnMut() -> std::result::Result<I, E>,
-    I: IntoIterator<Item = Frame>,
-    E: std::error::Error + Send + Sync + 'static,
-{
-    let chosen = WssFilter {
-        horizon_ns: choose_horizon(header, &mut open, filter, opts.skip)?,
-        ..*filter
-    };
-    let mut report = wss(header, reopen(&mut open)?, &chosen, opts)?;
-    if let Some(evidence) = &mut report.evidence {
-        evidence.chosen = true;
-    }
-    Ok(report)
-}
-
-/// The working set at several horizons: for each, its distribution over the snapshots; `open`
-/// yields the record's frames afresh for each horizon.
+/// The working set at several horizons (`filter`'s own is not used): for each, its span and
+/// its distribution over the snapshots; `open` yields the record's frames afresh for each
+/// horizon.
 pub fn curve<I, E, F>(
     header: &Header,
     mut open: F,
     filter: &WssFilter,
-    horizons_ns: &[u64],
+    horizons: &[Horizon],
     opts: &DistOptions,
 ) -> Result<Vec<(u64, DistReport)>>
 where
@@ -290,14 +299,13 @@ where
     I: IntoIterator<Item = Frame>,
     E: std::error::Error + Send + Sync + 'static,
 {
-    horizons_ns
+    horizons
         .iter()
-        .map(|&horizon_ns| {
-            let f = WssFilter {
-                horizon_ns,
-                ..*filter
-            };
-            Ok((horizon_ns, wss(header, reopen(&mut open)?, &f, opts)?))
+        .map(|&horizon| {
+            let f = WssFilter { horizon, ..*filter };
+            let horizon_ns = span_of(header, &mut open, &f, opts.skip)?;
+            let report = over_span(header, reopen(&mut open)?, &f, horizon_ns, opts)?;
+            Ok((horizon_ns, report))
         })
         .collect()
 }

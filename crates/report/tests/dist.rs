@@ -6,9 +6,10 @@ mod common;
 use common::*;
 use udamon_record::model::{Frame, RegionStat};
 use udamon_report::dist::{self, DistOptions, RenderOptions, SortBy};
+use udamon_report::horizon::Horizon;
 use udamon_report::nr_regions::nr_regions;
 use udamon_report::plot::{Format, ImageOptions, write};
-use udamon_report::wss::{WssFilter, choose_horizon, wss, wss_auto};
+use udamon_report::wss::{WssFilter, choose_horizon, wss};
 use udamon_report::{ReportError, percentile};
 
 /// Accessed pages of target 0 in snapshot `i`: a scrambled sequence so sorting matters.
@@ -45,7 +46,13 @@ fn wss_percentiles_and_average_after_skipping_warm_up() {
         skip: 5,
         ..DistOptions::default()
     };
-    let report = wss(&header(2), record(30), &WssFilter::default(), &opts).unwrap();
+    let report = wss(
+        &header(2),
+        reading(record(30)),
+        &WssFilter::default(),
+        &opts,
+    )
+    .unwrap();
     assert_eq!(report.nr_snapshots, 30);
     assert_eq!(report.skipped, 5);
     assert!(report.warning.is_none());
@@ -84,7 +91,13 @@ fn damo_median_command_range() {
         percentiles: percentile::range(50.0, 51.0, 1.0).unwrap(),
         ..DistOptions::default()
     };
-    let report = wss(&header(2), record(10), &WssFilter::default(), &opts).unwrap();
+    let report = wss(
+        &header(2),
+        reading(record(10)),
+        &WssFilter::default(),
+        &opts,
+    )
+    .unwrap();
     let mut values: Vec<u64> = (0..10).map(|i| (pages0(i) + 3) * 4096).collect();
     values.sort();
     let d = &report.distributions[0];
@@ -96,7 +109,7 @@ fn damo_median_command_range() {
 fn short_records_are_used_whole_with_a_warning() {
     let report = wss(
         &header(2),
-        record(12),
+        reading(record(12)),
         &WssFilter::default(),
         &DistOptions::default(),
     )
@@ -114,7 +127,7 @@ fn short_records_are_used_whole_with_a_warning() {
     // One more snapshot than the skip: the skip applies and one value is left.
     let report = wss(
         &header(2),
-        record(21),
+        reading(record(21)),
         &WssFilter::default(),
         &DistOptions::default(),
     )
@@ -136,7 +149,7 @@ fn thresholds_select_regions() {
         acc_thres: 4,
         ..WssFilter::default()
     };
-    let report = wss(&header(2), record(4), &filter, &opts).unwrap();
+    let report = wss(&header(2), reading(record(4)), &filter, &opts).unwrap();
     let t1 = &report.distributions[1];
     assert_eq!(t1.target, Some(1));
     assert!(t1.values.iter().all(|p| p.value == 2 * 4096));
@@ -146,7 +159,7 @@ fn thresholds_select_regions() {
         sz_thres: 2 * 4096,
         ..WssFilter::default()
     };
-    let report = wss(&header(2), record(4), &filter, &opts).unwrap();
+    let report = wss(&header(2), reading(record(4)), &filter, &opts).unwrap();
     assert!(
         report.distributions[1]
             .values
@@ -163,7 +176,7 @@ fn per_target_and_time_order() {
         per_target: true,
         ..DistOptions::default()
     };
-    let report = wss(&header(2), record(8), &WssFilter::default(), &opts).unwrap();
+    let report = wss(&header(2), reading(record(8)), &WssFilter::default(), &opts).unwrap();
     let targets: Vec<Option<u32>> = report.distributions.iter().map(|d| d.target).collect();
     assert_eq!(targets, vec![Some(0), Some(1)]);
     let t0 = &report.distributions[0];
@@ -209,7 +222,13 @@ fn percentile_text_has_damo_layout() {
         skip: 0,
         ..DistOptions::default()
     };
-    let report = wss(&header(2), record(10), &WssFilter::default(), &opts).unwrap();
+    let report = wss(
+        &header(2),
+        reading(record(10)),
+        &WssFilter::default(),
+        &opts,
+    )
+    .unwrap();
     let text = dist::render_text(&report, &RenderOptions::default());
     let rows: Vec<&str> = text.lines().filter(|l| !l.starts_with('#')).collect();
     assert_eq!(rows.len(), 5);
@@ -228,7 +247,7 @@ fn errors_are_clear() {
     assert!(matches!(
         wss(
             &header(2),
-            empty,
+            reading(empty),
             &WssFilter::default(),
             &DistOptions::default()
         ),
@@ -238,7 +257,7 @@ fn errors_are_clear() {
         percentiles: vec![101.0],
         ..DistOptions::default()
     };
-    let err = wss(&header(2), record(3), &WssFilter::default(), &bad).unwrap_err();
+    let err = wss(&header(2), reading(record(3)), &WssFilter::default(), &bad).unwrap_err();
     assert!(err.to_string().contains("within 0 and 100"), "{err}");
 }
 
@@ -283,10 +302,10 @@ fn a_horizon_counts_the_union_of_its_windows_accessed_bytes() {
     let page = |i: u64| if i == 4 { 4 } else { 1 + i % 15 };
     let at = |horizon_windows: u64| {
         let filter = WssFilter {
-            horizon_ns: horizon_windows * AGGR_NS,
+            horizon: Horizon::Span(horizon_windows * AGGR_NS),
             ..WssFilter::default()
         };
-        let report = wss(&header(1), roaming(12, page), &filter, &opts).unwrap();
+        let report = wss(&header(1), reading(roaming(12, page)), &filter, &opts).unwrap();
         let values: Vec<u64> = report.distributions[0]
             .values
             .iter()
@@ -313,7 +332,7 @@ fn a_working_set_resting_on_few_samples_is_said_to() {
     // The hot page's 50 samples a window are evidence enough.
     let report = wss(
         &header(1),
-        roaming(6, |i| i + 1),
+        reading(roaming(6, |i| i + 1)),
         &WssFilter::default(),
         &opts,
     )
@@ -334,7 +353,7 @@ fn a_working_set_resting_on_few_samples_is_said_to() {
             other => other,
         })
         .collect();
-    let report = wss(&header(1), thin, &WssFilter::default(), &opts).unwrap();
+    let report = wss(&header(1), reading(thin), &WssFilter::default(), &opts).unwrap();
     let evidence = report.evidence.expect("evidence of a sampled record");
     assert_eq!(evidence.median_samples, 1);
     assert!(!evidence.is_enough());
@@ -346,7 +365,7 @@ fn a_working_set_resting_on_few_samples_is_said_to() {
         "{shown}"
     );
     // Accessed-bit records have no samples: no evidence to state, nothing to warn about.
-    let report = wss(&header(2), record(6), &WssFilter::default(), &opts).unwrap();
+    let report = wss(&header(2), reading(record(6)), &WssFilter::default(), &opts).unwrap();
     assert_eq!(report.evidence, None);
     assert!(!text(&report).contains("warning"));
 }
@@ -401,16 +420,20 @@ fn the_auto_horizon_is_the_shortest_that_holds_enough_samples_and_stops_growing(
 }
 
 #[test]
-fn wss_auto_reports_over_the_chosen_horizon_and_says_so() {
+fn the_auto_horizon_reports_over_the_chosen_one_and_says_so() {
     let frames = sampled(200, |_| 1);
     let opts = DistOptions {
         skip: 0,
         ..DistOptions::default()
     };
-    let report = wss_auto(
+    let auto = WssFilter {
+        horizon: Horizon::Auto,
+        ..WssFilter::default()
+    };
+    let report = wss(
         &header(1),
         || Ok::<_, std::io::Error>(frames.clone()),
-        &WssFilter::default(),
+        &auto,
         &opts,
     )
     .unwrap();
@@ -427,7 +450,7 @@ fn wss_auto_reports_over_the_chosen_horizon_and_says_so() {
 fn a_distribution_draws_one_line_per_target_by_percentile_or_time() {
     let dir = tempfile::tempdir().unwrap();
     let svg = |opts: &DistOptions| {
-        let report = wss(&header(2), record(30), &WssFilter::default(), opts).unwrap();
+        let report = wss(&header(2), reading(record(30)), &WssFilter::default(), opts).unwrap();
         let path = dir.path().join("wss.svg");
         write(&report, &path, Format::Svg, &ImageOptions::default()).unwrap();
         std::fs::read_to_string(&path).unwrap()

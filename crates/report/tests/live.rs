@@ -161,7 +161,12 @@ fn working_set_and_mappings_are_the_reports() {
         series[0].1,
         WssFilter::default().wss(&first.targets[0].regions)
     );
-    let want = mappings::mappings(&header(1), frames.clone(), &MappingsOptions::default()).unwrap();
+    // The live view counts from the first window.
+    let from_start = MappingsOptions {
+        skip: 0,
+        ..MappingsOptions::default()
+    };
+    let want = mappings::mappings(&header(1), reading(frames.clone()), &from_start).unwrap();
     assert_eq!(live.mappings(), Some(&want));
     assert_eq!(live.stopped(), Some("workload finished"));
     assert!(live.code().is_none(), "no samples in this record");
@@ -206,7 +211,13 @@ fn a_sampled_records_working_set_is_report_wss_at_page_resolution() {
         per_target: true,
         ..DistOptions::default()
     };
-    let report = wss::wss(&header(1), frames.clone(), &WssFilter::default(), &opts).unwrap();
+    let report = wss::wss(
+        &header(1),
+        reading(frames.clone()),
+        &WssFilter::default(),
+        &opts,
+    )
+    .unwrap();
     let want: Vec<u64> = report.distributions[0]
         .values
         .iter()
@@ -269,4 +280,69 @@ fn history_is_bounded_and_targets_come_in_tree_order() {
         })
         .unwrap();
     assert_eq!(map.end_ns, (oldest + 1) * AGGR_NS);
+}
+
+#[test]
+fn a_served_window_shows_its_own_estimate() {
+    // A window of `udamon serve` (`top --serve`): its regions carry the touched bytes serve
+    // estimated from samples that stay in serve. The view shows those, not the regions whole.
+    let mut hot = region(HOT.0, HOT.1, 12);
+    hot.touched_bytes = Some(300 * 4096);
+    let mut warm = region(WARM.0, WARM.1, 2);
+    warm.touched_bytes = Some(20 * 4096);
+    let idle = region(COLD.0, COLD.1, 0);
+    let mut live = Live::new(&header(1));
+    for i in 0..3 {
+        let regions = vec![hot, warm, idle];
+        live.observe(Frame::Snapshot(snapshot(i, vec![(0, regions)])));
+    }
+    let series: Vec<u64> = live.wss_series(0).map(|p| p.1).collect();
+    // Each window is known once the next comes: the first two.
+    assert_eq!(series, [320 * 4096, 320 * 4096]);
+}
+
+#[test]
+fn the_curve_never_dips_to_zero_where_the_statistics_come_before_the_samples() {
+    // As a sampled record writes every fifth window: the source's statistics, then the
+    // window's samples, all after its snapshot.
+    let mut frames = Vec::new();
+    for (w, f) in banded_frames().into_iter().enumerate() {
+        let end = match &f {
+            Frame::Snapshot(s) => Some(s.end_ns),
+            _ => None,
+        };
+        frames.push(f);
+        let Some(end) = end else { continue };
+        if w % 5 == 4 {
+            frames.push(event(
+                end,
+                EventKind::SourceStats {
+                    counters: [("samples".to_string(), w as u64)].into(),
+                },
+            ));
+        }
+        let samples = (0..20)
+            .map(|i| SampleFact {
+                addr: HOT.0 + i * 4096,
+                site: 0,
+                tid: 0,
+                cpu: 0,
+                access: SampleAccess::Read,
+            })
+            .collect();
+        frames.push(event(
+            end,
+            EventKind::Samples {
+                target: 0,
+                window_ns: AGGR_NS,
+                sites: vec![],
+                samples,
+            },
+        ));
+    }
+    let live = fed(&frames);
+    let series: Vec<(u64, u64)> = live.wss_series(0).collect();
+    assert_eq!(series.len(), NR_BANDED as usize);
+    let zero: Vec<u64> = series.iter().filter(|p| p.1 == 0).map(|p| p.0).collect();
+    assert!(zero.is_empty(), "0 B at {zero:?}");
 }

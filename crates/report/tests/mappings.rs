@@ -8,7 +8,8 @@ use udamon_record::model::{EventKind, Frame, MappingRecord, MappingResident};
 use udamon_report::ReportError;
 use udamon_report::access::{AccessOptions, access, render_text as access_text};
 use udamon_report::heatmap::{AddressSelection, HeatmapOptions, heatmap, term};
-use udamon_report::mappings::{Layouts, MappingsOptions, mappings, render_text};
+use udamon_report::horizon::Horizon;
+use udamon_report::mappings::{Layouts, MappingsOptions, OUTSIDE, mappings, render_text};
 use udamon_report::plot::{Format, ImageOptions, write};
 
 const HEAP: u64 = 0x5500_0000_0000;
@@ -108,27 +109,39 @@ fn layouts_tell_which_mappings_a_range_overlaps() {
 
 #[test]
 fn per_mapping_hot_warm_and_cold_bytes_are_the_means_over_the_snapshots() {
-    let report = mappings(&header(1), record(), &MappingsOptions::default()).unwrap();
+    let report = mappings(&header(1), reading(record()), &MappingsOptions::default()).unwrap();
+    // Four snapshots, no more than the warm-up to skip: all counted, as report wss counts them.
+    assert_eq!((report.skipped, report.nr_snapshots), (0, 4));
+    assert!(
+        report
+            .warning
+            .as_deref()
+            .is_some_and(|w| w.contains("only 4"))
+    );
     let m: Vec<_> = report
         .mappings
         .iter()
         .map(|m| (m.name.as_str(), m))
         .collect();
-    // The hottest first: the anonymous mapping's 40 pages (under its later name: a mapping is
-    // one by its start, permissions and name), then the heap's 10-20.
+    // The hottest first: the anonymous mapping's 40 pages (under each of its names: a mapping
+    // is one by its start, permissions and name), then the heap's 10-20.
     assert_eq!(m[0].0, "[anon:cache]");
     assert_eq!(m[1].0, "[anon]");
     assert_eq!(m[2].0, "[heap]");
     assert_eq!(m[3].0, "/usr/lib/libc.so.6");
     assert_eq!((m[0].1.nr_snapshots, m[1].1.nr_snapshots), (2, 2));
+    // Each name held the mapping in two of the four snapshots: half of it each, so that the
+    // two rows add up to the one mapping.
     let anon = m[0].1;
-    assert_eq!((anon.size_bytes, anon.hot_bytes), (100 * PAGE, 40 * PAGE));
-    // Walked from window 1 on: the later name's two snapshots, and one of the earlier's.
-    assert_eq!(anon.resident_bytes, Some(30 * PAGE));
-    assert_eq!(m[1].1.resident_bytes, Some(30 * PAGE));
+    assert_eq!((anon.size_bytes, anon.hot_bytes), (50 * PAGE, 20 * PAGE));
+    assert_eq!(m[1].1.size_bytes, 50 * PAGE);
+    // Walked from window 1 on (three snapshots): 30 pages in two of them under the later
+    // name, one under the earlier; 30 pages together.
+    assert_eq!(anon.resident_bytes, Some(20 * PAGE));
+    assert_eq!(m[1].1.resident_bytes, Some(10 * PAGE));
     assert_eq!(m[2].1.resident_bytes, None, "the heap was never walked");
     // Idle 20 s: cold (the threshold is 10 s); libc idle 0.5 s: warm.
-    assert_eq!((anon.warm_bytes, anon.cold_bytes), (0, 60 * PAGE));
+    assert_eq!((anon.warm_bytes, anon.cold_bytes), (0, 30 * PAGE));
     // 2 accesses per 100 ms window: 20 Hz.
     assert!(
         (anon.hot_access_hz - 20.0).abs() < 1e-9,
@@ -150,7 +163,7 @@ fn per_mapping_hot_warm_and_cold_bytes_are_the_means_over_the_snapshots() {
         cold_after_ns: 100_000_000,
         ..MappingsOptions::default()
     };
-    let report = mappings(&header(1), record(), &strict).unwrap();
+    let report = mappings(&header(1), reading(record()), &strict).unwrap();
     let libc = report
         .mappings
         .iter()
@@ -207,7 +220,12 @@ fn a_record_without_mappings_says_so() {
         .into_iter()
         .filter(|f| matches!(f, Frame::Snapshot(_)))
         .collect();
-    let err = mappings(&header(1), frames.clone(), &MappingsOptions::default()).unwrap_err();
+    let err = mappings(
+        &header(1),
+        reading(frames.clone()),
+        &MappingsOptions::default(),
+    )
+    .unwrap_err();
     assert!(matches!(err, ReportError::NoMappings), "{err}");
     assert!(
         err.to_string()
@@ -255,4 +273,37 @@ fn the_heatmap_labels_its_address_axis_by_mapping() {
     for label in ["[heap]", "libc.so.6"] {
         assert!(svg.contains(label), "the image labels {label}");
     }
+}
+
+#[test]
+fn the_working_set_outside_every_mapping_is_a_row_of_its_own() {
+    // Memory mapped after the last `mappings` event: the heap's 10 pages are known, the 30
+    // accessed pages beyond them not.
+    let mut frames = vec![event(0, layout(10, "[anon]"))];
+    for i in 0..4 {
+        let regions = vec![region(HEAP, HEAP + 40 * PAGE, 4)];
+        frames.push(Frame::Snapshot(snapshot(i, vec![(0, regions)])));
+    }
+    let opts = MappingsOptions {
+        horizon: Horizon::WINDOW,
+        ..MappingsOptions::default()
+    };
+    let report = mappings(&header(1), reading(frames), &opts).unwrap();
+    let ws = |name: &str| {
+        let row = report.mappings.iter().find(|m| m.name == name);
+        row.map(|m| m.working_set_bytes)
+    };
+    assert_eq!(ws("[heap]"), Some(10 * PAGE));
+    assert_eq!(ws(OUTSIDE), Some(30 * PAGE));
+    assert_eq!(report.mappings.last().unwrap().name, OUTSIDE, "last");
+    let text = render_text(&report);
+    assert!(
+        text.contains("ws: the working set of each window"),
+        "{text}"
+    );
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with("- ") && l.ends_with(OUTSIDE)),
+        "{text}"
+    );
 }

@@ -97,7 +97,7 @@ fn access_wss_and_heatmap_name_an_added_target_by_pid_and_command() {
         per_target: true,
         ..DistOptions::default()
     };
-    let report = wss(&h, tree_frames(), &WssFilter::default(), &opts).unwrap();
+    let report = wss(&h, reading(tree_frames()), &WssFilter::default(), &opts).unwrap();
     let pids: Vec<_> = report.distributions.iter().map(|d| d.pid).collect();
     assert_eq!(pids, [Some(1000), Some(2001)]);
     let text = dist_text(&report, &RenderOptions::default());

@@ -12,6 +12,7 @@ use std::path::PathBuf;
 use udamon_core::Attrs;
 use udamon_linux::perf::AccessSource;
 use udamon_linux::vaddr;
+pub use udamon_report::horizon::Horizon;
 
 #[derive(Debug, Parser)]
 #[command(
@@ -451,17 +452,18 @@ pub enum ReportKind {
         /// Memory idle this long or longer counts as cold; less, as warm.
         #[arg(long, value_name = "DURATION", value_parser = parse_interval_us, default_value = "10s")]
         cold_after: u64,
-        /// Skip this many snapshots at the start, while regions adapt.
+        /// Skip this many snapshots at the start, while regions adapt (as `report wss`).
         #[arg(
             long = "exclude_samples",
             alias = "exclude-samples",
             value_name = "N",
-            default_value_t = 0
+            default_value_t = 20
         )]
         exclude_samples: usize,
-        /// The horizon of the working set shown per mapping (bytes touched in the last T).
-        #[arg(long, value_name = "T", value_parser = parse_duration_us, default_value = "10s")]
-        horizon: u64,
+        /// The horizon of the working set shown per mapping (bytes touched in the last T), as
+        /// `report wss --horizon` takes it: the rows' working sets add up to its average.
+        #[arg(long, value_name = "T|auto", value_parser = parse_horizon, default_value = "10s")]
+        horizon: Horizon,
     },
     /// The kernel's accessed bits (record --referenced) against udamon's working set.
     Referenced {
@@ -562,8 +564,8 @@ pub struct WssArgs {
     pub horizon: Horizon,
     /// The working set at several horizons (default 0 1s 2s 5s 10s 30s 60s; 0 is one
     /// window): how much memory a program touches within each time span.
-    #[arg(long, value_name = "T", value_parser = parse_duration_us, num_args = 0.., conflicts_with = "horizon")]
-    pub horizons: Option<Vec<u64>>,
+    #[arg(long, value_name = "T", value_parser = parse_span, num_args = 0.., conflicts_with = "horizon")]
+    pub horizons: Option<Vec<Horizon>>,
     /// Count accessed regions whole, as damo and kernel DAMON do, instead of at page
     /// resolution from the samples' repeats (records of sampled sources).
     #[arg(long)]
@@ -715,22 +717,17 @@ pub enum ConvertFormat {
     Udamon,
 }
 
-/// `report wss --horizon`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Horizon {
-    /// Chosen from the record's evidence.
-    Auto,
-    /// This long, in microseconds.
-    Span(u64),
-}
-
+/// A report's `--horizon`: a span, or `auto`.
 fn parse_horizon(s: &str) -> Result<Horizon, String> {
     if s == "auto" {
         return Ok(Horizon::Auto);
     }
-    parse_duration_us(s)
-        .map(Horizon::Span)
-        .map_err(|e| format!("{e}, or auto"))
+    parse_span(s).map_err(|e| format!("{e}, or auto"))
+}
+
+/// One of `report wss --horizons`.
+fn parse_span(s: &str) -> Result<Horizon, String> {
+    parse_duration_us(s).map(|us| Horizon::Span(us.saturating_mul(1000)))
 }
 
 #[derive(Debug, Args)]

@@ -26,6 +26,7 @@ use crate::dist::{self, DistOptions, SortBy, Unit};
 use crate::dist_image::{NamedLines, Plotted};
 use crate::footprints;
 use crate::heatmap::{self, AddressSelection, HeatUnit, HeatmapOptions};
+use crate::horizon::Horizon;
 use crate::info::{self, InfoReport};
 use crate::mappings::{self, MappingsOptions, MappingsReport};
 use crate::plot::{self, Drawing, ImageOptions};
@@ -176,17 +177,22 @@ where
         per_target: false,
         ..DistOptions::default()
     };
-    let curve = wss::curve(header, &mut open, &filter, &horizons_ns, &curve_opts)?;
+    let horizons: Vec<Horizon> = horizons_ns.iter().map(|&ns| Horizon::Span(ns)).collect();
+    let curve = wss::curve(header, &mut open, &filter, &horizons, &curve_opts)?;
     let over_time = DistOptions {
         sort_by: SortBy::Time,
         ..DistOptions::default()
     };
-    let wss_report = wss::wss_auto(header, &mut open, &filter, &over_time)?;
+    let chosen = WssFilter {
+        horizon: Horizon::Auto,
+        ..filter
+    };
+    let wss_report = wss::wss(header, &mut open, &chosen, &over_time)?;
     let footprints = footprints::footprints(header, &mut open, wss_report.clone(), &over_time)?;
 
     let mappings = optional(mappings::mappings(
         header,
-        reopen(&mut open)?,
+        &mut open,
         &MappingsOptions::default(),
     ))?;
     let code = optional(code::code(reopen(&mut open)?, &CodeOptions::default()))?;
@@ -485,7 +491,7 @@ impl Page {
             .map(|m| {
                 let mut row = vec![
                     m.target.to_string(),
-                    format!("{}-{}", human::hex(m.start), human::hex(m.end)),
+                    m.range_text(),
                     m.perms.clone(),
                     human::size(m.size_bytes),
                 ];

@@ -96,3 +96,8 @@ pub fn banded_frames() -> Vec<Frame> {
     ));
     frames
 }
+
+/// A record to read afresh for each pass, as reports that read it more than once take it.
+pub fn reading(frames: Vec<Frame>) -> impl FnMut() -> Result<Vec<Frame>, std::convert::Infallible> {
+    move || Ok(frames.clone())
+}

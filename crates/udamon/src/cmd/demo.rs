@@ -26,7 +26,7 @@ pub fn run(args: &DemoArgs) -> Result<()> {
     let summary = record_sim(DEFAULT_SIM, &args.monitoring, path, true, None)?;
     eprintln!("udamon: recorded the built-in demo workload: {summary}");
 
-    let (record, header, frames) = Input::open(path)?;
+    let (record, header, _) = Input::open(path)?;
     let cols = std::env::var("COLUMNS").ok().and_then(|c| c.parse().ok());
     let map = heatmap::heatmap(&header, || record.frames(), &HeatmapOptions::terminal(cols))?;
     let color =
@@ -39,7 +39,7 @@ pub fn run(args: &DemoArgs) -> Result<()> {
     text += &term::render(&map, term::TermStyle { color });
     let report = wss::wss(
         &header,
-        frames,
+        || record.frames(),
         &wss::WssFilter::default(),
         &DistOptions::default(),
     )?;

@@ -11,6 +11,7 @@ use crate::select::Selection;
 use anyhow::{Context as _, Result, bail};
 use std::io::IsTerminal;
 use std::path::Path;
+use udamon_record::RecordError;
 use udamon_report::dist::{self, DistOptions, RenderOptions};
 use udamon_report::heatmap::{self, AddressSelection, HeatmapOptions, term};
 use udamon_report::working_set::Basis;
@@ -44,7 +45,7 @@ pub fn run(args: &ReportArgs) -> Result<()> {
             let opts = mappings::MappingsOptions {
                 cold_after_ns: cold_after * 1000,
                 skip: *exclude_samples,
-                horizon_ns: horizon * 1000,
+                horizon: *horizon,
             };
             mappings_report(input, &opts)
         }
@@ -89,17 +90,12 @@ fn access_report(args: &AccessArgs) -> Result<()> {
 fn wss_report(args: &WssArgs) -> Result<()> {
     let input = &args.input;
     let (record, header, frames) = input.open()?;
-    // Reports that read the record more than once open it afresh each time: the first
-    // frames go, lest a damo record, read whole, be held twice.
-    let frames = matches!(args.horizon, Horizon::Span(_)).then_some(frames);
+    let mut passes = record.passes(frames);
     let dist = &args.dist.for_target(input);
     let filter = wss::WssFilter {
         acc_thres: args.acc_thres,
         sz_thres: args.sz_thres,
-        horizon_ns: match args.horizon {
-            Horizon::Span(us) => us * 1000,
-            Horizon::Auto => 0,
-        },
+        horizon: args.horizon,
         basis: if args.whole_regions {
             Basis::Regions
         } else {
@@ -110,26 +106,23 @@ fn wss_report(args: &WssArgs) -> Result<()> {
         if dist.plot.is_some() {
             bail!("--plot draws one horizon's working set: give --horizon, not --horizons");
         }
-        let horizons_ns: Vec<u64> = match horizons.as_slice() {
+        let horizons: Vec<Horizon> = match horizons.as_slice() {
             [] => DEFAULT_HORIZONS_S
                 .iter()
-                .map(|s| s * 1_000_000_000)
+                .map(|&s| Horizon::seconds(s))
                 .collect(),
-            given => given.iter().map(|us| us * 1000).collect(),
+            given => given.to_vec(),
         };
         let opts = DistOptions {
             percentiles: vec![10.0, 50.0, 90.0],
             per_target: false,
             ..dist.options()?
         };
-        let curve = wss::curve(&header, || record.frames(), &filter, &horizons_ns, &opts);
+        let curve = wss::curve(&header, &mut passes, &filter, &horizons, &opts);
         let curve = record.check_target(curve)?;
         return finish(&record, &curve, input.json, |c| wss::render_curve(c));
     }
-    let report = match frames {
-        None => wss::wss_auto(&header, || record.frames(), &filter, &dist.options()?),
-        Some(frames) => wss::wss(&header, frames, &filter, &dist.options()?),
-    };
+    let report = wss::wss(&header, &mut passes, &filter, &dist.options()?);
     let report = record.check_target(report)?;
     record.warn_damage();
     print_dist(&report, dist, input)
@@ -173,7 +166,8 @@ fn schemes_report(input: &InputArgs, bucket_us: Option<u64>) -> Result<()> {
 
 fn mappings_report(input: &InputArgs, opts: &mappings::MappingsOptions) -> Result<()> {
     let (record, header, frames) = input.open()?;
-    let report = record.check_target(mappings::mappings(&header, frames, opts))?;
+    let report = mappings::mappings(&header, record.passes(frames), opts);
+    let report = record.check_target(report)?;
     finish(&record, &report, input.json, mappings::render_text)
 }
 
@@ -292,6 +286,17 @@ impl Input {
             Some(e) => Err(e),
             None => Ok(report?),
         }
+    }
+
+    /// The record for a report that reads it once or more: `frames`, open already, for the
+    /// first pass, and the record afresh for each after (one pass holds it at a time, lest a
+    /// damo record, read whole, be held twice).
+    pub(crate) fn passes(
+        &self,
+        frames: Frames,
+    ) -> impl FnMut() -> Result<Frames, RecordError> + '_ {
+        let mut first = Some(frames);
+        move || first.take().map_or_else(|| self.frames(), Ok)
     }
 
     /// The frames of every target, whatever `--target` selected.

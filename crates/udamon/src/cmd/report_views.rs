@@ -62,20 +62,15 @@ fn percentiles_range(list: &[u32]) -> Result<Vec<u32>> {
 
 /// `report footprints`.
 pub fn footprints(input: &InputArgs, dist: &DistArgs, horizon: Horizon) -> Result<()> {
-    let (record, header, _) = input.open()?;
+    let (record, header, frames) = input.open()?;
+    let mut passes = record.passes(frames);
     let filter = wss::WssFilter {
-        horizon_ns: match horizon {
-            Horizon::Span(us) => us * 1000,
-            Horizon::Auto => 0,
-        },
+        horizon,
         ..wss::WssFilter::default()
     };
     let opts = dist.options()?;
-    let wss = match horizon {
-        Horizon::Auto => wss::wss_auto(&header, || record.frames(), &filter, &opts)?,
-        Horizon::Span(_) => wss::wss(&header, record.frames()?, &filter, &opts)?,
-    };
-    let report = footprints::footprints(&header, || record.frames(), wss, &opts)?;
+    let wss = wss::wss(&header, &mut passes, &filter, &opts)?;
+    let report = footprints::footprints(&header, &mut passes, wss, &opts)?;
     record.warn_damage();
     if let Some(path) = &dist.plot {
         return write_image(&report, path, input.path());
