@@ -254,9 +254,10 @@ impl Touched {
         }
     }
 
-    /// Whether the interval places the count within about ±25 % ([`SETTLED_RATIO`]).
+    /// Whether the interval places the count within about ±25 % ([`SETTLED_RATIO`]). Nothing
+    /// counted is never settled: no sample is no evidence.
     pub fn is_settled(&self) -> bool {
-        self.high <= self.low * SETTLED_RATIO
+        self.pages > 0.0 && self.high <= self.low * SETTLED_RATIO
     }
 
     /// The sum of the estimates of disjoint ranges. The counts add. The settled parts'
