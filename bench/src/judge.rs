@@ -56,6 +56,10 @@ const PLAN: [(u64, usize); 3] = [(2, 4), (10, 3), (30, 1)];
 /// what it says when nothing disturbs the program.
 const CONTROL: Duration = Duration::from_secs(30);
 const RECOVER: Duration = Duration::from_secs(2);
+/// After the control stretch, before the next phase begins: the control point that ends the
+/// stretch is read at the snapshot ending within half a window of it, which must not hold the
+/// next phase's first touches (a wide phase touches hundreds of MiB in that time).
+const SWITCH_MARGIN: Duration = Duration::from_secs(1);
 /// The monitor's own warm-up before the first truth interval: its regions adapt, and its
 /// estimates gather the samples they rest on (`report wss` skips the first 20 windows, 8 s).
 const MONITOR_WARM_UP: Duration = Duration::from_secs(10);
@@ -114,7 +118,7 @@ impl Args {
 
     /// How long a phase takes: its truth intervals, the recovery and the control.
     fn phase_length(&self) -> Duration {
-        SETTLE + self.plan().sum::<Duration>() + RECOVER + CONTROL
+        SETTLE + self.plan().sum::<Duration>() + RECOVER + CONTROL + SWITCH_MARGIN
     }
 }
 
@@ -944,6 +948,9 @@ fn measure(
                 }
             }
             sleep(CONTROL);
+            if i + 1 < target.phases.len() {
+                sleep(SWITCH_MARGIN);
+            }
         }
         Ok(intervals)
     };
