@@ -1178,12 +1178,13 @@ fn report(
     println!("### {name}, {horizon_s} s\n");
     println!(
         "{n} intervals; median truth {truth:.1} MiB, udamon {udamon:.1} MiB (code {:.1} MiB), \
-         udamon/truth {ratio:.2} (interval {:.2}-{:.2}, settled in {settled} of {n}); whole \
-         regions {:.2}; without clear_refs {}. Truth inside udamon's interval: {}; settled and \
-         within ±25 %: {}\n",
+         udamon/truth {ratio:.2} (interval {:.2}-{:.2}, settled in {settled} of {n}; inside the \
+         mappings {:.2}); whole regions {:.2}; without clear_refs {}. Truth inside udamon's \
+         interval: {}; settled and within ±25 %: {}\n",
         m(&|j| j.code as f64 / MIB),
         m(&|j| j.low as f64 / j.truth.max(1) as f64),
         m(&|j| j.high as f64 / j.truth.max(1) as f64),
+        m(&|j| j.udamon.saturating_sub(j.outside_mappings) as f64 / j.truth.max(1) as f64),
         m(&|j| j.whole_regions as f64 / j.truth.max(1) as f64),
         control_mib.map_or("-".into(), |c| format!("{c:.1} MiB")),
         share(covered, n),
