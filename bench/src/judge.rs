@@ -1144,6 +1144,8 @@ struct Summary {
     /// Intervals whose stated interval holds the truth, and settled ones within ±25 % of it.
     covered: usize,
     settled_right: usize,
+    /// Intervals whose truth lies above udamon's interval (the rest of the uncovered, below).
+    above: usize,
     /// DAMON's count over the truth.
     whole_ratio: f64,
     /// udamon's median without clear_refs, MiB.
@@ -1171,6 +1173,7 @@ fn report(
         (!control.is_empty()).then(|| median(control.iter().map(|&b| b as f64 / MIB).collect()));
     let settled = judged.iter().filter(|(_, j)| j.settled).count();
     let covered = judged.iter().filter(|(_, j)| covers(j)).count();
+    let above = judged.iter().filter(|(_, j)| j.truth > j.high).count();
     let settled_right = judged
         .iter()
         .filter(|(_, j)| j.settled && within_quarter(j))
@@ -1180,7 +1183,7 @@ fn report(
         "{n} intervals; median truth {truth:.1} MiB, udamon {udamon:.1} MiB (code {:.1} MiB), \
          udamon/truth {ratio:.2} (interval {:.2}-{:.2}, settled in {settled} of {n}; inside the \
          mappings {:.2}); whole regions {:.2}; without clear_refs {}. Truth inside udamon's \
-         interval: {}; settled and within ±25 %: {}\n",
+         interval: {} (above it {above}, below {}); settled and within ±25 %: {}\n",
         m(&|j| j.code as f64 / MIB),
         m(&|j| j.low as f64 / j.truth.max(1) as f64),
         m(&|j| j.high as f64 / j.truth.max(1) as f64),
@@ -1188,6 +1191,7 @@ fn report(
         m(&|j| j.whole_regions as f64 / j.truth.max(1) as f64),
         control_mib.map_or("-".into(), |c| format!("{c:.1} MiB")),
         share(covered, n),
+        n - covered - above,
         share(settled_right, settled),
     );
     // Mappings by label, summed over the intervals (the layout may change between them).
@@ -1250,6 +1254,7 @@ fn report(
         settled,
         covered,
         settled_right,
+        above,
         whole_ratio: m(&|j| j.whole_regions as f64 / j.truth.max(1) as f64),
         control_mib,
         top_truth: top
@@ -1420,23 +1425,35 @@ fn honest_error(args: &Args, summaries: &[Summary]) {
         ));
         rule.push_str("---:|---:|---:|");
     }
-    println!("{head} all: in interval | all: settled, right |\n{rule}---:|---:|");
+    println!(
+        "{head} all: in interval | all: truth above, below it | all: settled, right |\n{rule}---:|---:|---:|"
+    );
     let mut names: Vec<&str> = Vec::new();
     for s in summaries {
         if !names.contains(&s.name.as_str()) {
             names.push(&s.name);
         }
     }
-    // (covered, n, settled right, settled) summed over some summaries.
+    // (covered, n, settled right, settled, above) summed over some summaries.
     let total = |of: &mut dyn Iterator<Item = &Summary>| {
-        of.fold((0, 0, 0, 0), |t, s| {
+        of.fold((0, 0, 0, 0, 0), |t, s| {
             (
                 t.0 + s.covered,
                 t.1 + s.n,
                 t.2 + s.settled_right,
                 t.3 + s.settled,
+                t.4 + s.above,
             )
         })
+    };
+    let all = |t: (usize, usize, usize, usize, usize)| {
+        format!(
+            "{} | {}, {} | {}",
+            share(t.0, t.1),
+            t.4,
+            t.1 - t.0 - t.4,
+            share(t.2, t.3)
+        )
     };
     for name in names {
         let mut line = format!("| {name} |");
@@ -1455,13 +1472,12 @@ fn honest_error(args: &Args, summaries: &[Summary]) {
             }
         }
         let t = total(&mut summaries.iter().filter(|s| s.name == name));
-        println!("{line} {} | {} |", share(t.0, t.1), share(t.2, t.3));
+        println!("{line} {} |", all(t));
     }
     let mut line = String::from("| **all** |");
     for h in &args.horizons {
         let t = total(&mut summaries.iter().filter(|s| s.horizon_s == *h));
         line.push_str(&format!(" - | {} | {} |", share(t.0, t.1), share(t.2, t.3)));
     }
-    let t = total(&mut summaries.iter());
-    println!("{line} {} | {} |\n", share(t.0, t.1), share(t.2, t.3));
+    println!("{line} {} |\n", all(total(&mut summaries.iter())));
 }
