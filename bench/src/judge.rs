@@ -153,7 +153,16 @@ fn parse_args() -> Args {
         }
     }
     if args.programs.is_empty() {
-        args.programs = PROGRAMS.iter().map(|p| p.to_string()).collect();
+        args.programs = PROGRAMS
+            .iter()
+            // Re-judging a directory: the programs it kept.
+            .filter(|p| {
+                args.rejudge
+                    .as_ref()
+                    .is_none_or(|dir| dir.join(format!("{p}-truth.json")).exists())
+            })
+            .map(|p| p.to_string())
+            .collect();
     }
     args
 }
