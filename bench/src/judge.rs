@@ -56,6 +56,10 @@ const PLAN: [(u64, usize); 3] = [(2, 4), (10, 3), (30, 1)];
 /// what it says when nothing disturbs the program.
 const CONTROL: Duration = Duration::from_secs(30);
 const RECOVER: Duration = Duration::from_secs(2);
+/// After the control stretch, before the next phase begins: the control point that ends the
+/// stretch is read at the snapshot ending within half a window of it, which must not hold the
+/// next phase's first touches (a wide phase touches hundreds of MiB in that time).
+const SWITCH_MARGIN: Duration = Duration::from_secs(1);
 /// The monitor's own warm-up before the first truth interval: its regions adapt, and its
 /// estimates gather the samples they rest on (`report wss` skips the first 20 windows, 8 s).
 const MONITOR_WARM_UP: Duration = Duration::from_secs(10);
@@ -114,7 +118,7 @@ impl Args {
 
     /// How long a phase takes: its truth intervals, the recovery and the control.
     fn phase_length(&self) -> Duration {
-        SETTLE + self.plan().sum::<Duration>() + RECOVER + CONTROL
+        SETTLE + self.plan().sum::<Duration>() + RECOVER + CONTROL + SWITCH_MARGIN
     }
 }
 
@@ -149,7 +153,16 @@ fn parse_args() -> Args {
         }
     }
     if args.programs.is_empty() {
-        args.programs = PROGRAMS.iter().map(|p| p.to_string()).collect();
+        args.programs = PROGRAMS
+            .iter()
+            // Re-judging a directory: the programs it kept.
+            .filter(|p| {
+                args.rejudge
+                    .as_ref()
+                    .is_none_or(|dir| dir.join(format!("{p}-truth.json")).exists())
+            })
+            .map(|p| p.to_string())
+            .collect();
     }
     args
 }
@@ -944,6 +957,9 @@ fn measure(
                 }
             }
             sleep(CONTROL);
+            if i + 1 < target.phases.len() {
+                sleep(SWITCH_MARGIN);
+            }
         }
         Ok(intervals)
     };
@@ -1137,6 +1153,8 @@ struct Summary {
     /// Intervals whose stated interval holds the truth, and settled ones within ±25 % of it.
     covered: usize,
     settled_right: usize,
+    /// Intervals whose truth lies above udamon's interval (the rest of the uncovered, below).
+    above: usize,
     /// DAMON's count over the truth.
     whole_ratio: f64,
     /// udamon's median without clear_refs, MiB.
@@ -1164,6 +1182,12 @@ fn report(
         (!control.is_empty()).then(|| median(control.iter().map(|&b| b as f64 / MIB).collect()));
     let settled = judged.iter().filter(|(_, j)| j.settled).count();
     let covered = judged.iter().filter(|(_, j)| covers(j)).count();
+    let above = judged.iter().filter(|(_, j)| j.truth > j.high).count();
+    // Misses by a hair: a high end that stops short of a truth it is next to.
+    let near_above = judged
+        .iter()
+        .filter(|(_, j)| j.truth > j.high && j.truth as f64 <= 1.05 * j.high as f64)
+        .count();
     let settled_right = judged
         .iter()
         .filter(|(_, j)| j.settled && within_quarter(j))
@@ -1171,15 +1195,18 @@ fn report(
     println!("### {name}, {horizon_s} s\n");
     println!(
         "{n} intervals; median truth {truth:.1} MiB, udamon {udamon:.1} MiB (code {:.1} MiB), \
-         udamon/truth {ratio:.2} (interval {:.2}-{:.2}, settled in {settled} of {n}); whole \
-         regions {:.2}; without clear_refs {}. Truth inside udamon's interval: {}; settled and \
-         within ±25 %: {}\n",
+         udamon/truth {ratio:.2} (interval {:.2}-{:.2}, settled in {settled} of {n}; inside the \
+         mappings {:.2}); whole regions {:.2}; without clear_refs {}. Truth inside udamon's \
+         interval: {} (above it {above}, {near_above} of them within 5 % of its high end; below \
+         it {}); settled and within ±25 %: {}\n",
         m(&|j| j.code as f64 / MIB),
         m(&|j| j.low as f64 / j.truth.max(1) as f64),
         m(&|j| j.high as f64 / j.truth.max(1) as f64),
+        m(&|j| j.udamon.saturating_sub(j.outside_mappings) as f64 / j.truth.max(1) as f64),
         m(&|j| j.whole_regions as f64 / j.truth.max(1) as f64),
         control_mib.map_or("-".into(), |c| format!("{c:.1} MiB")),
         share(covered, n),
+        n - covered - above,
         share(settled_right, settled),
     );
     // Mappings by label, summed over the intervals (the layout may change between them).
@@ -1242,6 +1269,7 @@ fn report(
         settled,
         covered,
         settled_right,
+        above,
         whole_ratio: m(&|j| j.whole_regions as f64 / j.truth.max(1) as f64),
         control_mib,
         top_truth: top
@@ -1412,23 +1440,35 @@ fn honest_error(args: &Args, summaries: &[Summary]) {
         ));
         rule.push_str("---:|---:|---:|");
     }
-    println!("{head} all: in interval | all: settled, right |\n{rule}---:|---:|");
+    println!(
+        "{head} all: in interval | all: truth above, below it | all: settled, right |\n{rule}---:|---:|---:|"
+    );
     let mut names: Vec<&str> = Vec::new();
     for s in summaries {
         if !names.contains(&s.name.as_str()) {
             names.push(&s.name);
         }
     }
-    // (covered, n, settled right, settled) summed over some summaries.
+    // (covered, n, settled right, settled, above) summed over some summaries.
     let total = |of: &mut dyn Iterator<Item = &Summary>| {
-        of.fold((0, 0, 0, 0), |t, s| {
+        of.fold((0, 0, 0, 0, 0), |t, s| {
             (
                 t.0 + s.covered,
                 t.1 + s.n,
                 t.2 + s.settled_right,
                 t.3 + s.settled,
+                t.4 + s.above,
             )
         })
+    };
+    let all = |t: (usize, usize, usize, usize, usize)| {
+        format!(
+            "{} | {}, {} | {}",
+            share(t.0, t.1),
+            t.4,
+            t.1 - t.0 - t.4,
+            share(t.2, t.3)
+        )
     };
     for name in names {
         let mut line = format!("| {name} |");
@@ -1447,13 +1487,12 @@ fn honest_error(args: &Args, summaries: &[Summary]) {
             }
         }
         let t = total(&mut summaries.iter().filter(|s| s.name == name));
-        println!("{line} {} | {} |", share(t.0, t.1), share(t.2, t.3));
+        println!("{line} {} |", all(t));
     }
     let mut line = String::from("| **all** |");
     for h in &args.horizons {
         let t = total(&mut summaries.iter().filter(|s| s.horizon_s == *h));
         line.push_str(&format!(" - | {} | {} |", share(t.0, t.1), share(t.2, t.3)));
     }
-    let t = total(&mut summaries.iter());
-    println!("{line} {} | {} |\n", share(t.0, t.1), share(t.2, t.3));
+    println!("{line} {} |\n", all(total(&mut summaries.iter())));
 }
