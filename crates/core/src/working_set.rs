@@ -1114,13 +1114,14 @@ mod tests {
 
     #[test]
     fn a_dense_target_s_interval_carries_the_method_s_error() {
-        // Every page of 4,096 touched: counted whole, with no sampling error to speak of; the
-        // interval still holds the 10 % the accessed cells may miss or add.
+        // Every page of 4,096 touched, 5,000 samples: hardly any sampling error; the interval
+        // still holds the 10 % the accessed cells may miss or add.
         let regions = [AddrRange::new(0, 4096 * P)];
         let run = Run::new(&regions, 20, 200, 7, |rng, _| rng.in_range(0, 4096));
         let ws = &run.ask(&[10_000_000])[0];
-        assert_eq!(ws.total.pages, 4096.0, "{:?}", ws.total);
-        assert!(ws.total.low <= 0.9 * 4096.0 + 1e-6 && ws.total.high >= 1.1 * 4096.0 - 1e-6);
+        let t = ws.total;
+        assert!((t.pages / 4096.0 - 1.0).abs() < 0.02, "{t:?}");
+        assert!(t.low <= 0.9 * t.pages + 1e-6 && t.high >= 1.1 * t.pages - 1e-6, "{t:?}");
         assert!(ws.total.is_settled());
     }
 
