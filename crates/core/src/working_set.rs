@@ -188,6 +188,15 @@ pub fn working_sets(evidence: &Evidence, now_us: u64, horizons_us: &[u64]) -> Ve
         .map(|&(h, _)| one_horizon(evidence, now_us, h))
         .collect();
     let rungs: Vec<bool> = ladder.iter().map(|x| x.1).collect();
+    // What all of a horizon's data samples say of its pages together bounds its total from
+    // below; so does a shorter horizon's bound.
+    let mut floors: Vec<f64> = ladder
+        .iter()
+        .map(|&(h, _)| pooled_floor(evidence, now_us, h))
+        .collect();
+    for k in 1..floors.len() {
+        floors[k] = floors[k].max(floors[k - 1]);
+    }
     make_monotone(&mut estimates, &rungs, evidence);
     // Pooling one mapping's horizons can lift a horizon whose other mappings were not lowered:
     // one factor for all keeps both the order and the target's bound.
@@ -211,9 +220,11 @@ pub fn working_sets(evidence: &Evidence, now_us: u64, horizons_us: &[u64]) -> Ve
                 .position(|x| x.0 == effective(h))
                 .expect("every horizon asked is on the ladder");
             let cells = &estimates[i];
+            let mut total = Touched::sum(cells.iter().map(|c| c.touched));
+            total.low = total.low.max(floors[i]).min(total.pages);
             WorkingSet {
                 horizon_us: h,
-                total: with_method_error(Touched::sum(cells.iter().map(|c| c.touched))),
+                total: with_method_error(total),
                 code: Touched::sum(cells.iter().filter(|c| c.code).map(|c| c.touched)),
                 cells: cells.iter().map(|c| (c.range, c.touched)).collect(),
             }
@@ -228,6 +239,25 @@ struct Cell {
     range: AddrRange,
     touched: Touched,
     code: bool,
+}
+
+/// The low end of the estimate of a horizon's data pages taken as one memory. The pieces'
+/// intervals add their unsettled ends as they are ([`Touched::sum`]), which is right where
+/// their errors go together, and far too wide where each piece's few samples cannot bound it
+/// but all of them together can (memory touched all over, sampled a few times per piece).
+/// Chao's estimate is a lower bound however unequally pages draw samples, and so is its
+/// interval's low end: the total is at least that. None for whole-region counts.
+fn pooled_floor(ev: &Evidence, now_us: u64, horizon_us: u64) -> f64 {
+    if ev.basis != Basis::Pages || ev.data.is_empty() {
+        return 0.0;
+    }
+    let cells = ev.history.accessed_within(horizon_us);
+    if cells.is_empty() {
+        return 0.0;
+    }
+    ev.data
+        .estimate_pooled(&cells, now_us, horizon_us, Unbounded::Point)
+        .low
 }
 
 /// The least error a working set's interval carries, relative to it: what the samples' counts
@@ -1121,7 +1151,10 @@ mod tests {
         let ws = &run.ask(&[10_000_000])[0];
         let t = ws.total;
         assert!((t.pages / 4096.0 - 1.0).abs() < 0.02, "{t:?}");
-        assert!(t.low <= 0.9 * t.pages + 1e-6 && t.high >= 1.1 * t.pages - 1e-6, "{t:?}");
+        assert!(
+            t.low <= 0.9 * t.pages + 1e-6 && t.high >= 1.1 * t.pages - 1e-6,
+            "{t:?}"
+        );
         assert!(ws.total.is_settled());
     }
 

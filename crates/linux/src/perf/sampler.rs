@@ -172,7 +172,27 @@ impl Sampler {
         });
         let mut events: Vec<OwnedFd> = Vec::with_capacity(tids.len() * cpus.len());
         let mut rings: Vec<(u32, Ring, i32)> = Vec::with_capacity(cpus.len());
-        for &tid in tids {
+        let mut opened: std::collections::BTreeSet<i32> = std::collections::BTreeSet::new();
+        let mut pending: Vec<i32> = tids.to_vec();
+        let mut rounds = 0;
+        loop {
+            let Some(tid) = pending.pop() else {
+                // A thread started while the events were opened has none of its own, nor one
+                // inherited (its creator had none yet): list the threads again until no new
+                // one shows (a few rounds at most: a process that starts threads without end
+                // gets the rest by inheritance).
+                if spawn || rounds == RELIST_ROUNDS {
+                    break;
+                }
+                rounds += 1;
+                let now = list_threads(pid).unwrap_or_default();
+                pending.extend(now.into_iter().filter(|t| !opened.contains(t)));
+                if pending.is_empty() {
+                    break;
+                }
+                continue;
+            };
+            opened.insert(tid);
             for &cpu in &cpus {
                 let fd = match open_event(&attr, tid, cpu as i32) {
                     Ok(fd) => fd,
@@ -408,6 +428,10 @@ const _: fn() = || {
 };
 
 /// The thread ids of `pid`, from /proc/PID/task.
+/// How many times [`Sampler::attach`] lists a process's threads again for those started while
+/// it opened events.
+const RELIST_ROUNDS: usize = 4;
+
 fn list_threads(pid: u32) -> Result<Vec<i32>, PerfError> {
     let dir =
         std::fs::read_dir(format!("/proc/{pid}/task")).map_err(|e| match e.raw_os_error() {
