@@ -64,6 +64,9 @@ pub struct Repeats {
     pub once: u64,
     /// Pages that took exactly two.
     pub twice: u64,
+    /// Pages that took exactly three: with the two above, how unequally pages draw samples
+    /// ([`Repeats::inequality`]).
+    pub thrice: u64,
 }
 
 impl Repeats {
@@ -75,6 +78,7 @@ impl Repeats {
         match n {
             1 => self.once += 1,
             2 => self.twice += 1,
+            3 => self.thrice += 1,
             _ => {}
         }
     }
@@ -137,7 +141,7 @@ impl Repeats {
         let (twice_low, twice_high) = poisson_interval(self.twice);
         let cap = |x: f64| x.min(whole).max(seen.min(whole));
         let low = cap(seen + unseen_if(twice_high));
-        let high = cap(seen + unseen_if(twice_low));
+        let high = cap(seen + unseen_if(twice_low) * self.inequality());
         // The samples cannot rule out that every page was touched: count the range whole,
         // where DAMON's rule would.
         let pages = if high >= whole && unbounded == Unbounded::Whole {
@@ -153,6 +157,27 @@ impl Repeats {
             samples: self.samples,
             evidence_us: 0,
         }
+    }
+}
+
+impl Repeats {
+    /// How unequally the pages drew samples, as their counts show it: `3 f1 f3 / (2 f2²)`,
+    /// 1 on average where every touched page draws samples at one rate (each page's count is
+    /// then Poisson, and `f1 f3 / f2² = 2/3`), and more the more the rates differ (a mixture
+    /// of Poisson counts has `f1 f3 >= 2/3 f2²`). Chao's estimate is exact on average at 1 and
+    /// falls short beyond, by more the more unequal the rates: the unseen pages' upper end is
+    /// widened by this factor, so that an interval does not claim to hold a count that pages
+    /// seldom sampled can put above it. At least 1; 1 where the counts cannot tell it from 1.
+    pub fn inequality(&self) -> f64 {
+        if self.twice == 0 || self.thrice == 0 {
+            return 1.0;
+        }
+        // Where the counts clearly say so: f3 at its interval's low end, f2 at its high end,
+        // so that the noise of a few pages sampled three times widens nothing.
+        let f1 = self.once as f64;
+        let f2 = poisson_interval(self.twice).1;
+        let f3 = poisson_interval(self.thrice).0;
+        (1.5 * f1 * f3 / (f2 * f2)).max(1.0)
     }
 }
 
@@ -343,6 +368,36 @@ mod tests {
     }
 
     #[test]
+    fn pages_drawing_samples_unequally_widen_the_interval_upwards() {
+        // 2,000 pages drawing one rate and 200 drawing ten times it, 1,500 samples: Chao's
+        // count falls short of 2,200, and the interval says it may.
+        let mut rng = Prng::seeded(4);
+        let (mut covered, mut covered_alike) = (0, 0);
+        for _ in 0..100 {
+            let mut pages: Vec<u64> = (0..1500)
+                .map(|_| match rng.in_range(0, 2) {
+                    0 => rng.in_range(0, 2000),
+                    _ => 2000 + rng.in_range(0, 200),
+                })
+                .collect();
+            pages.sort_unstable();
+            let r = Repeats::of_sorted_pages(pages);
+            assert!(r.inequality() >= 1.0);
+            let holds = |t: Touched| usize::from(t.low <= 2200.0 && 2200.0 <= t.high);
+            covered += holds(r.estimate(45_000));
+            // The same counts read as if pages drew samples alike.
+            covered_alike += holds(Repeats { thrice: 0, ..r }.estimate(45_000));
+        }
+        assert!(
+            covered >= 75 && covered >= covered_alike + 25,
+            "the interval held the truth {covered} of 100 times ({covered_alike} unwidened)"
+        );
+        // Pages alike: no widening to speak of.
+        let alike = repeats(300, 30, &[3, 3, 3, 3, 3]);
+        assert_eq!(alike.inequality(), 1.0);
+    }
+
+    #[test]
     fn a_range_the_samples_cannot_tell_from_dense_counts_whole() {
         // Every sample on a new page: nothing rules out the whole range.
         let t = repeats(50, 0, &[]).estimate(10_000);
@@ -377,13 +432,14 @@ mod tests {
         // 8,000 of 45,000 pages touched (a narrow key-value load), 1,500 samples: enough
         // repeats (about 140 twice) for a settled estimate near the truth, nearly always.
         let mut rng = Prng::seeded(1);
-        let mut covered = 0;
+        let (mut covered, mut settled) = (0, 0);
         for _ in 0..200 {
             let t = simulate(&mut rng, 8000, 45_000, 1500);
-            assert!(t.is_settled(), "{t:?}");
+            settled += usize::from(t.is_settled());
             assert!((t.pages / 8000.0 - 1.0).abs() < 0.25, "{t:?}");
             covered += usize::from(t.low <= 8000.0 && 8000.0 <= t.high);
         }
+        assert!(settled >= 180, "settled {settled} of 200 times");
         assert!(
             covered >= 180,
             "the 95 % interval covered the truth {covered} of 200 times"

@@ -16,8 +16,6 @@
 //!   the judge checks read the same whichever others are asked beside them.
 //! - **Never above what is resident**: no mapping counts beyond its resident bytes, and the
 //!   target (code included) not beyond its own.
-//! - **One count per page**: code is counted through the sampled instructions only in the
-//!   mappings whose data the accessed cells do not already count.
 //!
 //! Physical memory ([`AddressSpace::Physical`], the host) is estimated as one memory: one
 //! process's pages lie all over it, so no region of DAMON's tells touched frames apart, and
@@ -303,15 +301,13 @@ fn one_horizon(ev: &Evidence, now_us: u64, horizon_us: u64) -> Vec<Cell> {
         .collect();
     if ev.basis == Basis::Pages && ev.space == AddressSpace::Virtual {
         let code = estimate_code(ev.code, now_us, horizon_us, ev.resident);
-        out.extend(
-            code.into_iter()
-                .filter(|(m, _)| !overlaps_any(*m, &cells))
-                .map(|(range, touched)| Cell {
-                    range,
-                    touched,
-                    code: true,
-                }),
-        );
+        // Instructions' pages are not data's: a region accessed through its data samples may
+        // span a library's text too, and count none of the pages its code was fetched from.
+        out.extend(code.into_iter().map(|(range, touched)| Cell {
+            range,
+            touched,
+            code: true,
+        }));
         out.sort_by_key(|c| c.range);
     }
     let ranges: Vec<AddrRange> = out.iter().map(|c| c.range).collect();
@@ -324,12 +320,6 @@ fn one_horizon(ev: &Evidence, now_us: u64, horizon_us: u64) -> Vec<Cell> {
         c.touched = t;
     }
     out
-}
-
-/// Whether `range` overlaps any of `sorted` (sorted, disjoint).
-fn overlaps_any(range: AddrRange, sorted: &[AddrRange]) -> bool {
-    let i = sorted.partition_point(|c| c.end <= range.start);
-    sorted.get(i).is_some_and(|c| c.start < range.end)
 }
 
 /// The cells of physical memory estimated as one memory (see the module documentation), each
@@ -1171,8 +1161,9 @@ mod tests {
     }
 
     #[test]
-    fn code_in_memory_the_data_counts_is_counted_once() {
-        // The data cells cover the whole mapping; its instructions' pages add nothing.
+    fn code_beside_data_in_one_region_counts_and_stays_within_the_mapping() {
+        // A region over a whole mapping accessed through data samples; the instructions
+        // fetched from two of its pages count too, and the mapping's bound holds both.
         let mapping = AddrRange::new(0, 64 * P);
         let mut run = Run::new(&[mapping], 10, 10, 4, |rng, _| rng.in_range(0, 64));
         for t in 1..=25 {
@@ -1184,7 +1175,7 @@ mod tests {
             resident_bytes: 64 * P,
         }];
         let ws = &run.ask(&[10_000_000])[0];
-        assert_eq!(ws.code_bytes(), 0, "{ws:?}");
+        assert!(ws.code_bytes() >= P, "{ws:?}");
         assert!(ws.bytes() <= 64 * P);
     }
 
