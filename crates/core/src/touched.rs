@@ -318,6 +318,28 @@ impl Touched {
         total
     }
 
+    /// The sum of the estimates of disjoint ranges whose errors are independent: every part's
+    /// distance from its estimate to either end of its interval taken as 1.96 standard
+    /// deviations on that side, as [`Touched::sum`] takes its settled parts'. For parts whose
+    /// samples, pooled, agree with their sum (see [`crate::working_set`]).
+    pub fn sum_independent(parts: impl IntoIterator<Item = Touched>) -> Touched {
+        let mut total = Touched::default();
+        let (mut below, mut above) = (0.0, 0.0);
+        let (mut lows, mut highs) = (0.0, 0.0);
+        for p in parts {
+            total.pages += p.pages;
+            total.seen += p.seen;
+            total.samples += p.samples;
+            lows += p.low;
+            highs += p.high;
+            below += (p.pages - p.low).powi(2);
+            above += (p.high - p.pages).powi(2);
+        }
+        total.low = (total.pages - below.sqrt()).max(lows);
+        total.high = (total.pages + above.sqrt()).min(highs);
+        total
+    }
+
     /// Scales the estimate by `share` (at most 1): the part of it that a bound leaves, such as
     /// the resident pages of the memory the range lies in.
     pub fn scaled(self, share: f64) -> Touched {

@@ -186,12 +186,13 @@ pub fn working_sets(evidence: &Evidence, now_us: u64, horizons_us: &[u64]) -> Ve
         .map(|&(h, _)| one_horizon(evidence, now_us, h))
         .collect();
     let rungs: Vec<bool> = ladder.iter().map(|x| x.1).collect();
-    // What all of a horizon's data samples say of its pages together bounds its total from
-    // below; so does a shorter horizon's bound.
-    let mut floors: Vec<f64> = ladder
+    // What all of a horizon's data samples say of its pages taken together.
+    let pooled: Vec<Option<Touched>> = ladder
         .iter()
-        .map(|&(h, _)| pooled_floor(evidence, now_us, h))
+        .map(|&(h, _)| pooled_data(evidence, now_us, h))
         .collect();
+    // Its low end bounds the total from below; so does a shorter horizon's.
+    let mut floors: Vec<f64> = pooled.iter().map(|p| p.map_or(0.0, |p| p.low)).collect();
     for k in 1..floors.len() {
         floors[k] = floors[k].max(floors[k - 1]);
     }
@@ -218,7 +219,18 @@ pub fn working_sets(evidence: &Evidence, now_us: u64, horizons_us: &[u64]) -> Ve
                 .position(|x| x.0 == effective(h))
                 .expect("every horizon asked is on the ladder");
             let cells = &estimates[i];
-            let mut total = Touched::sum(cells.iter().map(|c| c.touched));
+            let parts = cells.iter().map(|c| c.touched);
+            let sum = Touched::sum(parts.clone());
+            // Pieces each counted whole on too few samples to bound it err alike where their
+            // samples taken together say fewer pages were touched (a server's hot items
+            // scattered over its heap), and independently where they agree (memory touched
+            // all over): their sum is as unsettled as they are only in the first case.
+            let agree = pooled[i].is_none_or(|p| p.high >= sum.pages * (1.0 - METHOD_ERROR));
+            let mut total = if agree {
+                Touched::sum_independent(parts)
+            } else {
+                sum
+            };
             total.low = total.low.max(floors[i]).min(total.pages);
             WorkingSet {
                 horizon_us: h,
@@ -239,23 +251,20 @@ struct Cell {
     code: bool,
 }
 
-/// The low end of the estimate of a horizon's data pages taken as one memory. The pieces'
-/// intervals add their unsettled ends as they are ([`Touched::sum`]), which is right where
-/// their errors go together, and far too wide where each piece's few samples cannot bound it
-/// but all of them together can (memory touched all over, sampled a few times per piece).
-/// Chao's estimate is a lower bound however unequally pages draw samples, and so is its
-/// interval's low end: the total is at least that. None for whole-region counts.
-fn pooled_floor(ev: &Evidence, now_us: u64, horizon_us: u64) -> f64 {
+/// The estimate of a horizon's data pages taken as one memory, which tells how the pieces'
+/// intervals add: Chao's estimate is a lower bound however unequally pages draw samples, and
+/// so is its interval's low end, so the total is at least that; and where its high end lies
+/// below the pieces' sum, the pieces' whole counts overstate together. None for whole-region
+/// counts and sources without samples.
+fn pooled_data(ev: &Evidence, now_us: u64, horizon_us: u64) -> Option<Touched> {
     if ev.basis != Basis::Pages || ev.data.is_empty() {
-        return 0.0;
+        return None;
     }
     let cells = ev.history.accessed_within(horizon_us);
-    if cells.is_empty() {
-        return 0.0;
-    }
-    ev.data
-        .estimate_pooled(&cells, now_us, horizon_us, Unbounded::Point)
-        .low
+    (!cells.is_empty()).then(|| {
+        ev.data
+            .estimate_pooled(&cells, now_us, horizon_us, Unbounded::Point)
+    })
 }
 
 /// The least error a working set's interval carries, relative to it: what the samples' counts
@@ -1146,6 +1155,31 @@ mod tests {
             "{t:?}"
         );
         assert!(ws.total.is_settled());
+    }
+
+    #[test]
+    fn scattered_and_dense_memory_each_read_near_the_truth_within_their_interval() {
+        // 64 regions of 1,024 pages. Scattered: 800 hot pages over them, each region's few
+        // samples seldom repeating, all of them together often. Dense: every page touched,
+        // its pieces counted whole on samples that agree together: settled.
+        let regions: Vec<AddrRange> = (0..64)
+            .map(|i| AddrRange::new(i * 1024 * P, (i + 1) * 1024 * P))
+            .collect();
+        let mut rng = crate::Prng::seeded(8);
+        let hot: Vec<u64> = (0..800).map(|_| rng.in_range(0, 64 * 1024)).collect();
+        let sparse = Run::new(&regions, 12, 40, 9, |rng, _| {
+            hot[rng.in_range(0, hot.len() as u64) as usize]
+        });
+        let mut distinct = hot.clone();
+        distinct.sort_unstable();
+        distinct.dedup();
+        let truth = distinct.len() as f64;
+        let t = sparse.ask(&[2_000_000])[0].total;
+        assert!(t.low <= truth && truth <= t.high, "{t:?} for {truth}");
+        assert!((t.pages / truth - 1.0).abs() < 0.25, "{t:?} for {truth}");
+        let dense = Run::new(&regions, 40, 400, 10, |rng, _| rng.in_range(0, 64 * 1024));
+        let t = dense.ask(&[30_000_000])[0].total;
+        assert!(t.is_settled() && t.pages > 0.9 * 65_536.0, "{t:?}");
     }
 
     #[test]
