@@ -294,8 +294,25 @@ impl Touched {
     /// neighbours' wrong alike, so their errors do not cancel. A sum of many parts each
     /// counted whole on samples that could not bound it is as unsettled as they are.
     pub fn sum(parts: impl IntoIterator<Item = Touched>) -> Touched {
+        Touched::sum_where(parts, Touched::is_settled)
+    }
+
+    /// The sum of the estimates of disjoint ranges whose errors are independent: every part's
+    /// distance from its estimate to either end of its interval taken as 1.96 standard
+    /// deviations on that side, as [`Touched::sum`] takes its settled parts'. For parts whose
+    /// samples, pooled, agree with their sum (see [`crate::working_set`]).
+    pub fn sum_independent(parts: impl IntoIterator<Item = Touched>) -> Touched {
+        Touched::sum_where(parts, |_| true)
+    }
+
+    /// The sum of `parts`, the intervals of those that are `independent` added as independent
+    /// errors, the others' ends as they are.
+    fn sum_where(
+        parts: impl IntoIterator<Item = Touched>,
+        independent: impl Fn(&Touched) -> bool,
+    ) -> Touched {
         let mut total = Touched::default();
-        // Settled parts' squared distances to their ends; unsettled parts' distances.
+        // Independent parts' squared distances to their ends; the others' distances.
         let (mut below, mut above) = (0.0, 0.0);
         let (mut loose_below, mut loose_above) = (0.0, 0.0);
         let (mut lows, mut highs) = (0.0, 0.0);
@@ -305,7 +322,7 @@ impl Touched {
             total.samples += p.samples;
             lows += p.low;
             highs += p.high;
-            if p.is_settled() {
+            if independent(&p) {
                 below += (p.pages - p.low).powi(2);
                 above += (p.high - p.pages).powi(2);
             } else {
@@ -315,28 +332,6 @@ impl Touched {
         }
         total.low = (total.pages - below.sqrt() - loose_below).max(lows);
         total.high = (total.pages + above.sqrt() + loose_above).min(highs);
-        total
-    }
-
-    /// The sum of the estimates of disjoint ranges whose errors are independent: every part's
-    /// distance from its estimate to either end of its interval taken as 1.96 standard
-    /// deviations on that side, as [`Touched::sum`] takes its settled parts'. For parts whose
-    /// samples, pooled, agree with their sum (see [`crate::working_set`]).
-    pub fn sum_independent(parts: impl IntoIterator<Item = Touched>) -> Touched {
-        let mut total = Touched::default();
-        let (mut below, mut above) = (0.0, 0.0);
-        let (mut lows, mut highs) = (0.0, 0.0);
-        for p in parts {
-            total.pages += p.pages;
-            total.seen += p.seen;
-            total.samples += p.samples;
-            lows += p.low;
-            highs += p.high;
-            below += (p.pages - p.low).powi(2);
-            above += (p.high - p.pages).powi(2);
-        }
-        total.low = (total.pages - below.sqrt()).max(lows);
-        total.high = (total.pages + above.sqrt()).min(highs);
         total
     }
 
