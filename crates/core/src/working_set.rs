@@ -12,8 +12,8 @@
 //!   that order, they are pooled (isotonic regression weighted by each estimate's precision, so
 //!   the horizon with more samples weighs more), and their intervals narrowed by what the
 //!   order implies (a shorter horizon's low end is a longer one's too). Every answer is taken
-//!   within a fixed ladder of horizons ([`RUNGS_US`]), so that the horizons serve exports and
-//!   the judge checks read the same whichever others are asked beside them.
+//!   within a fixed ladder of horizons ([`RUNGS_US`]), so that the horizons serve exports read
+//!   the same whichever others are asked beside them, in every view.
 //! - **Never above what is resident**: no mapping counts beyond its resident bytes, and the
 //!   target (code included) not beyond its own.
 //!
@@ -49,9 +49,9 @@ use crate::region::AddrRange;
 use crate::touched::{Touched, Unbounded};
 
 /// The ladder of horizons (µs; 0 is the window itself) that every answer is taken within: the
-/// horizons serve exports and the judge checks. A horizon between two rungs is held between
-/// their answers.
-pub const RUNGS_US: [u64; 5] = [0, 2_000_000, 10_000_000, 30_000_000, LONGEST_US];
+/// horizons serve exports. A horizon between two rungs is held between their answers (and
+/// pooled with the others asked between them).
+pub const RUNGS_US: [u64; 3] = [0, 10_000_000, LONGEST_US];
 
 /// The longest horizon answered: as long as samples are kept.
 pub const LONGEST_US: u64 = crate::page_samples::KEEP_US;
@@ -186,16 +186,6 @@ pub fn working_sets(evidence: &Evidence, now_us: u64, horizons_us: &[u64]) -> Ve
         .map(|&(h, _)| one_horizon(evidence, now_us, h))
         .collect();
     let rungs: Vec<bool> = ladder.iter().map(|x| x.1).collect();
-    // What all of a horizon's data samples say of its pages taken together.
-    let pooled: Vec<Option<Touched>> = ladder
-        .iter()
-        .map(|&(h, _)| pooled_data(evidence, now_us, h))
-        .collect();
-    // Its low end bounds the total from below; so does a shorter horizon's.
-    let mut floors: Vec<f64> = pooled.iter().map(|p| p.map_or(0.0, |p| p.low)).collect();
-    for k in 1..floors.len() {
-        floors[k] = floors[k].max(floors[k - 1]);
-    }
     make_monotone(&mut estimates, &rungs, evidence);
     // Pooling one mapping's horizons can lift a horizon whose other mappings were not lowered:
     // one factor for all keeps both the order and the target's bound.
@@ -220,18 +210,20 @@ pub fn working_sets(evidence: &Evidence, now_us: u64, horizons_us: &[u64]) -> Ve
                 .expect("every horizon asked is on the ladder");
             let cells = &estimates[i];
             let parts = cells.iter().map(|c| c.touched);
-            let sum = Touched::sum(parts.clone());
-            // Pieces each counted whole on too few samples to bound it err alike where their
-            // samples taken together say fewer pages were touched (a server's hot items
+            let mut total = Touched::sum(parts.clone());
+            // Where the pieces' intervals leave the sum unsettled, what all the horizon's
+            // data samples say together: pieces each counted whole on too few samples to bound
+            // it err alike where those say fewer pages were touched (a server's hot items
             // scattered over its heap), and independently where they agree (memory touched
-            // all over): their sum is as unsettled as they are only in the first case.
-            let agree = pooled[i].is_none_or(|p| p.high >= sum.pages * (1.0 - METHOD_ERROR));
-            let mut total = if agree {
-                Touched::sum_independent(parts)
-            } else {
-                sum
-            };
-            total.low = total.low.max(floors[i]).min(total.pages);
+            // all over). Chao's low end bounds the total from below either way.
+            if !total.is_settled()
+                && let Some(pooled) = pooled_data(evidence, now_us, ladder[i].0)
+            {
+                if pooled.high >= total.pages * (1.0 - METHOD_ERROR) {
+                    total = Touched::sum_independent(parts);
+                }
+                total.low = total.low.max(pooled.low).min(total.pages);
+            }
             WorkingSet {
                 horizon_us: h,
                 total: with_method_error(total),
