@@ -466,29 +466,44 @@ fn monotone_fit(raw: &[Touched], rungs: &[bool]) -> Vec<Touched> {
     fitted
 }
 
-/// The weighted isotonic (non-decreasing) regression of the estimates' counts, by pooling
-/// adjacent violators: each estimate weighs by its precision, the inverse square of its
-/// interval's width (at least 2 % of it, so that a count without an interval does not
-/// outweigh every other without limit).
+/// The estimates' counts made non-decreasing (shortest horizon first). Where a longer
+/// horizon reads below a shorter one, and its own interval holds the shorter one's count, it
+/// takes that count: its samples do not rule it out, and a longer horizon's count falls short
+/// more often than a shorter one's overshoots (pages that seldom draw a sample show up as
+/// repeats of others over a long span, while the short span's pieces count whole). Where its
+/// interval rules the shorter count out, the two are pooled, adjacent violators as in isotonic
+/// regression, each weighing by its precision: the inverse square of its interval's width (at
+/// least 2 % of it, so that a count without an interval does not outweigh every other without
+/// limit).
 fn isotonic(estimates: &[Touched]) -> Vec<f64> {
-    // Blocks of pooled estimates: (weighted mean, total weight, members).
-    let mut blocks: Vec<(f64, f64, usize)> = Vec::with_capacity(estimates.len());
+    // Blocks of pooled estimates: (weighted mean, total weight, members, the highest count
+    // the newest member's interval allows).
+    let mut blocks: Vec<(f64, f64, usize, f64)> = Vec::with_capacity(estimates.len());
     for t in estimates {
         let width = (t.high - t.low).max(0.02 * t.pages).max(1.0);
-        let mut block = (t.pages, 1.0 / (width * width), 1);
-        while let Some(&(mean, weight, n)) = blocks.last() {
+        let mut block = (t.pages, 1.0 / (width * width), 1, t.high);
+        while let Some(&(mean, weight, n, _)) = blocks.last() {
             if mean <= block.0 {
+                break;
+            }
+            if mean <= block.3 {
+                block.0 = mean;
                 break;
             }
             blocks.pop();
             let w = weight + block.1;
-            block = ((mean * weight + block.0 * block.1) / w, w, n + block.2);
+            block = (
+                (mean * weight + block.0 * block.1) / w,
+                w,
+                n + block.2,
+                block.3,
+            );
         }
         blocks.push(block);
     }
     blocks
         .into_iter()
-        .flat_map(|(mean, _, n)| std::iter::repeat_n(mean, n))
+        .flat_map(|(mean, _, n, _)| std::iter::repeat_n(mean, n))
         .collect()
 }
 
@@ -1075,6 +1090,9 @@ mod tests {
         assert_eq!(fit[0], 40.0);
         assert_eq!(fit[1], fit[2]);
         assert!(fit[1] > 66.0 && fit[1] < 70.0, "{fit:?}");
+        // A longer horizon whose interval holds the shorter one's count takes it: dense memory
+        // counted whole over 2 s, short by Chao's count over 10 s.
+        assert_eq!(isotonic(&[t(320.0, 0.0), t(250.0, 160.0)]), [320.0, 320.0]);
         let ordered = [t(1.0, 1.0), t(2.0, 1.0), t(3.0, 1.0)];
         assert_eq!(isotonic(&ordered), [1.0, 2.0, 3.0], "in order: unchanged");
     }
