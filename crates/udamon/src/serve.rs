@@ -71,6 +71,58 @@ fn raise_open_files_limit() {
     }
 }
 
+/// File descriptors kept free of targets, for /metrics, the control socket, records and the
+/// /proc files serve reads: a quarter of the limit, at most this many.
+const FDS_KEPT: u64 = 256;
+
+/// What a target is taken to cost in file descriptors until serve has seen what they cost:
+/// its pagemap, pidfd and perf events.
+const FDS_PER_TARGET: u64 = 8;
+
+/// The targets serve may still start without taking the descriptors it keeps for /metrics and
+/// control: at 5,500 served processes a full table once cost both. What a target costs is
+/// measured from those running (their threads open files after they start, so at least
+/// [`FDS_PER_TARGET`]).
+struct FdRoom {
+    used: u64,
+    limit: u64,
+    per_target: u64,
+}
+
+impl FdRoom {
+    fn now(running: usize) -> FdRoom {
+        let used = std::fs::read_dir("/proc/self/fd").map_or(0, |d| d.count() as u64);
+        let mut limit = libc::rlimit {
+            rlim_cur: 0,
+            rlim_max: 0,
+        };
+        // SAFETY: a valid rlimit for the kernel to fill.
+        let limit = match unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } {
+            0 => limit.rlim_cur,
+            _ => u64::MAX,
+        };
+        FdRoom {
+            used,
+            limit,
+            per_target: (used / running.max(1) as u64).max(FDS_PER_TARGET),
+        }
+    }
+
+    fn kept(&self) -> u64 {
+        (self.limit / 4).min(FDS_KEPT)
+    }
+
+    /// Takes the room of one more target, if there is any.
+    fn take(&mut self) -> bool {
+        let after = self.used.saturating_add(self.per_target);
+        if after.saturating_add(self.kept()) > self.limit {
+            return false;
+        }
+        self.used = after;
+        true
+    }
+}
+
 /// How often the loop looks at its stop flag while it waits for requests.
 const POLL: Duration = Duration::from_millis(200);
 
@@ -379,8 +431,30 @@ impl Serving {
             self.removed.remove(&key);
             self.supervisor.stop(&key, &gone.why.to_string());
         }
+        let mut room = FdRoom::now(self.supervisor.len());
+        let mut left_out = 0;
         for found in &changes.added {
+            if !room.take() {
+                // Found again by a later scan, when targets have gone.
+                self.discovery.forget(found.pid);
+                left_out += 1;
+                continue;
+            }
             self.start_process(found, settings);
+        }
+        if left_out > 0 {
+            log::limited(
+                log::Level::Warn,
+                "file descriptors",
+                &format!(
+                    "not serving {left_out} more processes found: {} of the {} file descriptors \
+                     are in use, and serve keeps {} for /metrics and control; raise its \
+                     open-files limit (systemd: LimitNOFILE=) to serve them",
+                    room.used,
+                    room.limit,
+                    room.kept()
+                ),
+            );
         }
         let news = self.supervisor.reap();
         // A process whose monitoring ended is read anew if its pid comes back; one that

@@ -647,3 +647,61 @@ fn every_change_and_refusal_is_logged_and_status_shows_scheme_counters() {
     assert!(ended.contains("removed with udamon ctl remove"), "{ended}");
     assert!(serve.stop());
 }
+
+/// More matching processes than serve has file descriptors for: it serves those it can, says
+/// it left the rest out, and /metrics and the control socket keep answering.
+#[test]
+fn more_processes_than_file_descriptors_leave_metrics_and_control_answering() {
+    let dir = tempfile::tempdir().unwrap();
+    let name = format!("udmf{}", std::process::id() % 100_000);
+    let sleeper = dir.path().join(&name);
+    std::os::unix::fs::symlink(which("sleep"), &sleeper).unwrap();
+    let mut sleepers: Vec<Child> = (0..60)
+        .map(|_| Command::new(&sleeper).arg("120").spawn().unwrap())
+        .collect();
+    let mut serve = Serve::start_limited(
+        dir.path(),
+        &[
+            "--match",
+            &format!("^{name}$"),
+            "--access-source",
+            "cpuclock",
+        ],
+        Some(160),
+    );
+    let line = serve.wait_log("more processes found");
+    assert!(line.contains("of the 160 file descriptors"), "{line}");
+    let served_pids = |serve: &Serve| -> Vec<u32> {
+        serve
+            .ctl_ok(&["targets"])
+            .lines()
+            .filter(|l| l.contains(&name))
+            .filter_map(|l| l.split_whitespace().next()?.parse().ok())
+            .collect()
+    };
+    let served = served_pids(&serve);
+    assert!(!served.is_empty() && served.len() < 60, "{served:?}");
+    let (status, body) = serve.get("/metrics");
+    assert_eq!(status, 200, "{body}");
+    // Targets that go make room for those left out.
+    let (gone, waiting): (Vec<Child>, Vec<Child>) =
+        sleepers.drain(..).partition(|c| served.contains(&c.id()));
+    for mut s in gone {
+        s.kill().unwrap();
+        s.wait().unwrap();
+    }
+    let deadline = Instant::now() + PATIENCE;
+    while !served_pids(&serve)
+        .iter()
+        .any(|p| waiting.iter().any(|c| c.id() == *p))
+    {
+        assert!(
+            Instant::now() < deadline,
+            "none of those left out was served"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    sleepers = waiting;
+    stop(&mut sleepers.iter_mut().collect::<Vec<_>>());
+    assert!(serve.stop());
+}

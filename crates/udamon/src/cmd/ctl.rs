@@ -79,13 +79,18 @@ pub fn run(args: &CtlArgs) -> Result<()> {
     }
 }
 
-/// An answer as the terminal is to show it: its lines, each ended, with control characters
-/// escaped as reports escape them. The text holds names that others chose (a process's name,
-/// set with prctl; a cgroup's), which must not reach the terminal as escape sequences.
+/// An answer as the terminal is to show it: its lines, each ended, and its tab-separated
+/// fields, with every other control character escaped as reports escape them. The text holds
+/// names that others chose (a process's name, set with prctl; a cgroup's), which must not
+/// reach the terminal as escape sequences.
 fn printable(text: &str) -> String {
-    text.lines()
-        .map(|line| one_line(line, usize::MAX) + "\n")
-        .collect()
+    let mut out = String::with_capacity(text.len() + 1);
+    for line in text.lines() {
+        let fields: Vec<String> = line.split('\t').map(|f| one_line(f, usize::MAX)).collect();
+        out.push_str(&fields.join("\t"));
+        out.push('\n');
+    }
+    out
 }
 
 #[cfg(test)]
@@ -97,7 +102,7 @@ mod tests {
         let answer = "1 sleep\n2 \x1b]0;owned\x07\x1b[8m\u{9b}2J\ttail";
         assert_eq!(
             printable(answer),
-            "1 sleep\n2 \\u{1b}]0;owned\\u{7}\\u{1b}[8m\\u{9b}2J\\ttail\n"
+            "1 sleep\n2 \\u{1b}]0;owned\\u{7}\\u{1b}[8m\\u{9b}2J\ttail\n"
         );
         assert_eq!(printable(""), "");
     }
