@@ -76,8 +76,8 @@ fn raise_open_files_limit() {
 const FDS_KEPT: u64 = 256;
 
 /// What a target is taken to cost in file descriptors until serve has seen what they cost:
-/// its pagemap, pidfd and perf events.
-const FDS_PER_TARGET: u64 = 8;
+/// its pagemap and pidfd (2), and perf events where the access source opens them per process.
+const FDS_PER_TARGET: u64 = 4;
 
 /// The targets serve may still start without taking the descriptors it keeps for /metrics and
 /// control: at 5,500 served processes a full table once cost both. What a target costs is
