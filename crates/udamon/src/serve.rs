@@ -24,7 +24,7 @@ use anyhow::{Context as _, Result};
 use config::{Config, Wanted};
 use control::{Asked, ControlSocket, Pending, Request};
 use records::RecordPolicy;
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -187,6 +187,7 @@ pub fn run(args: &ServeArgs) -> Result<()> {
         removed: BTreeSet::new(),
         named: named_pids(&config),
         next_sim: 0,
+        sim_owners: HashMap::new(),
         source,
     };
     loop {
@@ -408,6 +409,8 @@ struct Serving {
     /// Processes named by `--pid` or `udamon ctl add`: they always get series of their own.
     named: BTreeSet<u32>,
     next_sim: u64,
+    /// Who added each simulated workload (by uid): only they, or root, may see or change it.
+    sim_owners: HashMap<u64, u32>,
     source: Served,
 }
 
@@ -556,7 +559,7 @@ impl Serving {
                 config,
                 fast,
                 ..
-            } => Pending::Now(self.add_sim(&spec, config.as_deref(), fast, settings)),
+            } => Pending::Now(self.add_sim(&spec, config.as_deref(), fast, settings, caller)),
             Request::Add { .. } => Pending::Now(Err("add: give a pid or a sim workload".into())),
             Request::Remove { target } => Pending::Now(self.remove(&target, caller)),
             Request::Tune { target, tune } => {
@@ -584,10 +587,15 @@ impl Serving {
     /// The served target a caller names (`1234`, `sim:2`), if the caller may monitor it.
     fn key_for(&self, target: &str, caller: &Credentials) -> Result<Key, String> {
         let key = if let Some(n) = target.strip_prefix("sim:") {
-            Key::Sim(
-                n.parse()
-                    .map_err(|_| format!("'{target}' names no target"))?,
-            )
+            let n = n
+                .parse()
+                .map_err(|_| format!("'{target}' names no target"))?;
+            if !self.owns_sim(caller, n) {
+                return Err(format!(
+                    "{target} is another user's simulated workload: only they or root may use it"
+                ));
+            }
+            Key::Sim(n)
         } else {
             let pid: u32 = target
                 .parse()
@@ -606,9 +614,11 @@ impl Serving {
     fn list(&self, caller: &Credentials) -> String {
         let mut text = String::new();
         for (key, labels) in self.supervisor.targets() {
-            if let Key::Process { pid, .. } = key
-                && may_monitor(caller, *pid).is_err()
-            {
+            let theirs = match key {
+                Key::Process { pid, .. } => may_monitor(caller, *pid).is_ok(),
+                Key::Sim(n) => self.owns_sim(caller, *n),
+            };
+            if !theirs {
                 continue;
             }
             text.push_str(&format!(
@@ -638,15 +648,22 @@ impl Serving {
         }
     }
 
+    /// Whether `caller` added simulated workload `n`, or is root.
+    fn owns_sim(&self, caller: &Credentials, n: u64) -> bool {
+        caller.uid == 0 || self.sim_owners.get(&n) == Some(&caller.uid)
+    }
+
     fn add_sim(
         &mut self,
         spec: &str,
         text: Option<&str>,
         fast: bool,
         settings: &TargetSettings,
+        caller: &Credentials,
     ) -> Result<String, String> {
         let workload = sim_workload(spec, text)?;
         self.next_sim += 1;
+        self.sim_owners.insert(self.next_sim, caller.uid);
         let labels = Labels {
             id: TargetId::Sim(self.next_sim),
             comm: control::short(spec.trim_start_matches("builtin:")),
@@ -665,6 +682,9 @@ impl Serving {
     fn remove(&mut self, target: &str, caller: &Credentials) -> Result<String, String> {
         let key = self.key_for(target, caller)?;
         self.supervisor.stop(&key, "removed with udamon ctl remove");
+        if let Key::Sim(n) = key {
+            self.sim_owners.remove(&n);
+        }
         if matches!(key, Key::Process { .. }) {
             self.removed.insert(key);
         }

@@ -705,3 +705,53 @@ fn more_processes_than_file_descriptors_leave_metrics_and_control_answering() {
     stop(&mut sleepers.iter_mut().collect::<Vec<_>>());
     assert!(serve.stop());
 }
+
+/// A simulated workload belongs to whoever added it: on a socket root shared, another user
+/// neither sees root's nor removes it, and keeps their own.
+#[test]
+fn a_simulated_workload_is_its_adders_alone() {
+    if !others_run_udamon() {
+        return;
+    }
+    let dir = shared_dir();
+    let serve = Serve::start(dir.path(), &["--idle"]);
+    assert!(
+        serve
+            .ctl_ok(&["add", "--sim", "builtin:demo"])
+            .contains("sim:1")
+    );
+    std::fs::set_permissions(&serve.control, std::fs::Permissions::from_mode(0o666)).unwrap();
+    let nobody_ctl = |args: &[&str]| {
+        as_user(NOBODY, Path::new(env!("CARGO_BIN_EXE_udamon")))
+            .arg("ctl")
+            .arg("--control")
+            .arg(&serve.control)
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    let out = nobody_ctl(&["remove", "sim:1"]);
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("another user's"),
+        "{out:?}"
+    );
+    let out = nobody_ctl(&["targets"]);
+    assert!(
+        !String::from_utf8_lossy(&out.stdout).contains("sim:1"),
+        "{out:?}"
+    );
+    assert!(
+        nobody_ctl(&["add", "--sim", "builtin:demo"])
+            .status
+            .success()
+    );
+    let out = nobody_ctl(&["targets"]);
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("sim:2"),
+        "{out:?}"
+    );
+    assert!(nobody_ctl(&["remove", "sim:2"]).status.success());
+    assert!(serve.ctl_ok(&["targets"]).contains("sim:1"), "root's stays");
+    assert!(serve.stop());
+}
