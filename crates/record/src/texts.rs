@@ -50,7 +50,10 @@ impl Texts {
             self.kept += text.len();
             return text.to_string();
         }
-        let end = text.floor_char_boundary(limit - CUT.len_utf8());
+        let mut end = limit - CUT.len_utf8();
+        while !text.is_char_boundary(end) {
+            end -= 1;
+        }
         let mut kept = String::with_capacity(end + CUT.len_utf8());
         kept.push_str(&text[..end]);
         kept.push(CUT);
