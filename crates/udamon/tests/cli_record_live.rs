@@ -437,3 +437,34 @@ fn the_host_is_recorded_over_physical_addresses() {
         .failure();
     assert_one_line_error(&refused.get_output().stderr, "physical memory");
 }
+
+/// Ctrl-C at a terminal reaches the whole process group: `record -- CMD` and the command. The
+/// record ends complete, and udamon says the command ended rather than that it keeps running.
+#[test]
+fn ctrl_c_ends_the_command_too_and_says_so() {
+    use std::os::unix::process::CommandExt;
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("rec.data");
+    let child = std::process::Command::new(udamon().get_program())
+        .args(["record", "--access-source", "cpuclock", "-o"])
+        .arg(&out)
+        .args(["--", "sleep", "60"])
+        .process_group(0)
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let group = child.id() as i32;
+    // Once the record has its header, monitoring runs.
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while std::fs::metadata(&out).map_or(0, |m| m.len()) == 0 {
+        assert!(std::time::Instant::now() < deadline, "no record started");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // SAFETY: a signal to the process group the test made.
+    unsafe { libc::kill(-group, libc::SIGINT) };
+    let o = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(!stderr.contains("keeps running"), "{stderr}");
+    assert!(stderr.contains("ended as monitoring stopped"), "{stderr}");
+    assert!(info(&out)["events"].is_object());
+}
