@@ -1,7 +1,7 @@
 //! What a reader keeps of a record's strings (command lines, mapping and function names,
 //! reasons), whatever the file claims: each string at most [`MAX_TEXT`] bytes, and once a
-//! record's strings have taken [`TEXT_BUDGET`] in all, each further one at most
-//! [`MAX_TEXT_OVER_BUDGET`]. A frame holds at most `MAX_PAYLOAD` bytes, but compression lets a
+//! record's different strings have taken [`TEXT_BUDGET`] in all, each further one at most
+//! [`MAX_TEXT_OVER_BUDGET`] (a name repeated in every `mappings` event counts once). A frame holds at most `MAX_PAYLOAD` bytes, but compression lets a
 //! small file hold many frames of one long string: 300 command lines of 16 MiB in a 183 KB file
 //! once cost a report 9 GB. A cut string ends with `…`, and the reader tells how many were cut
 //! (a [`DamageKind::TextCut`](crate::DamageKind::TextCut)).
@@ -25,8 +25,12 @@ const CUT: char = '…';
 /// A reader's account of the strings it kept and cut.
 #[derive(Debug, Default)]
 pub struct Texts {
-    /// Bytes of text kept so far (at most the payloads the strings came in).
+    /// Bytes of the different strings kept so far (those of small payloads counted by the
+    /// payload). A string seen before costs nothing new to a report that keeps it again as
+    /// it did (a process's mapping names, in every `mappings` event), so only new ones count.
     kept: usize,
+    /// Hashes of the strings counted in `kept`.
+    seen: std::collections::HashSet<u64>,
     /// Strings cut, and the bytes not kept, since [`Texts::take_cut`] last asked.
     cut: u64,
     cut_bytes: u64,
@@ -47,7 +51,7 @@ impl Texts {
     pub fn keep(&mut self, text: &str) -> String {
         let limit = self.limit();
         if text.len() <= limit {
-            self.kept += text.len();
+            self.count(text);
             return text.to_string();
         }
         let mut end = limit - CUT.len_utf8();
@@ -59,8 +63,19 @@ impl Texts {
         kept.push(CUT);
         self.cut += 1;
         self.cut_bytes += (text.len() - end) as u64;
-        self.kept += kept.len();
+        self.count(&kept);
         kept
+    }
+
+    /// Counts `text` against the budget, unless it was counted before.
+    fn count(&mut self, text: &str) {
+        use std::hash::BuildHasher;
+        let hash =
+            std::hash::BuildHasherDefault::<std::collections::hash_map::DefaultHasher>::default()
+                .hash_one(text);
+        if self.seen.insert(hash) {
+            self.kept += text.len();
+        }
     }
 
     /// Decodes a JSON payload with every string in it (object keys too) kept by
@@ -79,7 +94,7 @@ impl Texts {
     fn keep_in(&mut self, value: &mut Value) {
         match value {
             Value::String(s) if s.len() > self.limit() => *s = self.keep(s),
-            Value::String(s) => self.kept += s.len(),
+            Value::String(s) => self.count(s),
             Value::Array(items) => items.iter_mut().for_each(|v| self.keep_in(v)),
             Value::Object(map) => {
                 let long_key = map.keys().any(|k| k.len() > self.limit());
@@ -137,8 +152,16 @@ mod tests {
         let keys: Vec<&String> = value["counters"].as_object().unwrap().keys().collect();
         assert!(keys[0].len() <= MAX_TEXT);
         assert_eq!(texts.take_cut().map(|c| c.0), Some(2));
-        while texts.limit() == MAX_TEXT {
+        // The same string again and again costs nothing more ...
+        for _ in 0..2 * TEXT_BUDGET / MAX_TEXT {
             texts.keep(&long[..MAX_TEXT]);
+        }
+        assert_eq!(texts.limit(), MAX_TEXT);
+        // ... but different ones do, until the budget is spent.
+        let mut n = 0u64;
+        while texts.limit() == MAX_TEXT {
+            n += 1;
+            texts.keep(&format!("{n}{}", &long[..MAX_TEXT - 20]));
         }
         assert_eq!(texts.keep(&long).len(), MAX_TEXT_OVER_BUDGET);
     }

@@ -60,7 +60,8 @@ const DEFAULT_RECORD: &str = "udamon.data";
 fn missing_default(path: &Path, e: RecordError) -> anyhow::Error {
     match &e {
         RecordError::Io { cause, .. }
-            if cause.kind() == std::io::ErrorKind::NotFound && path == Path::new(DEFAULT_RECORD) =>
+            if cause.kind() == std::io::ErrorKind::NotFound
+                && path == Path::new(DEFAULT_RECORD) =>
         {
             anyhow::anyhow!(
                 "no record named {DEFAULT_RECORD} here (the record a report reads when given \

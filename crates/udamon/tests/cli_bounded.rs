@@ -363,5 +363,8 @@ fn long_strings_in_a_small_file_are_cut_within_the_bound() {
     let file = write(dir.path(), "strings.data", &bytes);
     every_report_is_bounded(&file, &ALL);
     let text = common::report_text(&["info"], &file);
-    assert!(text.contains("strings from here on were longer than a report keeps"), "{text}");
+    assert!(
+        text.contains("strings from here on were longer than a report keeps"),
+        "{text}"
+    );
 }
