@@ -6,7 +6,7 @@ mod common;
 #[path = "../../record/tests/common/skip.rs"]
 mod skip;
 
-use common::{info, is_root, patterns, report_json, udamon};
+use common::{favoured_udamon, info, is_root, patterns, report_json, udamon};
 use predicates::str::contains;
 use serde_json::Value;
 use std::os::unix::fs::PermissionsExt;
@@ -278,16 +278,13 @@ fn monotonic_to_unix_ns(monotonic_ns: u64) -> u64 {
 
 #[test]
 fn referenced_intervals_hold_the_kernels_accessed_bytes_beside_udamons() {
-    use std::os::unix::process::CommandExt;
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("rec.data");
     let told = dir.path().join("pattern");
     // static: 64 MiB hot and 256 MiB warm touched all the time, 704 MiB never after start.
     // Samples come with the CPU time the workload gets, the kernel's accessed bits with any
-    // access: on a busy machine the two agree only if the workload has its CPU, which root
-    // can give it (for this workload and its monitor only).
-    let mut record = std::process::Command::new(udamon().get_program());
-    record
+    // access: on a busy machine the two agree only if the workload has its CPU.
+    favoured_udamon()
         .args([
             "record",
             "--access-source",
@@ -300,18 +297,9 @@ fn referenced_intervals_hold_the_kernels_accessed_bytes_beside_udamons() {
         .arg("--")
         .arg(patterns())
         .args(["static", "-t", "11", "-o"])
-        .arg(&told);
-    if is_root() {
-        // SAFETY: setpriority is async-signal-safe.
-        unsafe {
-            record.pre_exec(|| {
-                libc::setpriority(libc::PRIO_PROCESS, 0, -10);
-                Ok(())
-            });
-        }
-    }
-    let o = record.output().unwrap();
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        .arg(&told)
+        .assert()
+        .success();
     let report = report_json(&["referenced"], &out);
     // Only the intervals after the workload's fill of its 1 GiB (seconds on a busy machine)
     // hold its pattern, 320 MiB: the workload tells when that starts.
