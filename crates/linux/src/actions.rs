@@ -199,8 +199,9 @@ pub struct Actor {
 }
 
 impl Actor {
-    /// Opens the process's pidfd and pagemap now, while `pid` is known to name it.
-    pub fn new(pid: u32) -> Actor {
+    /// Opens the process's pidfd now, while `pid` is known to name it, and acts with
+    /// `pagemap`, opened with it.
+    pub fn new(pid: u32, pagemap: io::Result<PageMap>) -> Actor {
         let mut actor = Actor {
             pid,
             pidfd: None,
@@ -213,7 +214,7 @@ impl Actor {
             notes: Vec::new(),
             noted: Vec::new(),
         };
-        match (pidfd_open(pid), PageMap::open(pid)) {
+        match (pidfd_open(pid), pagemap) {
             (Ok(fd), Ok(pm)) => {
                 actor.pidfd = Some(fd);
                 actor.pagemap = Some(pm);
@@ -234,12 +235,13 @@ impl Actor {
 
     /// The process exec'd: the pidfd still names it, but the pagemap opened before reads the
     /// address space that exec replaced (every scan fails with ESRCH).
-    pub fn exec(&mut self) {
+    /// `pagemap` is the one opened after the exec.
+    pub fn exec(&mut self, pagemap: io::Result<PageMap>) {
         if self.pidfd.is_none() {
             return;
         }
         self.maps = None;
-        match PageMap::open(self.pid) {
+        match pagemap {
             Ok(pm) => self.pagemap = Some(pm),
             Err(e) if is_gone(&e) => {}
             Err(e) => self.note_once(
@@ -657,7 +659,7 @@ mod tests {
         let mut child = std::process::Command::new("true").spawn().unwrap();
         let pid = child.id();
         child.wait().unwrap();
-        let mut actor = Actor::new(pid);
+        let mut actor = Actor::new(pid, PageMap::open(pid));
         assert!(actor.pidfd.is_none());
         assert_eq!(actor.take_notes(), []);
     }

@@ -355,6 +355,14 @@ impl Discovery {
         }
     }
 
+    /// Forgets process `pid`, which the caller did not take in (serve had no file descriptors
+    /// to spare): a later scan finds it again, as new.
+    pub fn forget(&mut self, pid: u32) {
+        self.known.remove(&pid);
+        self.stale.remove(&pid);
+        self.comms.by_pid.remove(&pid);
+    }
+
     /// A served process's monitoring ended: if it is gone, or its pid names another process
     /// now, it is forgotten (not reported gone: its monitoring ended already), so that the
     /// next scan takes in whatever the pid names then.

@@ -58,6 +58,7 @@ pub use stats::SourceStats;
 pub use tree::proc_cmdline;
 
 use crate::actions::Actor;
+use crate::actions::pagescan::PageMap;
 use crate::decode::{
     Access, AccessKind, AddressDecoder, CodeReader, DropReason, SamplePoint, SegmentBases, UserRegs,
 };
@@ -392,6 +393,8 @@ struct Proc {
 
 impl Proc {
     fn new(pid: u32, maps: Maps, now_us: u64, parent: Option<usize>, cmdline: String) -> Proc {
+        // One pagemap descriptor for every reader of it: a served process costs few.
+        let pagemap = PageMap::open(pid);
         Proc {
             pid,
             parent,
@@ -406,9 +409,9 @@ impl Proc {
             end_us: None,
             status: None,
             dropped: false,
-            actor: Actor::new(pid),
-            residency: Residency::open(pid),
-            footprint: Footprint::open(pid),
+            actor: Actor::new(pid, PageMap::share(&pagemap)),
+            residency: Residency::of(pagemap.as_ref().ok().cloned()),
+            footprint: Footprint::of(pagemap.ok()),
             referenced: None,
         }
     }
@@ -737,9 +740,10 @@ impl VaddrOps {
                     p.decoder.invalidate_all();
                     self.facts.forget_sites(t);
                     // The pagemap opened before names the address space that exec replaced.
-                    p.residency = Residency::open(pid);
-                    p.footprint = Footprint::open(pid);
-                    p.actor.exec();
+                    let pagemap = PageMap::open(pid);
+                    p.actor.exec(PageMap::share(&pagemap));
+                    p.residency = Residency::of(pagemap.as_ref().ok().cloned());
+                    p.footprint = Footprint::of(pagemap.ok());
                     p.maps = std::mem::take(&mut p.maps).executed_as(ExecutedName::read(pid));
                     // The full command line while the process still runs the new program.
                     p.cmdline = match proc_cmdline(pid) {

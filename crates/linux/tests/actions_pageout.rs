@@ -13,6 +13,7 @@ use schemes::{MIB, SERIAL, Workload, has_swap, monitor, scheme};
 use udamon_core::Region;
 use udamon_core::damos::{Action, Filter, FilterKind};
 use udamon_linux::actions::Actor;
+use udamon_linux::actions::pagescan::PageMap;
 
 /// Aggregation intervals (200 ms with cpuclock's defaults) a region must stay unaccessed.
 const COLD_AGE: u32 = 5;
@@ -76,7 +77,7 @@ fn pages_touched_again_after_a_pageout_count_as_refaulted() {
     let mut w = Workload::start(20);
     let before = w.resident();
     let (start, end) = w.area("cold_file");
-    let mut actor = Actor::new(w.pid());
+    let mut actor = Actor::new(w.pid(), PageMap::open(w.pid()));
     let pageout = scheme(Action::Pageout, (0, 0), 0);
     let applied = actor
         .apply(&Region::new(start, end), &pageout, 1, 0, &|_| false)

@@ -6,6 +6,7 @@ use crate::model::{
     CallStack, CodeSite, Event, EventKind, RegionStat, SampleAccess, SampleFact, Snapshot,
     TargetSnapshot, TouchedExtent,
 };
+use crate::texts::Texts;
 use crate::varint::{self, Cursor, DecodeError};
 
 /// The smallest encoding of one region: five one-byte numbers.
@@ -269,6 +270,7 @@ fn text(
     c: &mut Cursor<'_>,
     previous: Option<&String>,
     budget: &mut usize,
+    texts: &mut Texts,
 ) -> Result<Option<String>, DecodeError> {
     match c.u64()? {
         0 => Ok(None),
@@ -281,15 +283,16 @@ fn text(
         }
         len => {
             let len = usize::try_from(len - 2).map_err(|_| "string longer than the payload")?;
-            String::from_utf8(c.bytes(len)?.to_vec())
-                .map(Some)
+            std::str::from_utf8(c.bytes(len)?)
+                .map(|t| Some(texts.keep(t)))
                 .map_err(|_| "a string that is not UTF-8")
         }
     }
 }
 
 /// Undoes [`encode_samples`] into the event it stands for.
-pub fn decode_samples(bytes: &[u8]) -> Result<Event, DecodeError> {
+/// Its strings are kept by `texts`.
+pub fn decode_samples(bytes: &[u8], texts: &mut Texts) -> Result<Event, DecodeError> {
     let mut c = Cursor::new(bytes);
     let time_ns = c.u64()?;
     let window_ns = c.u64()?;
@@ -311,12 +314,19 @@ pub fn decode_samples(bytes: &[u8]) -> Result<Event, DecodeError> {
             &mut c,
             prev.and_then(|p| p.function.as_ref()),
             &mut text_left,
+            texts,
         )?;
-        let object = text(&mut c, prev.and_then(|p| p.object.as_ref()), &mut text_left)?;
+        let object = text(
+            &mut c,
+            prev.and_then(|p| p.object.as_ref()),
+            &mut text_left,
+            texts,
+        )?;
         let missing = text(
             &mut c,
             prev.and_then(|p| p.missing.as_ref()),
             &mut text_left,
+            texts,
         )?;
         sites.push(CodeSite {
             index,
@@ -783,8 +793,8 @@ mod tests {
 
     #[test]
     fn site_names_repeated_by_reference_cannot_inflate_a_frame() {
-        // One site with a 1 MiB name, then sites that repeat it by a one-byte reference: 17 of
-        // them would decode to more text than a payload may hold.
+        // One site with a 1 MiB name, then sites that repeat it by a one-byte reference: the
+        // name is cut where it is read, and each repetition costs no more than the cut name.
         let name = "f".repeat(1 << 20);
         let mut out = Vec::new();
         for v in [0, 0, 0, 18] {
@@ -799,13 +809,25 @@ mod tests {
             out.extend_from_slice(&[2, 2, 1, 0, 0]);
         }
         varint::put_u64(&mut out, 0);
-        let e = decode_samples(&out).unwrap_err();
-        assert!(e.contains("more than a payload may hold"), "{e}");
-        // Within the limit they decode.
-        let mut fewer = out[..out.len() - 3 * 5 - 1].to_vec();
-        fewer[3] = 15;
-        fewer.push(0);
-        assert!(decode_samples(&fewer).is_ok());
+        let mut texts = Texts::default();
+        let Event {
+            kind: EventKind::Samples { sites, .. },
+            ..
+        } = decode_samples(&out, &mut texts).unwrap()
+        else {
+            panic!("a samples event")
+        };
+        assert_eq!(sites.len(), 18);
+        for site in &sites {
+            let function = site.function.as_deref().unwrap();
+            assert!(
+                function.len() <= crate::texts::MAX_TEXT,
+                "{}",
+                function.len()
+            );
+            assert!(name.starts_with(function.trim_end_matches('…')));
+        }
+        assert_eq!(texts.take_cut().map(|c| c.0), Some(1));
     }
 
     #[test]

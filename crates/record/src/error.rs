@@ -155,6 +155,9 @@ pub enum DamageKind {
     ReadError { message: String },
     /// The header frame is damaged (`reason`); the frames after it were read without it.
     HeaderLost { reason: String, skipped: u64 },
+    /// Strings longer than a reader keeps (see [`crate::texts`]), cut: how many, and the bytes
+    /// they lost. Not damage, but what a report did not see; one entry for the whole record.
+    TextCut { strings: u64, bytes: u64 },
     /// More damaged places than [`DamageLog`] lists, from `offset` on: how many, and the bytes
     /// they skipped.
     More { places: u64, skipped: u64 },
@@ -172,7 +175,7 @@ impl DamageKind {
             | DamageKind::Undecodable { skipped, .. }
             | DamageKind::HeaderLost { skipped, .. }
             | DamageKind::More { skipped, .. } => *skipped,
-            DamageKind::ReadError { .. } => 0,
+            DamageKind::ReadError { .. } | DamageKind::TextCut { .. } => 0,
         }
     }
 }
@@ -190,6 +193,17 @@ impl DamageLog {
     pub const LISTED: usize = 100;
 
     pub fn push(&mut self, damage: Damage) {
+        if let DamageKind::TextCut { strings, bytes } = damage.kind {
+            let earlier = self.list.iter_mut().find_map(|d| match &mut d.kind {
+                DamageKind::TextCut { strings, bytes } => Some((strings, bytes)),
+                _ => None,
+            });
+            if let Some((all_strings, all_bytes)) = earlier {
+                *all_strings += strings;
+                *all_bytes += bytes;
+                return;
+            }
+        }
         if self.list.len() < Self::LISTED {
             self.list.push(damage);
             return;
@@ -262,6 +276,11 @@ impl fmt::Display for Damage {
             DamageKind::More { places, skipped } => write!(
                 f,
                 "and {places} more damaged places from here on, skipping {skipped} bytes in all"
+            ),
+            DamageKind::TextCut { strings, bytes } => write!(
+                f,
+                "{strings} strings from here on were longer than a report keeps and were cut \
+                 ({bytes} bytes not read into memory; each cut one ends with …)"
             ),
             DamageKind::ReadError { message } => {
                 write!(

@@ -141,6 +141,7 @@ pub mod error;
 pub mod model;
 pub mod reader;
 pub mod recorder;
+pub mod texts;
 pub mod writer;
 
 mod codec;
@@ -149,7 +150,7 @@ mod varint;
 
 pub use detect::{AnyRecord, Format, detect_format, open_any};
 pub use error::{Damage, DamageKind, DamageLog, RecordError};
-pub use frame::{MAX_PAYLOAD, MAX_SNAPSHOT_REGIONS, MAX_SNAPSHOT_TARGETS};
+pub use frame::{MAGIC, MAX_PAYLOAD, MAX_SNAPSHOT_REGIONS, MAX_SNAPSHOT_TARGETS};
 pub use reader::RecordReader;
 pub use recorder::{Recorder, fill_snapshot, snapshot_from_context};
 pub use writer::{FORMAT_VERSION, RecordWriter, WriterOptions};

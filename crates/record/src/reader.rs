@@ -14,6 +14,7 @@ use crate::frame::{
     MAX_SNAPSHOT_TARGETS, SYNC,
 };
 use crate::model::{Event, EventKind, Frame, Header};
+use crate::texts::Texts;
 use crate::writer::FORMAT_VERSION;
 use std::collections::BTreeSet;
 use std::fs::File;
@@ -34,6 +35,8 @@ pub struct RecordReader<R = BufReader<File>> {
     /// Frames read ahead while salvaging a record whose header is damaged.
     peeked: Option<std::vec::IntoIter<Frame>>,
     targets: KnownTargets,
+    /// What is kept of the record's strings.
+    texts: Texts,
 }
 
 /// The target indexes a record has named so far: those its header and `target_added` events
@@ -158,7 +161,9 @@ impl<R: Read + Seek> RecordReader<R> {
             raw: Vec::new(),
             decompressor: None,
         };
-        let (header, pos, lost) = match read_header(&mut frames, &path, MAGIC.len() as u64) {
+        let mut texts = Texts::default();
+        let read = read_header(&mut frames, &mut texts, &path, MAGIC.len() as u64);
+        let (header, pos, lost) = match read {
             Ok((header, pos)) => (header, pos, None),
             Err(RecordError::CorruptHeader { path, reason }) => {
                 let at = MAGIC.len() as u64;
@@ -181,7 +186,9 @@ impl<R: Read + Seek> RecordReader<R> {
             damage: DamageLog::default(),
             done: false,
             peeked: None,
+            texts,
         };
+        reader.note_cut(MAGIC.len() as u64);
         if let Some((reason, skipped)) = lost {
             reader.damage.push(Damage {
                 offset: MAGIC.len() as u64,
@@ -190,6 +197,16 @@ impl<R: Read + Seek> RecordReader<R> {
             reader.salvage_intervals();
         }
         Ok(reader)
+    }
+
+    /// Tells the strings of the frame at `at` that were cut, if any.
+    fn note_cut(&mut self, at: u64) {
+        if let Some((strings, bytes)) = self.texts.take_cut() {
+            self.damage.push(Damage {
+                offset: at,
+                kind: DamageKind::TextCut { strings, bytes },
+            });
+        }
     }
 
     /// Without its header, a record's intervals are those of its first snapshot (the frames
@@ -260,7 +277,9 @@ impl<R: Read + Seek> RecordReader<R> {
                 Ok(Frame::Snapshot(snapshot))
             }
             FrameType::Event => {
-                let event: Event = serde_json::from_slice(payload)
+                let event: Event = self
+                    .texts
+                    .json(payload)
                     .map_err(|e| undecodable(format!("event: {e}")))?;
                 event
                     .kind
@@ -268,7 +287,7 @@ impl<R: Read + Seek> RecordReader<R> {
                     .map_err(|e| undecodable(format!("event: {e}")))?;
                 Ok(Frame::Event(event))
             }
-            FrameType::Samples => codec::decode_samples(payload)
+            FrameType::Samples => codec::decode_samples(payload, &mut self.texts)
                 .map(Frame::Event)
                 .map_err(|e| undecodable(format!("samples: {e}"))),
             FrameType::Stacks => codec::decode_stacks(payload)
@@ -300,7 +319,9 @@ impl<R: Read + Seek> RecordReader<R> {
                 }
                 Probe::Frame { type_byte, next } => {
                     self.pos = next;
-                    let decoded = self.decode(type_byte, next - at).and_then(|frame| {
+                    let decoded = self.decode(type_byte, next - at);
+                    self.note_cut(at);
+                    let decoded = decoded.and_then(|frame| {
                         self.targets
                             .admit(&frame)
                             .map(|()| frame)
@@ -442,6 +463,7 @@ impl<R: Read + Seek> FrameSource<R> {
 /// Reads the header frame at `at`; returns it with the offset of the first frame after it.
 fn read_header<R: Read + Seek>(
     frames: &mut FrameSource<R>,
+    texts: &mut Texts,
     path: &Path,
     at: u64,
 ) -> Result<(Header, u64), RecordError> {
@@ -480,7 +502,8 @@ fn read_header<R: Read + Seek>(
     let payload = frames
         .payload(type_byte)
         .map_err(|reason| corrupt(path, reason))?;
-    let header: Header = serde_json::from_slice(payload)
+    let header: Header = texts
+        .json(payload)
         .map_err(|e| corrupt(path, format!("undecodable header: {e}")))?;
     if header.format_version > FORMAT_VERSION {
         return Err(RecordError::NewerFormat {

@@ -242,3 +242,63 @@ fn version_1_records_still_read() {
     assert!(r.damage().is_empty());
     assert_eq!(back, frames);
 }
+
+/// A small file can announce targets with command lines of megabytes each (they compress to
+/// nothing): the reader keeps a bounded start of each and says how many it cut.
+#[test]
+fn command_lines_longer_than_a_reader_keeps_are_cut_and_counted() {
+    use udamon_record::DamageKind;
+    use udamon_record::texts::MAX_TEXT;
+    let long = "A".repeat(4 << 20);
+    let mut buf = Vec::new();
+    {
+        let mut writer = RecordWriter::new(
+            &mut buf,
+            "memory",
+            &header(1),
+            WriterOptions { compress: true },
+        )
+        .unwrap();
+        for target in 1..=6 {
+            let kind = EventKind::TargetAdded {
+                target,
+                pid: Some(1000 + target),
+                parent: Some(0),
+                cmdline: long.clone(),
+            };
+            writer.write_event(&Event { time_ns: 1, kind }).unwrap();
+        }
+        writer.finish().unwrap();
+    }
+    assert!(buf.len() < 64 << 10, "the file is small: {}", buf.len());
+    let mut reader = RecordReader::from_reader(std::io::Cursor::new(buf), "crafted").unwrap();
+    let mut announced = 0;
+    for frame in reader.by_ref() {
+        if let Frame::Event(Event {
+            kind: EventKind::TargetAdded { cmdline, .. },
+            ..
+        }) = frame
+        {
+            assert!(cmdline.len() <= MAX_TEXT, "kept {} bytes", cmdline.len());
+            assert!(cmdline.starts_with("AAAA") && cmdline.ends_with('…'));
+            announced += 1;
+        }
+    }
+    assert_eq!(announced, 6);
+    let cut: Vec<_> = reader
+        .damage()
+        .iter()
+        .filter_map(|d| match d.kind {
+            DamageKind::TextCut { strings, bytes } => Some((strings, bytes)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        cut.len(),
+        1,
+        "one entry for the record: {:?}",
+        reader.damage()
+    );
+    assert_eq!(cut[0].0, 6);
+    assert!(cut[0].1 > 6 * (long.len() as u64 - MAX_TEXT as u64));
+}

@@ -53,6 +53,26 @@ impl Iterator for Frames {
     }
 }
 
+/// The record a report reads when given none.
+const DEFAULT_RECORD: &str = "udamon.data";
+
+/// A missing `udamon.data` is most often a report run without naming its record: say so.
+fn missing_default(path: &Path, e: RecordError) -> anyhow::Error {
+    match &e {
+        RecordError::Io { cause, .. }
+            if cause.kind() == std::io::ErrorKind::NotFound
+                && path == Path::new(DEFAULT_RECORD) =>
+        {
+            anyhow::anyhow!(
+                "no record named {DEFAULT_RECORD} here (the record a report reads when given \
+                 none): name one, e.g. `udamon report wss myprog.data`, or make one with \
+                 `udamon record -- ./myprog`"
+            )
+        }
+        _ => e.into(),
+    }
+}
+
 impl Input {
     pub fn open(path: &Path) -> Result<(Input, Header, Frames)> {
         Input::open_selected(path, Selection::default())
@@ -66,7 +86,7 @@ impl Input {
             damage: Rc::default(),
             targets: Rc::default(),
         };
-        let frames = input.frames()?;
+        let frames = input.frames().map_err(|e| missing_default(path, e))?;
         let header = frames.record.header().clone();
         Ok((input, header, frames))
     }

@@ -10,6 +10,15 @@
 //! record is different: it is streamed under its own name from the start, so that a monitor
 //! killed at any moment leaves every frame written so far where the user looks for it.
 //! Devices and pipes (`/dev/null`, a FIFO) are written in place: they hold nothing to keep.
+//!
+//! And outputs are written only where no other user can redirect them (udamon often runs as
+//! root, in directories other users share). Every file is created new (`O_EXCL`, which follows
+//! no link) and renamed into place; a link or file at the output path that another user owns is
+//! refused rather than followed or replaced; and the directory written in, and every directory
+//! above it, must belong to the caller or root (or, under sudo, to the user who ran it) and be
+//! writable by no one else unless sticky like /tmp, where no one can rename or replace another's
+//! entries. Records are private to the caller (0600), like serve's: they name processes and, with
+//! `--host`, physical frames.
 
 use anyhow::{Context as _, Result, bail};
 use std::fs::{self, File, OpenOptions};
@@ -54,6 +63,66 @@ pub fn emit<R: serde::Serialize>(
     }
 }
 
+/// The users whose directories and files an output may be written through: the caller, root,
+/// and under sudo the user who ran it (who could do anything as root already).
+fn trusted(uid: u32) -> bool {
+    // SAFETY: geteuid cannot fail.
+    let me = unsafe { libc::geteuid() };
+    uid == me
+        || uid == 0
+        || (me == 0 && std::env::var("SUDO_UID").is_ok_and(|s| s.parse() == Ok(uid)))
+}
+
+/// The name of `uid` for messages: "nobody (uid 65534)".
+fn user_name(uid: u32) -> String {
+    let name = fs::read_to_string("/etc/passwd").ok().and_then(|passwd| {
+        passwd.lines().find_map(|line| {
+            let mut fields = line.split(':');
+            let name = fields.next()?;
+            (fields.nth(1)?.parse() == Ok(uid)).then(|| name.to_string())
+        })
+    });
+    match name {
+        Some(name) => format!("{name} (uid {uid})"),
+        None => format!("uid {uid}"),
+    }
+}
+
+/// Refuses `dir` as a place to write when another user could change what is in it, or
+/// replace it or a directory above it with a link to elsewhere: each must belong to a
+/// [`trusted`] user and be writable by no one else, unless sticky.
+pub fn check_dir(dir: &Path) -> Result<()> {
+    let dir = if dir.as_os_str().is_empty() {
+        Path::new(".")
+    } else {
+        dir
+    };
+    let real =
+        fs::canonicalize(dir).with_context(|| format!("cannot write in {}", dir.display()))?;
+    for d in real.ancestors() {
+        let meta = fs::metadata(d).with_context(|| format!("cannot write in {}", d.display()))?;
+        if !trusted(meta.uid()) {
+            bail!(
+                "{} belongs to {}, who could redirect what udamon writes in {} with a link: \
+                 write in a directory of your own",
+                d.display(),
+                user_name(meta.uid()),
+                real.display()
+            );
+        }
+        if meta.mode() & 0o022 != 0 && meta.mode() & 0o1000 == 0 {
+            bail!(
+                "{} may be changed by other users (mode {:o}), who could redirect what udamon \
+                 writes in {} with a link: write in a directory only you can change",
+                d.display(),
+                meta.mode() & 0o7777,
+                real.display()
+            );
+        }
+    }
+    Ok(())
+}
+
 /// What is at an output path now.
 enum Existing {
     Nothing,
@@ -66,11 +135,38 @@ enum Existing {
     Special,
 }
 
-/// Checks `dest` against the rule: not a directory, none of `inputs`.
+/// Checks `dest` against the rule: not a directory, none of `inputs`, nothing another user
+/// could have planted, in a directory no other user can change.
 fn check(dest: &Path, inputs: &[&Path]) -> Result<Existing> {
+    let refuse_foreign = |meta: &fs::Metadata, what: &str| {
+        if trusted(meta.uid()) {
+            return Ok(());
+        }
+        bail!(
+            "{} is {what} that belongs to {}: udamon writes neither through nor over another \
+             user's files; remove it or give another output path",
+            dest.display(),
+            user_name(meta.uid())
+        )
+    };
+    let link = match fs::symlink_metadata(dest) {
+        Ok(meta) => meta,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {
+            check_dir(dest.parent().unwrap_or(Path::new(".")))?;
+            return Ok(Existing::Nothing);
+        }
+        Err(e) => return Err(e).with_context(|| format!("cannot write {}", dest.display())),
+    };
+    if link.is_symlink() {
+        refuse_foreign(&link, "a symbolic link")?;
+    }
     let meta = match fs::metadata(dest) {
         Ok(meta) => meta,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Existing::Nothing),
+        // A link of one's own to nothing: replaced by the output.
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {
+            check_dir(dest.parent().unwrap_or(Path::new(".")))?;
+            return Ok(Existing::Nothing);
+        }
         Err(e) => return Err(e).with_context(|| format!("cannot write {}", dest.display())),
     };
     if meta.is_dir() {
@@ -90,11 +186,13 @@ fn check(dest: &Path, inputs: &[&Path]) -> Result<Existing> {
             );
         }
     }
+    refuse_foreign(&meta, "a file")?;
     if !meta.is_file() {
         return Ok(Existing::Special);
     }
-    // Write where a symbolic link points, not over the link.
+    // Write where a symbolic link of one's own points, not over the link.
     let path = fs::canonicalize(dest).unwrap_or_else(|_| dest.to_path_buf());
+    check_dir(path.parent().unwrap_or(Path::new(".")))?;
     Ok(Existing::File {
         path,
         len: meta.len(),
@@ -218,22 +316,47 @@ pub fn stream(dest: &Path, inputs: &[&Path]) -> Result<File> {
         }
         Existing::File { path, len } => {
             keep_existing(&path, len)?;
-            // The backup is a hard link to the same data: unlink the name rather than truncate.
-            if len > 0 {
-                fs::remove_file(&path)
-                    .or_else(|e| match e.kind() {
-                        io::ErrorKind::NotFound => Ok(()),
-                        _ => Err(e),
-                    })
-                    .with_context(|| format!("cannot replace {}", path.display()))?;
-            }
+            // The backup is a hard link to the same data (an empty file has none): unlink the
+            // name rather than truncate, and create the record anew.
+            fs::remove_file(&path)
+                .or_else(|e| match e.kind() {
+                    io::ErrorKind::NotFound => Ok(()),
+                    _ => Err(e),
+                })
+                .with_context(|| format!("cannot replace {}", path.display()))?;
             path
         }
         Existing::Nothing => dest.to_path_buf(),
     };
-    let file = File::create(&path).with_context(|| format!("cannot write {}", path.display()))?;
+    let file = new_file(&path, 0o600)?;
     hold_writer_lock(&file);
     Ok(file)
+}
+
+/// Creates `path`, which must not exist (not even as a link), with `mode` less the umask.
+pub fn new_file(path: &Path, mode: u32) -> Result<File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(mode)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .open(path)
+        .with_context(|| format!("cannot write {}", path.display()))
+}
+
+/// A new file named `name` in a new directory of its own that only the caller may enter,
+/// under the temporary directory: for what must outlive the command (a spawned command's
+/// output) without a name another user could guess and plant first.
+pub fn private_file(prefix: &str, name: &str) -> Result<(File, PathBuf)> {
+    let dir = tempfile::Builder::new()
+        .prefix(prefix)
+        .permissions(std::os::unix::fs::PermissionsExt::from_mode(0o700))
+        .tempdir()
+        .context("cannot make a private directory under the temporary directory")?
+        .keep();
+    let path = dir.join(name);
+    Ok((new_file(&path, 0o600)?, path))
 }
 
 /// Marks a record as being written: an advisory lock that lasts while the file is open, which
@@ -318,6 +441,101 @@ mod tests {
         assert_eq!(fs::read_to_string(&dest).unwrap(), "old image");
         let left: Vec<_> = fs::read_dir(dir.path()).unwrap().collect();
         assert_eq!(left.len(), 1, "no temporary file left: {left:?}");
+    }
+
+    fn is_root() -> bool {
+        // SAFETY: geteuid cannot fail.
+        unsafe { libc::geteuid() == 0 }
+    }
+
+    /// A shared directory like /tmp (sticky, writable by all) with `victim` beside it.
+    fn shared_dir() -> (tempfile::TempDir, PathBuf, PathBuf) {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let shared = dir.path().join("shared");
+        fs::create_dir(&shared).unwrap();
+        fs::set_permissions(&shared, fs::Permissions::from_mode(0o1777)).unwrap();
+        let victim = dir.path().join("victim");
+        write(&victim, "precious");
+        (dir, shared, victim)
+    }
+
+    #[test]
+    fn a_link_or_file_another_user_planted_is_neither_followed_nor_replaced() {
+        if !is_root() {
+            return; // only root can plant a file of another user's
+        }
+        let (_dir, shared, victim) = shared_dir();
+        let link = shared.join("out.data");
+        std::os::unix::fs::symlink(&victim, &link).unwrap();
+        std::os::unix::fs::lchown(&link, Some(65534), Some(65534)).unwrap();
+        let planted = shared.join("heat.png");
+        write(&planted, "");
+        std::os::unix::fs::chown(&planted, Some(65534), Some(65534)).unwrap();
+        for dest in [&link, &planted] {
+            let e = stream(dest, &[]).expect_err("refused");
+            assert!(e.to_string().contains("uid 65534"), "{e}");
+            let e = Output::create(dest, &[]).err().expect("refused");
+            assert!(e.to_string().contains("another user's"), "{e}");
+        }
+        assert_eq!(fs::read_to_string(&victim).unwrap(), "precious");
+        assert!(!victim.with_extension("old").exists());
+        // A link of one's own is followed, as before.
+        let mine = shared.join("mine.data");
+        std::os::unix::fs::symlink(&victim, &mine).unwrap();
+        let out = Output::create(&mine, &[]).unwrap();
+        write(out.path(), "new");
+        out.commit().unwrap();
+        assert_eq!(fs::read_to_string(&victim).unwrap(), "new");
+    }
+
+    #[test]
+    fn a_directory_others_could_change_is_refused_and_a_sticky_one_is_not() {
+        use std::os::unix::fs::PermissionsExt;
+        let (dir, shared, _) = shared_dir();
+        let mut f = stream(&shared.join("r.data"), &[]).unwrap();
+        f.write_all(b"record").unwrap();
+        for mode in [0o777, 0o775] {
+            let open = dir.path().join(format!("open-{mode:o}"));
+            fs::create_dir(&open).unwrap();
+            fs::set_permissions(&open, fs::Permissions::from_mode(mode)).unwrap();
+            let below = open.join("below");
+            fs::create_dir(&below).unwrap();
+            for dest in [open.join("r.data"), below.join("r.data")] {
+                let e = stream(&dest, &[]).expect_err("refused");
+                assert!(
+                    e.to_string().contains("may be changed by other users"),
+                    "{e}"
+                );
+                let e = Output::create(&dest, &[]).err().expect("refused");
+                assert!(e.to_string().contains(&open.display().to_string()), "{e}");
+                assert!(!dest.exists());
+            }
+        }
+        if is_root() {
+            let theirs = dir.path().join("theirs");
+            fs::create_dir(&theirs).unwrap();
+            std::os::unix::fs::chown(&theirs, Some(65534), Some(65534)).unwrap();
+            let e = stream(&theirs.join("r.data"), &[]).expect_err("refused");
+            assert!(e.to_string().contains("belongs to"), "{e}");
+        }
+    }
+
+    #[test]
+    fn records_are_private_and_a_private_file_is_in_a_directory_of_its_own() {
+        let dir = tempfile::tempdir().unwrap();
+        let rec = dir.path().join("r.data");
+        drop(stream(&rec, &[]).unwrap());
+        assert_eq!(fs::metadata(&rec).unwrap().mode() & 0o777, 0o600);
+        let (_file, first) = private_file("udamon-test-", "command.log").unwrap();
+        let (_file, second) = private_file("udamon-test-", "command.log").unwrap();
+        assert_ne!(first, second);
+        for log in [&first, &second] {
+            let parent = log.parent().unwrap();
+            assert_eq!(fs::metadata(parent).unwrap().mode() & 0o777, 0o700);
+            assert_eq!(fs::metadata(log).unwrap().mode() & 0o777, 0o600);
+            fs::remove_dir_all(parent).unwrap();
+        }
     }
 
     #[test]

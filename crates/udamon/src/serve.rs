@@ -24,7 +24,7 @@ use anyhow::{Context as _, Result};
 use config::{Config, Wanted};
 use control::{Asked, ControlSocket, Pending, Request};
 use records::RecordPolicy;
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -68,6 +68,58 @@ fn raise_open_files_limit() {
             "cannot raise the open-files limit ({}): many targets may run out of file descriptors",
             std::io::Error::last_os_error()
         ));
+    }
+}
+
+/// File descriptors kept free of targets, for /metrics, the control socket, records and the
+/// /proc files serve reads: a quarter of the limit, at most this many.
+const FDS_KEPT: u64 = 256;
+
+/// What a target is taken to cost in file descriptors until serve has seen what they cost:
+/// its pagemap and pidfd (2), and perf events where the access source opens them per process.
+const FDS_PER_TARGET: u64 = 4;
+
+/// The targets serve may still start without taking the descriptors it keeps for /metrics and
+/// control: at 5,500 served processes a full table once cost both. What a target costs is
+/// measured from those running (their threads open files after they start, so at least
+/// [`FDS_PER_TARGET`]).
+struct FdRoom {
+    used: u64,
+    limit: u64,
+    per_target: u64,
+}
+
+impl FdRoom {
+    fn now(running: usize) -> FdRoom {
+        let used = std::fs::read_dir("/proc/self/fd").map_or(0, |d| d.count() as u64);
+        let mut limit = libc::rlimit {
+            rlim_cur: 0,
+            rlim_max: 0,
+        };
+        // SAFETY: a valid rlimit for the kernel to fill.
+        let limit = match unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } {
+            0 => limit.rlim_cur,
+            _ => u64::MAX,
+        };
+        FdRoom {
+            used,
+            limit,
+            per_target: (used / running.max(1) as u64).max(FDS_PER_TARGET),
+        }
+    }
+
+    fn kept(&self) -> u64 {
+        (self.limit / 4).min(FDS_KEPT)
+    }
+
+    /// Takes the room of one more target, if there is any.
+    fn take(&mut self) -> bool {
+        let after = self.used.saturating_add(self.per_target);
+        if after.saturating_add(self.kept()) > self.limit {
+            return false;
+        }
+        self.used = after;
+        true
     }
 }
 
@@ -141,6 +193,7 @@ pub fn run(args: &ServeArgs) -> Result<()> {
         removed: BTreeSet::new(),
         named: named_pids(&config),
         next_sim: 0,
+        sim_owners: HashMap::new(),
         source,
         host: config.host,
     };
@@ -363,6 +416,8 @@ struct Serving {
     /// Processes named by `--pid` or `udamon ctl add`: they always get series of their own.
     named: BTreeSet<u32>,
     next_sim: u64,
+    /// Who added each simulated workload (by uid): only they, or root, may see or change it.
+    sim_owners: HashMap<u64, u32>,
     source: Served,
     /// Whether the host's physical memory is monitored (`--host`).
     host: bool,
@@ -388,8 +443,30 @@ impl Serving {
             self.removed.remove(&key);
             self.supervisor.stop(&key, &gone.why.to_string());
         }
+        let mut room = FdRoom::now(self.supervisor.len());
+        let mut left_out = 0;
         for found in &changes.added {
+            if !room.take() {
+                // Found again by a later scan, when targets have gone.
+                self.discovery.forget(found.pid);
+                left_out += 1;
+                continue;
+            }
             self.start_process(found, settings);
+        }
+        if left_out > 0 {
+            log::limited(
+                log::Level::Warn,
+                "file descriptors",
+                &format!(
+                    "not serving {left_out} more processes found: {} of the {} file descriptors \
+                     are in use, and serve keeps {} for /metrics and control; raise its \
+                     open-files limit (systemd: LimitNOFILE=) to serve them",
+                    room.used,
+                    room.limit,
+                    room.kept()
+                ),
+            );
         }
         let news = self.supervisor.reap();
         // A process whose monitoring ended is read anew if its pid comes back; one that
@@ -491,7 +568,7 @@ impl Serving {
                 config,
                 fast,
                 ..
-            } => Pending::Now(self.add_sim(&spec, config.as_deref(), fast, settings)),
+            } => Pending::Now(self.add_sim(&spec, config.as_deref(), fast, settings, caller)),
             Request::Add { .. } => Pending::Now(Err("add: give a pid or a sim workload".into())),
             Request::Remove { target } => Pending::Now(self.remove(&target, caller)),
             Request::Tune { target, tune } => {
@@ -519,10 +596,15 @@ impl Serving {
     /// The served target a caller names (`1234`, `sim:2`), if the caller may monitor it.
     fn key_for(&self, target: &str, caller: &Credentials) -> Result<Key, String> {
         let key = if let Some(n) = target.strip_prefix("sim:") {
-            Key::Sim(
-                n.parse()
-                    .map_err(|_| format!("'{target}' names no target"))?,
-            )
+            let n = n
+                .parse()
+                .map_err(|_| format!("'{target}' names no target"))?;
+            if !self.owns_sim(caller, n) {
+                return Err(format!(
+                    "{target} is another user's simulated workload: only they or root may use it"
+                ));
+            }
+            Key::Sim(n)
         } else {
             let pid: u32 = target
                 .parse()
@@ -545,9 +627,11 @@ impl Serving {
             text.push_str("host\tphysical memory of the served processes\t/\n");
         }
         for (key, labels) in self.supervisor.targets() {
-            if let Key::Process { pid, .. } = key
-                && may_monitor(caller, *pid).is_err()
-            {
+            let theirs = match key {
+                Key::Process { pid, .. } => may_monitor(caller, *pid).is_ok(),
+                Key::Sim(n) => self.owns_sim(caller, *n),
+            };
+            if !theirs {
                 continue;
             }
             text.push_str(&format!(
@@ -577,15 +661,22 @@ impl Serving {
         }
     }
 
+    /// Whether `caller` added simulated workload `n`, or is root.
+    fn owns_sim(&self, caller: &Credentials, n: u64) -> bool {
+        caller.uid == 0 || self.sim_owners.get(&n) == Some(&caller.uid)
+    }
+
     fn add_sim(
         &mut self,
         spec: &str,
         text: Option<&str>,
         fast: bool,
         settings: &TargetSettings,
+        caller: &Credentials,
     ) -> Result<String, String> {
         let workload = sim_workload(spec, text)?;
         self.next_sim += 1;
+        self.sim_owners.insert(self.next_sim, caller.uid);
         let labels = Labels {
             id: TargetId::Sim(self.next_sim),
             comm: control::short(spec.trim_start_matches("builtin:")),
@@ -604,6 +695,9 @@ impl Serving {
     fn remove(&mut self, target: &str, caller: &Credentials) -> Result<String, String> {
         let key = self.key_for(target, caller)?;
         self.supervisor.stop(&key, "removed with udamon ctl remove");
+        if let Key::Sim(n) = key {
+            self.sim_owners.remove(&n);
+        }
         if matches!(key, Key::Process { .. }) {
             self.removed.insert(key);
         }

@@ -265,3 +265,22 @@ fn commands_and_values_that_would_mislead_are_named_plainly() {
     let (_, err) = run(&["report", "info", &long]);
     assert!(one_error_line(&err).chars().count() < 1100, "{err}");
 }
+
+/// A report run without naming its record looks for `udamon.data`; when there is none, the
+/// error says that it looked for the default and how to name a record.
+#[test]
+fn a_report_without_its_record_says_it_looked_for_the_default() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = udamon()
+        .current_dir(dir.path())
+        .args(["report", "wss"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(
+        stderr.contains("no record named udamon.data here") && stderr.contains("udamon record"),
+        "{stderr}"
+    );
+}

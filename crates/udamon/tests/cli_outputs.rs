@@ -2,6 +2,8 @@
 //! never writes over its input or into a directory's place, and keeps every previous output.
 
 mod common;
+#[path = "../../record/tests/common/skip.rs"]
+mod skip;
 
 use common::{sim_record, udamon};
 use predicates::prelude::*;
@@ -193,4 +195,73 @@ fn outputs_respect_the_umask() {
             assert_eq!(got, mode, "{} under umask {umask:o}", file.display());
         }
     }
+}
+
+/// Root writing into a shared directory (sticky, like /tmp) where another user planted a link
+/// to a file of root's, or a file of their own, at the output's name: neither is followed nor
+/// replaced, and the error says why in one line.
+#[test]
+fn outputs_refuse_what_another_user_planted() {
+    use std::os::unix::fs::PermissionsExt;
+    if unsafe { libc::geteuid() } != 0 {
+        skip::skipped("planting another user's files needs root");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let rec = record(dir.path(), "v.data");
+    let victim = dir.path().join("shadow");
+    fs::write(&victim, "root's secret").unwrap();
+    let shared = dir.path().join("tmp");
+    fs::create_dir(&shared).unwrap();
+    fs::set_permissions(&shared, fs::Permissions::from_mode(0o1777)).unwrap();
+    let link = shared.join("r.data");
+    std::os::unix::fs::symlink(&victim, &link).unwrap();
+    std::os::unix::fs::lchown(&link, Some(65534), Some(65534)).unwrap();
+    let planted = shared.join("heat.png");
+    fs::write(&planted, "").unwrap();
+    std::os::unix::fs::chown(&planted, Some(65534), Some(65534)).unwrap();
+    let runs: [Vec<&std::ffi::OsStr>; 3] = [
+        vec![
+            "record".as_ref(),
+            "--sim".as_ref(),
+            "builtin:stairs".as_ref(),
+            "--duration".as_ref(),
+            "1s".as_ref(),
+            "-o".as_ref(),
+            link.as_os_str(),
+        ],
+        vec![
+            "convert".as_ref(),
+            rec.as_os_str(),
+            "-o".as_ref(),
+            link.as_os_str(),
+        ],
+        vec![
+            "report".as_ref(),
+            "heatmap".as_ref(),
+            rec.as_os_str(),
+            "-o".as_ref(),
+            planted.as_os_str(),
+        ],
+    ];
+    for args in runs {
+        let out = udamon().args(&args).output().unwrap();
+        let stderr = one_line_error(&out);
+        assert!(stderr.contains("another user's"), "{stderr}");
+    }
+    assert_eq!(fs::read_to_string(&victim).unwrap(), "root's secret");
+    assert!(!dir.path().join("shadow.old").exists());
+    assert_eq!(fs::metadata(&planted).unwrap().len(), 0);
+}
+
+/// A record names processes (and with `--host`, physical frames): it is its user's alone.
+#[test]
+fn records_are_private_whatever_the_umask() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let rec = record(dir.path(), "v.data");
+    assert_eq!(
+        fs::metadata(&rec).unwrap().permissions().mode() & 0o777,
+        0o600
+    );
 }

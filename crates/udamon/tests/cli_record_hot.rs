@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::{build_bench_workload, is_root, raw_snapshots, udamon, workload_area};
+use common::{build_bench_workload, favoured_udamon, is_root, raw_snapshots, workload_area};
 use serde_json::Value;
 
 const MIB: u64 = 1 << 20;
@@ -30,7 +30,7 @@ fn a_small_hot_area_in_a_huge_reservation_becomes_its_own_region() {
     let exe = build_bench_workload("sparse_hot");
     let dir = tempfile::tempdir().unwrap();
     let (rec, areas) = (dir.path().join("rec.data"), dir.path().join("areas"));
-    udamon()
+    favoured_udamon()
         .args(["record", "--access-source", source, "-o"])
         .arg(&rec)
         .arg("--")

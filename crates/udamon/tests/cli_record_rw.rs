@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::{build_workload_as, report_json, report_text, udamon, workload_area};
+use common::{build_workload_as, favoured_udamon, report_json, report_text, workload_area};
 use serde_json::Value;
 use std::collections::HashMap;
 
@@ -76,7 +76,7 @@ fn regions_count_reads_and_writes_apart_and_schemes_filter_on_them_and_on_the_cp
         )),
     ];
     std::fs::write(&schemes, format!("[{}]", list.join(",\n"))).unwrap();
-    udamon()
+    favoured_udamon()
         .args(["record", "--access-source", "cpuclock", "--tried-regions"])
         .arg("--schemes")
         .arg(&schemes)

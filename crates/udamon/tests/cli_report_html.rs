@@ -284,3 +284,25 @@ fn json_is_refused_rather_than_ignored() {
         "no page written when refused"
     );
 }
+
+/// A command line (anyone's, under `--cgroup`) holding `<!--<script>` cannot end or extend the
+/// page's data block, which would keep the page's own script from running.
+#[test]
+fn markup_in_a_recorded_string_stays_inside_the_pages_data() {
+    let dir = tempfile::tempdir().unwrap();
+    let rec = dir.path().join("markup.data");
+    let planted = "<!--<script></script>-->";
+    udamon()
+        .args(["record", "-o"])
+        .arg(&rec)
+        .args(["--", "sh", "-c", "sleep 0.5", planted])
+        .assert()
+        .success();
+    let (_, html) = page(&rec);
+    let open = r#"<script type="application/json" id="udamon-data">"#;
+    let start = html.find(open).expect("a data block") + open.len();
+    let block = &html[start..start + html[start..].find("</script>").unwrap()];
+    assert!(!block.contains('<'), "markup inside the data block");
+    let data: Value = serde_json::from_str(block).unwrap();
+    assert!(data.to_string().contains(planted), "the string is kept");
+}

@@ -583,3 +583,30 @@ fn the_host_view_counts_memory_two_processes_share_once() {
         c.wait().unwrap();
     }
 }
+
+/// `top --serve --target X` for a target serve does not serve says so and ends, rather than
+/// waiting on a screen that never fills.
+#[test]
+fn top_refuses_a_target_that_is_not_served() {
+    let dir = tempfile::tempdir().unwrap();
+    let serve = Serve::start(dir.path(), &["--idle"]);
+    assert!(
+        serve
+            .ctl_ok(&["add", "--sim", "builtin:demo"])
+            .contains("sim:1")
+    );
+    let out = udamon()
+        .args(["top", "--serve", "--control"])
+        .arg(&serve.control)
+        .args(["--target", "sim:7"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(
+        stderr.contains("no target sim:7") && stderr.contains("it serves sim:1"),
+        "{stderr}"
+    );
+    assert!(serve.stop());
+}

@@ -647,3 +647,111 @@ fn every_change_and_refusal_is_logged_and_status_shows_scheme_counters() {
     assert!(ended.contains("removed with udamon ctl remove"), "{ended}");
     assert!(serve.stop());
 }
+
+/// More matching processes than serve has file descriptors for: it serves those it can, says
+/// it left the rest out, and /metrics and the control socket keep answering.
+#[test]
+fn more_processes_than_file_descriptors_leave_metrics_and_control_answering() {
+    let dir = tempfile::tempdir().unwrap();
+    let name = format!("udmf{}", std::process::id() % 100_000);
+    let sleeper = dir.path().join(&name);
+    std::os::unix::fs::symlink(which("sleep"), &sleeper).unwrap();
+    let mut sleepers: Vec<Child> = (0..60)
+        .map(|_| Command::new(&sleeper).arg("120").spawn().unwrap())
+        .collect();
+    let mut serve = Serve::start_limited(
+        dir.path(),
+        &[
+            "--match",
+            &format!("^{name}$"),
+            "--access-source",
+            "cpuclock",
+        ],
+        Some(160),
+    );
+    let line = serve.wait_log("more processes found");
+    assert!(line.contains("of the 160 file descriptors"), "{line}");
+    let served_pids = |serve: &Serve| -> Vec<u32> {
+        serve
+            .ctl_ok(&["targets"])
+            .lines()
+            .filter(|l| l.contains(&name))
+            .filter_map(|l| l.split_whitespace().next()?.parse().ok())
+            .collect()
+    };
+    let served = served_pids(&serve);
+    assert!(!served.is_empty() && served.len() < 60, "{served:?}");
+    let (status, body) = serve.get("/metrics");
+    assert_eq!(status, 200, "{body}");
+    // Targets that go make room for those left out.
+    let (gone, waiting): (Vec<Child>, Vec<Child>) =
+        sleepers.drain(..).partition(|c| served.contains(&c.id()));
+    for mut s in gone {
+        s.kill().unwrap();
+        s.wait().unwrap();
+    }
+    let deadline = Instant::now() + PATIENCE;
+    while !served_pids(&serve)
+        .iter()
+        .any(|p| waiting.iter().any(|c| c.id() == *p))
+    {
+        assert!(
+            Instant::now() < deadline,
+            "none of those left out was served"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    sleepers = waiting;
+    stop(&mut sleepers.iter_mut().collect::<Vec<_>>());
+    assert!(serve.stop());
+}
+
+/// A simulated workload belongs to whoever added it: on a socket root shared, another user
+/// neither sees root's nor removes it, and keeps their own.
+#[test]
+fn a_simulated_workload_is_its_adders_alone() {
+    if !others_run_udamon() {
+        return;
+    }
+    let dir = shared_dir();
+    let serve = Serve::start(dir.path(), &["--idle"]);
+    assert!(
+        serve
+            .ctl_ok(&["add", "--sim", "builtin:demo"])
+            .contains("sim:1")
+    );
+    std::fs::set_permissions(&serve.control, std::fs::Permissions::from_mode(0o666)).unwrap();
+    let nobody_ctl = |args: &[&str]| {
+        as_user(NOBODY, Path::new(env!("CARGO_BIN_EXE_udamon")))
+            .arg("ctl")
+            .arg("--control")
+            .arg(&serve.control)
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    let out = nobody_ctl(&["remove", "sim:1"]);
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("another user's"),
+        "{out:?}"
+    );
+    let out = nobody_ctl(&["targets"]);
+    assert!(
+        !String::from_utf8_lossy(&out.stdout).contains("sim:1"),
+        "{out:?}"
+    );
+    assert!(
+        nobody_ctl(&["add", "--sim", "builtin:demo"])
+            .status
+            .success()
+    );
+    let out = nobody_ctl(&["targets"]);
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("sim:2"),
+        "{out:?}"
+    );
+    assert!(nobody_ctl(&["remove", "sim:2"]).status.success());
+    assert!(serve.ctl_ok(&["targets"]).contains("sim:1"), "root's stays");
+    assert!(serve.stop());
+}

@@ -63,13 +63,25 @@ const PAGEMAP_SCAN: libc::c_ulong = (3 << 30)
     | ((b'f' as libc::c_ulong) << 8)
     | 16;
 
-/// A process's pagemap, open for scans.
-#[derive(Debug)]
-pub struct PageMap(File);
+/// A process's pagemap, open for scans. Clones share the one descriptor: a monitored process
+/// costs one pagemap however many readers it has (residency, footprints, actions).
+#[derive(Debug, Clone)]
+pub struct PageMap(std::sync::Arc<File>);
 
 impl PageMap {
     pub fn open(pid: u32) -> io::Result<PageMap> {
-        File::open(format!("/proc/{pid}/pagemap")).map(PageMap)
+        File::open(format!("/proc/{pid}/pagemap")).map(|f| PageMap(std::sync::Arc::new(f)))
+    }
+
+    /// Another handle of an opening's result, the error told again.
+    pub fn share(opened: &io::Result<PageMap>) -> io::Result<PageMap> {
+        match opened {
+            Ok(pm) => Ok(pm.clone()),
+            Err(e) => Err(e.raw_os_error().map_or_else(
+                || io::Error::new(e.kind(), e.to_string()),
+                io::Error::from_raw_os_error,
+            )),
+        }
     }
 
     /// The physical frame number of the page at `addr`: `None` when it is not in memory (never

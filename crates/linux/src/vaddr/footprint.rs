@@ -42,10 +42,10 @@ pub(super) struct Footprint {
 }
 
 impl Footprint {
-    /// Opens `pid`'s pagemap; a process whose pagemap cannot be read has no footprint to tell.
-    pub(super) fn open(pid: u32) -> Footprint {
+    /// Walks `pagemap`; a process whose pagemap cannot be read has no footprint to tell.
+    pub(super) fn of(pagemap: Option<PageMap>) -> Footprint {
         Footprint {
-            pagemap: PageMap::open(pid).ok(),
+            pagemap,
             runs: Vec::new(),
             cursor: 0,
             walked: Vec::new(),
@@ -134,7 +134,7 @@ mod tests {
             unsafe { *(addr as *mut u8).add(page * PAGE) = 1 };
         }
         let maps = read_maps(std::process::id()).unwrap();
-        let mut footprint = Footprint::open(std::process::id());
+        let mut footprint = Footprint::of(PageMap::open(std::process::id()).ok());
         // The first pass is walked at once, whatever the budget.
         let first = footprint
             .walk(&maps, Duration::ZERO, 0)

@@ -38,11 +38,11 @@ pub(super) struct Residency {
 }
 
 impl Residency {
-    /// Opens `pid`'s pagemap; a process whose pagemap cannot be read (gone, or not ours) has
-    /// no residency to tell.
-    pub(super) fn open(pid: u32) -> Residency {
+    /// Reads `pagemap`; a process whose pagemap cannot be read (gone, or not ours) has no
+    /// residency to tell.
+    pub(super) fn of(pagemap: Option<PageMap>) -> Residency {
         Residency {
-            pagemap: PageMap::open(pid).ok(),
+            pagemap,
             runs: Vec::new(),
             cursor: 0,
             known: Vec::new(),
@@ -164,7 +164,7 @@ mod tests {
             nr_accesses,
             ..Region::new(base + (start * PAGE) as u64, base + (end * PAGE) as u64)
         };
-        let mut residency = Residency::open(std::process::id());
+        let mut residency = Residency::of(PageMap::open(std::process::id()).ok());
         let pages = |a: &AddrRange| ((a.start - base) / 4096, (a.end - base) / 4096);
         // Memory never walked is walked, even without a budget.
         let absent = residency

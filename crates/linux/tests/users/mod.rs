@@ -57,10 +57,21 @@ pub fn nobody_runs(program: &Path, args: &[&str]) -> Child {
         .unwrap()
 }
 
-/// Waits until process `pid`'s effective uid is `euid` (setpriv, then su, exec in place).
+/// Waits until process `pid`'s effective uid is `euid` (setpriv, then su, exec in place) and it
+/// runs the program it was started for: setpriv takes the uid before it execs the program, and
+/// on a busy machine a scan between the two finds `setpriv` under its own name.
 pub fn wait_euid(pid: u32, euid: u32) {
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
+        let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap();
+        if comm.trim_end() == "setpriv" {
+            assert!(
+                Instant::now() < deadline,
+                "process {pid} never left setpriv"
+            );
+            std::thread::sleep(Duration::from_millis(10));
+            continue;
+        }
         let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
         let uids: Vec<u32> = status
             .lines()

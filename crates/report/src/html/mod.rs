@@ -630,9 +630,12 @@ impl Page {
     }
 
     fn finish(self, name: &str, data: &data::PageData) -> String {
+        // No `<` at all inside the script element: `</script>` would end it, and `<!--` with
+        // `<script` after it (in a command line, a mapping's name) would make the parser look
+        // past the element's end and swallow the page's own script. JSON allows `\u003c`.
         let json = serde_json::to_string(data)
             .expect("page data serializes")
-            .replace("</", "<\\/");
+            .replace('<', "\\u003c");
         let mut nav = String::new();
         for (id, title) in &self.nav {
             let _ = write!(nav, "<a href=\"#{id}\">{title}</a>");

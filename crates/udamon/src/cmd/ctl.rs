@@ -9,6 +9,7 @@ use crate::serve::target::Tune;
 use crate::small_file::read_text;
 use anyhow::{Result, bail};
 use std::path::Path;
+use udamon_report::human::one_line;
 
 pub fn run(args: &CtlArgs) -> Result<()> {
     let request = match &args.request {
@@ -73,13 +74,36 @@ pub fn run(args: &CtlArgs) -> Result<()> {
         .unwrap_or_else(crate::serve::default_control);
     let answer = crate::serve::request(&path, &request)?;
     match (answer.ok, answer.text, answer.error) {
-        (true, text, _) => {
-            let mut text = text.unwrap_or_default();
-            if !text.is_empty() && !text.ends_with('\n') {
-                text.push('\n');
-            }
-            Ok(crate::output::print(&text)?)
-        }
+        (true, text, _) => Ok(crate::output::print(&printable(&text.unwrap_or_default()))?),
         (false, _, error) => bail!("{}", error.unwrap_or_else(|| "refused".to_string())),
+    }
+}
+
+/// An answer as the terminal is to show it: its lines, each ended, and its tab-separated
+/// fields, with every other control character escaped as reports escape them. The text holds
+/// names that others chose (a process's name, set with prctl; a cgroup's), which must not
+/// reach the terminal as escape sequences.
+fn printable(text: &str) -> String {
+    let mut out = String::with_capacity(text.len() + 1);
+    for line in text.lines() {
+        let fields: Vec<String> = line.split('\t').map(|f| one_line(f, usize::MAX)).collect();
+        out.push_str(&fields.join("\t"));
+        out.push('\n');
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_answer_shows_names_escaped_and_keeps_its_lines() {
+        let answer = "1 sleep\n2 \x1b]0;owned\x07\x1b[8m\u{9b}2J\ttail";
+        assert_eq!(
+            printable(answer),
+            "1 sleep\n2 \\u{1b}]0;owned\\u{7}\\u{1b}[8m\\u{9b}2J\ttail\n"
+        );
+        assert_eq!(printable(""), "");
     }
 }

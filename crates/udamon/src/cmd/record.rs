@@ -333,9 +333,36 @@ pub fn record_live(args: &RecordArgs, watch: Watch) -> Result<Summary> {
     let start_us = monotonic_us();
     let summary = monitor::run(session, &mut ops, &mut clock, start_us)?;
     if let Some(pid) = clock.running_child() {
-        eprintln!("udamon: process {pid} keeps running; monitoring stopped");
+        if still_running(pid) {
+            eprintln!("udamon: process {pid} keeps running; monitoring stopped");
+        } else {
+            // Ctrl-C reaches the terminal's whole process group: the command too.
+            eprintln!("udamon: process {pid} ended as monitoring stopped");
+        }
     }
     Ok(summary)
+}
+
+/// Whether the command udamon started, `pid`, still runs: a signal that stopped monitoring
+/// may be ending it at the same moment, so it is given a moment to. Looks without reaping it.
+fn still_running(pid: u32) -> bool {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_millis(300);
+    loop {
+        // SAFETY: waitid fills the zeroed siginfo it is given; WNOWAIT leaves the child as
+        // it is for the sampler to reap.
+        let exited = unsafe {
+            let mut info: libc::siginfo_t = std::mem::zeroed();
+            let flags = libc::WEXITED | libc::WNOHANG | libc::WNOWAIT;
+            libc::waitid(libc::P_PID, pid, &mut info, flags) != 0 || info.si_pid() != 0
+        };
+        if exited {
+            return false;
+        }
+        if std::time::Instant::now() >= deadline {
+            return true;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
 }
 
 /// Records the host's physical memory from every process's samples (or `--pid`'s), until

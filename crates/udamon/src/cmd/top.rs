@@ -35,6 +35,12 @@ use std::time::Duration;
 const KEY_WAIT: Duration = Duration::from_millis(50);
 
 pub fn run(args: &TopArgs) -> Result<()> {
+    // The served target is checked first: a target that is not served is a mistake wherever
+    // top runs, and one that cannot be watched would leave the screen waiting forever.
+    let watched = match args.serve {
+        true => Some(served_target(args)?),
+        false => None,
+    };
     if !std::io::stdout().is_terminal() {
         bail!(
             "top draws on a terminal and stdout is not one: run it in a terminal, or record with \
@@ -43,20 +49,7 @@ pub fn run(args: &TopArgs) -> Result<()> {
     }
     let stop = record::stop_on_signals()?;
     let (tx, rx) = mpsc::channel();
-    if args.serve {
-        let control = args
-            .control
-            .clone()
-            .unwrap_or_else(crate::serve::default_control);
-        let served = feed::served(&control)?;
-        let first = match (&args.target, served.first()) {
-            (Some(t), _) => t.clone(),
-            (None, Some((name, _))) => name.clone(),
-            (None, None) => bail!(
-                "udamon serve at {} serves no target you may watch: add one with `udamon ctl add`",
-                control.display()
-            ),
-        };
+    if let Some((control, first)) = watched {
         let (picks, picked) = mpsc::channel();
         let display = spawn_display(rx, &stop, Source::Serve(picks), Some(first.clone()))?;
         feed::serve(&control, first, &stop, &tx, &picked);
@@ -83,6 +76,43 @@ pub fn run(args: &TopArgs) -> Result<()> {
         );
     }
     Ok(())
+}
+
+/// The control socket of `top --serve`, and the target to watch first: `--target`, which
+/// must be one that serve serves and the caller may watch, else the first listed.
+fn served_target(args: &TopArgs) -> Result<(std::path::PathBuf, String)> {
+    let control = args
+        .control
+        .clone()
+        .unwrap_or_else(crate::serve::default_control);
+    let served = feed::served(&control)?;
+    let first = match (&args.target, served.first()) {
+        (Some(t), _) if served.iter().any(|(name, _)| name == t) => t.clone(),
+        (Some(t), _) => bail!(
+            "udamon serve at {} serves no target {t} that you may watch (it serves {}): \
+             `udamon ctl targets` lists them",
+            control.display(),
+            match served.len() {
+                0 => "none".to_string(),
+                n => {
+                    let names: Vec<&str> =
+                        served.iter().take(10).map(|(t, _)| t.as_str()).collect();
+                    let more = if n > 10 {
+                        format!(" and {} more", n - 10)
+                    } else {
+                        String::new()
+                    };
+                    format!("{}{more}", names.join(", "))
+                }
+            }
+        ),
+        (None, Some((name, _))) => name.clone(),
+        (None, None) => bail!(
+            "udamon serve at {} serves no target you may watch: add one with `udamon ctl add`",
+            control.display()
+        ),
+    };
+    Ok((control, first))
 }
 
 fn spawn_display(

@@ -13,6 +13,7 @@ use super::engine::Sink;
 use super::target::Labels;
 use std::collections::{BTreeMap, BTreeSet};
 use udamon_exporter::{Exporter, Observation, TargetLabels, aggregate};
+use udamon_report::human::{TEXT_CHARS, one_line};
 
 pub struct ExporterSink {
     pub exporter: Exporter,
@@ -32,11 +33,15 @@ impl ExporterSink {
     }
 }
 
+/// A target's label values, escaped as reports escape text: a process names itself (prctl)
+/// and a cgroup's owner names it, and either could otherwise put terminal escapes on the
+/// screen of whoever reads the metrics.
 fn labels_of(labels: &Labels) -> TargetLabels {
+    let printable = |text: &str| one_line(text, TEXT_CHARS);
     TargetLabels {
         pid: labels.id.to_string(),
-        comm: labels.comm.clone(),
-        cgroup: labels.cgroup.clone(),
+        comm: printable(&labels.comm),
+        cgroup: printable(&labels.cgroup),
     }
 }
 
@@ -129,5 +134,19 @@ mod tests {
         let chosen = with_own_series(&targets, 2);
         assert_eq!(chosen, [&a, &b, &c].into_iter().collect());
         assert_eq!(with_own_series(&targets, 0), [&b].into_iter().collect());
+    }
+
+    #[test]
+    fn label_values_carry_no_terminal_escapes() {
+        let named = Labels {
+            comm: "\x1b]52;c;aGk=\x07\u{9b}8m".into(),
+            cgroup: "/a\x1b[8m".into(),
+            ..labels(1, true)
+        };
+        let got = labels_of(&named);
+        for value in [&got.comm, &got.cgroup] {
+            assert!(!value.chars().any(char::is_control), "{value:?}");
+        }
+        assert_eq!(got.comm, "\\u{1b}]52;c;aGk=\\u{7}\\u{9b}8m");
     }
 }

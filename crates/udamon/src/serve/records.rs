@@ -21,7 +21,7 @@ use super::target::Labels;
 use crate::host::unix_now_ns;
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::fs::File;
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use udamon_core::{Callbacks, Context, Flow};
@@ -60,6 +60,7 @@ impl RecordPolicy {
             .mode(dir_mode)
             .create(&dir)
             .map_err(|e| format!("cannot create the record directory {}: {e}", dir.display()))?;
+        check_record_dir(&dir)?;
         Ok(RecordPolicy {
             dir,
             every_us,
@@ -109,7 +110,9 @@ impl RecordPolicy {
     }
 
     /// Removes the oldest finished records until the directory's records fit the limit.
-    /// Returns the files removed.
+    /// Returns the files removed. Only serve's own records count, and only they are removed:
+    /// files of serve's user named as [`RecordPolicy::create`] names them that begin as a
+    /// record does; whatever else is in the directory is someone else's.
     pub fn enforce_retention(&self) -> Vec<PathBuf> {
         let open = self.open.lock().expect("not poisoned").clone();
         let Ok(entries) = std::fs::read_dir(&self.dir) else {
@@ -117,9 +120,14 @@ impl RecordPolicy {
         };
         let mut records: Vec<(std::time::SystemTime, u64, PathBuf)> = entries
             .flatten()
-            .filter(|e| e.path().extension().is_some_and(|x| x == "data"))
+            .filter(|e| is_record_name(&e.file_name().to_string_lossy()))
             .filter_map(|e| {
+                // The entry itself (a link is no record), of serve's user, begun as a record.
                 let meta = e.metadata().ok().filter(|m| m.is_file())?;
+                // SAFETY: geteuid cannot fail.
+                if meta.uid() != unsafe { libc::geteuid() } || !begins_as_record(&e.path()) {
+                    return None;
+                }
                 Some((meta.modified().ok()?, meta.len(), e.path()))
             })
             .collect();
@@ -151,6 +159,69 @@ impl RecordPolicy {
     fn closed(&self, path: &Path) {
         self.open.lock().expect("not poisoned").remove(path);
     }
+}
+
+/// Refuses a record directory that is a link, belongs to another user, or that others may
+/// write: retention removes files there, and others could plant links or records in it.
+fn check_record_dir(dir: &Path) -> Result<(), String> {
+    let meta = std::fs::symlink_metadata(dir)
+        .map_err(|e| format!("cannot use the record directory {}: {e}", dir.display()))?;
+    if meta.is_symlink() {
+        return Err(format!(
+            "the record directory {} is a symbolic link: give the directory it points to, if it \
+             is yours",
+            dir.display()
+        ));
+    }
+    // SAFETY: geteuid cannot fail.
+    if meta.uid() != unsafe { libc::geteuid() } {
+        return Err(format!(
+            "the record directory {} belongs to uid {}, not to serve's user: give a directory \
+             of serve's own",
+            dir.display(),
+            meta.uid()
+        ));
+    }
+    if meta.mode() & 0o022 != 0 {
+        return Err(format!(
+            "the record directory {} may be written by others (mode {:o}): `chmod go-w` it or \
+             give another",
+            dir.display(),
+            meta.mode() & 0o7777
+        ));
+    }
+    crate::output::check_dir(dir).map_err(|e| format!("{e:#}"))
+}
+
+/// Whether `name` is one [`RecordPolicy::create`] gives: `COMM-ID-SECONDS.data` or
+/// `COMM-ID-SECONDS.N.data`.
+fn is_record_name(name: &str) -> bool {
+    let Some(stem) = name.strip_suffix(".data") else {
+        return false;
+    };
+    let stem = match stem.rsplit_once('.') {
+        Some((stem, n)) if !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()) => stem,
+        _ => stem,
+    };
+    let mut parts = stem.rsplitn(3, '-');
+    let secs = parts.next().unwrap_or_default();
+    let id = parts.next().unwrap_or_default();
+    let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+    digits(secs)
+        && (digits(id) || id.strip_prefix("sim").is_some_and(digits))
+        && parts.next().is_some()
+}
+
+/// Whether the file at `path` begins with a record's signature.
+fn begins_as_record(path: &Path) -> bool {
+    use std::io::Read;
+    let mut start = [0u8; 8];
+    File::options()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .open(path)
+        .and_then(|mut f| f.read_exact(&mut start))
+        .is_ok_and(|()| start == udamon_record::MAGIC)
 }
 
 /// The record a target is writing now, and when to start the next.
@@ -427,9 +498,11 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let policy = RecordPolicy::new(dir.path().to_path_buf(), None, None, 250, 0o600).unwrap();
         let mut paths = Vec::new();
+        let mut record = udamon_record::MAGIC.to_vec();
+        record.resize(100, 0);
         for i in 0..4 {
-            let path = dir.path().join(format!("w-{i}.data"));
-            std::fs::write(&path, [0u8; 100]).unwrap();
+            let path = dir.path().join(format!("w-{i}-170000000{i}.data"));
+            std::fs::write(&path, &record).unwrap();
             let t = std::time::SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(1000 + i);
             std::fs::File::options()
                 .write(true)
@@ -440,12 +513,56 @@ mod tests {
             paths.push(path);
         }
         std::fs::write(dir.path().join("notes.txt"), [0u8; 1000]).unwrap();
+        // Files serve did not write, however old and large: a backup under a record's
+        // extension, one under a record's name that is no record, and a link to a record.
+        let backup = dir.path().join("important-db-backup.data");
+        std::fs::write(&backup, [0u8; 1000]).unwrap();
+        let named = dir.path().join("db-1-1600000000.data");
+        std::fs::write(&named, [0u8; 1000]).unwrap();
+        let outside = tempfile::tempdir().unwrap();
+        let target = outside.path().join("x-1-1500000000.data");
+        std::fs::write(&target, &record).unwrap();
+        let link = dir.path().join("x-1-1500000000.data");
+        std::os::unix::fs::symlink(&target, &link).unwrap();
+        for old in [&backup, &named] {
+            let t = std::time::SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(10);
+            let f = std::fs::File::options().write(true).open(old).unwrap();
+            f.set_modified(t).unwrap();
+        }
         // The oldest is still being written: it stays, and the next oldest go.
         policy.opened(&paths[0]);
         let removed = policy.enforce_retention();
         assert_eq!(removed, [paths[1].clone(), paths[2].clone()]);
         assert!(paths[0].exists() && paths[3].exists());
         assert!(dir.path().join("notes.txt").exists(), "only records count");
+        for kept in [&backup, &named, &link, &target] {
+            assert!(kept.exists(), "{} is not serve's: kept", kept.display());
+        }
+    }
+
+    #[test]
+    fn a_record_directory_others_could_change_is_refused() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let real = dir.path().join("real");
+        std::fs::create_dir(&real).unwrap();
+        let link = dir.path().join("link");
+        std::os::unix::fs::symlink(&real, &link).unwrap();
+        let e = RecordPolicy::new(link, None, None, 1, 0o600).unwrap_err();
+        assert!(e.contains("symbolic link"), "{e}");
+        let open = dir.path().join("open");
+        std::fs::create_dir(&open).unwrap();
+        std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o777)).unwrap();
+        let e = RecordPolicy::new(open, None, None, 1, 0o600).unwrap_err();
+        assert!(e.contains("may be written by others"), "{e}");
+        // Another user's directory, where root is the one who can make it so.
+        if unsafe { libc::geteuid() } == 0 {
+            let theirs = dir.path().join("theirs");
+            std::fs::create_dir(&theirs).unwrap();
+            std::os::unix::fs::chown(&theirs, Some(65534), Some(65534)).unwrap();
+            let e = RecordPolicy::new(theirs, None, None, 1, 0o600).unwrap_err();
+            assert!(e.contains("belongs to uid 65534"), "{e}");
+        }
     }
 
     #[test]

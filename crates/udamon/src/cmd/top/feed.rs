@@ -101,9 +101,13 @@ impl Drop for Redirected {
     }
 }
 
-/// Where a spawned command's output goes while top shows it.
+/// Where a spawned command's output went: a file in a directory of top's own (a name under
+/// the shared temporary directory is one another user could plant first).
+static COMMAND_LOG: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+
+/// Where a spawned command's output goes while top shows it, once [`monitor`] has made it.
 pub fn command_log() -> PathBuf {
-    std::env::temp_dir().join(format!("udamon-top-{}.log", std::process::id()))
+    COMMAND_LOG.get().cloned().unwrap_or_default()
 }
 
 /// Monitors what `args` name (the built-in demo when nothing), until it ends or `stop` is set,
@@ -117,10 +121,9 @@ pub fn monitor(args: &TopArgs, stop: Arc<AtomicBool>, feed: Sender<Feed>) -> Res
     let redirected = if args.command.is_empty() {
         None
     } else {
-        let path = command_log();
-        let log = File::create(&path).with_context(|| {
-            format!("cannot create {} for the command's output", path.display())
-        })?;
+        let (log, path) = crate::output::private_file("udamon-top-", "command.log")
+            .context("cannot make a file for the command's output")?;
+        let _ = COMMAND_LOG.set(path);
         Some(Redirected::start(&log).context("cannot point the command's output away")?)
     };
     let watch = Watch {
