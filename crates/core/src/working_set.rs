@@ -177,7 +177,12 @@ pub fn to_bytes(pages: f64) -> u64 {
 pub fn working_sets(evidence: &Evidence, now_us: u64, horizons_us: &[u64]) -> Vec<WorkingSet> {
     let effective = |h: u64| h.max(evidence.window_us).max(1);
     // The rungs and the horizons asked, by effective length: one estimate each.
-    let mut ladder: Vec<(u64, bool)> = RUNGS_US.iter().map(|&h| (effective(h), true)).collect();
+    // Whole counts of the cells of nested horizons are in order already: without samples, the
+    // horizons asked alone.
+    let sampled =
+        evidence.basis == Basis::Pages && !(evidence.data.is_empty() && evidence.code.is_empty());
+    let rungs_us: &[u64] = if sampled { &RUNGS_US } else { &[] };
+    let mut ladder: Vec<(u64, bool)> = rungs_us.iter().map(|&h| (effective(h), true)).collect();
     ladder.extend(horizons_us.iter().map(|&h| (effective(h), false)));
     ladder.sort_unstable_by_key(|&(h, rung)| (h, !rung));
     ladder.dedup_by_key(|x| x.0);
@@ -365,16 +370,23 @@ fn make_monotone(estimates: &mut [Vec<Cell>], rungs: &[bool], ev: &Evidence) {
             _ => ev.resident.len(),
         }
     };
+    // Per horizon, each cell's group, and the group's cells in order.
+    let members: Vec<Vec<Vec<usize>>> = estimates
+        .iter()
+        .map(|cells| {
+            let mut by_group: Vec<Vec<usize>> = vec![Vec::new(); groups];
+            for (i, c) in cells.iter().enumerate() {
+                by_group[group_of(c.range)].push(i);
+            }
+            by_group
+        })
+        .collect();
     // Per group, per horizon: the estimate summed over the group's cells.
     let mut sums = vec![vec![Touched::default(); estimates.len()]; groups];
-    for (h, cells) in estimates.iter().enumerate() {
-        let mut parts: Vec<Vec<Touched>> = vec![Vec::new(); groups];
-        for c in cells {
-            parts[group_of(c.range)].push(c.touched);
-        }
-        for (g, p) in parts.into_iter().enumerate() {
-            if !p.is_empty() {
-                sums[g][h] = Touched::sum(p);
+    for (h, by_group) in members.iter().enumerate() {
+        for (g, cells) in by_group.iter().enumerate() {
+            if !cells.is_empty() {
+                sums[g][h] = Touched::sum(cells.iter().map(|&i| estimates[h][i].touched));
             }
         }
     }
@@ -390,11 +402,9 @@ fn make_monotone(estimates: &mut [Vec<Cell>], rungs: &[bool], ev: &Evidence) {
                 ratio(after.low, before.low),
                 ratio(after.high, before.high),
             );
-            let in_group: Vec<usize> = (0..estimates[h].len())
-                .filter(|&i| group_of(estimates[h][i].range) == g)
-                .collect();
+            let in_group = &members[h][g];
             let bytes: u64 = in_group.iter().map(|&i| estimates[h][i].range.size()).sum();
-            for i in in_group {
+            for &i in in_group {
                 let Cell {
                     range: r,
                     touched: t,
@@ -467,43 +477,56 @@ fn monotone_fit(raw: &[Touched], rungs: &[bool]) -> Vec<Touched> {
 }
 
 /// The estimates' counts made non-decreasing (shortest horizon first). Where a longer
-/// horizon reads below a shorter one, and its own interval holds the shorter one's count, it
-/// takes that count: its samples do not rule it out, and a longer horizon's count falls short
-/// more often than a shorter one's overshoots (pages that seldom draw a sample show up as
-/// repeats of others over a long span, while the short span's pieces count whole). Where its
-/// interval rules the shorter count out, the two are pooled, adjacent violators as in isotonic
-/// regression, each weighing by its precision: the inverse square of its interval's width (at
-/// least 2 % of it, so that a count without an interval does not outweigh every other without
-/// limit).
+/// horizon reads below a shorter one that counted its memory whole (DAMON's count, its samples
+/// too few to bound it), and the longer one's own interval holds that count, the longer one
+/// takes it: its samples do not rule it out, and over a long span pages that seldom draw a
+/// sample show up as repeats of others, so that its count falls short. Otherwise the two are
+/// pooled, adjacent violators as in isotonic regression, each weighing by its precision: the
+/// inverse square of its interval's width (at least 2 % of it, so that a count without an
+/// interval does not outweigh every other without limit); a short horizon's count extrapolated
+/// from a few samples weighs little.
 fn isotonic(estimates: &[Touched]) -> Vec<f64> {
-    // Blocks of pooled estimates: (weighted mean, total weight, members, the highest count
-    // the newest member's interval allows).
-    let mut blocks: Vec<(f64, f64, usize, f64)> = Vec::with_capacity(estimates.len());
+    struct Block {
+        mean: f64,
+        weight: f64,
+        members: usize,
+        /// The highest count the newest member's interval allows.
+        high: f64,
+        /// Whether the newest member counted its memory whole.
+        whole: bool,
+    }
+    let mut blocks: Vec<Block> = Vec::with_capacity(estimates.len());
     for t in estimates {
         let width = (t.high - t.low).max(0.02 * t.pages).max(1.0);
-        let mut block = (t.pages, 1.0 / (width * width), 1, t.high);
-        while let Some(&(mean, weight, n, _)) = blocks.last() {
-            if mean <= block.0 {
+        let mut block = Block {
+            mean: t.pages,
+            weight: 1.0 / (width * width),
+            members: 1,
+            high: t.high,
+            whole: t.pages > 0.0 && t.pages >= t.high * (1.0 - 1e-9),
+        };
+        while let Some(last) = blocks.last() {
+            if last.mean <= block.mean {
                 break;
             }
-            if mean <= block.3 {
-                block.0 = mean;
+            if last.whole && last.mean <= block.high {
+                block.mean = last.mean;
                 break;
             }
-            blocks.pop();
-            let w = weight + block.1;
-            block = (
-                (mean * weight + block.0 * block.1) / w,
-                w,
-                n + block.2,
-                block.3,
-            );
+            let last = blocks.pop().expect("looked at above");
+            let weight = last.weight + block.weight;
+            block = Block {
+                mean: (last.mean * last.weight + block.mean * block.weight) / weight,
+                weight,
+                members: last.members + block.members,
+                ..block
+            };
         }
         blocks.push(block);
     }
     blocks
         .into_iter()
-        .flat_map(|(mean, _, n, _)| std::iter::repeat_n(mean, n))
+        .flat_map(|b| std::iter::repeat_n(b.mean, b.members))
         .collect()
 }
 
@@ -1090,9 +1113,16 @@ mod tests {
         assert_eq!(fit[0], 40.0);
         assert_eq!(fit[1], fit[2]);
         assert!(fit[1] > 66.0 && fit[1] < 70.0, "{fit:?}");
-        // A longer horizon whose interval holds the shorter one's count takes it: dense memory
-        // counted whole over 2 s, short by Chao's count over 10 s.
-        assert_eq!(isotonic(&[t(320.0, 0.0), t(250.0, 160.0)]), [320.0, 320.0]);
+        // A longer horizon whose interval holds the shorter one's whole count takes it: dense
+        // memory counted whole over 2 s, short by Chao's count over 10 s. A count extrapolated
+        // from a few samples is pooled instead.
+        let whole = Touched {
+            low: 200.0,
+            ..Touched::whole(320.0)
+        };
+        assert_eq!(isotonic(&[whole, t(250.0, 160.0)]), [320.0, 320.0]);
+        let fit = isotonic(&[t(320.0, 300.0), t(250.0, 160.0)]);
+        assert!(fit[0] == fit[1] && fit[1] < 290.0, "{fit:?}");
         let ordered = [t(1.0, 1.0), t(2.0, 1.0), t(3.0, 1.0)];
         assert_eq!(isotonic(&ordered), [1.0, 2.0, 3.0], "in order: unchanged");
     }
