@@ -206,14 +206,31 @@ pub fn working_sets(evidence: &Evidence, now_us: u64, horizons_us: &[u64]) -> Ve
             }
         }
     }
-    horizons_us
+    let index: Vec<usize> = horizons_us
         .iter()
         .map(|&h| {
-            let i = ladder
+            ladder
                 .iter()
                 .position(|x| x.0 == effective(h))
-                .expect("every horizon asked is on the ladder");
-            let cells = &estimates[i];
+                .expect("every horizon asked is on the ladder")
+        })
+        .collect();
+    // The ladder's estimates are the answers' cells: each taken, not copied, by the last
+    // answer that needs it (a record's snapshot may hold hundreds of thousands).
+    let mut last_use = vec![usize::MAX; ladder.len()];
+    for (k, &i) in index.iter().enumerate() {
+        last_use[i] = k;
+    }
+    horizons_us
+        .iter()
+        .zip(index)
+        .enumerate()
+        .map(|(k, (&h, i))| {
+            let cells = if last_use[i] == k {
+                std::mem::take(&mut estimates[i])
+            } else {
+                estimates[i].clone()
+            };
             let parts = cells.iter().map(|c| c.touched);
             let mut total = Touched::sum(parts.clone());
             // Where the pieces' intervals leave the sum unsettled, what all the horizon's
@@ -233,7 +250,7 @@ pub fn working_sets(evidence: &Evidence, now_us: u64, horizons_us: &[u64]) -> Ve
                 horizon_us: h,
                 total: with_method_error(total),
                 code: Touched::sum(cells.iter().filter(|c| c.code).map(|c| c.touched)),
-                cells: cells.iter().map(|c| (c.range, c.touched)).collect(),
+                cells: cells.into_iter().map(|c| (c.range, c.touched)).collect(),
             }
         })
         .collect()
@@ -296,36 +313,39 @@ fn one_horizon(ev: &Evidence, now_us: u64, horizon_us: u64) -> Vec<Cell> {
             estimate_scattered(ev.data, &cells, now_us, horizon_us)
         }
     };
-    let mut out: Vec<Cell> = cells
-        .iter()
-        .zip(estimates.drain(..))
-        .map(|(&range, touched)| Cell {
-            range,
-            touched,
-            code: false,
-        })
-        .collect();
+    let mut ranges = cells;
+    let mut code = vec![false; ranges.len()];
     if ev.basis == Basis::Pages && ev.space == AddressSpace::Virtual {
-        let code = estimate_code(ev.code, now_us, horizon_us, ev.resident);
         // Instructions' pages are not data's: a region accessed through its data samples may
         // span a library's text too, and count none of the pages its code was fetched from.
-        out.extend(code.into_iter().map(|(range, touched)| Cell {
-            range,
-            touched,
-            code: true,
-        }));
-        out.sort_by_key(|c| c.range);
+        let fetched = estimate_code(ev.code, now_us, horizon_us, ev.resident);
+        if !fetched.is_empty() {
+            for (range, touched) in fetched {
+                ranges.push(range);
+                estimates.push(touched);
+                code.push(true);
+            }
+            let mut order: Vec<usize> = (0..ranges.len()).collect();
+            order.sort_by_key(|&i| ranges[i]);
+            ranges = order.iter().map(|&i| ranges[i]).collect();
+            estimates = order.iter().map(|&i| estimates[i]).collect();
+            code = order.iter().map(|&i| code[i]).collect();
+        }
     }
-    let ranges: Vec<AddrRange> = out.iter().map(|c| c.range).collect();
-    let mut estimates: Vec<Touched> = out.iter().map(|c| c.touched).collect();
     bound_by_resident(&ranges, &mut estimates, ev.resident);
     if let Some(total) = ev.resident_total.or(ev.walked_total) {
         bound_total(&mut estimates, total);
     }
-    for (c, t) in out.iter_mut().zip(estimates) {
-        c.touched = t;
-    }
-    out
+    ranges
+        .into_iter()
+        .zip(estimates)
+        .zip(code)
+        .map(|((range, touched), code)| Cell {
+            range,
+            touched,
+            code,
+        })
+        .collect()
 }
 
 /// The cells of physical memory estimated as one memory (see the module documentation), each
