@@ -213,6 +213,30 @@ impl PageSamples {
         best.unwrap_or_else(|| Touched::whole(range_pages as f64))
     }
 
+    /// The estimated pages of `ranges` (sorted, disjoint) touched in the `horizon_us` before
+    /// `now_us`, taken as one memory from the horizon's own samples alone: for memory whose
+    /// pages are scattered over its ranges (physical memory), where neither the samples'
+    /// spread nor a longer span's repeats say more of the horizon than its own samples do.
+    pub fn estimate_own(
+        &self,
+        ranges: &[AddrRange],
+        now_us: u64,
+        horizon_us: u64,
+        unbounded: Unbounded,
+    ) -> Touched {
+        let range_pages: u64 = ranges.iter().map(|&r| pages_of(r).1).sum::<u64>().max(1);
+        let horizon_us = horizon_us.max(1);
+        let counts = span_counts(
+            ranges.iter().map(|&r| self.within(r)),
+            now_us,
+            &[horizon_us],
+        );
+        Touched {
+            evidence_us: horizon_us,
+            ..counts[0].repeats.estimate_as(range_pages, unbounded)
+        }
+    }
+
     /// The samples of `range` taken within `span_us` before `now_us`.
     pub fn count(&self, range: AddrRange, now_us: u64, span_us: u64) -> u64 {
         let from = now_us.saturating_sub(span_us);

@@ -365,7 +365,7 @@ fn estimate_scattered(
             .map(|c| Touched::whole(c.size() as f64 / PAGE_SIZE as f64))
             .collect();
     }
-    let pooled = samples.estimate_pooled(cells, now_us, horizon_us, Unbounded::Point);
+    let pooled = samples.estimate_own(cells, now_us, horizon_us, Unbounded::Point);
     let counts: Vec<u64> = cells
         .iter()
         .map(|&c| samples.count(c, now_us, horizon_us))
