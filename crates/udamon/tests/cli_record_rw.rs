@@ -1,7 +1,8 @@
 //! Reads and writes told apart on a live process, and schemes that filter on them and on the
 //! CPU: udamon-linux's `code` workload (tests/workload/code.c, built `-O2 -g`) reads an
 //! anonymous buffer in one function and writes a file's shared mapping in another, pinned to
-//! one CPU. Sampling is random: the checks are on clear majorities, never on exact counts.
+//! one CPU. Sampling is random: the checks are on clear majorities of the samples, and on
+//! regions counting exactly the samples that fell in them.
 
 mod common;
 
@@ -91,47 +92,75 @@ fn regions_count_reads_and_writes_apart_and_schemes_filter_on_them_and_on_the_cp
         .success();
     let (reader, writer) = (workload_area(&areas, "anon"), workload_area(&areas, "file"));
 
-    // Each region's read and write samples, shared among the areas by the bytes it holds of
-    // each (a region can reach over both). The first windows are left out: their regions,
-    // still large, merge the two buffers' alike sample densities into regions that were both
-    // read and written, and parts split off those share their counts in proportion.
+    // The samples tell the loads of one buffer from the stores to the other, and each
+    // region's read and write counts are its samples of each kind. The first windows are
+    // left out: the start-up memsets wrote both buffers, and regions were still following the
+    // mappings made then (a region split mid-window shares its counts by bytes).
     let frames: Vec<Value> = report_text(&["raw"], &rec)
         .lines()
         .map(|l| serde_json::from_str(l).unwrap())
         .collect();
     let settled = |f: &&Value| count(f, "time_ns").max(count(f, "end_ns")) > SETTLED_NS;
-    let [mut reads, mut writes] = [[0.0f64; 2]; 2];
+    let samples: HashMap<u64, &Vec<Value>> = frames
+        .iter()
+        .filter(settled)
+        .filter(|f| f["kind"] == "samples")
+        .map(|f| (count(f, "time_ns"), f["samples"].as_array().unwrap()))
+        .collect();
+    // Samples of [reader, writer] by kind: [reads, writes].
+    let [mut reads, mut writes] = [[0u64; 2]; 2];
+    for s in samples.values().copied().flatten() {
+        let addr = count(s, "addr");
+        for (i, a) in [reader, writer].into_iter().enumerate() {
+            if (a.0..a.1).contains(&addr) {
+                match s["access"].as_str() {
+                    Some("read") => reads[i] += 1,
+                    Some("write") => writes[i] += 1,
+                    other => panic!("a sample in a buffer of unknown access {other:?}"),
+                }
+            }
+        }
+    }
+    assert!(
+        reads[0] >= 20 && reads[0] > 5 * writes[0],
+        "the read buffer: {} read and {} write samples",
+        reads[0],
+        writes[0]
+    );
+    assert!(
+        writes[1] >= 20 && writes[1] > 5 * reads[1],
+        "the written buffer: {} read and {} write samples",
+        reads[1],
+        writes[1]
+    );
     // Each window's regions: (start, end) → (read samples, write samples).
     let mut windows = HashMap::new();
     for f in frames.iter().filter(settled) {
         if f["frame"] != "snapshot" {
             continue;
         }
+        let end_ns = count(f, "end_ns");
+        let window = samples.get(&end_ns).map_or(&[][..], |s| &s[..]);
         let mut kinds = HashMap::new();
         for r in f["targets"][0]["regions"].as_array().unwrap() {
             let (start, end) = (count(r, "start"), count(r, "end"));
             let (read, write) = (count(r, "read_samples"), count(r, "write_samples"));
-            for (i, a) in [reader, writer].into_iter().enumerate() {
-                let share = overlap(start, end, a) as f64 / (end - start) as f64;
-                reads[i] += read as f64 * share;
-                writes[i] += write as f64 * share;
-            }
+            let of_kind = |kind: &str| {
+                window
+                    .iter()
+                    .filter(|s| (start..end).contains(&count(s, "addr")) && s["access"] == kind)
+                    .count() as u64
+            };
+            assert_eq!(
+                (read, write),
+                (of_kind("read"), of_kind("write")),
+                "the region [{start:#x}, {end:#x}) of the window ending at {end_ns} ns: \
+                 its read and write counts, and its samples of each kind"
+            );
             kinds.insert((start, end), (read, write));
         }
-        windows.insert(count(f, "end_ns"), kinds);
+        windows.insert(end_ns, kinds);
     }
-    assert!(
-        reads[0] >= 20.0 && reads[0] > 5.0 * writes[0],
-        "the read buffer: {} read and {} write samples",
-        reads[0],
-        writes[0]
-    );
-    assert!(
-        writes[1] >= 20.0 && writes[1] > 5.0 * reads[1],
-        "the written buffer: {} read and {} write samples",
-        reads[1],
-        writes[1]
-    );
 
     // The regions each scheme was tried on in the window of a snapshot, with the bytes its
     // operations-layer filters let through.
