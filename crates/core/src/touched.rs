@@ -20,12 +20,14 @@
 //! draw fewer samples than the rest, and the estimate misses part of them.
 //!
 //! The interval comes from the count it rests on, `f2`: its exact (Garwood) 95 % Poisson
-//! interval put in place of `f2`. With no page sampled twice the data set no upper bound: a
-//! few hundred samples that all find new pages are what memory touched all over gives. An
-//! estimate is **settled** when its interval places the count within about ±25 %
-//! ([`SETTLED_RATIO`]); an unsettled one says so, and reports show its interval. A range whose
-//! interval reaches its whole size is counted whole: the samples cannot tell it from memory
-//! touched all over, which is DAMON's answer and the right one for memory a program sweeps. So
+//! interval put in place of `f2`, the unseen pages' high end widened by as much inequality
+//! between pages as the counts cannot rule out ([`Repeats::inequality_high`]). With no page
+//! sampled twice the data set no upper bound: a few hundred samples that all find new pages
+//! are what memory touched all over gives. An estimate is **settled** when its interval places
+//! the count within about ±25 % ([`SETTLED_RATIO`]); an unsettled one says so, and reports show
+//! its interval. A range that the samples cannot tell from memory touched all over (the
+//! interval, widened by the inequality they clearly show, reaches its whole size) is counted
+//! whole, which is DAMON's answer and the right one for memory a program sweeps. So
 //! the estimate adds no noise to densely touched memory, and falls below DAMON's count only
 //! where repeats show that it must.
 //!
@@ -141,10 +143,13 @@ impl Repeats {
         let (twice_low, twice_high) = poisson_interval(self.twice);
         let cap = |x: f64| x.min(whole).max(seen.min(whole));
         let low = cap(seen + unseen_if(twice_high));
-        let high = cap(seen + unseen_if(twice_low) * self.inequality());
+        let unseen_high = unseen_if(twice_low);
         // The samples cannot rule out that every page was touched: count the range whole,
-        // where DAMON's rule would.
-        let pages = if high >= whole && unbounded == Unbounded::Whole {
+        // where DAMON's rule would. The inequality the counts clearly show decides it; the
+        // interval's high end allows all that they cannot rule out.
+        let whole_plausible = cap(seen + unseen_high * self.inequality()) >= whole;
+        let high = cap(seen + unseen_high * self.inequality_high());
+        let pages = if whole_plausible && unbounded == Unbounded::Whole {
             whole
         } else {
             cap(point)
@@ -161,6 +166,24 @@ impl Repeats {
 }
 
 impl Repeats {
+    /// How unequally the pages may have drawn samples, as far as their counts cannot rule it
+    /// out: [`Repeats::inequality`]'s ratio with `f3` at its interval's high end and `f2` at
+    /// its low end. Pages seldom sampled are what Chao's estimate misses, and a few pages
+    /// sampled three times cannot show how many of those there are; on the kernel-as-judge
+    /// programs (managed runtimes, servers, an interpreter) the estimate read 0.3-0.9 of the
+    /// accessed bits where the clearly shown inequality was 1, and "settled" was wrong in a
+    /// fifth of its claims (docs/benchmarks.md). The interval's high end takes this; the
+    /// estimate itself does not (memory touched evenly would be counted whole too often).
+    pub fn inequality_high(&self) -> f64 {
+        if self.twice == 0 {
+            return 1.0;
+        }
+        let f1 = self.once as f64;
+        let f2 = poisson_interval(self.twice).0;
+        let f3 = poisson_interval(self.thrice).1;
+        (1.5 * f1 * f3 / (f2 * f2)).max(self.inequality())
+    }
+
     /// How unequally the pages drew samples, as their counts show it: `3 f1 f3 / (2 f2²)`,
     /// 1 on average where every touched page draws samples at one rate (each page's count is
     /// then Poisson, and `f1 f3 / f2² = 2/3`), and more the more the rates differ (a mixture
@@ -372,8 +395,10 @@ mod tests {
         let t = r.estimate(45_056);
         assert!((t.pages - 3150.9).abs() < 0.1, "{t:?}");
         assert!(t.low < t.pages && t.pages < t.high, "{t:?}");
-        // Chao's interval for these counts is about 2,000-5,100 pages: not settled.
-        assert!(t.low > 1800.0 && t.high < 5500.0, "{t:?}");
+        // Chao's interval for these counts is about 2,000-5,100 pages; with no page sampled
+        // three times the counts cannot rule out pages drawing samples unequally, and the
+        // high end reaches the range. Not settled, and not counted whole either.
+        assert!(t.low > 1800.0 && t.high == 45_056.0, "{t:?}");
         assert!(!t.is_settled());
     }
 
@@ -446,21 +471,29 @@ mod tests {
 
     #[test]
     fn sparse_ranges_are_estimated_within_their_interval() {
-        // 8,000 of 45,000 pages touched (a narrow key-value load), 1,500 samples: enough
-        // repeats (about 140 twice) for a settled estimate near the truth, nearly always.
+        // 8,000 of 45,000 pages touched (a narrow key-value load), 1,500 samples (about 140
+        // pages twice, 9 three times): an estimate near the truth, nearly always. Too few pages
+        // sampled three times to rule out unequal draws: rarely settled, but never wrongly.
+        // 6,000 samples: enough of those to settle.
         let mut rng = Prng::seeded(1);
-        let (mut covered, mut settled) = (0, 0);
-        for _ in 0..200 {
-            let t = simulate(&mut rng, 8000, 45_000, 1500);
-            settled += usize::from(t.is_settled());
-            assert!((t.pages / 8000.0 - 1.0).abs() < 0.25, "{t:?}");
-            covered += usize::from(t.low <= 8000.0 && 8000.0 <= t.high);
+        for (n, settle) in [(1500, false), (6000, true)] {
+            let (mut covered, mut settled) = (0, 0);
+            for _ in 0..200 {
+                let t = simulate(&mut rng, 8000, 45_000, n);
+                assert!((t.pages / 8000.0 - 1.0).abs() < 0.25, "{t:?}");
+                covered += usize::from(t.low <= 8000.0 && 8000.0 <= t.high);
+                settled += usize::from(t.is_settled());
+            }
+            assert!(
+                covered >= 180,
+                "the 95 % interval covered the truth {covered} of 200 times"
+            );
+            assert_eq!(
+                settled >= 180,
+                settle,
+                "{n} samples: settled {settled} of 200"
+            );
         }
-        assert!(settled >= 180, "settled {settled} of 200 times");
-        assert!(
-            covered >= 180,
-            "the 95 % interval covered the truth {covered} of 200 times"
-        );
     }
 
     #[test]
@@ -477,7 +510,7 @@ mod tests {
     fn a_sum_of_settled_ranges_is_narrower_than_its_parts_ends() {
         let mut rng = Prng::seeded(3);
         let parts: Vec<Touched> = (0..8)
-            .map(|_| simulate(&mut rng, 1000, 20_000, 800))
+            .map(|_| simulate(&mut rng, 1000, 20_000, 3000))
             .collect();
         assert!(parts.iter().all(Touched::is_settled), "{parts:?}");
         let sum = Touched::sum(parts.iter().copied());
