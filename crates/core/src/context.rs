@@ -33,7 +33,6 @@ use crate::rand::Prng;
 use crate::recent_samples::RecentSamples;
 use crate::region::{AddrRange, Region, SampledAccess, Target, mult_frac};
 use crate::region_index::RegionIndex;
-use crate::touched::Touched;
 use crate::tuning;
 use crate::working_set::{self, AddressSpace, Basis, Evidence, ResidentRange, WorkingSet};
 
@@ -468,44 +467,29 @@ impl Context {
         self.resident[target] = mappings;
     }
 
-    /// The estimated touched pages of each of `cells` (sorted, disjoint ranges of target
-    /// `target` that DAMON's rule saw accessed within the last `horizon_us`), at page
-    /// resolution where the target's samples allow ([`crate::working_set`]); bounded by the
-    /// mappings' and the target's resident bytes where known. Ranges are counted whole for
-    /// sources without samples, as DAMON counts them.
-    fn touched(&self, target: usize, cells: &[AddrRange], horizon_us: u64) -> Vec<Touched> {
-        let empty = PageSamples::default();
-        let samples = self.pages.get(target).unwrap_or(&empty);
-        let resident = self.resident.get(target).map_or(&[][..], |r| &r[..]);
-        let mut estimates =
-            working_set::estimate_cells(samples, cells, self.now_us(), horizon_us, resident);
-        if let Some(memory) = self.target_memory(target) {
-            working_set::bound_total(&mut estimates, memory.resident_bytes);
-        }
-        estimates
-    }
-
     /// The estimated touched bytes of each of target `target`'s regions in the window that
-    /// just ended ([`Context::touched`] over the window; 0 for regions not accessed in it):
-    /// what records keep beside `nr_accesses`. `None` for sources without samples, whose
-    /// accessed regions count whole.
+    /// just ended (0 for regions not accessed in it): what records keep beside `nr_accesses`,
+    /// each region's share of the window's working set ([`Context::working_sets`] at horizon
+    /// 0), so that a record's regions add up to what every view reads. `None` for sources
+    /// without samples, whose accessed regions count whole.
     pub fn window_touched_bytes(&self, target: usize) -> Option<Vec<u64>> {
         let t = self.targets.get(target).filter(|_| self.sampled)?;
-        let accessed: Vec<AddrRange> = t
-            .regions
-            .iter()
-            .filter(|r| r.nr_accesses > 0)
-            .map(|r| AddrRange::new(r.start, r.end))
-            .collect();
-        let mut estimates = self
-            .touched(target, &accessed, self.attrs.aggr_interval_us)
-            .into_iter();
-        let bytes = t.regions.iter().map(|r| match r.nr_accesses {
-            0 => 0,
-            _ => estimates
-                .next()
-                .map_or(0, |e| (e.pages * PAGE_SIZE as f64).round() as u64)
-                .min(r.size()),
+        let window = self.working_sets(target, &[0]).pop()?;
+        // Regions and cells are both sorted and disjoint: one walk shares each cell's pages
+        // among the accessed regions it overlaps, by the overlap.
+        let mut cells = window.cells.iter().peekable();
+        let bytes = t.regions.iter().map(|r| {
+            let region = AddrRange::new(r.start, r.end);
+            while cells.next_if(|(c, _)| c.end <= region.start).is_some() {}
+            if r.nr_accesses == 0 {
+                return 0;
+            }
+            let pages: f64 = cells
+                .clone()
+                .take_while(|(c, _)| c.start < region.end)
+                .map(|(c, e)| e.pages * c.overlap(region) as f64 / c.size().max(1) as f64)
+                .sum();
+            ((pages * PAGE_SIZE as f64).round() as u64).min(r.size())
         });
         Some(bytes.collect())
     }

@@ -186,6 +186,13 @@ impl AddrRange {
         self.start <= addr && addr < self.end
     }
 
+    /// The bytes `self` shares with `other`.
+    pub fn overlap(self, other: AddrRange) -> u64 {
+        self.end
+            .min(other.end)
+            .saturating_sub(self.start.max(other.start))
+    }
+
     /// The smallest range that covers both `self` and `other`.
     pub fn hull(self, other: AddrRange) -> AddrRange {
         AddrRange::new(self.start.min(other.start), self.end.max(other.end))

@@ -149,13 +149,7 @@ impl WorkingSet {
         let pages: f64 = self
             .cells
             .iter()
-            .map(|(c, t)| {
-                let overlap = c
-                    .end
-                    .min(range.end)
-                    .saturating_sub(c.start.max(range.start));
-                t.pages * overlap as f64 / c.size().max(1) as f64
-            })
+            .map(|(c, t)| t.pages * c.overlap(range) as f64 / c.size().max(1) as f64)
             .sum();
         to_bytes(pages)
     }
@@ -570,7 +564,7 @@ pub struct ResidentRange {
 /// saw accessed in the `horizon_us` before `now_us`), from `samples`, bounded by `resident`
 /// (sorted, disjoint; empty when unknown). Cells of a source without samples (`samples`
 /// empty) are counted whole, as DAMON counts them.
-pub fn estimate_cells(
+fn estimate_cells(
     samples: &PageSamples,
     cells: &[AddrRange],
     now_us: u64,
@@ -746,11 +740,7 @@ fn spread(t: &Touched) -> f64 {
 /// Scales `estimates` (of `cells`) so that the part of them in each mapping of `resident` is at
 /// most its resident bytes. A cell's estimate is shared among the mappings it overlaps in
 /// proportion to the overlap.
-pub fn bound_by_resident(
-    cells: &[AddrRange],
-    estimates: &mut [Touched],
-    resident: &[ResidentRange],
-) {
+fn bound_by_resident(cells: &[AddrRange], estimates: &mut [Touched], resident: &[ResidentRange]) {
     if resident.is_empty() {
         return;
     }
@@ -835,7 +825,7 @@ pub fn estimate_code(
 
 /// Scales `estimates` down so that together they count at most `resident_bytes` (a target's
 /// whole resident memory).
-pub fn bound_total(estimates: &mut [Touched], resident_bytes: u64) {
+fn bound_total(estimates: &mut [Touched], resident_bytes: u64) {
     let allowed = resident_bytes as f64 / PAGE_SIZE as f64;
     let total: f64 = estimates.iter().map(|e| e.pages).sum();
     if total > allowed && total > 0.0 {
@@ -859,8 +849,7 @@ fn for_each_overlap(
         }
         let mut k = m;
         while k < resident.len() && resident[k].range.start < cell.end {
-            let r = resident[k].range;
-            let overlap = cell.end.min(r.end).saturating_sub(cell.start.max(r.start));
+            let overlap = cell.overlap(resident[k].range);
             if overlap > 0 && cell.size() > 0 {
                 f(c, k, overlap as f64 / cell.size() as f64);
             }
