@@ -310,6 +310,7 @@ fn render_ms(n: usize) -> f64 {
             pid: (1000 + i).to_string(),
             comm: "membound".to_string(),
             cgroup: "/system.slice/bench.service".to_string(),
+            pod: Default::default(),
         };
         exporter.update(&labels, &obs);
     }
@@ -655,8 +656,8 @@ impl PodCgroups {
             .lines()
             .find_map(|line| {
                 let (left, right) = line.split_once(" - ")?;
-                (right.split_whitespace().next()? == "cgroup2")
-                    .then(|| PathBuf::from(left.split_whitespace().nth(4)?))
+                let mount = left.split_whitespace().nth(4)?;
+                (right.split_whitespace().next()? == "cgroup2").then(|| PathBuf::from(mount))
             })
             .expect("--pods needs a cgroup2 mount");
         let root = mount.join(format!("serve-bench-{tag}"));

@@ -13,6 +13,10 @@
 //!
 //! The `kubepods` cgroup need not be at the root: kind and other nested nodes put it below
 //! their own (`/kubelet.slice/kubelet-kubepods.slice/...`), so it is looked for along the path.
+//! Nor need it be in the path at all: a process reading `/proc/PID/cgroup` from a cgroup
+//! namespace of its own (a DaemonSet's container, on cgroup v2) sees other pods' cgroups
+//! relative to its own, `/../../kubepods-besteffort.slice/...`; the names below the common
+//! ancestor still say the pod, and the systemd driver's pod slice its QoS class too.
 //! A cgroup in a pod but not in a container of it (a pod's own cgroup, CRI-O's `conmon`) names
 //! the pod alone; a cgroup below a container's (a container that makes cgroups of its own)
 //! names that container. Any other path names nothing, and the cgroup path stays its label.
@@ -59,7 +63,8 @@ pub enum Runtime {
 pub struct PodCgroup {
     /// The pod's UID, with dashes as the API writes it.
     pub pod_uid: String,
-    pub qos: Qos,
+    /// Unknown only for the cgroupfs driver seen from a cgroup namespace that hides the class.
+    pub qos: Option<Qos>,
     /// The container's id (64 hex digits), when the cgroup is a container's or below one.
     pub container: Option<(Runtime, String)>,
 }
@@ -69,17 +74,21 @@ impl PodCgroup {
     /// outside the kubelet's layouts.
     pub fn parse(path: &str) -> Option<PodCgroup> {
         let parts: Vec<&str> = path.split('/').filter(|p| !p.is_empty()).collect();
-        let start = parts.iter().position(|p| is_kubepods(p))?;
-        let mut rest = parts[start + 1..].iter();
-        let mut next = rest.next()?;
-        let qos = match qos_of(next) {
-            Some(qos) => {
-                next = rest.next()?;
-                qos
-            }
-            None => Qos::Guaranteed,
+        let (start, from_root) = match parts.iter().position(|p| is_kubepods(p)) {
+            Some(root) => (root + 1, true),
+            None => (parts.iter().position(|p| *p != "..").filter(|&i| i > 0)?, false),
         };
-        let pod_uid = pod_uid_of(next)?;
+        let mut rest = parts[start..].iter();
+        let mut next = rest.next()?;
+        let class = qos_of(next);
+        if class.is_some() {
+            next = rest.next()?;
+        }
+        let (pod_uid, slice_class) = pod_of(next)?;
+        // Below the kubelet's root, a pod outside a class's cgroup is guaranteed.
+        let qos = slice_class
+            .or(class)
+            .or(from_root.then_some(Qos::Guaranteed));
         let container = rest.next().and_then(|c| container_of(c));
         Some(PodCgroup {
             pod_uid,
@@ -113,19 +122,29 @@ fn qos_of(part: &str) -> Option<Qos> {
     }
 }
 
-/// A pod's cgroup: `pod<UID>` (cgroupfs) or `...-pod<UID_WITH_UNDERSCORES>.slice` (systemd).
-/// A UID is a UUID for an API pod and 32 hex digits (a hash of its manifest) for a static one.
-fn pod_uid_of(part: &str) -> Option<String> {
-    let uid = match part.strip_suffix(".slice") {
-        Some(unit) => unit.rsplit_once("-pod")?.1.replace('_', "-"),
-        None => part.strip_prefix("pod")?.to_string(),
+/// A pod's cgroup: `pod<UID>` (cgroupfs) or `...kubepods[-<class>]-pod<UID_WITH_UNDERSCORES>
+/// .slice` (systemd, whose name holds the class: none for guaranteed), with its UID and the
+/// class its name says. A UID is a UUID for an API pod and 32 hex digits (a hash of its
+/// manifest) for a static one.
+fn pod_of(part: &str) -> Option<(String, Option<Qos>)> {
+    let (uid, class) = match part.strip_suffix(".slice") {
+        Some(unit) => {
+            let (parent, uid) = unit.rsplit_once("-pod")?;
+            let class = if parent == "kubepods" || parent.ends_with("-kubepods") {
+                Qos::Guaranteed
+            } else {
+                qos_of(&format!("{parent}.slice"))?
+            };
+            (uid.replace('_', "-"), Some(class))
+        }
+        None => (part.strip_prefix("pod")?.to_string(), None),
     };
     let hex = uid.chars().filter(|c| *c != '-').count();
     let well_formed = (hex == 32)
         && uid
             .chars()
             .all(|c| c == '-' || (c.is_ascii_hexdigit() && !c.is_ascii_uppercase()));
-    well_formed.then_some(uid)
+    well_formed.then_some((uid, class))
 }
 
 /// A container's cgroup: `<runtime>-<ID>.scope` (systemd), `crio-<ID>` or a bare `<ID>`
@@ -235,7 +254,7 @@ mod tests {
     fn pod(qos: Qos, container: Option<Runtime>) -> Option<PodCgroup> {
         Some(PodCgroup {
             pod_uid: UID.into(),
-            qos,
+            qos: Some(qos),
             container: container.map(|r| (r, ID.to_string())),
         })
     }
@@ -295,6 +314,24 @@ mod tests {
                 format!("/kubelet/kubepods/burstable/pod{UID}/{ID}"),
                 pod(Qos::Burstable, Some(Runtime::Unknown)),
             ),
+            // Seen from a DaemonSet's cgroup namespace: only the part below the common
+            // ancestor, the class in the systemd pod slice's name or the cgroupfs class's.
+            (
+                format!("/../../kubepods-besteffort.slice/kubepods-besteffort-pod{UID_}.slice/crio-{ID}.scope"),
+                pod(Qos::BestEffort, Some(Runtime::CriO)),
+            ),
+            (
+                format!("/../kubepods-burstable-pod{UID_}.slice/cri-containerd-{ID}.scope"),
+                pod(Qos::Burstable, Some(Runtime::Containerd)),
+            ),
+            (
+                format!("/../../kubepods-pod{UID_}.slice/docker-{ID}.scope"),
+                pod(Qos::Guaranteed, Some(Runtime::Docker)),
+            ),
+            (
+                format!("/../../../besteffort/pod{UID}/{ID}"),
+                pod(Qos::BestEffort, Some(Runtime::Unknown)),
+            ),
             // A cgroup a container made of its own names that container.
             (
                 format!("/kubepods/pod{UID}/{ID}/init.scope"),
@@ -315,6 +352,13 @@ mod tests {
         for (path, want) in cases {
             assert_eq!(PodCgroup::parse(&path), want, "{path}");
         }
+    }
+
+    #[test]
+    fn a_cgroupfs_pod_seen_from_within_its_class_has_no_class() {
+        let got = PodCgroup::parse(&format!("/../../pod{UID}/{ID}")).unwrap();
+        assert_eq!((got.pod_uid.as_str(), got.qos), (UID, None));
+        assert_eq!(got.container_id(), Some(ID));
     }
 
     #[test]
@@ -341,6 +385,9 @@ mod tests {
             "/kubepods/pod1A2B3C4D-0000-4E5F-8A9B-0123456789AB",
             "/system.slice/docker-0123.scope",
             "/mykubepods/burstable/pod1a2b3c4d-0000-4e5f-8a9b-0123456789ab",
+            // Up and down again, but not to a pod; a pod slice of no kubelet.
+            "/../system.slice/containerd.service",
+            "/../../user.slice/user-pod1a2b3c4d_0000_4e5f_8a9b_0123456789ab.slice",
         ] {
             assert_eq!(PodCgroup::parse(path), None, "{path}");
         }

@@ -84,7 +84,7 @@ impl Pods {
             pod: pod_name,
             container,
             container_id: pod.container_id().map(str::to_string),
-            qos: Some(pod.qos.as_str().to_string()),
+            qos: pod.qos.map(|q| q.as_str().to_string()),
             pod_uid: Some(pod.pod_uid),
         }
     }
