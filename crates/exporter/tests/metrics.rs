@@ -258,7 +258,10 @@ fn pod_labels_only_where_known_and_a_memory_limit_beside_the_working_set() {
     // A limit lifted takes its series away; the cgroup's other series stay.
     exporter.publish_cgroups([(&container, &unlimited)]);
     let text = exporter.render();
-    assert!(!text.contains("udamon_cgroup_memory_limit_bytes{"), "{text}");
+    assert!(
+        !text.contains("udamon_cgroup_memory_limit_bytes{"),
+        "{text}"
+    );
     assert!(
         !text.contains("udamon_cgroup_working_set_bytes{cgroup=\"/a.slice\""),
         "{text}"

@@ -76,7 +76,10 @@ impl PodCgroup {
         let parts: Vec<&str> = path.split('/').filter(|p| !p.is_empty()).collect();
         let (start, from_root) = match parts.iter().position(|p| is_kubepods(p)) {
             Some(root) => (root + 1, true),
-            None => (parts.iter().position(|p| *p != "..").filter(|&i| i > 0)?, false),
+            None => (
+                parts.iter().position(|p| *p != "..").filter(|&i| i > 0)?,
+                false,
+            ),
         };
         let mut rest = parts[start..].iter();
         let mut next = rest.next()?;
@@ -100,6 +103,34 @@ impl PodCgroup {
     pub fn container_id(&self) -> Option<&str> {
         self.container.as_ref().map(|(_, id)| id.as_str())
     }
+}
+
+/// A cgroup path as the host's hierarchy names it. A path seen from a cgroup namespace
+/// (`/../../kubepods-besteffort.slice/kubepods-besteffort-pod<UID>.slice/x.scope`) climbs to
+/// an ancestor it does not name; but a systemd slice's name holds its ancestors' (`a-b-c.slice`
+/// is in `a.slice/a-b.slice`), so below a slice such a path is whole again. `None` where the
+/// ancestors cannot be known (the cgroupfs driver's plain names).
+pub fn host_cgroup_path(path: &str) -> Option<String> {
+    let parts: Vec<&str> = path.split('/').filter(|p| !p.is_empty()).collect();
+    let up = parts.iter().take_while(|p| **p == "..").count();
+    if up == 0 {
+        return Some(format!("/{}", parts.join("/")));
+    }
+    let unit = parts.get(up)?.strip_suffix(".slice")?;
+    let mut whole = String::new();
+    let mut name = String::new();
+    for piece in unit.split('-') {
+        if !name.is_empty() {
+            name.push('-');
+        }
+        name.push_str(piece);
+        whole.push_str(&format!("/{name}.slice"));
+    }
+    for part in &parts[up + 1..] {
+        whole.push('/');
+        whole.push_str(part);
+    }
+    Some(whole)
 }
 
 /// The kubelet's root cgroup: `kubepods` (cgroupfs), `kubepods.slice`, or a nested node's
@@ -227,10 +258,7 @@ impl ContainerNames {
                 let text =
                     std::fs::read_to_string(host_root.join(f.path.replace("{id}", id))).ok()?;
                 let json: serde_json::Value = serde_json::from_str(&text).ok()?;
-                let object = f
-                    .object
-                    .split('/')
-                    .try_fold(&json, |v, key| v.get(key))?;
+                let object = f.object.split('/').try_fold(&json, |v, key| v.get(key))?;
                 let get = |key: &str| object.get(key).and_then(|v| v.as_str()).map(str::to_string);
                 let names = ContainerNames {
                     namespace: get(f.keys[0])?,
@@ -317,7 +345,9 @@ mod tests {
             // Seen from a DaemonSet's cgroup namespace: only the part below the common
             // ancestor, the class in the systemd pod slice's name or the cgroupfs class's.
             (
-                format!("/../../kubepods-besteffort.slice/kubepods-besteffort-pod{UID_}.slice/crio-{ID}.scope"),
+                format!(
+                    "/../../kubepods-besteffort.slice/kubepods-besteffort-pod{UID_}.slice/crio-{ID}.scope"
+                ),
                 pod(Qos::BestEffort, Some(Runtime::CriO)),
             ),
             (
@@ -339,7 +369,9 @@ mod tests {
             ),
             // The pod's own cgroup and CRI-O's monitor name the pod alone.
             (
-                format!("/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod{UID_}.slice"),
+                format!(
+                    "/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod{UID_}.slice"
+                ),
                 pod(Qos::Burstable, None),
             ),
             (
@@ -359,6 +391,32 @@ mod tests {
         let got = PodCgroup::parse(&format!("/../../pod{UID}/{ID}")).unwrap();
         assert_eq!((got.pod_uid.as_str(), got.qos), (UID, None));
         assert_eq!(got.container_id(), Some(ID));
+    }
+
+    #[test]
+    fn a_path_seen_from_a_cgroup_namespace_is_made_whole_by_its_slice_names() {
+        assert_eq!(
+            host_cgroup_path(&format!(
+                "/../../kubepods-besteffort.slice/kubepods-besteffort-pod{UID_}.slice/crio-{ID}.scope"
+            )),
+            Some(format!(
+                "/kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pod{UID_}.slice/crio-{ID}.scope"
+            ))
+        );
+        assert_eq!(
+            host_cgroup_path("/../kubepods-pod1.slice"),
+            Some("/kubepods.slice/kubepods-pod1.slice".into())
+        );
+        assert_eq!(
+            host_cgroup_path("/system.slice/x.service"),
+            Some("/system.slice/x.service".into())
+        );
+        // The cgroupfs driver's names say nothing of their parents.
+        assert_eq!(
+            host_cgroup_path(&format!("/../../burstable/pod{UID}/{ID}")),
+            None
+        );
+        assert_eq!(host_cgroup_path("/../.."), None);
     }
 
     #[test]
@@ -423,7 +481,10 @@ mod tests {
             Some(want("app"))
         );
         // A bare id (cgroupfs) tries every runtime; a runtime named looks only in its own.
-        assert_eq!(ContainerNames::read(r, Runtime::Unknown, ID), Some(want("app")));
+        assert_eq!(
+            ContainerNames::read(r, Runtime::Unknown, ID),
+            Some(want("app"))
+        );
         assert_eq!(ContainerNames::read(r, Runtime::CriO, ID), None);
 
         let other = "a".repeat(64);
@@ -433,7 +494,10 @@ mod tests {
             r#"{"annotations":{"io.kubernetes.pod.namespace":"shop","io.kubernetes.pod.name":"cart-7d9",
                "io.kubernetes.container.name":"POD"}}"#,
         );
-        assert_eq!(ContainerNames::read(r, Runtime::CriO, &other), Some(want("")));
+        assert_eq!(
+            ContainerNames::read(r, Runtime::CriO, &other),
+            Some(want(""))
+        );
 
         let docker = "b".repeat(64);
         write(
@@ -457,7 +521,11 @@ mod tests {
         let file = format!("run/containerd/io.containerd.runtime.v2.task/k8s.io/{ID}/config.json");
         write(r, &file, "{not json");
         assert_eq!(ContainerNames::read(r, Runtime::Containerd, ID), None);
-        write(r, &file, r#"{"annotations":{"org.opencontainers.image.title":"x"}}"#);
+        write(
+            r,
+            &file,
+            r#"{"annotations":{"org.opencontainers.image.title":"x"}}"#,
+        );
         assert_eq!(ContainerNames::read(r, Runtime::Containerd, ID), None);
     }
 }

@@ -59,7 +59,11 @@ fn cases() -> Vec<Case> {
                 systemd(uids[0]),
                 id(0xa0)
             ),
-            pod: pod(0, "burstable", Some(("containerd", ["shop", "cart-5f6d", "app"]))),
+            pod: pod(
+                0,
+                "burstable",
+                Some(("containerd", ["shop", "cart-5f6d", "app"])),
+            ),
         },
         Case {
             path: format!(
@@ -67,7 +71,11 @@ fn cases() -> Vec<Case> {
                 systemd(uids[1]),
                 id(0xa1)
             ),
-            pod: pod(1, "besteffort", Some(("crio", ["batch", "report-x2", "worker"]))),
+            pod: pod(
+                1,
+                "besteffort",
+                Some(("crio", ["batch", "report-x2", "worker"])),
+            ),
         },
         Case {
             path: format!(
@@ -75,12 +83,20 @@ fn cases() -> Vec<Case> {
                 systemd(uids[2]),
                 id(0xa2)
             ),
-            pod: pod(2, "guaranteed", Some(("docker", ["db", "pg-0", "postgres"]))),
+            pod: pod(
+                2,
+                "guaranteed",
+                Some(("docker", ["db", "pg-0", "postgres"])),
+            ),
         },
         Case {
             path: format!("kubepods/burstable/pod{}/{}", uids[3], id(0xa3)),
             // A bare id (the cgroupfs driver) found in containerd's state.
-            pod: pod(3, "burstable", Some(("containerd", ["shop", "search-7", "index"]))),
+            pod: pod(
+                3,
+                "burstable",
+                Some(("containerd", ["shop", "search-7", "index"])),
+            ),
         },
         Case {
             path: format!("kubepods/besteffort/pod{}/crio-{}", uids[4], id(0xa4)),
@@ -135,8 +151,7 @@ impl Drop for Tree {
         dirs.sort_by_key(|d| std::cmp::Reverse(d.components().count()));
         for dir in dirs {
             let deadline = Instant::now() + Duration::from_secs(10);
-            while std::fs::remove_dir(&dir).is_err() && dir.exists() && Instant::now() < deadline
-            {
+            while std::fs::remove_dir(&dir).is_err() && dir.exists() && Instant::now() < deadline {
                 std::thread::sleep(Duration::from_millis(50));
             }
         }
@@ -264,7 +279,12 @@ fn every_kubelet_cgroup_layout_labels_its_series_with_pod_and_container() {
                 x.name == "udamon_working_set_bytes"
                     && x.labels.get("pid").map(String::as_str) == Some(pid)
             })
-            .map(|x| x.labels.iter().map(|(k, v)| (k.clone(), v.clone())).collect())
+            .map(|x| {
+                x.labels
+                    .iter()
+                    .map(|(k, v)| (k.clone(), v.clone()))
+                    .collect()
+            })
     };
     let samples = serve.metrics_until("every process with series of its own", |s| {
         pids.iter().all(|p| ws_of(s, p).is_some())
@@ -275,8 +295,7 @@ fn every_kubelet_cgroup_layout_labels_its_series_with_pod_and_container() {
         let cgroup_series: Vec<&common::Sample> = samples
             .iter()
             .filter(|x| {
-                x.name == "udamon_cgroup_working_set_bytes"
-                    && x.labels.get("cgroup") == Some(path)
+                x.name == "udamon_cgroup_working_set_bytes" && x.labels.get("cgroup") == Some(path)
             })
             .collect();
         assert_eq!(cgroup_series.len(), 3, "{path}: one per horizon");
@@ -290,7 +309,11 @@ fn every_kubelet_cgroup_layout_labels_its_series_with_pod_and_container() {
         let get = |k: &str| labels.get(k).map(String::as_str);
         assert_eq!(get("pod_uid"), Some(want.uid), "{path}");
         assert_eq!(get("qos"), Some(want.qos), "{path}");
-        assert_eq!(get("container_id"), Some(want.container_id.as_str()), "{path}");
+        assert_eq!(
+            get("container_id"),
+            Some(want.container_id.as_str()),
+            "{path}"
+        );
         let names = [get("namespace"), get("pod"), get("container")];
         match want.names {
             Some((_, [ns, pod, container])) => {
@@ -299,7 +322,14 @@ fn every_kubelet_cgroup_layout_labels_its_series_with_pod_and_container() {
             None => assert_eq!(names, [None; 3], "{path}: no state, no names"),
         }
         // The cgroup's series carry the same pod labels as its process's.
-        for key in ["pod_uid", "qos", "container_id", "namespace", "pod", "container"] {
+        for key in [
+            "pod_uid",
+            "qos",
+            "container_id",
+            "namespace",
+            "pod",
+            "container",
+        ] {
             assert_eq!(
                 cgroup_series[0].labels.get(key),
                 labels.get(key),

@@ -100,13 +100,22 @@ impl Pods {
 
     /// A cgroup's memory limit (`memory.max`), `None` when it has none ("max") or it cannot
     /// be read (no memory controller for it: a hybrid hierarchy keeps memory in cgroup v1).
+    /// Read under this process's cgroup2 mount, else under the host's, below `host_root`:
+    /// from a container's cgroup namespace, its own mount holds its own cgroup alone, and
+    /// the others' paths are made whole from their names first
+    /// ([`udamon_linux::pods::host_cgroup_path`]).
     fn memory_limit(&self, cgroup: &str) -> Option<u64> {
-        let dir = self.cgroup_root.as_ref()?.join(cgroup.trim_start_matches('/'));
-        std::fs::read_to_string(dir.join("memory.max"))
-            .ok()?
-            .trim()
-            .parse()
-            .ok()
+        let whole = udamon_linux::pods::host_cgroup_path(cgroup)?;
+        let own = self.cgroup_root.as_ref().filter(|_| whole == cgroup);
+        let host = self.host_root.join("sys/fs/cgroup");
+        own.into_iter().chain([&host]).find_map(|root| {
+            let dir = root.join(whole.trim_start_matches('/'));
+            std::fs::read_to_string(dir.join("memory.max"))
+                .ok()?
+                .trim()
+                .parse()
+                .ok()
+        })
     }
 }
 
@@ -158,10 +167,8 @@ impl Sink for ExporterSink {
             }
         }
         self.pods.keep_only(cgroups.keys().copied());
-        let pods: BTreeMap<&String, PodLabels> = cgroups
-            .keys()
-            .map(|c| (*c, self.pods.labels(c)))
-            .collect();
+        let pods: BTreeMap<&String, PodLabels> =
+            cgroups.keys().map(|c| (*c, self.pods.labels(c))).collect();
         let pod_of = |cgroup: &String| pods.get(cgroup).cloned().unwrap_or_default();
 
         let chosen = with_own_series(targets, self.process_series);
@@ -244,7 +251,9 @@ mod tests {
     #[test]
     fn a_cgroups_memory_limit_is_its_memory_max_and_names_are_read_once() {
         let root = tempfile::tempdir().unwrap();
-        let limited = root.path().join("kubepods/pod11111111-1111-4111-8111-111111111111");
+        let limited = root
+            .path()
+            .join("kubepods/pod11111111-1111-4111-8111-111111111111");
         std::fs::create_dir_all(&limited).unwrap();
         std::fs::write(limited.join("memory.max"), "268435456\n").unwrap();
         std::fs::create_dir_all(root.path().join("free")).unwrap();
@@ -258,8 +267,23 @@ mod tests {
         assert_eq!(pods.memory_limit(pod), Some(268435456));
         assert_eq!(pods.memory_limit("/free"), None, "unlimited");
         assert_eq!(pods.memory_limit("/gone"), None, "no such cgroup");
+        // Under the host's hierarchy (below --host-root), for a path seen from a cgroup
+        // namespace made whole by its slice names.
         pods.cgroup_root = None;
-        assert_eq!(pods.memory_limit(pod), None, "no cgroup2 mount");
+        assert_eq!(
+            pods.memory_limit(pod),
+            None,
+            "no cgroup2 mount, nothing under the host's"
+        );
+        let slice = root
+            .path()
+            .join("sys/fs/cgroup/kubepods.slice/kubepods-besteffort.slice/c.scope");
+        std::fs::create_dir_all(&slice).unwrap();
+        std::fs::write(slice.join("memory.max"), "1048576\n").unwrap();
+        assert_eq!(
+            pods.memory_limit("/../kubepods-besteffort.slice/c.scope"),
+            Some(1048576)
+        );
 
         // A container's names are looked up once while it is served, then forgotten.
         let container = format!("{pod}/{}", "ab".repeat(32));
