@@ -212,7 +212,7 @@ fn pod_labels_only_where_known_and_a_memory_limit_beside_the_working_set() {
 
     let samples = parse(&exporter.render());
     let names = |s: &prometheus_parse::Sample| -> Vec<String> {
-        let mut n: Vec<String> = s.labels.iter().map(|(k, _)| k.clone()).collect();
+        let mut n: Vec<String> = s.labels.keys().cloned().collect();
         n.sort();
         n
     };
