@@ -114,7 +114,7 @@ pub fn host_cgroup_path(path: &str) -> Option<String> {
     let parts: Vec<&str> = path.split('/').filter(|p| !p.is_empty()).collect();
     let up = parts.iter().take_while(|p| **p == "..").count();
     if up == 0 {
-        return Some(format!("/{}", parts.join("/")));
+        return Some(path.to_string());
     }
     let unit = parts.get(up)?.strip_suffix(".slice")?;
     let mut whole = String::new();
@@ -417,6 +417,11 @@ mod tests {
             None
         );
         assert_eq!(host_cgroup_path("/../.."), None);
+        assert_eq!(
+            host_cgroup_path(""),
+            Some(String::new()),
+            "unknown stays unknown"
+        );
     }
 
     #[test]

@@ -123,6 +123,14 @@ impl Pods {
 /// than a line of text and two containers of one pod differ only at their ends.
 const CGROUP_CHARS: usize = 4096;
 
+/// A cgroup path as its `cgroup` label shows it: the host's path where it is known. From a
+/// container's cgroup namespace (a DaemonSet's) paths climb out of it (`/../../kubepods-...`);
+/// below a systemd slice their names make them whole again, the same on every node.
+fn cgroup_label(cgroup: &str) -> String {
+    let whole = udamon_linux::pods::host_cgroup_path(cgroup);
+    one_line(whole.as_deref().unwrap_or(cgroup), CGROUP_CHARS)
+}
+
 /// A target's label values, escaped as reports escape text: a process names itself (prctl)
 /// and a cgroup's owner names it, and either could otherwise put terminal escapes on the
 /// screen of whoever reads the metrics.
@@ -131,7 +139,7 @@ fn labels_of(labels: &Labels, pod: PodLabels) -> TargetLabels {
     TargetLabels {
         pid: labels.id.to_string(),
         comm: printable(&labels.comm),
-        cgroup: one_line(&labels.cgroup, CGROUP_CHARS),
+        cgroup: cgroup_label(&labels.cgroup),
         pod,
     }
 }
@@ -192,7 +200,7 @@ impl Sink for ExporterSink {
             .into_iter()
             .map(|(cgroup, members)| {
                 let labels = CgroupLabels {
-                    cgroup: one_line(cgroup, CGROUP_CHARS),
+                    cgroup: cgroup_label(cgroup),
                     pod: pod_of(cgroup),
                 };
                 let group = udamon_exporter::GroupObservation {
@@ -296,6 +304,25 @@ mod tests {
         pods.keep_only([]);
         assert!(pods.names.is_empty());
         assert_eq!(pods.labels("/system.slice/x.service"), PodLabels::default());
+    }
+
+    #[test]
+    fn a_cgroup_seen_from_a_cgroup_namespace_is_labelled_by_its_host_path() {
+        let slice = "kubepods-besteffort-pod1_2.slice/crio-a.scope";
+        assert_eq!(
+            cgroup_label(&format!("/../../{slice}")),
+            format!("/kubepods.slice/kubepods-besteffort.slice/{slice}")
+        );
+        // Plain names cannot be made whole: the path stays as seen.
+        assert_eq!(
+            cgroup_label("/../besteffort/pod1/a"),
+            "/../besteffort/pod1/a"
+        );
+        assert_eq!(
+            cgroup_label("/system.slice/a.service"),
+            "/system.slice/a.service"
+        );
+        assert_eq!(cgroup_label(""), "");
     }
 
     #[test]
