@@ -286,8 +286,15 @@ fn every_kubelet_cgroup_layout_labels_its_series_with_pod_and_container() {
                     .collect()
             })
     };
-    let samples = serve.metrics_until("every process with series of its own", |s| {
+    // A scrape may fall between a publication's processes and its cgroups: wait for both.
+    let samples = serve.metrics_until("every process and cgroup with its series", |s| {
         pids.iter().all(|p| ws_of(s, p).is_some())
+            && paths.iter().all(|c| {
+                let horizons = s.iter().filter(|x| {
+                    x.name == "udamon_cgroup_working_set_bytes" && x.labels.get("cgroup") == Some(c)
+                });
+                horizons.count() == 3
+            })
     });
     for ((case, pid), path) in cases.iter().zip(&pids).zip(&paths) {
         let labels = ws_of(&samples, pid).unwrap();
