@@ -7,7 +7,9 @@
 //! - `fleet`: a host's population: 1,000 idle `sleep` processes and 10 busy membound ones,
 //!   all served by one `udamon serve --match`. Prints the monitor's CPU, memory, threads and
 //!   scrape times, the series a scrape holds, and the busy targets' working sets over one
-//!   window and over 10 s against `udamon record --pid` of each of them alone.
+//!   window and over 10 s against `udamon record --pid` of each of them alone. `--pods N`
+//!   (root, a cgroup2 mount) spreads the idle ones over N cgroups named as the kubelet names
+//!   containers' (a Kubernetes node's 50 pods), so that every series carries pod labels.
 //!
 //! `cost` and `fleet` take `--baseline PATH`: another build of udamon (main's, say) served the
 //! same targets first, in the same run, and each line shows this build's ratio to it.
@@ -18,7 +20,7 @@
 //!   flat memory is the goal.
 //!
 //! usage: serve-bench cost [--targets N] [--seconds S] [--baseline PATH]
-//!        serve-bench fleet [--idle N] [--busy N] [--seconds S] [--baseline PATH]
+//!        serve-bench fleet [--idle N] [--busy N] [--pods N] [--seconds S] [--baseline PATH]
 //!        serve-bench soak [--hours H] [--slots N]
 
 use std::collections::BTreeMap;
@@ -52,13 +54,14 @@ fn main() {
         Some("fleet") => fleet(
             flag("--idle", 1000) as usize,
             flag("--busy", 10) as usize,
+            flag("--pods", 0) as usize,
             flag("--seconds", 30),
             baseline,
         ),
         Some("soak") => soak(flag("--hours", 1), flag("--slots", 20) as usize),
         _ => {
             eprintln!(
-                "usage: serve-bench cost [--targets N] [--seconds S] [--baseline PATH] | fleet [--idle N] [--busy N] [--seconds S] [--baseline PATH] | soak [--hours H] [--slots N]"
+                "usage: serve-bench cost [--targets N] [--seconds S] [--baseline PATH] | fleet [--idle N] [--busy N] [--pods N] [--seconds S] [--baseline PATH] | soak [--hours H] [--slots N]"
             );
             std::process::exit(2);
         }
@@ -307,6 +310,7 @@ fn render_ms(n: usize) -> f64 {
             pid: (1000 + i).to_string(),
             comm: "membound".to_string(),
             cgroup: "/system.slice/bench.service".to_string(),
+            pod: Default::default(),
         };
         exporter.update(&labels, &obs);
     }
@@ -598,10 +602,14 @@ fn cost(n: usize, seconds: u64, baseline: Option<&str>) {
 }
 
 /// `sleep` processes under a command name of their own, killed when dropped.
-struct Sleepers(Vec<Child>);
+/// Idle processes, spread over the cgroups of `pods` (none: left where they are).
+struct Sleepers {
+    children: Vec<Child>,
+    pods: Option<PodCgroups>,
+}
 
 impl Sleepers {
-    fn start(dir: &Path, n: usize, name: &str) -> Sleepers {
+    fn start(dir: &Path, n: usize, name: &str, pods: Option<PodCgroups>) -> Sleepers {
         let sleep = ["/bin/sleep", "/usr/bin/sleep"]
             .into_iter()
             .find(|p| Path::new(p).exists())
@@ -609,31 +617,98 @@ impl Sleepers {
         // A symlink, not a copy: the command name is the link's.
         let link = dir.join(name);
         std::os::unix::fs::symlink(sleep, &link).unwrap();
-        Sleepers(
-            (0..n)
-                .map(|_| Command::new(&link).arg("100000").spawn().unwrap())
-                .collect(),
-        )
+        let children: Vec<Child> = (0..n)
+            .map(|_| Command::new(&link).arg("100000").spawn().unwrap())
+            .collect();
+        if let Some(pods) = &pods {
+            for (i, c) in children.iter().enumerate() {
+                let cgroup = &pods.containers[i % pods.containers.len()];
+                std::fs::write(cgroup.join("cgroup.procs"), c.id().to_string()).unwrap();
+            }
+        }
+        Sleepers { children, pods }
     }
 }
 
 impl Drop for Sleepers {
     fn drop(&mut self) {
-        for c in &mut self.0 {
+        for c in &mut self.children {
             let _ = c.kill();
             let _ = c.wait();
+        }
+        if let Some(pods) = &self.pods {
+            pods.remove();
         }
     }
 }
 
-fn fleet(idle: usize, busy: usize, seconds: u64, baseline: Option<&str>) {
+/// Container cgroups named as the kubelet's systemd driver names them (burstable pods,
+/// containerd), under a cgroup of the bench's own below the cgroup2 mount.
+struct PodCgroups {
+    root: PathBuf,
+    containers: Vec<PathBuf>,
+}
+
+impl PodCgroups {
+    fn create(n: usize, tag: u32) -> PodCgroups {
+        let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
+        let mount = mountinfo
+            .lines()
+            .find_map(|line| {
+                let (left, right) = line.split_once(" - ")?;
+                let mount = left.split_whitespace().nth(4)?;
+                (right.split_whitespace().next()? == "cgroup2").then(|| PathBuf::from(mount))
+            })
+            .expect("--pods needs a cgroup2 mount");
+        let root = mount.join(format!("serve-bench-{tag}"));
+        let containers = (0..n)
+            .map(|i| {
+                let uid = format!("{i:08x}_0000_4000_8000_{tag:012x}");
+                let dir = root.join(format!(
+                    "kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod{uid}.slice/cri-containerd-{:064x}.scope",
+                    i + 1
+                ));
+                std::fs::create_dir_all(&dir).expect("--pods needs root");
+                dir
+            })
+            .collect();
+        PodCgroups { root, containers }
+    }
+
+    /// Removes the cgroups, deepest first, once the kernel sees them empty.
+    fn remove(&self) {
+        for dir in &self.containers {
+            for d in dir.ancestors().take_while(|d| d.starts_with(&self.root)) {
+                let deadline = Instant::now() + Duration::from_secs(10);
+                while std::fs::remove_dir(d).is_err()
+                    && d.exists()
+                    && d.read_dir().is_ok_and(|mut e| {
+                        // Only empty of child cgroups: another pod's branch shares the parent.
+                        !e.any(|x| x.is_ok_and(|x| x.path().is_dir()))
+                    })
+                    && Instant::now() < deadline
+                {
+                    std::thread::sleep(Duration::from_millis(50));
+                }
+            }
+        }
+    }
+}
+
+fn fleet(idle: usize, busy: usize, pods: usize, seconds: u64, baseline: Option<&str>) {
     let dir = tempfile::tempdir().unwrap();
     let tag = std::process::id() % 100_000;
     let (idle_name, busy_name) = (format!("sbidle{tag}"), format!("sbbusy{tag}"));
-    let _sleepers = Sleepers::start(dir.path(), idle, &idle_name);
+    let cgroups = (pods > 0).then(|| PodCgroups::create(pods, tag));
+    let _sleepers = Sleepers::start(dir.path(), idle, &idle_name, cgroups);
     let targets = Targets::start(dir.path(), busy, &busy_name);
+    let placed = if pods > 0 {
+        format!(" (the idle ones in {pods} pods' container cgroups)")
+    } else {
+        String::new()
+    };
     println!(
-        "# serve-bench fleet: {idle} idle sleep processes + {busy} membound targets of 16 MiB, served by --match; {seconds} s measured after a 10 s warm-up"
+        "# serve-bench fleet: {idle} idle sleep processes{placed} + {busy} membound targets of 16 MiB, served by --match; {seconds} s measured after a 10 s warm-up"
     );
     let pattern = format!("^({idle_name}|{busy_name})$");
     let phases: Vec<(&str, Phase)> = builds(baseline)

@@ -1,13 +1,14 @@
 //! The registry of every served target's series.
 //!
 //! Labels are bounded: a target is `pid`, `comm` and `cgroup` (no addresses, no command
-//! lines), and the few extra labels take values from fixed lists (horizons, quantiles, drop
-//! reasons) or the target's own schemes. A target that goes takes every series it had with it,
+//! lines), with its Kubernetes pod and container where its cgroup is one ([`PodLabels`]), and
+//! the few extra labels take values from fixed lists (horizons, percentiles, drop reasons) or
+//! the target's own schemes. A target that goes takes every series it had with it,
 //! so that targets coming and going for weeks leave nothing behind.
 
 use crate::groups::GroupObservation;
 use crate::observe::{HORIZONS, IDLE_QUANTILES, Observation};
-use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::encoding::{EncodeLabelSet, LabelSetEncoder};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
@@ -24,24 +25,61 @@ pub struct TargetLabels {
     pub comm: String,
     /// Its cgroup v2 path; empty when unknown.
     pub cgroup: String,
+    #[prometheus(flatten)]
+    pub pod: PodLabels,
 }
 
-/// A cgroup's series' label.
-#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct CgroupLabels {
-    cgroup: String,
+/// Where a cgroup is in Kubernetes: each label only when known, so that a process in no pod
+/// keeps its `pid`, `comm` and `cgroup` alone (an empty label would be a different series to
+/// whoever joins on the label set).
+#[derive(Debug, Clone, Default, Hash, PartialEq, Eq, PartialOrd, Ord)]
+pub struct PodLabels {
+    pub namespace: Option<String>,
+    pub pod: Option<String>,
+    pub container: Option<String>,
+    pub pod_uid: Option<String>,
+    pub container_id: Option<String>,
+    /// `guaranteed`, `burstable` or `besteffort`.
+    pub qos: Option<String>,
+}
+
+impl EncodeLabelSet for PodLabels {
+    fn encode(&self, encoder: &mut LabelSetEncoder) -> Result<(), std::fmt::Error> {
+        let present: Vec<(&str, &str)> = [
+            ("namespace", &self.namespace),
+            ("pod", &self.pod),
+            ("container", &self.container),
+            ("pod_uid", &self.pod_uid),
+            ("container_id", &self.container_id),
+            ("qos", &self.qos),
+        ]
+        .into_iter()
+        .filter_map(|(name, value)| Some((name, value.as_deref()?)))
+        .collect();
+        EncodeLabelSet::encode(&present.as_slice(), encoder)
+    }
+}
+
+/// A cgroup's series' labels: its path, and its pod and container where it is one.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, PartialOrd, Ord, EncodeLabelSet)]
+pub struct CgroupLabels {
+    pub cgroup: String,
+    #[prometheus(flatten)]
+    pub pod: PodLabels,
 }
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct CgroupHorizonLabels {
-    cgroup: String,
+    #[prometheus(flatten)]
+    cgroup: CgroupLabels,
     horizon: String,
 }
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct CgroupQuantileLabels {
-    cgroup: String,
-    quantile: String,
+    #[prometheus(flatten)]
+    cgroup: CgroupLabels,
+    percentile: String,
 }
 
 /// The host's series have no label: there is one host. They exist only once it is observed.
@@ -55,7 +93,7 @@ struct OnlyHorizon {
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct OnlyQuantile {
-    quantile: String,
+    percentile: String,
 }
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -69,7 +107,7 @@ struct HorizonLabels {
 struct QuantileLabels {
     #[prometheus(flatten)]
     target: TargetLabels,
-    quantile: String,
+    percentile: String,
 }
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -118,6 +156,7 @@ struct Families {
     cgroup_idle: Family<CgroupQuantileLabels, GaugeF>,
     cgroup_monitored: Family<CgroupLabels, Gauge>,
     cgroup_resident: Family<CgroupLabels, Gauge>,
+    cgroup_memory_limit: Family<CgroupLabels, Gauge>,
     host_working_set: Family<OnlyHorizon, Gauge>,
     host_working_set_samples: Family<OnlyHorizon, Gauge>,
     host_bandwidth: Family<HostLabels, GaugeF>,
@@ -141,7 +180,7 @@ struct Inner {
     families: Arc<Families>,
     targets: Mutex<HashMap<TargetLabels, Created>>,
     /// The cgroups with series.
-    cgroups: Mutex<BTreeSet<String>>,
+    cgroups: Mutex<BTreeSet<CgroupLabels>>,
 }
 
 /// Every served target's metrics; cheap to clone and shared between the monitoring threads
@@ -183,8 +222,10 @@ fn remove_scheme_series(f: &Families, target: &TargetLabels, scheme: &str, actio
     f.scheme_quota_exceeds.remove(&l);
 }
 
+/// A quantile as a `percentile` label: `90` for 0.9. The label is not Prometheus's
+/// `quantile`, which belongs to summaries (a `_sum` and `_count` beside them): these are gauges.
 fn quantile_label(q: f64) -> String {
-    format!("{q}")
+    format!("{}", (q * 100.0 * 1000.0).round() / 1000.0)
 }
 
 impl Exporter {
@@ -314,6 +355,11 @@ impl Exporter {
             f.cgroup_resident.clone(),
         );
         r.register(
+            "udamon_cgroup_memory_limit_bytes",
+            "The cgroup's memory limit (cgroup v2 memory.max); no series when it has none or it cannot be read",
+            f.cgroup_memory_limit.clone(),
+        );
+        r.register(
             "udamon_host_working_set_bytes",
             "Physical memory accessed within the horizon, every page counted once however many processes map it",
             f.host_working_set.clone(),
@@ -382,7 +428,7 @@ impl Exporter {
             f.idle
                 .get_or_create(&QuantileLabels {
                     target: labels.clone(),
-                    quantile: quantile_label(q),
+                    percentile: quantile_label(q),
                 })
                 .set(seconds);
         }
@@ -468,7 +514,7 @@ impl Exporter {
         for q in IDLE_QUANTILES {
             f.idle.remove(&QuantileLabels {
                 target: labels.clone(),
-                quantile: quantile_label(q),
+                percentile: quantile_label(q),
             });
         }
         f.bandwidth.remove(labels);
@@ -501,29 +547,34 @@ impl Exporter {
     /// Every cgroup's series, as now: a cgroup not in `groups` any more loses its series.
     pub fn publish_cgroups<'a>(
         &self,
-        groups: impl IntoIterator<Item = (&'a String, &'a GroupObservation)>,
+        groups: impl IntoIterator<Item = (&'a CgroupLabels, &'a GroupObservation)>,
     ) {
         let f = &self.0.families;
         let mut known = self.0.cgroups.lock().expect("not poisoned");
         let mut now = BTreeSet::new();
-        for (cgroup, g) in groups {
-            let l = CgroupLabels {
-                cgroup: cgroup.clone(),
-            };
-            f.cgroup_processes.get_or_create(&l).set(g.processes as i64);
+        for (l, g) in groups {
+            f.cgroup_processes.get_or_create(l).set(g.processes as i64);
             f.cgroup_bandwidth
-                .get_or_create(&l)
+                .get_or_create(l)
                 .set(g.bandwidth_bytes_per_second);
             f.cgroup_monitored
-                .get_or_create(&l)
+                .get_or_create(l)
                 .set(g.monitored_bytes as i64);
             f.cgroup_resident
-                .get_or_create(&l)
+                .get_or_create(l)
                 .set(g.resident_bytes as i64);
+            match g.memory_limit_bytes {
+                Some(limit) => {
+                    f.cgroup_memory_limit.get_or_create(l).set(limit as i64);
+                }
+                None => {
+                    f.cgroup_memory_limit.remove(l);
+                }
+            }
             for (&(horizon, _), &bytes) in HORIZONS.iter().zip(&g.working_set_bytes) {
                 f.cgroup_working_set
                     .get_or_create(&CgroupHorizonLabels {
-                        cgroup: cgroup.clone(),
+                        cgroup: l.clone(),
                         horizon: horizon.to_string(),
                     })
                     .set(bytes as i64);
@@ -531,21 +582,19 @@ impl Exporter {
             for (&q, &seconds) in IDLE_QUANTILES.iter().zip(&g.idle_seconds) {
                 f.cgroup_idle
                     .get_or_create(&CgroupQuantileLabels {
-                        cgroup: cgroup.clone(),
-                        quantile: quantile_label(q),
+                        cgroup: l.clone(),
+                        percentile: quantile_label(q),
                     })
                     .set(seconds);
             }
-            now.insert(cgroup.clone());
+            now.insert(l.clone());
         }
         for gone in known.difference(&now) {
-            let l = CgroupLabels {
-                cgroup: gone.clone(),
-            };
-            f.cgroup_processes.remove(&l);
-            f.cgroup_bandwidth.remove(&l);
-            f.cgroup_monitored.remove(&l);
-            f.cgroup_resident.remove(&l);
+            f.cgroup_processes.remove(gone);
+            f.cgroup_bandwidth.remove(gone);
+            f.cgroup_monitored.remove(gone);
+            f.cgroup_resident.remove(gone);
+            f.cgroup_memory_limit.remove(gone);
             for (horizon, _) in HORIZONS {
                 f.cgroup_working_set.remove(&CgroupHorizonLabels {
                     cgroup: gone.clone(),
@@ -555,7 +604,7 @@ impl Exporter {
             for q in IDLE_QUANTILES {
                 f.cgroup_idle.remove(&CgroupQuantileLabels {
                     cgroup: gone.clone(),
-                    quantile: quantile_label(q),
+                    percentile: quantile_label(q),
                 });
             }
         }
@@ -583,7 +632,7 @@ impl Exporter {
         for (&q, &seconds) in IDLE_QUANTILES.iter().zip(&obs.idle_seconds) {
             f.host_idle
                 .get_or_create(&OnlyQuantile {
-                    quantile: quantile_label(q),
+                    percentile: quantile_label(q),
                 })
                 .set(seconds);
         }

@@ -20,6 +20,8 @@ pub struct GroupObservation {
     pub monitored_bytes: u64,
     /// The processes' resident bytes, of those that know theirs.
     pub resident_bytes: u64,
+    /// The cgroup's own memory limit, when it has one: the caller reads it (`memory.max`).
+    pub memory_limit_bytes: Option<u64>,
 }
 
 /// The processes' observations, aggregated.

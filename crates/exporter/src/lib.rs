@@ -16,7 +16,7 @@ mod groups;
 mod observe;
 mod server;
 
-pub use exporter::{Exporter, TargetLabels};
+pub use exporter::{CgroupLabels, Exporter, PodLabels, TargetLabels};
 pub use groups::{GroupObservation, aggregate};
 pub use observe::{HORIZONS, IDLE_QUANTILES, Observation, SchemeCounters, idle_quantiles, observe};
 pub use server::{EXCHANGE_TIMEOUT, HEAD_TIMEOUT, MAX_CONNECTIONS, MAX_HEAD_BYTES, Server};

@@ -65,6 +65,7 @@ fn labels() -> TargetLabels {
         pid: "1".to_string(),
         comm: "app".to_string(),
         cgroup: String::new(),
+        pod: Default::default(),
     }
 }
 

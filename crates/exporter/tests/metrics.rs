@@ -6,7 +6,9 @@ use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::ops::ControlFlow;
 use udamon_core::{Attrs, Callbacks, Context, Flow, Target, VirtualClock};
-use udamon_exporter::{Exporter, Observation, TargetLabels, observe};
+use udamon_exporter::{
+    CgroupLabels, Exporter, Observation, PodLabels, TargetLabels, aggregate, observe,
+};
 
 mod common;
 
@@ -78,6 +80,7 @@ fn labels(pid: &str) -> TargetLabels {
         pid: pid.to_string(),
         comm: "app".to_string(),
         cgroup: "/a.slice".to_string(),
+        pod: Default::default(),
     }
 }
 
@@ -172,6 +175,98 @@ fn scraped_series_parse_and_a_removed_target_leaves_none() {
     let _ = junk.write_all(b"\x00\x01 garbage\r\n\r\n");
     drop(junk);
     assert_eq!(get(server.local_addr(), "/metrics").0, 200);
+}
+
+#[test]
+fn pod_labels_only_where_known_and_a_memory_limit_beside_the_working_set() {
+    let exporter = Exporter::new();
+    let pod = PodLabels {
+        namespace: Some("shop".into()),
+        pod: Some("cart-7d9".into()),
+        container: Some("app".into()),
+        pod_uid: Some("1a2b3c4d-0000-4e5f-8a9b-0123456789ab".into()),
+        container_id: Some("9f".repeat(32)),
+        qos: Some("burstable".into()),
+    };
+    let in_pod = TargetLabels {
+        pod: pod.clone(),
+        ..labels("7")
+    };
+    let obs = observed_at(2_000_000);
+    exporter.update(&in_pod, &obs);
+    exporter.update(&labels("8"), &obs);
+    let container = CgroupLabels {
+        cgroup: "/kubepods/burstable/pod1a2b3c4d-0000-4e5f-8a9b-0123456789ab/x".into(),
+        pod,
+    };
+    let plain = CgroupLabels {
+        cgroup: "/a.slice".into(),
+        pod: PodLabels::default(),
+    };
+    let limited = udamon_exporter::GroupObservation {
+        memory_limit_bytes: Some(256 * MIB),
+        ..aggregate([&obs])
+    };
+    let unlimited = aggregate([&obs]);
+    exporter.publish_cgroups([(&container, &limited), (&plain, &unlimited)]);
+
+    let samples = parse(&exporter.render());
+    let names = |s: &prometheus_parse::Sample| -> Vec<String> {
+        let mut n: Vec<String> = s.labels.keys().cloned().collect();
+        n.sort();
+        n
+    };
+    let ws = |pid: &str| {
+        samples
+            .iter()
+            .find(|s| s.metric == "udamon_working_set_bytes" && s.labels.get("pid") == Some(pid))
+            .unwrap()
+    };
+    assert_eq!(
+        names(ws("7")),
+        [
+            "cgroup",
+            "comm",
+            "container",
+            "container_id",
+            "horizon",
+            "namespace",
+            "pid",
+            "pod",
+            "pod_uid",
+            "qos"
+        ]
+    );
+    assert_eq!(ws("7").labels.get("namespace"), Some("shop"));
+    // A process in no pod keeps the labels it always had: no empty pod labels.
+    assert_eq!(names(ws("8")), ["cgroup", "comm", "horizon", "pid"]);
+
+    let limits: Vec<&prometheus_parse::Sample> = samples
+        .iter()
+        .filter(|s| s.metric == "udamon_cgroup_memory_limit_bytes")
+        .collect();
+    assert_eq!(limits.len(), 1, "only the cgroup with a limit has one");
+    assert_eq!(value(limits[0]), (256 * MIB) as f64);
+    assert_eq!(limits[0].labels.get("container"), Some("app"));
+    let cgroup_ws = samples
+        .iter()
+        .filter(|s| s.metric == "udamon_cgroup_working_set_bytes")
+        .filter(|s| s.labels.get("cgroup") == Some(&container.cgroup))
+        .count();
+    assert_eq!(cgroup_ws, 3);
+
+    // A limit lifted takes its series away; the cgroup's other series stay.
+    exporter.publish_cgroups([(&container, &unlimited)]);
+    let text = exporter.render();
+    assert!(
+        !text.contains("udamon_cgroup_memory_limit_bytes{"),
+        "{text}"
+    );
+    assert!(
+        !text.contains("udamon_cgroup_working_set_bytes{cgroup=\"/a.slice\""),
+        "{text}"
+    );
+    assert!(text.contains("udamon_cgroup_working_set_bytes{cgroup=\"/kubepods"));
 }
 
 /// A sampled source over 64 MiB whose samples fall on 1,024 pages (4 MiB) scattered over it,

@@ -605,7 +605,7 @@ pub fn changed(found: &Found) -> Option<Departure> {
 }
 
 /// Where the cgroup2 file system is mounted (usually `/sys/fs/cgroup`).
-fn cgroup2_mount() -> Option<PathBuf> {
+pub fn cgroup2_mount() -> Option<PathBuf> {
     let text = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
     text.lines().find_map(|line| {
         let (left, right) = line.split_once(" - ")?;

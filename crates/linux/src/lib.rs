@@ -10,6 +10,7 @@
 //! - [`metrics`]: system and process metrics for quota goals and watermarks;
 //! - [`referenced`]: the kernel's accessed bits per mapping, an opt-in second opinion;
 //! - [`discover`]: which processes `udamon serve` monitors, and who may ask it to;
+//! - [`pods`]: the Kubernetes pod and container a cgroup is, and their names;
 //! - [`proc_stat`]: the fields udamon reads of `/proc/PID/stat`;
 //! - [`proc_status`]: the ids and capability sets udamon reads of `/proc/PID/status`;
 //! - [`symbolize`]: naming sampled instruction pointers (function, mapping) while recording.
@@ -22,6 +23,7 @@ pub mod maps;
 pub mod metrics;
 pub mod paddr;
 pub mod perf;
+pub mod pods;
 pub mod proc_stat;
 pub mod proc_status;
 pub mod referenced;

@@ -784,6 +784,11 @@ pub struct ServeArgs {
     /// series [default: 50].
     #[arg(long, value_name = "N")]
     pub process_series: Option<usize>,
+    /// Where the host's root file system is seen, for the container runtime's state that
+    /// names Kubernetes pods and containers (a DaemonSet mounts the host's at /host)
+    /// [default: /].
+    #[arg(long, value_name = "DIR")]
+    pub host_root: Option<PathBuf>,
     /// The records' permissions, in octal: they show what serve saw of other users'
     /// processes [default: 600].
     #[arg(long, value_name = "MODE", value_parser = crate::serve::parse_record_mode)]

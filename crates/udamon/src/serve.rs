@@ -173,7 +173,8 @@ pub fn run(args: &ServeArgs) -> Result<()> {
         config.control.display(),
         vaddr::source_name(&source.source)
     ));
-    let sink = metrics::ExporterSink::new(exporter, config.process_series);
+    let sink =
+        metrics::ExporterSink::new(exporter, config.process_series, config.host_root.clone());
     if config.host {
         // What the monitoring loop needs for it, checked before anything starts.
         let ram = udamon_linux::paddr::system_ram().map_err(|e| anyhow::anyhow!("--host: {e}"))?;

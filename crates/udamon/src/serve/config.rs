@@ -37,6 +37,7 @@ pub struct File {
     pub min_regions: Option<u32>,
     pub max_regions: Option<u32>,
     pub process_series: Option<usize>,
+    pub host_root: Option<PathBuf>,
     #[serde(default)]
     pub host: bool,
     pub records: Option<Records>,
@@ -84,6 +85,8 @@ pub struct Config {
     pub records: Option<RecordsConfig>,
     /// Processes with series of their own besides those named (docs/serve.md, "Metrics").
     pub process_series: usize,
+    /// Where the host's root file system is seen (the container runtime's state under it).
+    pub host_root: PathBuf,
     /// The physical memory of the processes served is monitored too.
     pub host: bool,
 }
@@ -265,6 +268,11 @@ impl Config {
                 .process_series
                 .or(file.process_series)
                 .unwrap_or(DEFAULT_PROCESS_SERIES),
+            host_root: args
+                .host_root
+                .clone()
+                .or(file.host_root)
+                .unwrap_or_else(|| PathBuf::from("/")),
             host: args.host || file.host,
         })
     }
