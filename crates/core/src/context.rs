@@ -475,23 +475,33 @@ impl Context {
     pub fn window_touched_bytes(&self, target: usize) -> Option<Vec<u64>> {
         let t = self.targets.get(target).filter(|_| self.sampled)?;
         let window = self.working_sets(target, &[0]).pop()?;
-        // Regions and cells are both sorted and disjoint: one walk shares each cell's pages
-        // among the accessed regions it overlaps, by the overlap.
-        let mut cells = window.cells.iter().peekable();
-        let bytes = t.regions.iter().map(|r| {
-            let region = AddrRange::new(r.start, r.end);
-            while cells.next_if(|(c, _)| c.end <= region.start).is_some() {}
-            if r.nr_accesses == 0 {
-                return 0;
+        Some(regions_touched_bytes(&t.regions, &window))
+    }
+
+    /// The bytes of memory each of target `target`'s regions holds: its share of the resident
+    /// bytes of the mappings it overlaps ([`working_set::resident_within`]), its size where
+    /// those are unknown; for physical memory, the memory in use spread over its regions. A
+    /// region's range can reach over address space that holds nothing.
+    pub fn regions_memory(&self, target: usize) -> Vec<u64> {
+        let Some(t) = self.targets.get(target) else {
+            return Vec::new();
+        };
+        let ranges: Vec<AddrRange> = t
+            .regions
+            .iter()
+            .map(|r| AddrRange::new(r.start, r.end))
+            .collect();
+        let resident = self.resident.get(target).map_or(&[][..], |r| &r[..]);
+        let memory = working_set::resident_within(&ranges, resident);
+        let in_use = self.target_memory(target).map(|m| m.resident_bytes);
+        match (self.space, in_use) {
+            (AddressSpace::Physical, Some(in_use)) => {
+                let all: u64 = memory.iter().sum::<u64>().max(1);
+                let share = (in_use as f64 / all as f64).min(1.0);
+                memory.iter().map(|&m| (m as f64 * share) as u64).collect()
             }
-            let pages: f64 = cells
-                .clone()
-                .take_while(|(c, _)| c.start < region.end)
-                .map(|(c, e)| e.pages * c.overlap(region) as f64 / c.size().max(1) as f64)
-                .sum();
-            ((pages * PAGE_SIZE as f64).round() as u64).min(r.size())
-        });
-        Some(bytes.collect())
+            _ => memory,
+        }
     }
 
     /// Change the monitoring attributes while running (`damon_set_attrs`): results so far are
@@ -960,6 +970,23 @@ pub fn mvsum(current: u32, last: u32, left_bp: u64) -> u32 {
         return last;
     }
     current.saturating_add(mult_frac(last as u64, left_bp, 10_000) as u32)
+}
+
+/// Each of `regions`' bytes of `working_set` (0 for regions not accessed in its window),
+/// at most its size.
+pub fn regions_touched_bytes(regions: &[Region], working_set: &WorkingSet) -> Vec<u64> {
+    let ranges: Vec<AddrRange> = regions
+        .iter()
+        .map(|r| AddrRange::new(r.start, r.end))
+        .collect();
+    regions
+        .iter()
+        .zip(working_set.pages_in_each(&ranges))
+        .map(|(r, pages)| match r.nr_accesses {
+            0 => 0,
+            _ => ((pages * PAGE_SIZE as f64).round() as u64).min(r.size()),
+        })
+        .collect()
 }
 
 #[cfg(test)]

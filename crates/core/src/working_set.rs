@@ -144,6 +144,24 @@ impl WorkingSet {
         to_bytes(self.code.pages)
     }
 
+    /// The estimate's pages within each of `ranges` (sorted, disjoint: a target's regions),
+    /// each cell's pages shared out by the overlap: one walk over both.
+    pub fn pages_in_each(&self, ranges: &[AddrRange]) -> Vec<f64> {
+        let mut cells = self.cells.iter().peekable();
+        ranges
+            .iter()
+            .map(|&range| {
+                // A cell ending before this range ends before every later one too.
+                while cells.next_if(|(c, _)| c.end <= range.start).is_some() {}
+                cells
+                    .clone()
+                    .take_while(|(c, _)| c.start < range.end)
+                    .map(|(c, t)| t.pages * c.overlap(range) as f64 / c.size().max(1) as f64)
+                    .sum()
+            })
+            .collect()
+    }
+
     /// The estimate's bytes within `range` (a mapping, say): each cell's share by its overlap.
     pub fn bytes_within(&self, range: AddrRange) -> u64 {
         let pages: f64 = self
@@ -610,7 +628,7 @@ fn estimate_cells(
 /// made since the walk, or no walk) counts its size. A region's range can reach over gaps of
 /// address space that hold nothing (a runtime's mappings scattered over terabytes): shares and
 /// densities go by the memory a cell holds, not by its addresses.
-fn resident_within(cells: &[AddrRange], resident: &[ResidentRange]) -> Vec<u64> {
+pub fn resident_within(cells: &[AddrRange], resident: &[ResidentRange]) -> Vec<u64> {
     let mut memory = vec![0.0f64; cells.len()];
     let mut covered = vec![false; cells.len()];
     for_each_overlap(cells, resident, |c, m, share| {

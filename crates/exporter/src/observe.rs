@@ -12,12 +12,16 @@
 //!   size: the same bytes the working set is made of.
 //! - **Idle time**: DAMON_STAT's idle-time percentiles. Each byte is idle for its region's age
 //!   plus one window when the region was not accessed in the window (upstream's count), and
-//!   for 0 when it was (upstream reports accessed bytes as negative idle time, their hotness;
-//!   a Prometheus gauge of seconds idle stops at 0); the percentiles are taken over bytes.
+//!   for 0 when the window's working set counts it (upstream reports accessed bytes as
+//!   negative idle time, their hotness; a Prometheus gauge of seconds idle stops at 0), the
+//!   rest of an accessed region one window; the percentiles are taken over the bytes of
+//!   memory the regions hold ([`Context::regions_memory`]: not the address space a region
+//!   reaches over, nor a host's free memory).
 
 use std::collections::BTreeMap;
+use udamon_core::Context;
+use udamon_core::context::regions_touched_bytes;
 use udamon_core::working_set::WorkingSet;
-use udamon_core::{AddrRange, Context};
 
 /// The working-set horizons exported (label value, microseconds; 0 is the window itself).
 pub const HORIZONS: [(&str, u64); 3] = [("window", 0), ("10s", 10_000_000), ("60s", 60_000_000)];
@@ -73,13 +77,6 @@ pub fn observe(ctx: &Context, target: usize) -> Observation {
         .targets()
         .get(target)
         .map_or(&[][..], |t| &t.regions[..]);
-    let idle_us = |r: &udamon_core::Region| {
-        if r.nr_accesses > 0 {
-            0
-        } else {
-            u64::from(r.age).saturating_mul(aggr_us)
-        }
-    };
     let horizons: Vec<u64> = HORIZONS.iter().map(|h| h.1).collect();
     let working_sets = ctx.working_sets(target, &horizons);
     let working_set_bytes = working_sets.iter().map(WorkingSet::bytes).collect();
@@ -87,27 +84,37 @@ pub fn observe(ctx: &Context, target: usize) -> Observation {
     // Each accessed region's bytes as the window's working set counts them: where samples
     // show a region touched thinly (a process's pages scattered over physical memory, a
     // sparse heap), its size would overstate the bytes its accesses moved.
-    let window = working_sets.first();
+    let touched = working_sets
+        .first()
+        .map(|w| regions_touched_bytes(regions, w));
+    let touched_of =
+        |i: usize, r: &udamon_core::Region| touched.as_ref().map_or(r.size(), |t| t[i]);
     let bandwidth = regions
         .iter()
-        .filter(|r| r.nr_accesses > 0)
-        .map(|r| {
-            let range = AddrRange::new(r.start, r.end);
-            let bytes = window.map_or(r.size(), |w| w.bytes_within(range).min(r.size()));
-            bytes as f64 * f64::from(r.nr_accesses) / aggr_s
-        })
+        .enumerate()
+        .filter(|(_, r)| r.nr_accesses > 0)
+        .map(|(i, r)| touched_of(i, r) as f64 * f64::from(r.nr_accesses) / aggr_s)
         .sum();
-    // As current DAMON_STAT counts it: an idle region has been idle for its age plus the
-    // window that just ended without an access.
-    let mut idle_bytes: Vec<(u64, u64)> = regions
-        .iter()
-        .map(|r| match r.nr_accesses {
-            0 => (idle_us(r) + aggr_us, r.size()),
-            _ => (0, r.size()),
-        })
-        .collect();
+    // Over the memory the regions hold (not the address space a region reaches over, nor a
+    // host's free memory): an accessed region's bytes the window touched are idle 0 and the
+    // rest of its memory one window; an idle region's memory its age plus the window that
+    // just ended without an access, as current DAMON_STAT counts it.
+    let memory = ctx.regions_memory(target);
+    let mut idle_bytes: Vec<(u64, u64)> = Vec::with_capacity(regions.len() + 1);
+    for (i, r) in regions.iter().enumerate() {
+        let held = memory.get(i).copied().unwrap_or(r.size());
+        if r.nr_accesses > 0 {
+            let hot = touched_of(i, r).min(held);
+            idle_bytes.push((0, hot));
+            idle_bytes.push((aggr_us, held - hot));
+        } else {
+            let idle = u64::from(r.age).saturating_mul(aggr_us) + aggr_us;
+            idle_bytes.push((idle, held));
+        }
+    }
+    idle_bytes.retain(|x| x.1 > 0);
     idle_bytes.sort_unstable();
-    let total: u64 = idle_bytes.iter().map(|x| x.1).sum();
+    let total: u64 = regions.iter().map(|r| r.size()).sum();
     let idle_seconds = idle_quantiles(&idle_bytes);
     let memory = ctx.target_memory(target);
     Observation {

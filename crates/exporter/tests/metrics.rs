@@ -5,7 +5,8 @@ use std::collections::BTreeMap;
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::ops::ControlFlow;
-use udamon_core::{Attrs, Callbacks, Context, Flow, Target, VirtualClock};
+use udamon_core::working_set::ResidentRange;
+use udamon_core::{AddrRange, Attrs, Callbacks, Context, Flow, Target, VirtualClock};
 use udamon_exporter::{
     CgroupLabels, Exporter, Observation, PodLabels, TargetLabels, aggregate, observe,
 };
@@ -14,13 +15,22 @@ mod common;
 
 use common::{Areas, MIB};
 
-/// The observation of the window that ends at `at_us`.
+/// The observation of the window that ends at `at_us`, with the mappings' resident bytes
+/// `resident` says (none known when empty).
 struct ObserveAt {
     at_us: u64,
+    resident: Vec<ResidentRange>,
     seen: Option<Observation>,
 }
 
 impl Callbacks for ObserveAt {
+    fn control(&mut self, ctx: &mut Context) -> Flow {
+        if !self.resident.is_empty() {
+            ctx.set_resident(0, self.resident.clone());
+        }
+        Ok(ControlFlow::Continue(()))
+    }
+
     fn after_aggregation(&mut self, ctx: &Context) -> Flow {
         if ctx.now_us() >= self.at_us {
             self.seen = Some(observe(ctx, 0));
@@ -31,13 +41,21 @@ impl Callbacks for ObserveAt {
 }
 
 fn observed_at(at_us: u64) -> Observation {
+    observed_with(at_us, Vec::new())
+}
+
+fn observed_with(at_us: u64, resident: Vec<ResidentRange>) -> Observation {
     let attrs = Attrs {
         min_nr_regions: 4,
         ..Attrs::default()
     };
     let mut ctx = Context::new(attrs, 7).unwrap();
     ctx.add_target(Target::new(None));
-    let mut cb = ObserveAt { at_us, seen: None };
+    let mut cb = ObserveAt {
+        at_us,
+        resident,
+        seen: None,
+    };
     ctx.run(
         &mut Areas {
             second_until_us: 1_000_000,
@@ -73,6 +91,27 @@ fn the_working_set_counts_what_was_accessed_within_each_horizon() {
     assert_eq!(o.idle_seconds[0], 0.0, "{o:?}");
     assert!((1.5..=3.1).contains(&o.idle_seconds[1]), "{o:?}");
     assert!((2.5..=3.1).contains(&o.idle_seconds[5]), "{o:?}");
+}
+
+#[test]
+fn idle_time_is_taken_over_the_memory_the_regions_hold() {
+    // The last two MiB were never accessed and hold no memory (a region reaching over a gap
+    // of address space, or pages never faulted in): no byte has idled since the start.
+    let mapping = |start: u64, end: u64, resident_bytes: u64| ResidentRange {
+        range: AddrRange::new(start, end),
+        resident_bytes,
+    };
+    let o = observed_with(
+        3_000_000,
+        vec![mapping(0, 2 * MIB, 2 * MIB), mapping(2 * MIB, 4 * MIB, 0)],
+    );
+    assert_eq!(o.monitored_bytes, 4 * MIB, "the regions' addresses: {o:?}");
+    // Half the memory is the hot MiB; the other half idles about 2 s.
+    assert_eq!(o.idle_seconds[0], 0.0, "{o:?}");
+    let longest = *o.idle_seconds.last().unwrap();
+    assert!((1.5..=2.5).contains(&longest), "{o:?}");
+    let all_over_addresses = observed_at(3_000_000);
+    assert!(*all_over_addresses.idle_seconds.last().unwrap() > 2.5);
 }
 
 fn labels(pid: &str) -> TargetLabels {
@@ -314,7 +353,11 @@ fn scattered_at(at_us: u64, resident: u64) -> Observation {
     let mut pages: Vec<u64> = (0..1024).map(|_| rng.in_range(0, 16384)).collect();
     pages.sort_unstable();
     pages.dedup();
-    let mut cb = ObserveAt { at_us, seen: None };
+    let mut cb = ObserveAt {
+        at_us,
+        resident: Vec::new(),
+        seen: None,
+    };
     ctx.run(
         &mut Scattered { pages, resident },
         &mut VirtualClock,
