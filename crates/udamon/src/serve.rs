@@ -565,6 +565,8 @@ impl Serving {
         settings: &TargetSettings,
     ) {
         loop {
+            // However long the rescan interval, a flood's count is said soon after it stops.
+            log::say_left_out();
             let now = Instant::now();
             if now >= deadline || stop.load(Ordering::Relaxed) {
                 return;

@@ -873,3 +873,51 @@ fn the_metrics_socket_has_its_mode_and_a_web_configuration_asks_for_a_password()
         "{err}"
     );
 }
+
+#[test]
+fn connections_over_the_limit_again_and_again_cost_a_few_log_lines_and_a_count() {
+    use std::io::Read;
+    let dir = tempfile::tempdir().unwrap();
+    let serve = Serve::start(dir.path(), &["--idle"]);
+    // Each round takes every connection and one more, then lets them go: an episode of a full
+    // endpoint per round (unless serve is too slow to see them go between two), which cost a
+    // log line each.
+    let rounds = 80;
+    for _ in 0..rounds {
+        let open: Vec<_> = (0..=udamon_exporter::MAX_CONNECTIONS)
+            .map(|_| std::net::TcpStream::connect(serve.addr).unwrap())
+            .collect();
+        // The oldest, which sent nothing, is closed for the newest once that is accepted.
+        let mut oldest = &open[0];
+        oldest.set_read_timeout(Some(PATIENCE)).unwrap();
+        assert_eq!(
+            oldest.read(&mut [0; 16]).unwrap(),
+            0,
+            "not closed for a newcomer"
+        );
+        drop(open);
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let deadline = Instant::now() + PATIENCE;
+    let (mut full, mut counted) = (0, None);
+    while counted.is_none() {
+        let line = serve
+            .log
+            .recv_timeout(deadline.saturating_duration_since(Instant::now()))
+            .expect("a count of the lines left out");
+        full += usize::from(line.contains("connections open"));
+        if line.contains("lines left out of the log") {
+            counted = Some(line);
+        }
+    }
+    let counted = counted.unwrap();
+    assert!(counted.contains("\"metrics full\""), "{counted}");
+    let left_out: usize = counted
+        .split_whitespace()
+        .nth(1)
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("a count: {counted}"));
+    assert!(full <= 10, "{full} lines");
+    assert!(left_out > 0 && full + left_out <= rounds, "{counted}");
+    assert!(serve.stop());
+}
