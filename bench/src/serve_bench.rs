@@ -19,9 +19,16 @@
 //!   an hour of simulated time (`--hours`), and samples the monitor's resident memory all along:
 //!   flat memory is the goal.
 //!
+//! - `startup`: 20 busy processes of 64 MiB (membound) starting at once under a fresh
+//!   `udamon serve --match`: how long from their start until `udamon ctl targets` lists them
+//!   all, until the metrics count them (`udamon_targets`) and until each has series of its
+//!   own, and the monitor's resident memory (its peak, VmHWM) meanwhile and 30 s on. Takes
+//!   `--baseline PATH` too.
+//!
 //! usage: serve-bench cost [--targets N] [--seconds S] [--baseline PATH]
 //!        serve-bench fleet [--idle N] [--busy N] [--pods N] [--seconds S] [--baseline PATH]
 //!        serve-bench soak [--hours H] [--slots N]
+//!        serve-bench startup [--targets N] [--mib M] [--access-source S] [--baseline PATH]
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Read, Write};
@@ -59,9 +66,18 @@ fn main() {
             baseline,
         ),
         Some("soak") => soak(flag("--hours", 1), flag("--slots", 20) as usize),
+        Some("startup") => startup(
+            flag("--targets", 20) as usize,
+            flag("--mib", 64),
+            args.iter()
+                .position(|a| a == "--access-source")
+                .and_then(|i| args.get(i + 1))
+                .map_or("auto", String::as_str),
+            baseline,
+        ),
         _ => {
             eprintln!(
-                "usage: serve-bench cost [--targets N] [--seconds S] [--baseline PATH] | fleet [--idle N] [--busy N] [--pods N] [--seconds S] [--baseline PATH] | soak [--hours H] [--slots N]"
+                "usage: serve-bench cost [--targets N] [--seconds S] [--baseline PATH] | fleet [--idle N] [--busy N] [--pods N] [--seconds S] [--baseline PATH] | soak [--hours H] [--slots N] | startup [--targets N] [--mib M] [--access-source S] [--baseline PATH]"
             );
             std::process::exit(2);
         }
@@ -221,14 +237,21 @@ struct Targets {
 }
 
 impl Targets {
-    fn start(dir: &Path, n: usize, name: &str) -> Targets {
+    /// `n` targets of `mib` MiB each, under the command name `name`.
+    fn start(dir: &Path, n: usize, mib: u64, name: &str) -> Targets {
         let src = repo().join("bench/workloads/membound.c");
         let bin = cc::build(&src, &["-O2"], dir, name);
         let mut children = Vec::new();
         let mut counters = Vec::new();
         for i in 0..n {
             let counter = dir.join(format!("counter-{i}"));
-            children.push(Command::new(&bin).arg("16").arg(&counter).spawn().unwrap());
+            children.push(
+                Command::new(&bin)
+                    .arg(mib.to_string())
+                    .arg(&counter)
+                    .spawn()
+                    .unwrap(),
+            );
             counters.push(counter);
         }
         // Until every target has written its memory once.
@@ -565,7 +588,7 @@ fn cost(n: usize, seconds: u64, baseline: Option<&str>) {
     let dir = tempfile::tempdir().unwrap();
     // A name of its own, so that --match takes these targets and nothing else.
     let name = format!("sbench{}", std::process::id() % 100_000);
-    let targets = Targets::start(dir.path(), n, &name);
+    let targets = Targets::start(dir.path(), n, 16, &name);
     println!("# serve-bench cost: {n} membound targets of 16 MiB, {seconds} s per phase");
     println!(
         "render of {n} targets   median {:.3} ms (the exporter alone, machine idle)",
@@ -701,7 +724,7 @@ fn fleet(idle: usize, busy: usize, pods: usize, seconds: u64, baseline: Option<&
     let (idle_name, busy_name) = (format!("sbidle{tag}"), format!("sbbusy{tag}"));
     let cgroups = (pods > 0).then(|| PodCgroups::create(pods, tag));
     let _sleepers = Sleepers::start(dir.path(), idle, &idle_name, cgroups);
-    let targets = Targets::start(dir.path(), busy, &busy_name);
+    let targets = Targets::start(dir.path(), busy, 16, &busy_name);
     let placed = if pods > 0 {
         format!(" (the idle ones in {pods} pods' container cgroups)")
     } else {
@@ -807,4 +830,90 @@ fn soak(hours: u64, slots: usize) {
         runs as f64 / 6.0,
         start.elapsed().as_secs_f64()
     );
+}
+
+/// A fresh serve taking in `n` busy targets that start at once (found while they write their
+/// memory, in libc's code): when each view of them is complete, counted from their start, the
+/// monitor's memory (peak when the last view completed, peak and resident 30 s after their
+/// start) and its CPU time until then.
+fn startup(n: usize, mib: u64, source: &str, baseline: Option<&str>) {
+    let dir = tempfile::tempdir().unwrap();
+    let name = format!("sstart{}", std::process::id() % 100_000);
+    println!(
+        "# serve-bench startup: {n} membound targets of {mib} MiB starting at once under a fresh \
+         serve --match --rescan 200ms --access-source {source}"
+    );
+    println!(
+        "{:<12} {:>8} {:>12} {:>11} {:>11} {:>14} {:>13} {:>8}",
+        "build",
+        "ctl (s)",
+        "counted (s)",
+        "series (s)",
+        "peak (MiB)",
+        "peak by 30 s",
+        "RSS at 30 s",
+        "CPU (s)"
+    );
+    for (label, bin) in builds(baseline) {
+        let serve = Serve::start_with(
+            &bin,
+            dir.path(),
+            &[
+                "--match",
+                &format!("^{name}$"),
+                "--rescan",
+                "200ms",
+                "--access-source",
+                source,
+            ],
+        );
+        let start = Instant::now();
+        // Returns once every target has written its memory.
+        let targets = Targets::start(dir.path(), n, mib, &name);
+        let pids: Vec<String> = targets.pids().iter().map(u32::to_string).collect();
+        let since = |t: Option<Instant>| t.map_or(f64::NAN, |t| (t - start).as_secs_f64());
+        let (mut listed, mut counted, mut series) = (None, None, None);
+        let deadline = start + Duration::from_secs(120);
+        while series.is_none() || listed.is_none() || counted.is_none() {
+            if Instant::now() > deadline {
+                println!("{label}: not every view complete after 120 s");
+                break;
+            }
+            let now = Instant::now();
+            if listed.is_none()
+                && serve
+                    .try_ctl(&["targets"])
+                    .is_ok_and(|t| pids.iter().all(|p| t.contains(p.as_str())))
+            {
+                listed = Some(now);
+            }
+            let body = serve.scrape().1;
+            let served = body
+                .lines()
+                .find_map(|l| l.strip_prefix("udamon_targets "))
+                .and_then(|v| v.trim().parse::<f64>().ok())
+                .unwrap_or(0.0);
+            if counted.is_none() && served as usize >= n {
+                counted = Some(now);
+            }
+            let with_series = served_working_sets(&body, "window").len();
+            if series.is_none() && with_series >= n {
+                series = Some(now);
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        let peak = status_field(serve.pid(), "VmHWM") as f64 / 1024.0;
+        let cpu = cpu_seconds(serve.pid());
+        std::thread::sleep(Duration::from_secs(30).saturating_sub(start.elapsed()));
+        let later = status_field(serve.pid(), "VmHWM") as f64 / 1024.0;
+        let rss = status_field(serve.pid(), "VmRSS") as f64 / 1024.0;
+        println!(
+            "{label:<12} {:>8.1} {:>12.1} {:>11.1} {peak:>11.1} {later:>14.1} {rss:>13.1} {cpu:>8.2}",
+            since(listed),
+            since(counted),
+            since(series)
+        );
+        drop(targets);
+        drop(serve);
+    }
 }

@@ -9,14 +9,20 @@
 //!   threads and withdrawn when a target goes, encoded in the OpenMetrics text format by the
 //!   `prometheus-client` crate;
 //! - [`Server`]: `GET /metrics` over HTTP (`hyper` on a single-threaded `tokio` runtime), on
-//!   a thread of its own, with what each client can take bounded.
+//!   a thread of its own, with what each client can take bounded, on TCP or a unix socket;
+//! - [`WebConfig`]: TLS and basic authentication, from the exporter-toolkit's web
+//!   configuration file.
 
 mod exporter;
 mod groups;
 mod observe;
 mod server;
+mod web;
 
 pub use exporter::{CgroupLabels, Exporter, PodLabels, TargetLabels};
 pub use groups::{GroupObservation, aggregate};
 pub use observe::{HORIZONS, IDLE_QUANTILES, Observation, SchemeCounters, idle_quantiles, observe};
-pub use server::{EXCHANGE_TIMEOUT, HEAD_TIMEOUT, MAX_CONNECTIONS, MAX_HEAD_BYTES, Server};
+pub use server::{
+    EXCHANGE_TIMEOUT, Endpoint, HEAD_TIMEOUT, Listen, Log, MAX_CONNECTIONS, MAX_HEAD_BYTES, Server,
+};
+pub use web::WebConfig;

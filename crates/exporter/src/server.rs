@@ -10,9 +10,14 @@
 //! byte at a time (slowloris) hold connections only until someone else needs one, while a
 //! scraper, which sends its request with its connection, is read before the next connection
 //! is accepted. A failed `accept` (out of file descriptors, say) is logged and retried,
-//! never the end of the endpoint. Each kind of trouble costs one log line until it clears.
+//! never the end of the endpoint. Each kind of trouble costs one log line until it clears,
+//! through the log the caller gives (serve's bounds how many lines a flood of episodes costs).
+//!
+//! The endpoint listens on TCP or on a unix socket with the permissions asked for, and asks of
+//! its clients what its [`WebConfig`] says: TLS, whose handshake must end within
+//! [`HEAD_TIMEOUT`] as a head must, and a user and password (401 without them).
 
-use crate::Exporter;
+use crate::{Exporter, WebConfig};
 use bytes::Bytes;
 use http_body_util::Full;
 use hyper::body::Incoming;
@@ -21,8 +26,11 @@ use hyper_util::rt::{TokioIo, TokioTimer};
 use std::collections::BTreeMap;
 use std::convert::Infallible;
 use std::net::SocketAddr;
+use std::os::unix::fs::{FileTypeExt as _, PermissionsExt as _};
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
+use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::sync::oneshot;
 
 /// Connections at once: Prometheus uses one connection per scrape, a few scrapers are plenty.
@@ -43,42 +51,157 @@ const ACCEPT_RETRY: Duration = Duration::from_millis(100);
 
 const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
 
-/// The running HTTP server; stops when dropped.
+/// Where the endpoint listens.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Listen {
+    Tcp(SocketAddr),
+    /// A unix socket at this path, with these permission bits; a stale socket there is
+    /// replaced, anything else is an error.
+    Unix {
+        path: PathBuf,
+        mode: u32,
+    },
+}
+
+/// Where log lines go: a kind (the same for every line of one trouble, for rate limits) and
+/// the line.
+pub type Log = Arc<dyn Fn(&'static str, &str) + Send + Sync>;
+
+/// What [`Exporter::serve_at`] serves on, and how.
+pub struct Endpoint {
+    pub listen: Listen,
+    pub web: WebConfig,
+    pub log: Log,
+}
+
+/// The running HTTP server; stops when dropped (removing its unix socket).
 pub struct Server {
-    addr: SocketAddr,
+    listening: Listen,
     stop: Option<oneshot::Sender<()>>,
     thread: Option<std::thread::JoinHandle<()>>,
 }
 
+enum Listener {
+    Tcp(tokio::net::TcpListener),
+    Unix(tokio::net::UnixListener),
+}
+
+trait Io: AsyncRead + AsyncWrite + Unpin + Send {}
+impl<T: AsyncRead + AsyncWrite + Unpin + Send> Io for T {}
+
+impl Listener {
+    async fn accept(&self) -> std::io::Result<Box<dyn Io>> {
+        Ok(match self {
+            Listener::Tcp(l) => Box::new(l.accept().await?.0),
+            Listener::Unix(l) => Box::new(l.accept().await?.0),
+        })
+    }
+}
+
 impl Exporter {
-    /// Serves this exporter's metrics on `addr` (port 0: any free port; see
-    /// [`Server::local_addr`]).
+    /// Serves this exporter's metrics over plain HTTP on `addr` (port 0: any free port; see
+    /// [`Server::local_addr`]), logging to stderr.
     pub fn serve(&self, addr: SocketAddr) -> std::io::Result<Server> {
-        let listener = std::net::TcpListener::bind(addr)?;
-        listener.set_nonblocking(true)?;
-        let addr = listener.local_addr()?;
+        self.serve_at(Endpoint {
+            listen: Listen::Tcp(addr),
+            web: WebConfig::default(),
+            log: Arc::new(|_, text| eprintln!("udamon: metrics: {text}")),
+        })
+    }
+
+    /// Serves this exporter's metrics as `endpoint` says.
+    pub fn serve_at(&self, endpoint: Endpoint) -> std::io::Result<Server> {
+        let (listener, listening) = match &endpoint.listen {
+            Listen::Tcp(addr) => {
+                let listener = std::net::TcpListener::bind(addr)?;
+                listener.set_nonblocking(true)?;
+                let addr = listener.local_addr()?;
+                (StdListener::Tcp(listener), Listen::Tcp(addr))
+            }
+            Listen::Unix { path, mode } => {
+                let listener = bind_unix(path, *mode)?;
+                listener.set_nonblocking(true)?;
+                (StdListener::Unix(listener), endpoint.listen.clone())
+            }
+        };
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_io()
             .enable_time()
             .build()?;
         let (stop, stopped) = oneshot::channel();
         let exporter = self.clone();
+        let Endpoint { web, log, .. } = endpoint;
         let thread = std::thread::Builder::new()
             .name("udamon metrics".into())
             .spawn(move || {
                 runtime.block_on(async move {
-                    match tokio::net::TcpListener::from_std(listener) {
-                        Ok(listener) => accept_until(listener, exporter, stopped).await,
-                        Err(e) => eprintln!("udamon: metrics: cannot listen on {addr}: {e}"),
+                    let listener = match listener {
+                        StdListener::Tcp(l) => {
+                            tokio::net::TcpListener::from_std(l).map(Listener::Tcp)
+                        }
+                        StdListener::Unix(l) => {
+                            tokio::net::UnixListener::from_std(l).map(Listener::Unix)
+                        }
+                    };
+                    match listener {
+                        Ok(listener) => {
+                            let served = Served { exporter, web, log };
+                            accept_until(listener, served, stopped).await
+                        }
+                        Err(e) => log("metrics listen", &format!("cannot listen: {e}")),
                     }
                 })
             })?;
         Ok(Server {
-            addr,
+            listening,
             stop: Some(stop),
             thread: Some(thread),
         })
     }
+}
+
+enum StdListener {
+    Tcp(std::net::TcpListener),
+    Unix(std::os::unix::net::UnixListener),
+}
+
+/// Binds a unix socket at `path` with permissions `mode`: created with none for others, then
+/// opened to `mode`, so that no one connects in between. A socket no server answers on is
+/// replaced; a live one or any other file is an error.
+fn bind_unix(path: &Path, mode: u32) -> std::io::Result<std::os::unix::net::UnixListener> {
+    use std::io::{Error, ErrorKind};
+    if let Ok(meta) = std::fs::symlink_metadata(path) {
+        if !meta.file_type().is_socket() {
+            return Err(Error::new(
+                ErrorKind::AlreadyExists,
+                format!("{} exists and is not a socket", path.display()),
+            ));
+        }
+        if std::os::unix::net::UnixStream::connect(path).is_ok() {
+            return Err(Error::new(
+                ErrorKind::AddrInUse,
+                format!("a server already answers at {}", path.display()),
+            ));
+        }
+        std::fs::remove_file(path)?;
+    }
+    // SAFETY: umask only changes this process's file creation mask (serve sets it before its
+    // other threads create files).
+    let old = unsafe { libc::umask(0o177) };
+    let bound = std::os::unix::net::UnixListener::bind(path);
+    // SAFETY: as above, restoring the previous mask.
+    unsafe { libc::umask(old) };
+    let listener = bound?;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))?;
+    Ok(listener)
+}
+
+/// What every connection serves, and where it logs.
+#[derive(Clone)]
+struct Served {
+    exporter: Exporter,
+    web: WebConfig,
+    log: Log,
 }
 
 /// The open connections, oldest first: each with what closes it, and whether its request
@@ -127,12 +250,13 @@ impl Open {
     }
 }
 
-async fn accept_until(
-    listener: tokio::net::TcpListener,
-    exporter: Exporter,
-    mut stopped: oneshot::Receiver<()>,
-) {
+async fn accept_until(listener: Listener, served: Served, mut stopped: oneshot::Receiver<()>) {
     let open = Shared::default();
+    let tls = served
+        .web
+        .tls()
+        .cloned()
+        .map(tokio_rustls::TlsAcceptor::from);
     let mut failing: Option<std::io::ErrorKind> = None;
     let mut full = false;
     loop {
@@ -141,13 +265,16 @@ async fn accept_until(
             accepted = listener.accept() => accepted,
         };
         let stream = match accepted {
-            Ok((stream, _)) => {
+            Ok(stream) => {
                 failing = None;
                 stream
             }
             Err(e) => {
                 if failing != Some(e.kind()) {
-                    eprintln!("udamon: metrics: cannot accept a connection ({e}); retrying");
+                    (served.log)(
+                        "metrics accept",
+                        &format!("cannot accept a connection ({e}); retrying"),
+                    );
                     failing = Some(e.kind());
                 }
                 tokio::time::sleep(ACCEPT_RETRY).await;
@@ -156,32 +283,46 @@ async fn accept_until(
         };
         let (id, closed, evicted) = lock(&open).admit();
         if evicted && !full {
-            eprintln!(
-                "udamon: metrics: {MAX_CONNECTIONS} connections open; closing the slowest for \
-                 new ones until some end"
+            (served.log)(
+                "metrics full",
+                &format!(
+                    "{MAX_CONNECTIONS} connections open; closing the slowest for new ones until \
+                     some end"
+                ),
             );
         }
         full = evicted;
-        let (exporter, shared) = (exporter.clone(), Arc::clone(&open));
+        let (served, shared, tls) = (served.clone(), Arc::clone(&open), tls.clone());
         tokio::spawn(async move {
             let marks = Arc::clone(&shared);
-            let connection = hyper::server::conn::http1::Builder::new()
-                .timer(TokioTimer::new())
-                .header_read_timeout(HEAD_TIMEOUT)
-                .max_buf_size(MAX_HEAD_BYTES)
-                .keep_alive(false)
-                .serve_connection(
-                    TokioIo::new(stream),
-                    hyper::service::service_fn(move |request| {
-                        lock(&marks).headed(id);
-                        let response = answer(&exporter, &request);
-                        async move { Ok::<_, Infallible>(response) }
-                    }),
-                );
+            let exchange = async move {
+                let stream: Box<dyn Io> = match tls {
+                    None => stream,
+                    Some(tls) => match tokio::time::timeout(HEAD_TIMEOUT, tls.accept(stream)).await
+                    {
+                        Ok(Ok(stream)) => Box::new(stream),
+                        _ => return,
+                    },
+                };
+                let _ = hyper::server::conn::http1::Builder::new()
+                    .timer(TokioTimer::new())
+                    .header_read_timeout(HEAD_TIMEOUT)
+                    .max_buf_size(MAX_HEAD_BYTES)
+                    .keep_alive(false)
+                    .serve_connection(
+                        TokioIo::new(stream),
+                        hyper::service::service_fn(move |request| {
+                            lock(&marks).headed(id);
+                            let served = served.clone();
+                            async move { Ok::<_, Infallible>(answer(&served, &request).await) }
+                        }),
+                    )
+                    .await;
+            };
             // Garbage, a client that hangs up, one that is too slow or one closed for a
             // newcomer ends its connection and nothing else; scrapers retry.
             tokio::select! {
-                _ = tokio::time::timeout(EXCHANGE_TIMEOUT, connection) => {}
+                _ = tokio::time::timeout(EXCHANGE_TIMEOUT, exchange) => {}
                 _ = closed => {}
             }
             lock(&shared).connections.remove(&id);
@@ -192,33 +333,54 @@ async fn accept_until(
     }
 }
 
-fn answer(exporter: &Exporter, request: &Request<Incoming>) -> Response<Full<Bytes>> {
-    let (status, body) = match (request.method(), request.uri().path()) {
-        (&Method::GET, "/metrics") => (StatusCode::OK, exporter.render()),
-        (&Method::GET, _) => (
-            StatusCode::NOT_FOUND,
-            "not found: udamon serves its metrics at /metrics\n".to_string(),
-        ),
-        _ => (
-            StatusCode::METHOD_NOT_ALLOWED,
-            "only GET /metrics\n".to_string(),
-        ),
+async fn answer(served: &Served, request: &Request<Incoming>) -> Response<Full<Bytes>> {
+    let authorization = request
+        .headers()
+        .get(hyper::header::AUTHORIZATION)
+        .map(|v| v.as_bytes());
+    let (status, body) = if !served.web.allows(authorization).await {
+        (
+            StatusCode::UNAUTHORIZED,
+            "unauthorized: give the user and password of the web configuration\n".to_string(),
+        )
+    } else {
+        match (request.method(), request.uri().path()) {
+            (&Method::GET, "/metrics") => (StatusCode::OK, served.exporter.render()),
+            (&Method::GET, _) => (
+                StatusCode::NOT_FOUND,
+                "not found: udamon serves its metrics at /metrics\n".to_string(),
+            ),
+            _ => (
+                StatusCode::METHOD_NOT_ALLOWED,
+                "only GET /metrics\n".to_string(),
+            ),
+        }
     };
     let mut response = Response::new(Full::new(Bytes::from(body)));
     *response.status_mut() = status;
+    let headers = response.headers_mut();
     if status == StatusCode::OK {
-        response.headers_mut().insert(
+        headers.insert(
             hyper::header::CONTENT_TYPE,
             hyper::header::HeaderValue::from_static(CONTENT_TYPE),
+        );
+    }
+    if status == StatusCode::UNAUTHORIZED {
+        headers.insert(
+            hyper::header::WWW_AUTHENTICATE,
+            hyper::header::HeaderValue::from_static("Basic realm=\"udamon\""),
         );
     }
     response
 }
 
 impl Server {
-    /// Where it listens.
-    pub fn local_addr(&self) -> SocketAddr {
-        self.addr
+    /// Its TCP address (the port chosen, for port 0); `None` on a unix socket.
+    pub fn local_addr(&self) -> Option<SocketAddr> {
+        match self.listening {
+            Listen::Tcp(addr) => Some(addr),
+            Listen::Unix { .. } => None,
+        }
     }
 }
 
@@ -229,6 +391,9 @@ impl Drop for Server {
         }
         if let Some(t) = self.thread.take() {
             let _ = t.join();
+        }
+        if let Listen::Unix { path, .. } = &self.listening {
+            let _ = std::fs::remove_file(path);
         }
     }
 }

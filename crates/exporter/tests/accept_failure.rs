@@ -31,7 +31,7 @@ fn set_open_files_limit(limit: &libc::rlimit) {
 fn serving_resumes_after_accept_runs_out_of_file_descriptors() {
     let exporter = Exporter::new();
     let server = exporter.serve("127.0.0.1:0".parse().unwrap()).unwrap();
-    let addr = server.local_addr();
+    let addr = server.local_addr().unwrap();
     assert_eq!(scrape(addr), Some(200));
 
     let saved = open_files_limit();

@@ -33,7 +33,7 @@ fn closed(stream: &mut TcpStream) -> bool {
 fn with_every_connection_taken_by_silent_clients_a_scrape_closes_the_oldest() {
     let exporter = Exporter::new();
     let server = exporter.serve("127.0.0.1:0".parse().unwrap()).unwrap();
-    let addr = server.local_addr();
+    let addr = server.local_addr().unwrap();
     assert_eq!(scrape(addr), Some(200));
     let mut idle: Vec<TcpStream> = (0..MAX_CONNECTIONS)
         .map(|_| TcpStream::connect(addr).unwrap())
@@ -76,7 +76,7 @@ fn slowloris(
 fn scrapes_are_answered_under_a_slowloris_attack() {
     let exporter = Exporter::new();
     let server = exporter.serve("127.0.0.1:0".parse().unwrap()).unwrap();
-    let addr = server.local_addr();
+    let addr = server.local_addr().unwrap();
     let stop = Arc::new(AtomicBool::new(false));
     let attack = slowloris(addr, 200, Arc::clone(&stop));
     // The attack holds every connection from its first second on.
@@ -102,7 +102,7 @@ fn scrapes_are_answered_under_a_slowloris_attack() {
 fn a_client_that_sends_nothing_is_closed_after_the_head_timeout() {
     let exporter = Exporter::new();
     let server = exporter.serve("127.0.0.1:0".parse().unwrap()).unwrap();
-    let mut silent = TcpStream::connect(server.local_addr()).unwrap();
+    let mut silent = TcpStream::connect(server.local_addr().unwrap()).unwrap();
     silent.set_read_timeout(Some(PATIENCE)).unwrap();
     let start = Instant::now();
     let mut buf = [0u8; 64];

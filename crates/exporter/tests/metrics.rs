@@ -165,7 +165,7 @@ fn scraped_series_parse_and_a_removed_target_leaves_none() {
     // Served, with series of their own or not.
     exporter.set_targets(2);
 
-    let (status, body) = get(server.local_addr(), "/metrics");
+    let (status, body) = get(server.local_addr().unwrap(), "/metrics");
     assert_eq!(status, 200);
     let samples = parse(&body);
     let of = |name: &str, pid: &str| -> Vec<&prometheus_parse::Sample> {
@@ -196,7 +196,7 @@ fn scraped_series_parse_and_a_removed_target_leaves_none() {
     let mut more = BTreeMap::new();
     more.insert("samples".to_string(), 1500);
     exporter.update(&labels("42"), &obs.clone().with_source_counters(more));
-    let samples = parse(&get(server.local_addr(), "/metrics").1);
+    let samples = parse(&get(server.local_addr().unwrap(), "/metrics").1);
     let samples42: Vec<_> = samples
         .iter()
         .filter(|s| s.metric == "udamon_source_samples_total" && s.labels.get("pid") == Some("42"))
@@ -204,16 +204,16 @@ fn scraped_series_parse_and_a_removed_target_leaves_none() {
     assert_eq!(value(samples42[0]), 1500.0);
 
     exporter.remove(&labels("42"));
-    let body = get(server.local_addr(), "/metrics").1;
+    let body = get(server.local_addr().unwrap(), "/metrics").1;
     assert!(!body.contains("pid=\"42\""), "{body}");
     assert!(body.contains("pid=\"43\""));
 
     // Other paths, and garbage on the socket, do no harm.
-    assert_eq!(get(server.local_addr(), "/").0, 404);
-    let mut junk = TcpStream::connect(server.local_addr()).unwrap();
+    assert_eq!(get(server.local_addr().unwrap(), "/").0, 404);
+    let mut junk = TcpStream::connect(server.local_addr().unwrap()).unwrap();
     let _ = junk.write_all(b"\x00\x01 garbage\r\n\r\n");
     drop(junk);
-    assert_eq!(get(server.local_addr(), "/metrics").0, 200);
+    assert_eq!(get(server.local_addr().unwrap(), "/metrics").0, 200);
 }
 
 #[test]

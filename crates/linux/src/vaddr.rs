@@ -540,6 +540,13 @@ impl VaddrOps {
         self.walks = Some(budget);
     }
 
+    /// Has its code sites named by `symbolizer`, shared with other processes' monitoring:
+    /// a library many of them run (libc, and its debug file, inflated) is read once, not once
+    /// per process.
+    pub fn share_symbolizer(&mut self, symbolizer: Rc<crate::symbolize::Symbolizer>) {
+        self.facts.share_symbolizer(symbolizer);
+    }
+
     /// Compute and report (as notes, one per apply pass and action) what schemes would do,
     /// without doing it: nothing counts as applied.
     pub fn set_dry_run(&mut self, on: bool) {

@@ -382,6 +382,17 @@ fn metric_text(metric: Metric, value: f64) -> String {
     }
 }
 
+/// What a temperature is, for the styles that print them: a score without a unit, which a
+/// reader cannot guess from `-3,040,000,000`.
+fn temperature_note(w: &TemperatureWeights) -> String {
+    format!(
+        "# temperature: a score, no unit: {} x access rate (%) + {} x age (us) for a region \
+         accessed in the last window, negated for one that was not (damo's, sizes left out; \
+         --temperature_weights)",
+        w.access_rate, w.age
+    )
+}
+
 /// A bar of at most 20 stars.
 fn bar(stars: usize) -> String {
     const MAX: usize = 20;
@@ -392,7 +403,8 @@ fn bar(stars: usize) -> String {
 fn render_histogram(out: &mut String, metric: Metric, bins: &[Bin]) {
     let legend = match metric {
         Metric::Temperature => "<temperature>",
-        Metric::IdleTime => "<idle time (us)>",
+        // Each value carries its own unit (`1.200 s`), as damo prints them.
+        Metric::IdleTime => "<idle time>",
     };
     let _ = writeln!(out, "{legend} <total size>");
     let rows: Vec<(String, String, u64)> = bins
@@ -523,6 +535,23 @@ pub fn render_text(report: &StyleReport) -> String {
         human::duration(report.sample_us * 1000),
         human::duration(report.aggr_us * 1000),
     );
+    let temperatures = report.targets.iter().any(|t| {
+        matches!(
+            t.view,
+            Some(
+                View::Histogram {
+                    metric: Metric::Temperature,
+                    ..
+                } | View::Percentiles {
+                    metric: Metric::Temperature,
+                    ..
+                }
+            )
+        )
+    });
+    if temperatures {
+        let _ = writeln!(out, "{}", temperature_note(&report.weights));
+    }
     for t in &report.targets {
         let _ = writeln!(
             out,
@@ -618,6 +647,28 @@ mod tests {
                 (99, 300_000.0),
                 (100, 300_000.0)
             ]
+        );
+    }
+
+    #[test]
+    fn idle_times_are_headed_without_a_unit_of_their_own_and_temperatures_are_explained() {
+        let bins = histogram([(0.0, 10), (1_200_000.0, 30)].into_iter());
+        let mut out = String::new();
+        render_histogram(&mut out, Metric::IdleTime, &bins);
+        let mut lines = out.lines();
+        assert_eq!(lines.next(), Some("<idle time> <total size>"));
+        assert!(
+            out.contains("1.200 s"),
+            "the values carry their unit: {out}"
+        );
+        let note = temperature_note(&TemperatureWeights {
+            size: 0,
+            access_rate: 7,
+            age: 3,
+        });
+        assert!(
+            note.contains("7 x access rate (%) + 3 x age (us)") && note.contains("no unit"),
+            "{note}"
         );
     }
 

@@ -753,9 +753,17 @@ pub struct ServeArgs {
     /// How often cgroups and command names are scanned again, 100ms to 1h [default: 2s].
     #[arg(long, value_name = "DURATION", value_parser = parse_rescan_us)]
     pub rescan: Option<u64>,
-    /// Serve Prometheus metrics on this address, at /metrics [default: 127.0.0.1:9580].
+    /// Serve Prometheus metrics on this address, at /metrics, or on the unix socket
+    /// unix:PATH [default: 127.0.0.1:9580].
     #[arg(long, value_name = "ADDR")]
     pub listen: Option<String>,
+    /// The permissions of --listen's unix socket, in octal: who may connect [default: 600].
+    #[arg(long, value_name = "MODE", value_parser = crate::serve::parse_socket_mode)]
+    pub listen_mode: Option<u32>,
+    /// TLS and basic authentication for the metrics, from the YAML file Prometheus's exporters
+    /// read (tls_server_config, basic_auth_users) [default: plain HTTP, no password].
+    #[arg(long = "web.config.file", value_name = "FILE")]
+    pub web_config: Option<PathBuf>,
     /// The control socket (mode 0600) [default: $XDG_RUNTIME_DIR/udamon.sock, /run/udamon.sock
     /// for root, else $TMPDIR/udamon-UID/udamon.sock].
     #[arg(long, value_name = "PATH")]

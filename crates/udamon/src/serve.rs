@@ -42,7 +42,7 @@ use udamon_linux::vaddr::{self, monotonic_us};
 use udamon_record::model::{AccessSource, TargetInfo};
 use udamon_sim::Workload;
 
-pub use config::parse_record_mode;
+pub use config::{parse_record_mode, parse_socket_mode};
 pub use control::request;
 
 /// Raises the soft limit on open files to the hard one, as long-running services do: each
@@ -148,10 +148,34 @@ pub fn run(args: &ServeArgs) -> Result<()> {
         .context("cannot install the SIGHUP handler")?;
 
     let exporter = udamon_exporter::Exporter::new();
+    let web = match &config.web_config {
+        Some(path) => config::read_web_config(path)?,
+        None => udamon_exporter::WebConfig::default(),
+    };
+    let scheme = if web.tls().is_some() { "https" } else { "http" };
+    let password = if web.asks_password() {
+        ", basic authentication"
+    } else {
+        ""
+    };
+    if let udamon_exporter::Listen::Unix { path, .. } = &config.listen {
+        socket::prepare(path, "metrics socket")?;
+    }
     // Serves until it goes out of scope, after every target stopped.
     let server = exporter
-        .serve(config.listen)
-        .with_context(|| format!("cannot serve metrics on {}", config.listen))?;
+        .serve_at(udamon_exporter::Endpoint {
+            listen: config.listen.clone(),
+            web,
+            // A client can cause these again and again (connections over the limit, say).
+            log: Arc::new(|kind, text| {
+                log::limited(log::Level::Warn, kind, &format!("metrics: {text}"))
+            }),
+        })
+        .with_context(|| format!("cannot serve metrics on {}", listen_name(&config.listen)))?;
+    let metrics_at = match server.local_addr() {
+        Some(addr) => format!("{scheme}://{addr}/metrics{password}"),
+        None => format!("{} over {scheme}{password}", listen_name(&config.listen)),
+    };
     let records = match &config.records {
         Some(r) => Some(Arc::new(
             RecordPolicy::new(
@@ -168,8 +192,7 @@ pub fn run(args: &ServeArgs) -> Result<()> {
     let (requests, asked) = mpsc::channel();
     let _control = ControlSocket::bind(&config.control, requests)?;
     log::info(&format!(
-        "serving: metrics on http://{}/metrics, control at {}, source {}",
-        server.local_addr(),
+        "serving: metrics on {metrics_at}, control at {}, source {}",
         config.control.display(),
         vaddr::source_name(&source.source)
     ));
@@ -219,6 +242,16 @@ pub fn run(args: &ServeArgs) -> Result<()> {
     log::info("stopping: finishing every target's record");
     serving.supervisor.stop_all("udamon serve stopped");
     Ok(())
+}
+
+/// Where the metrics are, for messages.
+fn listen_name(listen: &udamon_exporter::Listen) -> String {
+    match listen {
+        udamon_exporter::Listen::Tcp(addr) => addr.to_string(),
+        udamon_exporter::Listen::Unix { path, mode } => {
+            format!("unix:{} (mode {mode:04o})", path.display())
+        }
+    }
 }
 
 /// The access source every process target is monitored with.
@@ -533,6 +566,8 @@ impl Serving {
         settings: &TargetSettings,
     ) {
         loop {
+            // However long the rescan interval, a flood's count is said soon after it stops.
+            log::say_left_out();
             let now = Instant::now();
             if now >= deadline || stop.load(Ordering::Relaxed) {
                 return;

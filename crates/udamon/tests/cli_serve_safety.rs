@@ -755,3 +755,169 @@ fn a_simulated_workload_is_its_adders_alone() {
     assert!(serve.ctl_ok(&["targets"]).contains("sim:1"), "root's stays");
     assert!(serve.stop());
 }
+
+/// Whether user nobody can connect to the unix socket at `path`: a child that drops to nobody
+/// tries (root only; `None` when this is not root).
+fn nobody_connects(path: &Path) -> Option<bool> {
+    use std::os::unix::ffi::OsStrExt;
+    // SAFETY: geteuid cannot fail.
+    if unsafe { libc::geteuid() } != 0 {
+        skip::skipped("connecting as another user needs root");
+        return None;
+    }
+    // SAFETY: the address is a zeroed sockaddr_un with a path that fits, made before the fork;
+    // the child makes only system calls (async-signal-safe) before it exits.
+    unsafe {
+        let mut addr: libc::sockaddr_un = std::mem::zeroed();
+        addr.sun_family = libc::AF_UNIX as libc::sa_family_t;
+        for (i, b) in path.as_os_str().as_bytes().iter().enumerate() {
+            addr.sun_path[i] = *b as libc::c_char;
+        }
+        let len = std::mem::size_of::<libc::sockaddr_un>() as libc::socklen_t;
+        let child = libc::fork();
+        if child == 0 {
+            let dropped = libc::setgroups(0, std::ptr::null()) == 0
+                && libc::setresgid(NOBODY, NOBODY, NOBODY) == 0
+                && libc::setresuid(NOBODY, NOBODY, NOBODY) == 0;
+            let fd = libc::socket(libc::AF_UNIX, libc::SOCK_STREAM, 0);
+            let connected = libc::connect(fd, (&addr as *const libc::sockaddr_un).cast(), len) == 0;
+            libc::_exit(match (dropped, connected) {
+                (false, _) => 2,
+                (true, true) => 0,
+                (true, false) => 1,
+            });
+        }
+        let mut status = 0;
+        assert_eq!(libc::waitpid(child, &mut status, 0), child);
+        match libc::WEXITSTATUS(status) {
+            0 => Some(true),
+            1 => Some(false),
+            _ => panic!("the child could not become nobody"),
+        }
+    }
+}
+
+/// `GET /metrics` over `stream`, with `Authorization: Basic BASE64` when given; the status.
+fn scrape_status(mut stream: impl std::io::Read + Write, basic: Option<&str>) -> u16 {
+    let auth = basic.map_or(String::new(), |b| format!("Authorization: Basic {b}\r\n"));
+    write!(
+        stream,
+        "GET /metrics HTTP/1.1\r\nHost: test\r\n{auth}Connection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut text = String::new();
+    stream.read_to_string(&mut text).unwrap();
+    text.split_whitespace().nth(1).unwrap().parse().unwrap()
+}
+
+#[test]
+fn the_metrics_socket_has_its_mode_and_a_web_configuration_asks_for_a_password() {
+    let dir = shared_dir();
+    let socket = dir.path().join("metrics.sock");
+    let listen = format!("unix:{}", socket.display());
+    for mode in [0o600, 0o666] {
+        let text = format!("{mode:o}");
+        let serve = Serve::start_at(
+            dir.path(),
+            &listen,
+            &["--idle", "--listen-mode", &text],
+            None,
+        );
+        let meta = std::fs::metadata(&socket).unwrap();
+        assert_eq!(meta.mode() & 0o777, mode);
+        assert_eq!(
+            scrape_status(UnixStream::connect(&socket).unwrap(), None),
+            200
+        );
+        if let Some(connects) = nobody_connects(&socket) {
+            assert_eq!(connects, mode == 0o666, "nobody and mode {mode:o}");
+        }
+        assert!(serve.stop());
+        assert!(!socket.exists(), "the socket goes with serve");
+    }
+
+    // Basic authentication, as Prometheus's exporters read it: a bcrypt hash per user.
+    let web = dir.path().join("web.yml");
+    let hash = bcrypt::hash("s3cret", 4).unwrap();
+    std::fs::write(&web, format!("basic_auth_users:\n  prometheus: {hash}\n")).unwrap();
+    std::fs::set_permissions(&web, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let web_arg = web.to_str().unwrap();
+    let serve = Serve::start(dir.path(), &["--idle", "--web.config.file", web_arg]);
+    let tcp = || std::net::TcpStream::connect(serve.addr).unwrap();
+    assert_eq!(scrape_status(tcp(), None), 401);
+    // base64("prometheus:guess") and base64("prometheus:s3cret").
+    assert_eq!(scrape_status(tcp(), Some("cHJvbWV0aGV1czpndWVzcw==")), 401);
+    assert_eq!(scrape_status(tcp(), Some("cHJvbWV0aGV1czpzM2NyZXQ=")), 200);
+    assert!(serve.stop());
+
+    // A configuration that does not read: one line naming the file and the field.
+    std::fs::write(&web, "basic_auth_users:\n  prometheus: s3cret\n").unwrap();
+    let out = udamon()
+        .args([
+            "serve",
+            "--idle",
+            "--listen",
+            "127.0.0.1:0",
+            "--web.config.file",
+            web_arg,
+        ])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.contains(&format!(
+            "{web_arg}: basic_auth_users.prometheus: not a bcrypt hash"
+        )),
+        "{err}"
+    );
+}
+
+#[test]
+fn connections_over_the_limit_again_and_again_cost_a_few_log_lines_and_a_count() {
+    use std::io::Read;
+    let dir = tempfile::tempdir().unwrap();
+    let serve = Serve::start(dir.path(), &["--idle"]);
+    // Each round takes every connection and one more, then lets them go: an episode of a full
+    // endpoint per round (unless serve is too slow to see them go between two), which cost a
+    // log line each.
+    let rounds = 80;
+    for _ in 0..rounds {
+        let open: Vec<_> = (0..=udamon_exporter::MAX_CONNECTIONS)
+            .map(|_| std::net::TcpStream::connect(serve.addr).unwrap())
+            .collect();
+        // The oldest, which sent nothing, is closed for the newest once that is accepted.
+        let mut oldest = &open[0];
+        oldest.set_read_timeout(Some(PATIENCE)).unwrap();
+        assert_eq!(
+            oldest.read(&mut [0; 16]).unwrap(),
+            0,
+            "not closed for a newcomer"
+        );
+        drop(open);
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let deadline = Instant::now() + PATIENCE;
+    let (mut full, mut counted) = (0, None);
+    while counted.is_none() {
+        let line = serve
+            .log
+            .recv_timeout(deadline.saturating_duration_since(Instant::now()))
+            .expect("a count of the lines left out");
+        full += usize::from(line.contains("connections open"));
+        if line.contains("lines left out of the log") {
+            counted = Some(line);
+        }
+    }
+    let counted = counted.unwrap();
+    assert!(counted.contains("\"metrics full\""), "{counted}");
+    let left_out: usize = counted
+        .split_whitespace()
+        .nth(1)
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("a count: {counted}"));
+    assert!(full <= 10, "{full} lines");
+    assert!(left_out > 0 && full + left_out <= rounds, "{counted}");
+    assert!(serve.stop());
+}

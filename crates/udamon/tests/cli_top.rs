@@ -316,6 +316,45 @@ fn top_watches_a_live_process_its_mappings_and_functions() {
 }
 
 #[test]
+fn q_stops_the_command_top_started() {
+    need_tmux!();
+    // A command that would outlive the test, deaf to the hangup the terminal's end sends
+    // (nohup execs it): it must go with top.
+    let t = top(
+        &format!(
+            "--access-source cpuclock -- nohup {} static -t 600 -o /dev/null",
+            patterns().display()
+        ),
+        "",
+    );
+    t.wait_for("pid ", 40);
+    let top = top_pid(&t);
+    let command = *screen::children(top)
+        .first()
+        .expect("the command runs as top's child");
+    t.send(&["q"]);
+    assert_eq!(ended(&t), 0);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    // Gone, or a zombie not yet reaped by whoever inherited it.
+    while std::fs::read_to_string(format!("/proc/{command}/stat")).is_ok_and(|stat| {
+        !stat
+            .rsplit_once(')')
+            .is_some_and(|(_, r)| r.trim_start().starts_with('Z'))
+    }) {
+        assert!(
+            Instant::now() < deadline,
+            "the command (process {command}) still runs after q"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let screen = t.capture_all();
+    assert!(
+        screen.contains(&format!("stopped the command (process {command}")),
+        "{screen}"
+    );
+}
+
+#[test]
 fn top_shows_a_target_of_a_running_serve() {
     need_tmux!();
     let dir = tempfile::tempdir().unwrap();

@@ -19,6 +19,7 @@ use super::numbering::Numbering;
 use crate::decode::Access;
 use crate::maps::Maps;
 use crate::symbolize::{SiteName, Symbolizer};
+use std::rc::Rc;
 use std::sync::Arc;
 
 /// A code site's number holds for this many sites numbered after it: a samples batch refers
@@ -81,7 +82,9 @@ struct Pending {
 
 /// Collects the facts of the current window, per target.
 pub(super) struct Facts {
-    symbolizer: Symbolizer,
+    /// Its own, or one shared by many processes' monitoring (each file it reads is read
+    /// once for them all).
+    symbolizer: Rc<Symbolizer>,
     /// (target, IP) → site index.
     sites: Numbering<(usize, u64)>,
     /// Caller sites → stack index.
@@ -94,7 +97,7 @@ pub(super) struct Facts {
 impl Default for Facts {
     fn default() -> Self {
         Facts {
-            symbolizer: Symbolizer::default(),
+            symbolizer: Rc::new(Symbolizer::default()),
             sites: Numbering::new(SITES_KEPT),
             stacks: Numbering::new(STACKS_KEPT),
             pending: Vec::new(),
@@ -104,6 +107,11 @@ impl Default for Facts {
 }
 
 impl Facts {
+    /// Names sites with `symbolizer`, shared with other processes' monitoring.
+    pub(super) fn share_symbolizer(&mut self, symbolizer: Rc<Symbolizer>) {
+        self.symbolizer = symbolizer;
+    }
+
     /// Keeps one sample of target `t` (process `pid`, whose mappings are `maps`) taken at
     /// `ip`; `callers` are the return addresses of its call chain (innermost first) when call
     /// stacks are recorded.

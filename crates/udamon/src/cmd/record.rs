@@ -8,6 +8,7 @@ use anyhow::{Context as _, Result, bail};
 use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
+use std::time::Duration;
 use udamon_core::{Target, VirtualClock};
 use udamon_linux::actions::check_action;
 use udamon_linux::decode::Access;
@@ -61,6 +62,7 @@ pub fn run(args: &RecordArgs) -> Result<()> {
         let watch = Watch {
             stop: stop_on_signals()?,
             tap: None,
+            end_command: false,
         };
         record_live(args, watch)?
     };
@@ -262,6 +264,10 @@ pub struct Watch {
     /// Set to stop monitoring with a complete record.
     pub stop: Arc<AtomicBool>,
     pub tap: Option<Box<dyn Tap>>,
+    /// The command udamon started is stopped when monitoring stops before it ends (top's
+    /// `q`: its user watched the command, and expects it gone with the screen), where
+    /// `record` leaves it running and says so.
+    pub end_command: bool,
 }
 
 /// A flag that Ctrl-C and SIGTERM set.
@@ -280,7 +286,11 @@ pub fn record_live(args: &RecordArgs, watch: Watch) -> Result<Summary> {
         .map_err(|e| anyhow::anyhow!("{e}"))?;
     // Bad options and schemes fail before anything starts.
     let settings = live_settings(args, &chosen.source)?;
-    let Watch { stop, tap } = watch;
+    let Watch {
+        stop,
+        tap,
+        end_command,
+    } = watch;
     // The errors' messages already include their causes: keep them to one line.
     let one_line = |e: VaddrError| anyhow::anyhow!("{e}");
     let (source, reason, settings, (mut ops, mut clock)) = match start_live(args, chosen.source) {
@@ -333,20 +343,41 @@ pub fn record_live(args: &RecordArgs, watch: Watch) -> Result<Summary> {
     let start_us = monotonic_us();
     let summary = monitor::run(session, &mut ops, &mut clock, start_us)?;
     if let Some(pid) = clock.running_child() {
-        if still_running(pid) {
-            eprintln!("udamon: process {pid} keeps running; monitoring stopped");
-        } else {
-            // Ctrl-C reaches the terminal's whole process group: the command too.
+        // A signal that stopped monitoring may be ending the command at the same moment
+        // (Ctrl-C reaches the terminal's whole process group): it is given a moment to.
+        if exited_within(pid, Duration::from_millis(300)) {
             eprintln!("udamon: process {pid} ended as monitoring stopped");
+        } else if end_command {
+            eprintln!("udamon: {}", stop_command(pid));
+        } else {
+            eprintln!("udamon: process {pid} keeps running; monitoring stopped");
         }
     }
     Ok(summary)
 }
 
-/// Whether the command udamon started, `pid`, still runs: a signal that stopped monitoring
-/// may be ending it at the same moment, so it is given a moment to. Looks without reaping it.
-fn still_running(pid: u32) -> bool {
-    let deadline = std::time::Instant::now() + std::time::Duration::from_millis(300);
+/// How long a command has to end after SIGTERM before it is killed.
+const COMMAND_GRACE: Duration = Duration::from_secs(3);
+
+/// Stops the command udamon started, `pid`: SIGTERM, then SIGKILL if it is still there after
+/// [`COMMAND_GRACE`]. Returns what happened, for the user.
+fn stop_command(pid: u32) -> String {
+    // SAFETY: signalling our own child, which is not reaped yet (its pid is still its).
+    unsafe { libc::kill(pid as i32, libc::SIGTERM) };
+    if exited_within(pid, COMMAND_GRACE) {
+        return format!("stopped the command (process {pid}, SIGTERM) with monitoring");
+    }
+    // SAFETY: as above.
+    unsafe { libc::kill(pid as i32, libc::SIGKILL) };
+    format!(
+        "killed the command (process {pid}): it was still running {} s after SIGTERM",
+        COMMAND_GRACE.as_secs()
+    )
+}
+
+/// Whether the command udamon started, `pid`, exits within `wait`. Looks without reaping it.
+fn exited_within(pid: u32, wait: Duration) -> bool {
+    let deadline = std::time::Instant::now() + wait;
     loop {
         // SAFETY: waitid fills the zeroed siginfo it is given; WNOWAIT leaves the child as
         // it is for the sampler to reap.
@@ -356,12 +387,12 @@ fn still_running(pid: u32) -> bool {
             libc::waitid(libc::P_PID, pid, &mut info, flags) != 0 || info.si_pid() != 0
         };
         if exited {
-            return false;
-        }
-        if std::time::Instant::now() >= deadline {
             return true;
         }
-        std::thread::sleep(std::time::Duration::from_millis(10));
+        if std::time::Instant::now() >= deadline {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(10));
     }
 }
 
@@ -527,7 +558,7 @@ pub fn record_sim_watched(
     };
     match watch {
         None => monitor::run(session, &mut ops, &mut VirtualClock, 0),
-        Some(Watch { stop, tap }) => {
+        Some(Watch { stop, tap, .. }) => {
             let session = Session { tap, ..session };
             monitor::run(session, &mut ops, &mut PacedClock::new(stop), 0)
         }

@@ -15,6 +15,7 @@ use serde::Deserialize;
 use std::net::SocketAddr;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
+use udamon_exporter::{Listen, WebConfig};
 use udamon_linux::discover::Credentials;
 
 /// The configuration file: every key optional.
@@ -22,6 +23,8 @@ use udamon_linux::discover::Credentials;
 #[serde(deny_unknown_fields)]
 pub struct File {
     pub listen: Option<String>,
+    pub listen_mode: Option<String>,
+    pub web_config: Option<PathBuf>,
     pub control: Option<PathBuf>,
     #[serde(default)]
     pub pids: Vec<u32>,
@@ -75,7 +78,9 @@ pub enum Wanted {
 /// The serve configuration, resolved: command line first, then the file.
 #[derive(Debug, Clone)]
 pub struct Config {
-    pub listen: SocketAddr,
+    pub listen: Listen,
+    /// The exporter-toolkit's web configuration: TLS and basic authentication.
+    pub web_config: Option<PathBuf>,
     pub control: PathBuf,
     /// The selectors, each with who asked for it.
     pub selectors: Vec<(Wanted, Credentials)>,
@@ -114,24 +119,47 @@ pub fn parse_record_mode(text: &str) -> Result<u32, String> {
     }
 }
 
+/// The metrics socket's default permissions: serve's user only, as the control socket's.
+pub const DEFAULT_SOCKET_MODE: u32 = 0o600;
+
+/// A unix socket's permissions in octal (`600`, `0660`): who may connect, the owner always.
+pub fn parse_socket_mode(text: &str) -> Result<u32, String> {
+    let digits = text.trim().trim_start_matches("0o");
+    match u32::from_str_radix(digits, 8) {
+        Ok(mode) if mode & !0o777 == 0 && mode & 0o600 == 0o600 => Ok(mode),
+        _ => Err(format!(
+            "'{text}' is not a socket mode: give octal permission bits with the owner's read \
+             and write (600, 660 or 666)"
+        )),
+    }
+}
+
+/// The web configuration at `path`, which must belong to serve's user or root and be
+/// writable by no one else: whoever writes it chooses who may read the metrics.
+pub fn read_web_config(path: &Path) -> Result<WebConfig> {
+    owner(path, "who may read the metrics")?;
+    WebConfig::read(path).map_err(|e| anyhow::anyhow!(e))
+}
+
 /// Who asked for the selectors of the configuration file at `path`: its owner, who must be
-/// serve's own user or root, with the file writable by no one else.
-fn owner(path: &Path) -> Result<Credentials> {
+/// serve's own user or root, with the file writable by no one else (`chooses`: what its
+/// writer would choose, for messages).
+fn owner(path: &Path, chooses: &str) -> Result<Credentials> {
     let meta = std::fs::metadata(path)
         .map_err(|e| anyhow::anyhow!("cannot read {}: {e}", path.display()))?;
     let mine = Credentials::of_this_process();
     if meta.uid() != mine.uid && meta.uid() != 0 {
         bail!(
             "{} belongs to uid {}: serve takes a configuration only from its own user or root \
-             (whoever writes it chooses what serve monitors); chown it",
+             (whoever writes it chooses {chooses}); chown it",
             path.display(),
             meta.uid()
         );
     }
     if meta.mode() & 0o022 != 0 {
         bail!(
-            "{} may be written by other users (mode {:04o}): they could choose what serve \
-             monitors; chmod go-w it",
+            "{} may be written by other users (mode {:04o}): they could choose {chooses}; \
+             chmod go-w it",
             path.display(),
             meta.mode() & 0o7777
         );
@@ -159,7 +187,7 @@ impl Config {
     pub fn resolve(args: &ServeArgs) -> Result<Config> {
         let (file, file_owner) = match &args.config {
             Some(path) => {
-                let owner = owner(path)?;
+                let owner = owner(path, "what serve monitors")?;
                 (read_file(path)?, owner)
             }
             None => (File::default(), Credentials::of_this_process()),
@@ -171,14 +199,34 @@ impl Config {
         let listen_text = args
             .listen
             .clone()
-            .or(file.listen)
+            .or(file.listen.clone())
             .unwrap_or_else(|| DEFAULT_LISTEN.to_string());
-        let listen: SocketAddr = listen_text.parse().map_err(|_| {
-            anyhow::anyhow!(
-                "{}: '{listen_text}' is not an address and port such as {DEFAULT_LISTEN}",
-                named("listen")
-            )
-        })?;
+        let listen = match listen_text.strip_prefix("unix:") {
+            Some(path) if !path.is_empty() => Listen::Unix {
+                path: PathBuf::from(path),
+                mode: match (args.listen_mode, &file.listen_mode) {
+                    (Some(mode), _) => mode,
+                    (None, Some(text)) => parse_socket_mode(text)
+                        .map_err(|e| anyhow::anyhow!("{}: {e}", named("listen_mode")))?,
+                    (None, None) => DEFAULT_SOCKET_MODE,
+                },
+            },
+            _ => Listen::Tcp(listen_text.parse::<SocketAddr>().map_err(|_| {
+                anyhow::anyhow!(
+                    "{}: '{listen_text}' is not an address and port such as {DEFAULT_LISTEN}, \
+                     nor unix:PATH",
+                    named("listen")
+                )
+            })?),
+        };
+        if matches!(listen, Listen::Tcp(_))
+            && (args.listen_mode.is_some() || file.listen_mode.is_some())
+        {
+            bail!(
+                "{}: a mode is for a unix socket: give listen as unix:PATH",
+                named("listen_mode")
+            );
+        }
         let duration = |key: &str, text: &Option<String>| -> Result<Option<u64>> {
             text.as_deref()
                 .map(|t| parse_interval_us(t).map_err(|e| anyhow::anyhow!("{}: {e}", named(key))))
@@ -255,6 +303,7 @@ impl Config {
         }
         Ok(Config {
             listen,
+            web_config: args.web_config.clone().or(file.web_config),
             control: args
                 .control
                 .clone()

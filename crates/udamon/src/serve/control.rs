@@ -178,7 +178,7 @@ impl ControlSocket {
     /// Binds `path` (mode 0600) and serves connections on threads, sending their requests to
     /// `requests`. A stale socket of a dead server is replaced; a live one is an error.
     pub fn bind(path: &Path, requests: Sender<Asked>) -> anyhow::Result<Self> {
-        super::socket::prepare(path)?;
+        super::socket::prepare(path, "control socket")?;
         if UnixStream::connect(path).is_ok() {
             anyhow::bail!(
                 "{} is the control socket of a running udamon serve: stop it, or give another \

@@ -60,6 +60,7 @@ struct Kind {
     since: Instant,
     written: u32,
     left_out: u64,
+    level: Level,
 }
 
 static KINDS: Mutex<Option<HashMap<&'static str, Kind>>> = Mutex::new(None);
@@ -67,7 +68,7 @@ static KINDS: Mutex<Option<HashMap<&'static str, Kind>>> = Mutex::new(None);
 /// Writes a line of `kind` unless [`BURST`] of that kind were written in the last [`WINDOW`];
 /// the first line written after some were left out says how many.
 pub fn limited(level: Level, kind: &'static str, text: &str) {
-    let Some(left_out) = admit(kind, Instant::now()) else {
+    let Some(left_out) = admit(kind, level, Instant::now()) else {
         return;
     };
     let text = match left_out {
@@ -81,7 +82,7 @@ pub fn limited(level: Level, kind: &'static str, text: &str) {
 }
 
 /// Whether a line of `kind` may be written at `now`, and how many were left out before it.
-fn admit(kind: &'static str, now: Instant) -> Option<u64> {
+fn admit(kind: &'static str, level: Level, now: Instant) -> Option<u64> {
     let mut kinds = KINDS.lock().unwrap_or_else(|e| e.into_inner());
     let kind = kinds
         .get_or_insert_with(HashMap::new)
@@ -90,6 +91,7 @@ fn admit(kind: &'static str, now: Instant) -> Option<u64> {
             since: now,
             written: 0,
             left_out: 0,
+            level,
         });
     if now.saturating_duration_since(kind.since) >= WINDOW {
         kind.since = now;
@@ -103,6 +105,33 @@ fn admit(kind: &'static str, now: Instant) -> Option<u64> {
     Some(std::mem::take(&mut kind.left_out))
 }
 
+/// Says how many lines of each kind were left out in a window that has ended: a flood that
+/// stopped has no next line of its kind to carry the count. Called from the serving loop.
+pub fn say_left_out() {
+    for (kind, level, n) in left_out_due(Instant::now()) {
+        let text = format!("{n} more \"{kind}\" lines left out of the log in the last {WINDOW:?}");
+        match level {
+            Level::Info => info(&text),
+            Level::Warn => warn(&text),
+        }
+    }
+}
+
+/// The kinds whose window ended by `now` with lines left out, and how many; their windows
+/// start again.
+fn left_out_due(now: Instant) -> Vec<(&'static str, Level, u64)> {
+    let mut kinds = KINDS.lock().unwrap_or_else(|e| e.into_inner());
+    let mut due = Vec::new();
+    for (name, kind) in kinds.iter_mut().flatten() {
+        if kind.left_out > 0 && now.saturating_duration_since(kind.since) >= WINDOW {
+            due.push((*name, kind.level, std::mem::take(&mut kind.left_out)));
+            kind.since = now;
+            kind.written = 0;
+        }
+    }
+    due
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -111,13 +140,42 @@ mod tests {
     fn a_flood_of_one_kind_costs_a_burst_and_a_count() {
         let start = Instant::now();
         let admitted = (0..1000)
-            .filter(|_| admit("test flood", start).is_some())
+            .filter(|_| admit("test flood", Level::Warn, start).is_some())
             .count();
         assert_eq!(admitted, BURST as usize);
-        assert_eq!(admit("test other", start), Some(0), "kinds are apart");
+        assert_eq!(
+            admit("test other", Level::Warn, start),
+            Some(0),
+            "kinds are apart"
+        );
         let later = start + WINDOW;
-        assert_eq!(admit("test flood", later), Some(1000 - u64::from(BURST)));
-        assert_eq!(admit("test flood", later), Some(0));
+        assert_eq!(
+            admit("test flood", Level::Warn, later),
+            Some(1000 - u64::from(BURST))
+        );
+        assert_eq!(admit("test flood", Level::Warn, later), Some(0));
+    }
+
+    #[test]
+    fn a_flood_that_stops_is_counted_once_its_window_ends() {
+        let start = Instant::now();
+        for _ in 0..25 {
+            admit("test stopped", Level::Info, start);
+        }
+        let mine = |due: Vec<(&'static str, Level, u64)>| {
+            due.into_iter()
+                .filter(|(kind, ..)| *kind == "test stopped")
+                .collect::<Vec<_>>()
+        };
+        assert!(mine(left_out_due(start)).is_empty(), "its window is on");
+        assert_eq!(
+            mine(left_out_due(start + WINDOW)),
+            [("test stopped", Level::Info, 25 - u64::from(BURST))]
+        );
+        assert!(
+            mine(left_out_due(start + 2 * WINDOW)).is_empty(),
+            "said once"
+        );
     }
 
     #[test]

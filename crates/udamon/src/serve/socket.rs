@@ -42,10 +42,10 @@ pub fn default_path() -> PathBuf {
     }
 }
 
-/// For serve, before it binds `path`: makes the private directory when the path is in it,
-/// and checks that no other user can put anything in the socket's directory (a directory
-/// others may write to must be sticky, as `/tmp` is).
-pub fn prepare(path: &Path) -> Result<()> {
+/// For serve, before it binds `path` (`what`: which socket, for messages): makes the private
+/// directory when the path is in it, and checks that no other user can put anything in the
+/// socket's directory (a directory others may write to must be sticky, as `/tmp` is).
+pub fn prepare(path: &Path, what: &str) -> Result<()> {
     let dir = match path.parent() {
         Some(d) if !d.as_os_str().is_empty() => d,
         _ => Path::new("."),
@@ -60,7 +60,7 @@ pub fn prepare(path: &Path) -> Result<()> {
         }
     }
     let meta = std::fs::symlink_metadata(dir)
-        .with_context(|| format!("cannot use {} for the control socket", dir.display()))?;
+        .with_context(|| format!("cannot use {} for the {what}", dir.display()))?;
     let mode = meta.mode() & 0o7777;
     let owned = meta.is_dir() && trusted(meta.uid()) && (!private || meta.uid() == euid());
     let closed = if private {
@@ -70,8 +70,8 @@ pub fn prepare(path: &Path) -> Result<()> {
     };
     if !owned || !closed {
         bail!(
-            "{} (uid {}, mode {mode:04o}) is not a place for the control socket: another user \
-             could {} it; remove it, or give --control a path in a directory of your own",
+            "{} (uid {}, mode {mode:04o}) is not a place for the {what}: another user could {} \
+             it; remove it, or give a path in a directory of your own",
             dir.display(),
             meta.uid(),
             if owned {
@@ -144,13 +144,18 @@ mod tests {
     #[test]
     fn a_directory_others_can_write_is_no_place_for_the_socket() {
         let dir = tempfile::tempdir().unwrap();
-        assert!(prepare(&dir.path().join("s.sock")).is_ok());
+        assert!(prepare(&dir.path().join("s.sock"), "control socket").is_ok());
         let open = dir.path().join("open");
         std::fs::create_dir(&open).unwrap();
         std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o777)).unwrap();
-        let e = prepare(&open.join("s.sock")).unwrap_err().to_string();
+        let e = prepare(&open.join("s.sock"), "control socket")
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("not a place for the control socket"), "{e}");
         std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o1777)).unwrap();
-        assert!(prepare(&open.join("s.sock")).is_ok(), "sticky, as /tmp");
+        assert!(
+            prepare(&open.join("s.sock"), "control socket").is_ok(),
+            "sticky, as /tmp"
+        );
     }
 }

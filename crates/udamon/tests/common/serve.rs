@@ -29,6 +29,11 @@ impl Serve {
 
     /// [`Serve::start`] with its open-files limit, soft and hard, at `open_files`.
     pub fn start_limited(dir: &Path, args: &[&str], open_files: Option<u64>) -> Serve {
+        Serve::start_at(dir, "127.0.0.1:0", args, open_files)
+    }
+
+    /// [`Serve::start_limited`] with its metrics on `listen` (`addr` is set for TCP only).
+    pub fn start_at(dir: &Path, listen: &str, args: &[&str], open_files: Option<u64>) -> Serve {
         let control = dir.join("ctl.sock");
         let mut serve = Command::new(env!("CARGO_BIN_EXE_udamon"));
         // SAFETY: only async-signal-safe calls between fork and exec.
@@ -54,7 +59,7 @@ impl Serve {
         }
         let mut child = serve
             .arg("serve")
-            .args(["--listen", "127.0.0.1:0", "--rescan", "200ms", "--control"])
+            .args(["--listen", listen, "--rescan", "200ms", "--control"])
             .arg(&control)
             .args(args)
             .env_remove("JOURNAL_STREAM")
@@ -76,13 +81,14 @@ impl Serve {
             control,
             log,
         };
-        let line = serve.wait_log("metrics on http://");
-        let addr = line
+        let line = serve.wait_log("metrics on ");
+        if let Some(addr) = line
             .split("http://")
             .nth(1)
             .and_then(|r| r.split('/').next())
-            .unwrap();
-        serve.addr = addr.parse().unwrap();
+        {
+            serve.addr = addr.parse().unwrap();
+        }
         serve
     }
 

@@ -129,6 +129,7 @@ pub fn monitor(args: &TopArgs, stop: Arc<AtomicBool>, feed: Sender<Feed>) -> Res
     let watch = Watch {
         stop,
         tap: Some(Box::new(Channel { feed, redirected })),
+        end_command: true,
     };
     if args.pid.is_empty() && args.command.is_empty() {
         let sim = args.sim.as_deref().unwrap_or(DEFAULT_SIM);
