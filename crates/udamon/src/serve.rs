@@ -477,10 +477,12 @@ impl Serving {
             self.removed.remove(&key);
             self.supervisor.stop(&key, &gone.why.to_string());
         }
-        let mut room = FdRoom::now(self.supervisor.len());
+        // Counting the open descriptors lists /proc/self/fd, two entries a served process:
+        // only when a process came.
+        let mut room = (!changes.added.is_empty()).then(|| FdRoom::now(self.supervisor.len()));
         let mut left_out = 0;
         for found in &changes.added {
-            if !room.take() {
+            if !room.as_mut().is_some_and(FdRoom::take) {
                 // Found again by a later scan, when targets have gone.
                 self.discovery.forget(found.pid);
                 left_out += 1;
@@ -488,7 +490,7 @@ impl Serving {
             }
             self.start_process(found, settings);
         }
-        if left_out > 0 {
+        if let Some(room) = room.filter(|_| left_out > 0) {
             log::limited(
                 log::Level::Warn,
                 "file descriptors",
