@@ -105,7 +105,11 @@ fn spawned_command_is_recorded_to_its_exit() {
     let snapshots = i["nr_snapshots"].as_u64().unwrap_or(0) as i64;
     let access = (1..=snapshots.min(3))
         .map(|back| report_json(&["access", "--snapshot", &(-back).to_string()], &out))
-        .find(|a| a["targets"][0]["regions"].as_array().is_some_and(|r| !r.is_empty()))
+        .find(|a| {
+            a["targets"][0]["regions"]
+                .as_array()
+                .is_some_and(|r| !r.is_empty())
+        })
         .expect("a snapshot with regions among the last three");
     let regions = access["targets"][0]["regions"].as_array().unwrap();
     assert!(
