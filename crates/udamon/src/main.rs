@@ -22,7 +22,10 @@ fn main() -> ExitCode {
         Ok(cli) => cli,
         Err(e) => return usage_error(&e),
     };
-    if matches!(cli.command, cli::Command::Report(_) | cli::Command::Convert(_)) {
+    if matches!(
+        cli.command,
+        cli::Command::Report(_) | cli::Command::Convert(_)
+    ) {
         // A record's large buffers (a snapshot's regions, a decompressed frame) go to their
         // own mappings and back to the system when freed. glibc raises this threshold each
         // time such a buffer is freed, after which the next ones come from the heap, where
