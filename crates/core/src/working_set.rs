@@ -392,9 +392,13 @@ fn estimate_scattered(
         .map(|&c| samples.count(c, now_us, horizon_us))
         .collect();
     let all = counts.iter().sum::<u64>().max(1) as f64;
+    // Each cell its own samples, so that the cells' sum counts each sample once.
     counts
         .iter()
-        .map(|&n| pooled.scaled(n as f64 / all))
+        .map(|&n| Touched {
+            samples: n,
+            ..pooled.scaled(n as f64 / all)
+        })
         .collect()
 }
 
@@ -826,9 +830,14 @@ pub fn estimate_code(
         .map(|&r| ips.count(r, now_us, span_us))
         .collect();
     let all: u64 = in_span.iter().sum::<u64>().max(1);
+    // Each mapping its own samples, so that the mappings' sum counts each sample once.
     let mut estimates: Vec<Touched> = in_span
         .iter()
-        .map(|&n| pooled.scaled(n as f64 / all as f64))
+        .zip(&cells)
+        .map(|(&n, &(_, own))| Touched {
+            samples: own,
+            ..pooled.scaled(n as f64 / all as f64)
+        })
         .collect();
     bound_by_resident(&ranges, &mut estimates, resident);
     // The high end reaches the mapping's resident pages: the samples find the code the time
@@ -1391,6 +1400,8 @@ mod tests {
         );
         let pages = host[0].total.pages;
         assert!((pages / 2000.0 - 1.0).abs() < 0.25, "{:?}", host[0].total);
+        // Every sample counted once: 60 a window, 25 windows in 10 s.
+        assert_eq!(host[0].total.samples, 60 * 25, "{:?}", host[0].total);
     }
 
     #[test]
