@@ -24,7 +24,7 @@ use cpu::thread_cpu_ns;
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::hint::black_box;
 use std::ops::ControlFlow;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicIsize, Ordering};
 use udamon_core::{
     AddrRange, Attrs, Callbacks, Context, Flow, NoCallbacks, Operations, OpsError, Prng,
     SampledAccess, Target, VirtualClock,
@@ -44,12 +44,22 @@ fn scaled<T>(full: T, small: T) -> T {
     if smoke() { small } else { full }
 }
 
-/// The heap in use and its peak since the last [`reset_peak`]: what section 6 charges to
-/// regions. Two relaxed atomic adds an allocation, which the loop makes a few of a window.
+/// The heap in use and its peak since counting started ([`count_heap_from_now`]): what section 6
+/// charges to regions. Counting is off until then, so that sections 1 to 5 run with one relaxed
+/// load an allocation more than the allocator's own work (three atomic updates an allocation
+/// cost section 1, which allocates a vector for every region it splits, 6 ns a region).
 struct CountingAlloc;
 
-static HEAP: AtomicUsize = AtomicUsize::new(0);
-static HEAP_PEAK: AtomicUsize = AtomicUsize::new(0);
+static COUNTING: AtomicBool = AtomicBool::new(false);
+static HEAP: AtomicIsize = AtomicIsize::new(0);
+static HEAP_PEAK: AtomicIsize = AtomicIsize::new(0);
+
+fn count(delta: isize) {
+    if COUNTING.load(Ordering::Relaxed) {
+        let now = HEAP.fetch_add(delta, Ordering::Relaxed) + delta;
+        HEAP_PEAK.fetch_max(now, Ordering::Relaxed);
+    }
+}
 
 // SAFETY: every call goes to the system allocator unchanged; only sizes are counted.
 unsafe impl GlobalAlloc for CountingAlloc {
@@ -57,14 +67,13 @@ unsafe impl GlobalAlloc for CountingAlloc {
         // SAFETY: the caller's contract, passed on.
         let p = unsafe { System.alloc(layout) };
         if !p.is_null() {
-            let now = HEAP.fetch_add(layout.size(), Ordering::Relaxed) + layout.size();
-            HEAP_PEAK.fetch_max(now, Ordering::Relaxed);
+            count(layout.size() as isize);
         }
         p
     }
 
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        HEAP.fetch_sub(layout.size(), Ordering::Relaxed);
+        count(-(layout.size() as isize));
         // SAFETY: the caller's contract, passed on.
         unsafe { System.dealloc(ptr, layout) }
     }
@@ -73,14 +82,7 @@ unsafe impl GlobalAlloc for CountingAlloc {
         // SAFETY: the caller's contract, passed on.
         let p = unsafe { System.realloc(ptr, layout, new_size) };
         if !p.is_null() {
-            let now = if new_size >= layout.size() {
-                HEAP.fetch_add(new_size - layout.size(), Ordering::Relaxed) + new_size
-                    - layout.size()
-            } else {
-                HEAP.fetch_sub(layout.size() - new_size, Ordering::Relaxed) + new_size
-                    - layout.size()
-            };
-            HEAP_PEAK.fetch_max(now, Ordering::Relaxed);
+            count(new_size as isize - layout.size() as isize);
         }
         p
     }
@@ -89,8 +91,10 @@ unsafe impl GlobalAlloc for CountingAlloc {
 #[global_allocator]
 static ALLOC: CountingAlloc = CountingAlloc;
 
-/// Starts a new peak from the heap in use now, and returns that.
-fn reset_peak() -> usize {
+/// Counts the heap from now on (memory allocated before and freed since counts negative, so
+/// that the peak is never overstated), starting a new peak; returns the count now.
+fn count_heap_from_now() -> isize {
+    COUNTING.store(true, Ordering::Relaxed);
     let now = HEAP.load(Ordering::Relaxed);
     HEAP_PEAK.store(now, Ordering::Relaxed);
     now
@@ -557,7 +561,7 @@ fn page_granularity(span_bytes: u64, aggr_us: u64, samples_per_s: usize, seconds
     let span = AddrRange::new(1 << 40, (1 << 40) + span_bytes);
     let intervals = (seconds * 200) as usize;
     let mut ops = ReplayedSamples::new(span, samples_per_s / 200, intervals, 6);
-    let before = reset_peak();
+    let before = count_heap_from_now();
     let attrs = Attrs {
         sample_interval_us: 5000,
         aggr_interval_us: aggr_us,
@@ -590,7 +594,7 @@ fn page_granularity(span_bytes: u64, aggr_us: u64, samples_per_s: usize, seconds
         }
     }
     let regions = ctx.nr_regions();
-    let peak = HEAP_PEAK.load(Ordering::Relaxed) - before;
+    let peak = (HEAP_PEAK.load(Ordering::Relaxed) - before).max(0);
     PageCost {
         regions,
         interval_ns: interval_cpu as f64 / interval_n.max(1) as f64,
