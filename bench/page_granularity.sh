@@ -8,10 +8,10 @@
 # and the 10 s working set against the kernel's accessed bits (/work/shared/tools/referenced).
 # The largest size is also monitored with the tick source's own region bounds, to compare.
 #
-# Usage: bench/page_granularity.sh [MEMCACHED_MIB...]   (default: 8192 2048 512)
+# Usage: bench/page_granularity.sh [MEMCACHED_MIB...]   (default: 7680 1920 480)
 # Environment: PORT (7777), MONITOR_S (seconds each monitor runs, 45).
 # Needs root (the tick source; clear_refs of memcached) and memcached (apt-get install memcached).
-# Memory: memcached's limit plus about 100 bytes a page of it for the monitor (8192: ~9 GiB).
+# Memory: memcached's limit plus about 100 bytes a page of it for the monitor (7680: about 8.5 GiB in all).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 command -v memcached > /dev/null || { echo "needs memcached: apt-get install memcached" >&2; exit 1; }
@@ -20,10 +20,10 @@ bin=target/release
 port=${PORT:-7777}
 monitor_s=${MONITOR_S:-45}
 sizes=("$@")
-[ ${#sizes[@]} -gt 0 ] || sizes=(8192 2048 512)
+[ ${#sizes[@]} -gt 0 ] || sizes=(7680 1920 480)
 
-echo "| memcached -m | monitored | regions | intervals | µs per interval (mean) | p99 | most | ms per window's last interval | CPU of one core | peak RSS MiB | bytes per region | 10 s working set: udamon / kernel MiB |"
-echo "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"
+echo "| memcached -m | monitored | regions | samples/s | intervals | µs per interval (mean) | p99 | most | ms per window's last interval | CPU of one core | peak RSS MiB | bytes per region | 10 s working set: udamon / kernel MiB |"
+echo "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"
 for mib in "${sizes[@]}"; do
     # Items of 1,000-byte values take 1,184-byte slab chunks: fill 95 % of the limit.
     keys=$(( mib * 1024 * 1024 / 1184 * 95 / 100 ))

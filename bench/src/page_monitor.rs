@@ -11,6 +11,10 @@
 //!   `/work/shared/tools/referenced PID 10` (or the `REFERENCED` command) run back to back from
 //!   the warm-up on: each time it ends, the 10 s working set of the window that ends then.
 //!
+//! The tick source samples each CPU the target keeps busy at 250 Hz: a few hundred samples a
+//! second, each one page, whatever the regions. With one region a page, a region is a page that
+//! was sampled, and the working set can count no more pages than were sampled.
+//!
 //! `page-monitor PID SECONDS [pages|default]`: `default` keeps the tick source's own region
 //! bounds (20 to 60), to compare. One markdown table row on stdout, progress on stderr.
 
@@ -114,6 +118,7 @@ fn main() {
     }
     let started = Instant::now();
     let cpu_started = process_cpu_s();
+    let samples_started = ops.stats().samples;
     let mut interval_ns = Vec::new();
     let mut window_ns = Vec::new();
     let mut referenced: Option<Child> = None;
@@ -158,6 +163,7 @@ fn main() {
         }
     }
     let wall = started.elapsed().as_secs_f64();
+    let samples_per_s = (ops.stats().samples - samples_started) as f64 / wall;
     let cpu = process_cpu_s() - cpu_started;
     let hwm_kib = status_kib("VmHWM:");
     let mut sorted = interval_ns.clone();
@@ -175,9 +181,10 @@ fn main() {
         .collect();
     let regions = regions_seen.max(ctx.nr_regions());
     println!(
-        "| {} MiB | {} | {} | {:.1} | {:.1} | {:.1} | {:.1} | {:.2} % | {} | {:.0} | {} |",
+        "| {} MiB | {} | {:.0} | {} | {:.1} | {:.1} | {:.1} | {:.1} | {:.2} % | {} | {:.0} | {} |",
         monitored >> 20,
         regions,
+        samples_per_s,
         interval_ns.len(),
         mean(&interval_ns) / 1e3,
         pct(0.99) as f64 / 1e3,
