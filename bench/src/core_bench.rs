@@ -8,23 +8,97 @@
 //!    follows the samples in it or the number of regions;
 //! 5. the working set at page resolution (`udamon_core::working_set`): what the record's
 //!    per-region estimates and serve's three horizons add to each window at the live defaults,
-//!    on a sparse set of pages of a server-sized heap.
+//!    on a sparse set of pages of a server-sized heap;
+//! 6. page granularity (one region a page, the seed's `--monitoring_nr_regions_range` at the
+//!    page count) over 1 to 16 GiB: a sampling interval's CPU, a window's, and the heap each
+//!    region takes at its peak.
 //!
 //! Sample addresses are generated before timing starts, so only the core's work is measured.
 //! Times are the thread's CPU time. Run: `cargo run --release -p udamon-bench --bin core-bench
-//! [SECTION...]` (all sections when none is named).
+//! [--smoke] [SECTION...]` (all sections when none is named; `--smoke` runs each at its smallest
+//! size and for a moment, which the tests do so that the benchmark cannot rot).
 
 mod cpu;
 
 use cpu::thread_cpu_ns;
+use std::alloc::{GlobalAlloc, Layout, System};
 use std::hint::black_box;
 use std::ops::ControlFlow;
+use std::sync::atomic::{AtomicBool, AtomicIsize, Ordering};
 use udamon_core::{
     AddrRange, Attrs, Callbacks, Context, Flow, NoCallbacks, Operations, OpsError, Prng,
     SampledAccess, Target, VirtualClock,
 };
 
 const PAGE: u64 = 4096;
+
+/// `--smoke`: every section at its smallest size, briefly.
+static SMOKE: AtomicBool = AtomicBool::new(false);
+
+fn smoke() -> bool {
+    SMOKE.load(Ordering::Relaxed)
+}
+
+/// `full`, or `small` under `--smoke`.
+fn scaled<T>(full: T, small: T) -> T {
+    if smoke() { small } else { full }
+}
+
+/// The heap in use and its peak since counting started ([`count_heap_from_now`]): what section 6
+/// charges to regions. Counting is off until then, so that sections 1 to 5 run with one relaxed
+/// load an allocation more than the allocator's own work (three atomic updates an allocation
+/// cost section 1, which allocates a vector for every region it splits, 6 ns a region).
+struct CountingAlloc;
+
+static COUNTING: AtomicBool = AtomicBool::new(false);
+static HEAP: AtomicIsize = AtomicIsize::new(0);
+static HEAP_PEAK: AtomicIsize = AtomicIsize::new(0);
+
+fn count(delta: isize) {
+    if COUNTING.load(Ordering::Relaxed) {
+        let now = HEAP.fetch_add(delta, Ordering::Relaxed) + delta;
+        HEAP_PEAK.fetch_max(now, Ordering::Relaxed);
+    }
+}
+
+// SAFETY: every call goes to the system allocator unchanged; only sizes are counted.
+unsafe impl GlobalAlloc for CountingAlloc {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        // SAFETY: the caller's contract, passed on.
+        let p = unsafe { System.alloc(layout) };
+        if !p.is_null() {
+            count(layout.size() as isize);
+        }
+        p
+    }
+
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        count(-(layout.size() as isize));
+        // SAFETY: the caller's contract, passed on.
+        unsafe { System.dealloc(ptr, layout) }
+    }
+
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        // SAFETY: the caller's contract, passed on.
+        let p = unsafe { System.realloc(ptr, layout, new_size) };
+        if !p.is_null() {
+            count(new_size as isize - layout.size() as isize);
+        }
+        p
+    }
+}
+
+#[global_allocator]
+static ALLOC: CountingAlloc = CountingAlloc;
+
+/// Counts the heap from now on (memory allocated before and freed since counts negative, so
+/// that the peak is never overstated), starting a new peak; returns the count now.
+fn count_heap_from_now() -> isize {
+    COUNTING.store(true, Ordering::Relaxed);
+    let now = HEAP.load(Ordering::Relaxed);
+    HEAP_PEAK.store(now, Ordering::Relaxed);
+    now
+}
 
 /// A sampled access source replaying pre-generated addresses: `per_interval` samples each
 /// sampling interval, 90 % of them in a hot tenth of the address space.
@@ -184,7 +258,7 @@ fn monitoring_share(nr_regions: u64, samples_per_s: usize, seconds: usize) -> (f
 /// CPU ns of one sampling interval that ends no aggregation window (the window is made
 /// longer than the run), with `per_interval` sampled addresses in it.
 fn interval_cost(nr_regions: u64, per_interval: usize) -> f64 {
-    let intervals = 20_000;
+    let intervals = scaled(20_000, 200);
     let (mut ctx, span) = context(nr_regions, 5000, 1_000_000_000);
     let mut ops = ReplayedSamples::new(span, per_interval, intervals, 4);
     ctx.start(&mut ops).expect("start");
@@ -194,7 +268,7 @@ fn interval_cost(nr_regions: u64, per_interval: usize) -> f64 {
 
 /// CPU ns of one sampling interval of the per-region baseline.
 fn baseline_interval_cost(nr_regions: u64) -> f64 {
-    let intervals = (200_000_000 / nr_regions).clamp(10, 20_000) as usize;
+    let intervals = (scaled(200_000_000, 2_000_000) / nr_regions).clamp(10, 20_000) as usize;
     let (mut ctx, span) = context(nr_regions, 5000, 1_000_000_000);
     let mut ops = PerRegionChecks { span };
     ctx.start(&mut ops).expect("start");
@@ -321,13 +395,17 @@ fn estimate_cost(samples_per_s: usize, hot_pages: u64, seconds: u64) -> (f64, f6
 }
 
 fn main() {
-    let sections: Vec<u32> = std::env::args()
-        .skip(1)
-        .map(|a| {
-            a.parse()
-                .expect("section numbers: 1 to 4 (the loop) or 5 (the estimates)")
-        })
-        .collect();
+    let mut sections = Vec::new();
+    for a in std::env::args().skip(1) {
+        if a == "--smoke" {
+            SMOKE.store(true, Ordering::Relaxed);
+        } else {
+            sections.push(a.parse::<u32>().expect(
+                "give section numbers (1 to 4: the loop, 5: the estimates, 6: page granularity) \
+                 or --smoke",
+            ));
+        }
+    }
     let want = |n: u32| sections.is_empty() || sections.contains(&n);
     println!("# udamon core benchmark (release build, thread CPU time)\n");
     if (1..=4).any(want) {
@@ -336,6 +414,9 @@ fn main() {
     if want(5) {
         estimate_section();
     }
+    if want(6) {
+        page_granularity_section();
+    }
 }
 
 fn numbered_sections() {
@@ -343,7 +424,8 @@ fn numbered_sections() {
     println!("| regions | ns per region | ratio to 1 k |");
     println!("|---:|---:|---:|");
     let base = aggregation_cost_per_region(1_000);
-    for n in [1_000u64, 10_000, 100_000, 1_000_000] {
+    for n in scaled(&[1_000u64, 10_000, 100_000, 1_000_000][..], &[1_000, 2_000]) {
+        let n = *n;
         let c = if n == 1_000 {
             base
         } else {
@@ -355,17 +437,24 @@ fn numbered_sections() {
     println!("\n## 2. One sampled address delivered by an access source\n");
     println!("| regions | ns per sampled address |");
     println!("|---:|---:|");
-    for n in [1_000u64, 20_000, 1_000_000] {
+    for &n in scaled(&[1_000u64, 20_000, 1_000_000][..], &[1_000]) {
         println!("| {n} | {:.1} |", cost_per_sample(n));
     }
 
-    println!("\n## 3. Monitoring at 5 ms sampling, 100 ms aggregation (60 s of virtual time)\n");
+    let seconds = scaled(60, 1);
+    println!(
+        "\n## 3. Monitoring at 5 ms sampling, 100 ms aggregation ({seconds} s of virtual time)\n"
+    );
     println!("| regions (min) | samples/s | core CPU share of one core | regions at the end |");
     println!("|---:|---:|---:|---:|");
     let mut share_20k = 0.0;
-    for (n, s) in [(20_000u64, 1_000usize), (20_000, 10_000), (200_000, 1_000)] {
-        let (share, regions) = monitoring_share(n, s, 60);
-        if (n, s) == (20_000, 1_000) {
+    let cases = scaled(
+        &[(20_000u64, 1_000usize), (20_000, 10_000), (200_000, 1_000)][..],
+        &[(1_000, 1_000), (1_000, 10_000), (2_000, 1_000)],
+    );
+    for (i, &(n, s)) in cases.iter().enumerate() {
+        let (share, regions) = monitoring_share(n, s, seconds);
+        if i == 0 {
             share_20k = share;
         }
         println!("| {n} | {s} | {:.3} % | {regions:.0} |", share * 100.0);
@@ -376,12 +465,16 @@ fn numbered_sections() {
         "| regions | samples in the interval | udamon ns per interval | per-region baseline ns | baseline / udamon |"
     );
     println!("|---:|---:|---:|---:|---:|");
-    let cases = [
-        (20_000u64, 5usize),
-        (200_000, 5),
-        (2_000_000, 5),
-        (20_000, 50),
-    ];
+    // Ten and a hundred times the regions of the first, then ten times its samples.
+    let cases = scaled(
+        [
+            (20_000u64, 5usize),
+            (200_000, 5),
+            (2_000_000, 5),
+            (20_000, 50),
+        ],
+        [(1_000, 5), (10_000, 5), (100_000, 5), (1_000, 50)],
+    );
     let costs: Vec<f64> = cases.iter().map(|&(n, k)| interval_cost(n, k)).collect();
     let mut baselines = Vec::new();
     for ((n, k), c) in cases.iter().zip(&costs) {
@@ -413,15 +506,20 @@ fn numbered_sections() {
 
 fn estimate_section() {
     println!(
-        "\n## 5. The working set at page resolution, per 400 ms window (live defaults, 120 s)\n"
+        "\n## 5. The working set at page resolution, per 400 ms window (live defaults, {} s)\n",
+        scaled(120, 2)
     );
     println!(
         "| samples/s | touched pages | loop µs | record's estimates µs | serve's 3 horizons µs | estimates / loop | estimates' share of one core |"
     );
     println!("|---:|---:|---:|---:|---:|---:|---:|");
     let mut worst_share: f64 = 0.0;
-    for (rate, hot) in [(500usize, 6_000u64), (2_000, 6_000), (2_000, 45_000)] {
-        let (lp, rec, srv) = estimate_cost(rate, hot, 120);
+    let cases = scaled(
+        &[(500usize, 6_000u64), (2_000, 6_000), (2_000, 45_000)][..],
+        &[(500, 600)],
+    );
+    for &(rate, hot) in cases {
+        let (lp, rec, srv) = estimate_cost(rate, hot, scaled(120, 2));
         let share = (rec + srv) / 400_000_000.0;
         worst_share = worst_share.max(share);
         println!(
@@ -438,5 +536,121 @@ fn estimate_section() {
         "\n- the working-set estimates (record and serve together) at the live defaults: at \
          most {:.3} % of one core",
         worst_share * 100.0
+    );
+}
+
+/// What page granularity over `span_bytes` costs at 5 ms sampling, `aggr_us` windows and
+/// `samples_per_s` samples (90 % in a hot tenth), over `seconds` of virtual time.
+struct PageCost {
+    regions: usize,
+    /// CPU ns of the first sampling interval, whose first sample builds the lookup index.
+    first_ns: u64,
+    /// Mean and most CPU ns of a later sampling interval that ends no window.
+    interval_ns: f64,
+    interval_max_ns: u64,
+    /// Mean CPU ns of a sampling interval that ends a window (merge, split, reset, history).
+    window_ns: f64,
+    /// CPU seconds per monitored second.
+    share: f64,
+    /// The heap's peak over the run, less what was in use before the context, per region.
+    peak_bytes_per_region: f64,
+}
+
+fn page_granularity(span_bytes: u64, aggr_us: u64, samples_per_s: usize, seconds: u64) -> PageCost {
+    let pages = span_bytes / PAGE;
+    let span = AddrRange::new(1 << 40, (1 << 40) + span_bytes);
+    let intervals = (seconds * 200) as usize;
+    let mut ops = ReplayedSamples::new(span, samples_per_s / 200, intervals, 6);
+    let before = count_heap_from_now();
+    let attrs = Attrs {
+        sample_interval_us: 5000,
+        aggr_interval_us: aggr_us,
+        min_nr_regions: pages as u32,
+        max_nr_regions: pages as u32,
+        ..Attrs::default()
+    };
+    let mut ctx = Context::new(attrs, 42).expect("valid attributes");
+    ctx.add_target(Target::new(None));
+    ctx.start(&mut ops).expect("start");
+    let (mut interval_cpu, mut interval_n, mut interval_max) = (0u64, 0u64, 0u64);
+    let (mut window_cpu, mut window_n) = (0u64, 0u64);
+    let mut first_ns = 0;
+    for i in 0..intervals {
+        let t0 = thread_cpu_ns();
+        let flow = ctx
+            .step(&mut ops, &mut VirtualClock, &mut NoCallbacks)
+            .expect("replay cannot fail");
+        let cpu = thread_cpu_ns() - t0;
+        let _ = black_box(flow);
+        if i == 0 {
+            first_ns = cpu;
+        } else if ctx.at_window_start() {
+            window_cpu += cpu;
+            window_n += 1;
+        } else {
+            interval_cpu += cpu;
+            interval_n += 1;
+            interval_max = interval_max.max(cpu);
+        }
+    }
+    let regions = ctx.nr_regions();
+    let peak = (HEAP_PEAK.load(Ordering::Relaxed) - before).max(0);
+    PageCost {
+        regions,
+        interval_ns: interval_cpu as f64 / interval_n.max(1) as f64,
+        interval_max_ns: interval_max,
+        window_ns: window_cpu as f64 / window_n.max(1) as f64,
+        first_ns,
+        share: (first_ns + interval_cpu + window_cpu) as f64 / (seconds as f64 * 1e9),
+        peak_bytes_per_region: peak as f64 / regions.max(1) as f64,
+    }
+}
+
+fn page_granularity_section() {
+    let seconds = scaled(5, 1);
+    println!(
+        "\n## 6. Page granularity: one region a page, 5 ms sampling, 1,000 samples/s ({seconds} s \
+         of virtual time)\n"
+    );
+    println!(
+        "| monitored | regions | window | first interval ms (builds the index) | ns per later \
+         sampling interval (mean) | most | ms per window's last interval | share of one core | \
+         peak heap bytes per region |"
+    );
+    println!("|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    // Smoke: past the 131,072 regions that a constant once capped monitoring at.
+    let sizes = scaled(&[1u64 << 30, 4 << 30, 16 << 30][..], &[1 << 30]);
+    let mut costs = Vec::new();
+    for &bytes in sizes {
+        for aggr_us in [100_000u64, 1_000_000] {
+            let c = page_granularity(bytes, aggr_us, 1_000, seconds);
+            println!(
+                "| {} MiB | {} | {} ms | {:.1} | {:.0} | {} | {:.1} | {:.2} % | {:.1} |",
+                bytes >> 20,
+                c.regions,
+                aggr_us / 1000,
+                c.first_ns as f64 / 1e6,
+                c.interval_ns,
+                c.interval_max_ns,
+                c.window_ns / 1e6,
+                c.share * 100.0,
+                c.peak_bytes_per_region
+            );
+            costs.push(c);
+        }
+    }
+    let (first, last) = (&costs[0], &costs[costs.len() - 2]);
+    println!(
+        "\n- a sampling interval at {} regions / at {}: {:.2} (1.0 = flat in the monitored size; \
+         goal: within 2x, each under 1 ms)",
+        last.regions,
+        first.regions,
+        last.interval_ns / first.interval_ns
+    );
+    println!(
+        "- a window at {} regions / at {}: {:.2} (the aggregation walks every region)",
+        last.regions,
+        first.regions,
+        last.window_ns / first.window_ns
     );
 }

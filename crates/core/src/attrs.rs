@@ -69,10 +69,14 @@ pub struct Attrs {
     pub adjustment: Adjustment,
 }
 
-/// The most regions a context may be asked to keep (`max_nr_regions`): 131 times upstream's
-/// default. Records hold a snapshot's regions in one frame, and readers refuse snapshots of more
-/// than twice this, so that a crafted record cannot make a report hold millions of them.
-pub const MAX_NR_REGIONS: u32 = 1 << 17;
+/// What one region of `max_nr_regions` may cost a monitor at most, in bytes: the region itself
+/// twice (merge, split and the minimum-count pass build the new region vector beside the old
+/// one), its end and an eighth of a fence in the sample lookup index
+/// ([`crate::region_index`]), its past samples' count during the density merge, and its
+/// touched-bytes estimate at the window's end. There is no fixed cap on regions: page
+/// granularity over a whole target is millions of them, and the host's memory is the bound
+/// ([`Attrs::region_memory_bytes`], checked against it by the front ends).
+pub const REGION_BYTES: u64 = 2 * std::mem::size_of::<crate::Region>() as u64 + 8 + 1 + 4 + 8;
 
 /// The page size that upstream uses as the default minimum region size.
 pub const PAGE_SIZE: u64 = 4096;
@@ -100,8 +104,6 @@ pub enum AttrsError {
     TooFewMinRegions(u32),
     #[error("the minimum number of regions ({min}) exceeds the maximum ({max})")]
     MinAboveMax { min: u32, max: u32 },
-    #[error("the maximum number of regions ({0}) is above udamon's limit of {MAX_NR_REGIONS}")]
-    TooManyMaxRegions(u32),
     #[error(
         "the sampling interval ({sample} us) is longer than the aggregation interval ({aggr} us)"
     )]
@@ -139,9 +141,6 @@ impl Attrs {
                 max: self.max_nr_regions,
             });
         }
-        if self.max_nr_regions > MAX_NR_REGIONS {
-            return Err(AttrsError::TooManyMaxRegions(self.max_nr_regions));
-        }
         if self.sample_interval_us > self.aggr_interval_us {
             return Err(AttrsError::SampleAboveAggr {
                 sample: self.sample_interval_us,
@@ -152,6 +151,11 @@ impl Attrs {
             return Err(AttrsError::MinRegionSizeNotPowerOfTwo(self.min_region_sz));
         }
         Ok(())
+    }
+
+    /// The most memory the regions may take, at `max_nr_regions` ([`REGION_BYTES`] each).
+    pub fn region_memory_bytes(&self) -> u64 {
+        u64::from(self.max_nr_regions) * REGION_BYTES
     }
 
     /// The sampling interval as a divisor: upstream treats 0 as 1.
@@ -235,15 +239,11 @@ mod tests {
         let mut a = valid;
         a.aggr_interval_us = 4999;
         assert!(a.validate().is_err());
-        // udamon's own bound, which records rely on.
+        // No fixed cap: page granularity over 16 GiB is 4 Mi regions, bounded by memory alone.
         let mut a = valid;
-        a.max_nr_regions = MAX_NR_REGIONS;
+        a.max_nr_regions = 4 << 20;
         assert_eq!(a.validate(), Ok(()));
-        a.max_nr_regions += 1;
-        assert_eq!(
-            a.validate(),
-            Err(AttrsError::TooManyMaxRegions(MAX_NR_REGIONS + 1))
-        );
+        assert_eq!(a.region_memory_bytes(), (4 << 20) * REGION_BYTES);
     }
 
     #[test]

@@ -53,7 +53,7 @@ pub mod touched;
 pub mod tuning;
 pub mod working_set;
 
-pub use attrs::{Adjustment, Attrs, AttrsError, IntervalsGoal, MAX_NR_REGIONS, PAGE_SIZE};
+pub use attrs::{Adjustment, Attrs, AttrsError, IntervalsGoal, PAGE_SIZE, REGION_BYTES};
 pub use callbacks::{CallbackError, Callbacks, Flow, NoCallbacks, RunError};
 pub use context::{Context, StopReason};
 pub use ops::{Clock, Operations, OpsError, TargetMemory, VirtualClock};

@@ -18,10 +18,12 @@ pub const FRAME_OVERHEAD: usize = FRAME_HEAD_LEN + 4;
 /// the frame claims. A snapshot of [`MAX_SNAPSHOT_REGIONS`] regions takes 2 to 12 MiB.
 pub const MAX_PAYLOAD: usize = 16 << 20;
 
-/// Most regions in one snapshot, all its targets together: twice the most a monitor may keep
-/// (`udamon_core::MAX_NR_REGIONS`), which it exceeds only while merging cannot keep up. Bounds
-/// what one snapshot costs a report (40 bytes a region), however small its frame compresses.
-pub const MAX_SNAPSHOT_REGIONS: usize = 2 * udamon_core::MAX_NR_REGIONS as usize;
+/// Most regions in one snapshot, all its targets together: the format's own bound, whatever a
+/// monitor may keep (its bound is the host's memory, `udamon_core::REGION_BYTES` a region), so
+/// that a crafted record cannot make a report hold millions of regions. Bounds what one
+/// snapshot costs a report (40 bytes a region), however small its frame compresses; `udamon
+/// record` refuses region bounds above it.
+pub const MAX_SNAPSHOT_REGIONS: usize = 1 << 18;
 
 /// Most targets in one snapshot: processes monitored at the same time.
 pub const MAX_SNAPSHOT_TARGETS: usize = 1 << 16;

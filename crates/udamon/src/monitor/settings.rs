@@ -11,7 +11,8 @@ use crate::schemes_file;
 use crate::units::{MAX_DURATION_US, check_duration_us, format_duration_us};
 use anyhow::{Context as _, Result, bail};
 use udamon_core::damos::Scheme;
-use udamon_core::{Adjustment, Attrs, IntervalsGoal};
+use udamon_core::{Adjustment, Attrs, IntervalsGoal, REGION_BYTES};
+use udamon_record::MAX_SNAPSHOT_REGIONS;
 
 /// Everything a monitoring session needs to know from the command line.
 #[derive(Debug)]
@@ -70,6 +71,15 @@ impl MonitoringArgs {
             ..*defaults
         };
         check_attrs(&attrs)?;
+        // Every command that resolves these flags writes a record (serve, which writes none,
+        // checks its targets' attributes with `check_attrs` alone).
+        if attrs.max_nr_regions as usize > MAX_SNAPSHOT_REGIONS {
+            bail!(
+                "invalid monitoring attributes: a record holds at most {MAX_SNAPSHOT_REGIONS}                  regions a snapshot (asked for {}): give fewer regions, or monitor with `udamon \
+                 serve`, which keeps no record",
+                attrs.max_nr_regions
+            );
+        }
         if let Some(d) = duration_us {
             check_duration_us(&format_duration_us(d), d)
                 .map_err(|e| anyhow::anyhow!("--duration: {e}"))?;
@@ -108,13 +118,10 @@ pub const MAX_SAMPLE_US: u64 = 10_000_000;
 pub const MAX_INTERVAL_US: u64 = 3_600_000_000;
 // Any interval is a duration udamon takes.
 const _: () = assert!(MAX_INTERVAL_US < MAX_DURATION_US);
-/// The most regions a target may be split into (memory and records grow with them).
-pub const MAX_REGIONS: u32 = 100_000;
-
 /// Checks monitoring attributes, wherever they come from: each interval from
-/// [`MIN_INTERVAL_US`] to its maximum, region bounds up to [`MAX_REGIONS`], and what the core
-/// requires of them together (sampling within aggregation, at least 3 regions, ...). One
-/// line per problem.
+/// [`MIN_INTERVAL_US`] to its maximum, regions that fit in the memory the host has available
+/// ([`check_region_memory`]), and what the core requires of them together (sampling within
+/// aggregation, at least 3 regions, ...). One line per problem.
 pub fn check_attrs(attrs: &Attrs) -> Result<()> {
     for (name, us, max) in [
         ("sampling", attrs.sample_interval_us, MAX_SAMPLE_US),
@@ -131,14 +138,42 @@ pub fn check_attrs(attrs: &Attrs) -> Result<()> {
             );
         }
     }
-    if attrs.max_nr_regions > MAX_REGIONS {
+    attrs.validate().context("invalid monitoring attributes")?;
+    check_region_memory(attrs, mem_available_bytes())
+}
+
+/// Regions are bounded by memory, not by a count: `attrs`'s most regions, at
+/// [`REGION_BYTES`] each, must fit in half of `available` bytes (the host's `MemAvailable`;
+/// the other half for the samples, the record and everything else). Unknown (`None`), anything
+/// goes.
+pub fn check_region_memory(attrs: &Attrs, available: Option<u64>) -> Result<()> {
+    let need = attrs.region_memory_bytes();
+    if let Some(available) = available.filter(|&a| need > a / 2) {
         bail!(
-            "invalid monitoring attributes: at most {MAX_REGIONS} regions (asked for {})",
-            attrs.max_nr_regions
+            "invalid monitoring attributes: {} regions may take {} MiB ({REGION_BYTES} bytes \
+             each), more than half of the {} MiB this host has available: give at most {} \
+             regions",
+            attrs.max_nr_regions,
+            need >> 20,
+            available >> 20,
+            available / 2 / REGION_BYTES
         );
     }
-    attrs.validate().context("invalid monitoring attributes")?;
     Ok(())
+}
+
+/// The host's `MemAvailable`, in bytes.
+fn mem_available_bytes() -> Option<u64> {
+    let meminfo = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let kib = meminfo
+        .lines()
+        .find_map(|l| l.strip_prefix("MemAvailable:"))?
+        .trim()
+        .trim_end_matches("kB")
+        .trim()
+        .parse::<u64>()
+        .ok()?;
+    Some(kib * 1024)
 }
 
 #[cfg(test)]
@@ -207,6 +242,34 @@ mod tests {
         assert!(resolve(&["--duration", "100ms"], &sim).is_ok());
         // The window that counts is the one in force, not the default.
         assert!(resolve(&["--duration", "100ms", "--aggr-us", "1s"], &sim).is_err());
+    }
+
+    #[test]
+    fn regions_are_bounded_by_memory_and_records_by_their_format() {
+        let sim = udamon_sim::default_attrs();
+        // The seed's experiment asks for page granularity: refused at 100,000 regions once.
+        let s = resolve(&["--monitoring_nr_regions_range", "200000", "200000"], &sim).unwrap();
+        assert_eq!(s.attrs.max_nr_regions, 200_000);
+        // Page granularity over 16 GiB fits a host with a few GiB free, not one with 512 MiB.
+        let pages = udamon_core::Attrs {
+            min_nr_regions: 4 << 20,
+            max_nr_regions: 4 << 20,
+            ..sim
+        };
+        assert!(super::check_region_memory(&pages, Some(4 << 30)).is_ok());
+        assert!(super::check_region_memory(&pages, None).is_ok());
+        let e = super::check_region_memory(&pages, Some(512 << 20)).unwrap_err();
+        let text = format!("{e:#}");
+        let fits = (256 << 20) / udamon_core::REGION_BYTES;
+        assert!(
+            text.contains("4194304 regions") && text.contains(&format!("at most {fits} regions")),
+            "{text}"
+        );
+        // A record cannot hold them: refused before anything starts, saying what to do.
+        let e = resolve(&["--monitoring_nr_regions_range", "1000", "300000"], &sim).unwrap_err();
+        let text = format!("{e:#}");
+        assert!(text.contains("262144") && text.contains("serve"), "{text}");
+        assert!(!text.contains('\n'), "one line: {text}");
     }
 
     #[test]
