@@ -13,6 +13,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command};
 use std::time::{Duration, Instant};
+use udamon_linux::discover::cgroup2_mount;
 
 /// One cgroup to build and what its series should say: `None` for a cgroup in no pod.
 struct Case {
@@ -111,16 +112,6 @@ fn cases() -> Vec<Case> {
             pod: None,
         },
     ]
-}
-
-/// Where the cgroup2 file system is mounted, from this process's mountinfo.
-fn cgroup2_mount() -> Option<PathBuf> {
-    let text = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
-    text.lines().find_map(|line| {
-        let (left, right) = line.split_once(" - ")?;
-        let mount = left.split_whitespace().nth(4)?;
-        (right.split_whitespace().next()? == "cgroup2").then(|| PathBuf::from(mount))
-    })
 }
 
 /// The test's cgroup tree and processes, removed when dropped (a process first, then the

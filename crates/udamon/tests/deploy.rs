@@ -17,6 +17,7 @@ use common::serve::Serve;
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use udamon_linux::discover::cgroup2_mount;
 
 fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
@@ -397,16 +398,6 @@ fn the_checker_finds_names_serve_does_not_export() {
         template_labels("{{ $labels.pod }}/{{container}} {{ $value }}"),
         ["container", "pod"].map(String::from).into()
     );
-}
-
-/// Where the cgroup2 file system is mounted, from this process's mountinfo.
-fn cgroup2_mount() -> Option<PathBuf> {
-    let text = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
-    text.lines().find_map(|line| {
-        let (left, right) = line.split_once(" - ")?;
-        let mount = left.split_whitespace().nth(4)?;
-        (right.split_whitespace().next()? == "cgroup2").then(|| PathBuf::from(mount))
-    })
 }
 
 /// A cgroup below the cgroup2 mount, removed (after its process) when dropped.
