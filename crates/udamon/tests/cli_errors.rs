@@ -6,7 +6,7 @@ mod common;
 #[path = "../../record/tests/common/skip.rs"]
 mod skip;
 
-use common::udamon;
+use common::{one_line_error, udamon};
 
 /// Runs udamon with `args`; returns its exit status and stderr.
 fn run(args: &[&str]) -> (i32, String) {
@@ -276,9 +276,7 @@ fn a_report_without_its_record_says_it_looked_for_the_default() {
         .args(["report", "wss"])
         .output()
         .unwrap();
-    assert!(!out.status.success());
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    let stderr = one_line_error(&out);
     assert!(
         stderr.contains("no record named udamon.data here") && stderr.contains("udamon record"),
         "{stderr}"

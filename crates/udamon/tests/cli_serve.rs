@@ -5,7 +5,7 @@
 mod common;
 
 use common::serve::{PATIENCE, Serve, series, which};
-use common::{build_workload, info, udamon};
+use common::{build_workload, info, one_line_error, udamon};
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
@@ -604,9 +604,7 @@ fn top_refuses_a_target_that_is_not_served() {
         .args(["--target", "sim:7"])
         .output()
         .unwrap();
-    assert!(!out.status.success());
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    let stderr = one_line_error(&out);
     assert!(
         stderr.contains("no target sim:7") && stderr.contains("it serves sim:1"),
         "{stderr}"

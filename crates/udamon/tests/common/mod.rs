@@ -191,3 +191,11 @@ pub fn workload_area(file: &Path, name: &str) -> (u64, u64) {
 pub fn range_args((start, end): (u64, u64)) -> (String, String) {
     (format!("{start:#x}"), format!("{end:#x}"))
 }
+
+/// The one line of error a failed command printed (it must have failed, and said no more).
+pub fn one_line_error(out: &std::process::Output) -> String {
+    assert!(!out.status.success(), "it succeeded");
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    stderr
+}
