@@ -246,15 +246,16 @@ pub fn working_sets(evidence: &Evidence, now_us: u64, horizons_us: &[u64]) -> Ve
             let parts = cells.iter().map(|c| c.touched);
             let mut total = Touched::sum(parts.clone());
             // Where the pieces' intervals leave the sum unsettled, what all the horizon's
-            // data samples say together: pieces each counted whole on too few samples to bound
+            // data samples say together. Pieces each counted whole on too few samples to bound
             // it err alike where those say fewer pages were touched (a server's hot items
-            // scattered over its heap), and independently where they agree (memory touched
-            // all over). Chao's low end bounds the total from below either way.
+            // scattered over its heap: the pooled count below the pieces' own low ends), and
+            // their repeats' noise cancels where the pooled count agrees with their sum
+            // (memory touched all over). Chao's low end bounds the total from below either way.
             if !total.is_settled()
                 && let Some(pooled) = pooled_data(evidence, now_us, ladder[i].0)
             {
-                if pooled.high >= total.pages * (1.0 - METHOD_ERROR) {
-                    total = Touched::sum_independent(parts);
+                if pooled.high >= total.pages * (1.0 - METHOD_ERROR) && pooled.pages >= total.low {
+                    total = Touched::sum_agreeing(parts);
                 }
                 total.low = total.low.max(pooled.low).min(total.pages);
             }
@@ -309,11 +310,13 @@ fn pooled_data(ev: &Evidence, now_us: u64, horizon_us: u64) -> Option<Touched> {
 /// point estimate of 0.88 of the truth must still hold it.
 pub const METHOD_ERROR: f64 = 0.15;
 
-/// `total`'s interval widened to at least [`METHOD_ERROR`] either side.
+/// `total`'s interval widened by [`METHOD_ERROR`]: at least that far either side of the count,
+/// and its high end, however far the samples let it reach (all of the memory seen accessed,
+/// counted whole), that much beyond it, since DAMON's whole count falls short alike.
 fn with_method_error(total: Touched) -> Touched {
     Touched {
         low: total.low.min(total.pages * (1.0 - METHOD_ERROR)),
-        high: total.high.max(total.pages * (1.0 + METHOD_ERROR)),
+        high: total.high.max(total.pages) * (1.0 + METHOD_ERROR),
         ..total
     }
 }
@@ -548,7 +551,7 @@ fn isotonic(estimates: &[Touched]) -> Vec<f64> {
             weight: 1.0 / (width * width),
             members: 1,
             high: t.high,
-            whole: t.pages > 0.0 && t.pages >= t.high * (1.0 - 1e-9),
+            whole: t.is_whole_count(),
         };
         while let Some(last) = blocks.last() {
             if last.mean <= block.mean {
@@ -1321,6 +1324,23 @@ mod tests {
             "{t:?}"
         );
         assert!(ws.total.is_settled());
+    }
+
+    #[test]
+    fn the_method_s_error_reaches_beyond_the_memory_seen_accessed() {
+        // An interval whose high end is all the memory seen accessed: DAMON's whole count
+        // falls short of the accessed bits alike, so the high end goes that much beyond it.
+        let t = with_method_error(Touched {
+            pages: 80.0,
+            low: 70.0,
+            high: 100.0,
+            ..Touched::default()
+        });
+        assert_eq!((t.low, t.pages), (68.0, 80.0));
+        assert!(
+            (t.high - 100.0 * (1.0 + METHOD_ERROR)).abs() < 1e-9,
+            "{t:?}"
+        );
     }
 
     #[test]
