@@ -151,9 +151,16 @@ fn main() {
             if let Some(kernel) = referenced_bytes(child) {
                 comparisons.push((ws[0].bytes(), kernel));
                 eprintln!(
-                    "page-monitor: at {elapsed:.0} s: udamon's 10 s working set {} MiB, the \
-                     kernel's referenced {} MiB",
+                    "page-monitor: at {elapsed:.0} s: udamon's 10 s working set {} MiB \
+                     (interval {}-{} MiB, {}), the kernel's referenced {} MiB",
                     ws[0].bytes() >> 20,
+                    ws[0].low_bytes() >> 20,
+                    ws[0].high_bytes() >> 20,
+                    if ws[0].total.is_settled() {
+                        "settled"
+                    } else {
+                        "unsettled"
+                    },
                     kernel >> 20
                 );
             }
