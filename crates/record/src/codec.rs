@@ -113,12 +113,8 @@ fn decode_snapshot_of(bytes: &[u8], version: u32) -> Result<Snapshot, DecodeErro
     let end_ns = start_ns.wrapping_add(c.u64()?);
     let sample_us = c.u64()?;
     let aggr_us = c.u64()?;
-    let nr_targets = c.u64()? as usize;
-    // Each target takes at least three bytes: refuse counts the payload cannot hold before
-    // allocating for them.
-    if nr_targets > c.remaining() / 3 {
-        return Err("more targets than the payload can hold");
-    }
+    // Each target takes at least three bytes.
+    let nr_targets = c.count(3, "more targets than the payload can hold")?;
     if nr_targets > MAX_SNAPSHOT_TARGETS {
         return Err(TOO_MANY_TARGETS);
     }
@@ -297,12 +293,8 @@ pub fn decode_samples(bytes: &[u8], texts: &mut Texts) -> Result<Event, DecodeEr
     let time_ns = c.u64()?;
     let window_ns = c.u64()?;
     let target = c.u32()?;
-    let nr_sites = c.u64()? as usize;
-    // A site takes at least five bytes: refuse counts the payload cannot hold before
-    // allocating for them.
-    if nr_sites > c.remaining() / 5 {
-        return Err("more code sites than the payload can hold");
-    }
+    // A site takes at least five bytes.
+    let nr_sites = c.count(5, "more code sites than the payload can hold")?;
     let mut sites = Vec::with_capacity(nr_sites);
     let mut text_left = MAX_PAYLOAD;
     let (mut index, mut ip) = (0u32, 0u64);
@@ -336,10 +328,7 @@ pub fn decode_samples(bytes: &[u8], texts: &mut Texts) -> Result<Event, DecodeEr
             missing,
         });
     }
-    let nr_samples = c.u64()? as usize;
-    if nr_samples > c.remaining() / MIN_SAMPLE_BYTES {
-        return Err("more samples than the payload can hold");
-    }
+    let nr_samples = c.count(MIN_SAMPLE_BYTES, "more samples than the payload can hold")?;
     let mut samples = Vec::with_capacity(nr_samples);
     let (mut addr, mut site, mut tid) = (0u64, 0u32, 0u32);
     for _ in 0..nr_samples {
@@ -407,20 +396,13 @@ pub fn decode_stacks(bytes: &[u8]) -> Result<Event, DecodeError> {
     let mut c = Cursor::new(bytes);
     let time_ns = c.u64()?;
     let target = c.u32()?;
-    let nr_stacks = c.u64()? as usize;
-    // A stack takes at least two bytes, a frame or a sample at least one: refuse counts the
-    // payload cannot hold before allocating for them.
-    if nr_stacks > c.remaining() / 2 {
-        return Err("more stacks than the payload can hold");
-    }
+    // A stack takes at least two bytes, a frame or a sample at least one.
+    let nr_stacks = c.count(2, "more stacks than the payload can hold")?;
     let mut stacks = Vec::with_capacity(nr_stacks);
     let (mut index, mut site) = (0u32, 0u32);
     for _ in 0..nr_stacks {
         index = index.wrapping_add(varint::unzigzag(c.u64()?) as u32);
-        let depth = c.u64()? as usize;
-        if depth > c.remaining() {
-            return Err("a stack deeper than the payload can hold");
-        }
+        let depth = c.count(1, "a stack deeper than the payload can hold")?;
         let mut sites = Vec::with_capacity(depth);
         for _ in 0..depth {
             site = site.wrapping_add(varint::unzigzag(c.u64()?) as u32);
@@ -428,10 +410,7 @@ pub fn decode_stacks(bytes: &[u8]) -> Result<Event, DecodeError> {
         }
         stacks.push(CallStack { index, sites });
     }
-    let nr_samples = c.u64()? as usize;
-    if nr_samples > c.remaining() {
-        return Err("more samples than the payload can hold");
-    }
+    let nr_samples = c.count(1, "more samples than the payload can hold")?;
     let samples = (0..nr_samples)
         .map(|_| c.u32())
         .collect::<Result<Vec<_>, _>>()?;
@@ -475,11 +454,8 @@ pub fn decode_truth(bytes: &[u8]) -> Result<Event, DecodeError> {
     let time_ns = c.u64()?;
     let window_ns = c.u64()?;
     let target = c.u32()?;
-    let nr = c.u64()? as usize;
     // An extent takes at least three bytes.
-    if nr > c.remaining() / 3 {
-        return Err("more extents than the payload can hold");
-    }
+    let nr = c.count(3, "more extents than the payload can hold")?;
     let mut extents = Vec::with_capacity(nr);
     let mut prev_end = 0u64;
     for _ in 0..nr {

@@ -29,6 +29,17 @@ impl<'a> Cursor<'a> {
         self.bytes.len() - self.pos
     }
 
+    /// Reads the count of the items that follow, each taking at least `min_bytes` of the
+    /// payload: `error` where what is left cannot hold that many, so that nobody allocates
+    /// for a count a corrupt or crafted payload claims.
+    pub fn count(&mut self, min_bytes: usize, error: DecodeError) -> Result<usize, DecodeError> {
+        let n = self.u64()? as usize;
+        if n > self.remaining() / min_bytes {
+            return Err(error);
+        }
+        Ok(n)
+    }
+
     pub fn u64(&mut self) -> Result<u64, DecodeError> {
         let mut v: u64 = 0;
         for shift in (0..64).step_by(7) {
@@ -115,6 +126,17 @@ mod tests {
         let mut big = Vec::new();
         put_u64(&mut big, u32::MAX as u64 + 1);
         assert!(Cursor::new(&big).u32().is_err());
+    }
+
+    #[test]
+    fn a_count_the_rest_cannot_hold_is_refused() {
+        // A count of 3, then 6 bytes: room for three items of two bytes, not of three.
+        let payload = [3, 0, 0, 0, 0, 0, 0];
+        assert_eq!(Cursor::new(&payload).count(2, "too many"), Ok(3));
+        assert_eq!(Cursor::new(&payload).count(3, "too many"), Err("too many"));
+        let mut huge = Vec::new();
+        put_u64(&mut huge, u64::MAX);
+        assert_eq!(Cursor::new(&huge).count(1, "too many"), Err("too many"));
     }
 
     #[test]
