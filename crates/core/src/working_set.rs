@@ -583,6 +583,9 @@ fn isotonic(estimates: &[Touched]) -> Vec<f64> {
 pub struct ResidentRange {
     pub range: AddrRange,
     pub resident_bytes: u64,
+    /// Whether it holds code (its permissions allow execution): its text may count touched
+    /// with no instruction of it sampled ([`estimate_code`]).
+    pub executable: bool,
 }
 
 /// The estimated touched pages of each of `cells` (sorted, disjoint ranges that DAMON's rule
@@ -868,7 +871,12 @@ fn bound_by_resident(cells: &[AddrRange], estimates: &mut [Touched], resident: &
 /// sampled instruction in the evidence span are the cells, estimated as one memory (code of
 /// one program touched alike) and shared among them by their sampled pages; each bounded by
 /// its resident bytes. Where the samples set no upper bound, the point estimate counts, not
-/// the mappings whole ([`Unbounded::Point`]). Nothing where the mappings are unknown.
+/// the mappings whole ([`Unbounded::Point`]). Every executable mapping's resident text bounds
+/// its cell's interval from above, sampled or not (a cell counting nothing for those no
+/// instruction was sampled in): the samples find the code the time goes to, never the cold
+/// paths run once in the horizon, and the kernel marks a shared library's text referenced by
+/// the folio, for whichever process touched it (a JVM's libc, 1.2 MiB of its 9.8 MiB, with no
+/// instruction sampled in it). Nothing where the mappings are unknown.
 pub fn estimate_code(
     ips: &PageSamples,
     now_us: u64,
@@ -881,34 +889,39 @@ pub fn estimate_code(
         .map(|m| (m.range, ips.count(m.range, now_us, horizon_us)))
         .filter(|&(_, n)| n > 0)
         .collect();
-    if cells.is_empty() {
-        return Vec::new();
+    let mut code: Vec<(AddrRange, Touched)> = Vec::new();
+    if !cells.is_empty() {
+        let ranges: Vec<AddrRange> = cells.iter().map(|c| c.0).collect();
+        let pooled = ips.estimate_pooled(&ranges, now_us, horizon_us, Unbounded::Point);
+        let in_span: Vec<u64> = ranges
+            .iter()
+            .map(|&r| ips.count(r, now_us, span_us))
+            .collect();
+        let all: u64 = in_span.iter().sum::<u64>().max(1);
+        // Each mapping its own samples, so that the mappings' sum counts each sample once.
+        let mut estimates: Vec<Touched> = in_span
+            .iter()
+            .zip(&cells)
+            .map(|(&n, &(_, own))| Touched {
+                samples: own,
+                ..pooled.scaled(n as f64 / all as f64)
+            })
+            .collect();
+        bound_by_resident(&ranges, &mut estimates, resident);
+        code = ranges.into_iter().zip(estimates).collect();
     }
-    let ranges: Vec<AddrRange> = cells.iter().map(|c| c.0).collect();
-    let pooled = ips.estimate_pooled(&ranges, now_us, horizon_us, Unbounded::Point);
-    let in_span: Vec<u64> = ranges
-        .iter()
-        .map(|&r| ips.count(r, now_us, span_us))
-        .collect();
-    let all: u64 = in_span.iter().sum::<u64>().max(1);
-    // Each mapping its own samples, so that the mappings' sum counts each sample once.
-    let mut estimates: Vec<Touched> = in_span
-        .iter()
-        .zip(&cells)
-        .map(|(&n, &(_, own))| Touched {
-            samples: own,
-            ..pooled.scaled(n as f64 / all as f64)
-        })
-        .collect();
-    bound_by_resident(&ranges, &mut estimates, resident);
-    // The high end reaches the mapping's resident pages: the samples find the code the time
-    // goes to, never the cold paths run once in the horizon, and the kernel marks a shared
-    // library's text referenced by the folio and for whichever process touched it.
+    let unsampled = resident.iter().filter(|m| {
+        m.executable && m.resident_bytes > 0 && !cells.iter().any(|&(r, _)| r == m.range)
+    });
+    code.extend(unsampled.map(|m| (m.range, Touched::default())));
+    code.sort_by_key(|&(r, _)| r);
+    // The high end reaches the mapping's resident pages.
+    let ranges: Vec<AddrRange> = code.iter().map(|&(r, _)| r).collect();
     let memory = resident_within(&ranges, resident);
-    for (e, m) in estimates.iter_mut().zip(memory) {
+    for ((_, e), m) in code.iter_mut().zip(memory) {
         e.high = e.high.max(m as f64 / PAGE_SIZE as f64);
     }
-    ranges.into_iter().zip(estimates).collect()
+    code
 }
 
 /// Scales `estimates` down so that together they count at most `resident_bytes` (a target's
@@ -963,6 +976,7 @@ mod tests {
             .map(|i| ResidentRange {
                 range: AddrRange::new(i * 2048 * P, (i + 1) * 2048 * P),
                 resident_bytes: 2 * P,
+                executable: false,
             })
             .collect();
         let cells = [AddrRange::new(0, 4 * 2048 * P)];
@@ -976,6 +990,7 @@ mod tests {
         let mapping = [ResidentRange {
             range: AddrRange::new(0, 100 * P),
             resident_bytes: 30 * P,
+            executable: false,
         }];
         // Two cells of 40 pages in the mapping, one of 10 pages half outside it (in the gap
         // after it), one in a mapping made since the walk.
@@ -1148,10 +1163,12 @@ mod tests {
             ResidentRange {
                 range: AddrRange::new(100 * P, 200 * P),
                 resident_bytes: 50 * P,
+                executable: false,
             },
             ResidentRange {
                 range: AddrRange::new(1_000_000 * P, 1_000_010 * P),
                 resident_bytes: 10 * P,
+                executable: false,
             },
         ];
         let cells = [
@@ -1171,23 +1188,33 @@ mod tests {
     #[test]
     fn code_counts_the_pages_its_sampled_instructions_lie_in() {
         // A loop in 3 pages of a 64-page text mapping, sampled 600 times over 30 s; nothing
-        // sampled in the library beside it.
+        // sampled in the library beside it, nor in the data after it.
         let (ips, now) = sampled(&[10, 11, 12], 30, 8, 31);
         let text = ResidentRange {
             range: AddrRange::new(0, 64 * P),
             resident_bytes: 64 * P,
+            executable: true,
         };
         let lib = ResidentRange {
             range: AddrRange::new(100 * P, 200 * P),
             resident_bytes: 50 * P,
+            executable: true,
         };
-        let code = estimate_code(&ips, now, 10_000_000, &[text, lib]);
-        assert_eq!(code.len(), 1, "{code:?}");
+        let data = ResidentRange {
+            range: AddrRange::new(300 * P, 400 * P),
+            resident_bytes: 100 * P,
+            executable: false,
+        };
+        let code = estimate_code(&ips, now, 10_000_000, &[text, lib, data]);
+        assert_eq!(code.len(), 2, "{code:?}");
         assert_eq!(code[0].0, text.range);
         assert!((code[0].1.pages - 3.0).abs() < 0.5, "{code:?}");
         // The cold paths the samples never find (and what the kernel counts of a shared
-        // library's text by the folio) may be anywhere in its resident text.
+        // library's text by the folio) may be anywhere in its resident text, in the library
+        // no instruction was sampled in too.
         assert_eq!(code[0].1.high, 64.0, "{code:?}");
+        assert_eq!(code[1].0, lib.range);
+        assert_eq!((code[1].1.pages, code[1].1.high), (0.0, 50.0), "{code:?}");
         assert!(
             estimate_code(&ips, now, 10_000_000, &[]).is_empty(),
             "mappings unknown"
@@ -1209,6 +1236,7 @@ mod tests {
         let lib = ResidentRange {
             range: AddrRange::new(1000 * P, 1560 * P),
             resident_bytes: 560 * P,
+            executable: false,
         };
         let code = estimate_code(&h, 8_000_000, 10_000_000, &[lib]);
         assert_eq!(code.len(), 1, "{code:?}");
@@ -1333,10 +1361,12 @@ mod tests {
                 ResidentRange {
                     range: AddrRange::new(0, 4096 * P),
                     resident_bytes: 4096 * P,
+                    executable: false,
                 },
                 ResidentRange {
                     range: AddrRange::new(4096 * P, 8192 * P),
                     resident_bytes: 4096 * P,
+                    executable: false,
                 },
             ];
             let horizons = [
@@ -1416,6 +1446,7 @@ mod tests {
         run.resident = vec![ResidentRange {
             range: AddrRange::new(0, 4096 * P),
             resident_bytes: 4096 * P,
+            executable: false,
         }];
         let ws = &run.ask(&[10_000_000])[0];
         let t = ws.total;
@@ -1476,6 +1507,7 @@ mod tests {
         run.resident = vec![ResidentRange {
             range: mapping,
             resident_bytes: 64 * P,
+            executable: false,
         }];
         let ws = &run.ask(&[10_000_000])[0];
         assert!(ws.code_bytes() >= P, "{ws:?}");

@@ -100,6 +100,7 @@ fn idle_time_is_taken_over_the_memory_the_regions_hold() {
     let mapping = |start: u64, end: u64, resident_bytes: u64| ResidentRange {
         range: AddrRange::new(start, end),
         resident_bytes,
+        executable: false,
     };
     let o = observed_with(
         3_000_000,
@@ -341,6 +342,7 @@ impl udamon_core::Operations for Scattered {
             vec![udamon_core::working_set::ResidentRange {
                 range,
                 resident_bytes,
+                executable: false,
             }],
         );
     }

@@ -1019,6 +1019,12 @@ impl Operations for VaddrOps {
             }
             if let Some(mappings) = walked {
                 // Working sets count no more of a mapping than it holds.
+                let executable = |start: u64| {
+                    let i = p.maps.partition_point(|m| m.start < start);
+                    p.maps
+                        .get(i)
+                        .is_some_and(|m| m.start == start && m.perms.exec)
+                };
                 ctx.set_resident(
                     t,
                     mappings
@@ -1027,6 +1033,7 @@ impl Operations for VaddrOps {
                         .map(|m| ResidentRange {
                             range: AddrRange::new(m.start, m.end),
                             resident_bytes: m.resident_bytes,
+                            executable: executable(m.start),
                         })
                         .collect(),
                 );

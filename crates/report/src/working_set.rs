@@ -67,6 +67,9 @@ struct TargetReplay {
     code: PageSamples,
     resident: Vec<ResidentRange>,
     resident_total: Option<u64>,
+    /// Where the executable mappings of the last `mappings` event start (sorted): the
+    /// `resident` events do not say which mappings hold code.
+    executable: Vec<u64>,
 }
 
 impl TargetReplay {
@@ -77,6 +80,14 @@ impl TargetReplay {
             code: PageSamples::default(),
             resident: Vec::new(),
             resident_total: None,
+            executable: Vec::new(),
+        }
+    }
+
+    /// Marks the resident mappings that hold code, by the last `mappings` event.
+    fn mark_executable(&mut self) {
+        for m in &mut self.resident {
+            m.executable = self.executable.binary_search(&m.range.start).is_ok();
         }
     }
 }
@@ -147,14 +158,27 @@ impl Replay {
                     t.code.add(time_ns / 1000, ips);
                 }
                 EventKind::Resident { target, mappings } => {
-                    self.target(*target).resident = mappings
+                    let t = self.target(*target);
+                    t.resident = mappings
                         .iter()
                         .filter(|m| m.start < m.end)
                         .map(|m| ResidentRange {
                             range: AddrRange::new(m.start, m.end),
                             resident_bytes: m.resident_bytes,
+                            executable: false,
                         })
                         .collect();
+                    t.mark_executable();
+                }
+                EventKind::Mappings { target, mappings } => {
+                    let t = self.target(*target);
+                    t.executable = mappings
+                        .iter()
+                        .filter(|m| m.perms.contains('x'))
+                        .map(|m| m.start)
+                        .collect();
+                    t.executable.sort_unstable();
+                    t.mark_executable();
                 }
                 EventKind::TargetMemory {
                     target,
@@ -171,6 +195,7 @@ impl Replay {
                         t.pages.clear();
                         t.code.clear();
                         t.resident.clear();
+                        t.executable.clear();
                     }
                 }
                 _ => {}
@@ -556,6 +581,52 @@ mod tests {
         let code = ws.bytes_within(AddrRange::new(1000 * P, 1100 * P));
         assert_eq!(code, 2 * P, "{ws:?}");
         assert_eq!(ws.bytes(), 3 * P, "one data page and two of code: {ws:?}");
+    }
+
+    #[test]
+    fn a_library_no_instruction_was_sampled_in_bounds_the_interval_by_its_text() {
+        // Samples at one data page; a library's text of 50 resident pages beside it, which the
+        // `mappings` event says is executable, and a data mapping that is not.
+        let mapping = |start: u64, end: u64, perms: &str| udamon_record::model::MappingRecord {
+            start,
+            end,
+            perms: perms.to_string(),
+            offset: 0,
+            name: "lib".to_string(),
+        };
+        let resident = |start: u64, end: u64, pages: u64| udamon_record::model::MappingResident {
+            start,
+            end,
+            resident_bytes: pages * P,
+        };
+        let mut r = Replay::new(10_000_000_000, Membership::default(), Basis::Pages);
+        r.observe(&Frame::Event(Event {
+            time_ns: 0,
+            kind: EventKind::Resident {
+                target: 0,
+                mappings: vec![resident(0, 16 * P, 16), resident(2000 * P, 2100 * P, 50)],
+            },
+        }));
+        r.observe(&Frame::Event(Event {
+            time_ns: 0,
+            kind: EventKind::Mappings {
+                target: 0,
+                mappings: vec![
+                    mapping(0, 16 * P, "rw-p"),
+                    mapping(2000 * P, 2100 * P, "r-xp"),
+                ],
+            },
+        }));
+        for w in 1..=25u64 {
+            let end = w * 400_000_000;
+            for f in samples_first([snapshot(end, &[(0, 16 * P, 20)]), samples(end, &[8; 20])]) {
+                r.observe(&f);
+            }
+        }
+        let ws = r.working_set(0, 10_000_000_000, 400_000_000).unwrap();
+        assert_eq!(ws.bytes(), P, "the count is the data page's: {ws:?}");
+        assert!(ws.high_bytes() >= 51 * P, "{ws:?}");
+        assert!(!ws.total.is_settled(), "{ws:?}");
     }
 
     #[test]
