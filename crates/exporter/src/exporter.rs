@@ -228,178 +228,209 @@ fn quantile_label(q: f64) -> String {
     format!("{}", (q * 100.0 * 1000.0).round() / 1000.0)
 }
 
+/// Each target's families: its working sets, accesses, regions and memory.
+fn register_target_families(r: &mut Registry, f: &Families) {
+    r.register(
+        "udamon_working_set_bytes",
+        "Bytes accessed within the horizon: in the last aggregation window, or idle for less than 10 s / 60 s",
+        f.working_set.clone(),
+    );
+    r.register(
+        "udamon_access_bandwidth_bytes_per_second",
+        "Estimated access bandwidth: sum over accessed regions of the bytes the window's working set counts in them times their accesses per second (DAMON_STAT's estimate at page resolution)",
+        f.bandwidth.clone(),
+    );
+    r.register(
+        "udamon_idle_time_seconds",
+        "Idle-time percentiles over the monitored bytes (DAMON_STAT's): 0 for bytes accessed in the last window",
+        f.idle.clone(),
+    );
+    r.register("udamon_regions", "Monitoring regions", f.regions.clone());
+    r.register(
+        "udamon_monitored_bytes",
+        "Bytes the regions cover",
+        f.monitored.clone(),
+    );
+    r.register(
+        "udamon_aggregation_interval_seconds",
+        "The aggregation window in force",
+        f.window.clone(),
+    );
+    r.register(
+        "udamon_last_window_timestamp_seconds",
+        "Unix time when the target's last window completed (staleness)",
+        f.last_window.clone(),
+    );
+    r.register(
+        "udamon_resident_bytes",
+        "Resident bytes of the target",
+        f.resident.clone(),
+    );
+    r.register(
+        "udamon_paged_out_bytes",
+        "Bytes out of memory because a scheme paged them out",
+        f.paged_out.clone(),
+    );
+    r.register(
+        "udamon_refaulted_bytes",
+        "Bytes paged out by a scheme and touched again",
+        f.refaulted.clone(),
+    );
+}
+
+/// The families of the schemes applied to each target.
+fn register_scheme_families(r: &mut Registry, f: &Families) {
+    r.register(
+        "udamon_scheme_tried_regions",
+        "Regions a scheme tried to apply its action to",
+        f.scheme_tried_regions.clone(),
+    );
+    r.register(
+        "udamon_scheme_tried_bytes",
+        "Bytes a scheme tried to apply its action to",
+        f.scheme_tried_bytes.clone(),
+    );
+    r.register(
+        "udamon_scheme_applied_regions",
+        "Regions where a scheme's action took effect",
+        f.scheme_applied_regions.clone(),
+    );
+    r.register(
+        "udamon_scheme_applied_bytes",
+        "Bytes a scheme's action took effect on (paged out, collapsed, ...)",
+        f.scheme_applied_bytes.clone(),
+    );
+    r.register(
+        "udamon_scheme_quota_exceeds",
+        "Charge windows that ended with a scheme's quota full",
+        f.scheme_quota_exceeds.clone(),
+    );
+}
+
+/// The families of what the access source made of each target's samples.
+fn register_source_families(r: &mut Registry, f: &Families) {
+    r.register(
+        "udamon_source_samples",
+        "Samples of the target taken by the access source",
+        f.samples.clone(),
+    );
+    r.register(
+        "udamon_source_recovered",
+        "Samples whose data address was recovered",
+        f.recovered.clone(),
+    );
+    r.register(
+        "udamon_source_lost",
+        "Samples the kernel dropped because a ring buffer was full",
+        f.lost.clone(),
+    );
+    r.register(
+        "udamon_source_dropped",
+        "Samples without a data address, by reason",
+        f.dropped.clone(),
+    );
+}
+
+/// The families that sum a cgroup's served processes.
+fn register_cgroup_families(r: &mut Registry, f: &Families) {
+    r.register(
+        "udamon_cgroup_processes",
+        "Processes served in the cgroup (and its descendants' own series)",
+        f.cgroup_processes.clone(),
+    );
+    r.register(
+        "udamon_cgroup_working_set_bytes",
+        "The working sets of the cgroup's served processes, summed, per horizon",
+        f.cgroup_working_set.clone(),
+    );
+    r.register(
+        "udamon_cgroup_access_bandwidth_bytes_per_second",
+        "The estimated access bandwidth of the cgroup's served processes, summed",
+        f.cgroup_bandwidth.clone(),
+    );
+    r.register(
+        "udamon_cgroup_idle_time_seconds",
+        "Idle-time percentiles over every monitored byte of the cgroup's served processes",
+        f.cgroup_idle.clone(),
+    );
+    r.register(
+        "udamon_cgroup_monitored_bytes",
+        "Bytes the cgroup's served processes' regions cover",
+        f.cgroup_monitored.clone(),
+    );
+    r.register(
+        "udamon_cgroup_resident_bytes",
+        "Resident bytes of the cgroup's served processes, summed",
+        f.cgroup_resident.clone(),
+    );
+    r.register(
+        "udamon_cgroup_memory_limit_bytes",
+        "The cgroup's memory limit (cgroup v2 memory.max); no series when it has none or it cannot be read",
+        f.cgroup_memory_limit.clone(),
+    );
+}
+
+/// The families of the host's physical memory (`serve --host`).
+fn register_host_families(r: &mut Registry, f: &Families) {
+    r.register(
+        "udamon_host_working_set_bytes",
+        "Physical memory accessed within the horizon, every page counted once however many processes map it",
+        f.host_working_set.clone(),
+    );
+    r.register(
+        "udamon_host_working_set_samples",
+        "Samples the host's working set over the horizon rests on (tens of thousands for a few percent)",
+        f.host_working_set_samples.clone(),
+    );
+    r.register(
+        "udamon_host_access_bandwidth_bytes_per_second",
+        "Estimated access bandwidth of all physical memory (DAMON_STAT's estimate)",
+        f.host_bandwidth.clone(),
+    );
+    r.register(
+        "udamon_host_idle_time_seconds",
+        "Idle-time percentiles over all physical memory (DAMON_STAT's)",
+        f.host_idle.clone(),
+    );
+    r.register(
+        "udamon_host_monitored_bytes",
+        "Physical memory the host's regions cover",
+        f.host_monitored.clone(),
+    );
+    r.register(
+        "udamon_host_regions",
+        "Monitoring regions of the host's physical memory",
+        f.host_regions.clone(),
+    );
+}
+
+/// The families of the monitor itself.
+fn register_monitor_families(r: &mut Registry, f: &Families) {
+    r.register("udamon_targets", "Targets served", f.targets.clone());
+    r.register(
+        "process_cpu_seconds",
+        "CPU time of the monitor itself (user and system)",
+        f.cpu.clone(),
+    );
+    r.register(
+        "process_resident_memory_bytes",
+        "Resident memory of the monitor itself",
+        f.memory.clone(),
+    );
+}
+
 impl Exporter {
     pub fn new() -> Self {
         let families = Arc::new(Families::default());
         let f = &families;
         let mut r = Registry::default();
-        r.register(
-            "udamon_working_set_bytes",
-            "Bytes accessed within the horizon: in the last aggregation window, or idle for less than 10 s / 60 s",
-            f.working_set.clone(),
-        );
-        r.register(
-            "udamon_access_bandwidth_bytes_per_second",
-            "Estimated access bandwidth: sum over accessed regions of the bytes the window's working set counts in them times their accesses per second (DAMON_STAT's estimate at page resolution)",
-            f.bandwidth.clone(),
-        );
-        r.register(
-            "udamon_idle_time_seconds",
-            "Idle-time percentiles over the monitored bytes (DAMON_STAT's): 0 for bytes accessed in the last window",
-            f.idle.clone(),
-        );
-        r.register("udamon_regions", "Monitoring regions", f.regions.clone());
-        r.register(
-            "udamon_monitored_bytes",
-            "Bytes the regions cover",
-            f.monitored.clone(),
-        );
-        r.register(
-            "udamon_aggregation_interval_seconds",
-            "The aggregation window in force",
-            f.window.clone(),
-        );
-        r.register(
-            "udamon_last_window_timestamp_seconds",
-            "Unix time when the target's last window completed (staleness)",
-            f.last_window.clone(),
-        );
-        r.register(
-            "udamon_resident_bytes",
-            "Resident bytes of the target",
-            f.resident.clone(),
-        );
-        r.register(
-            "udamon_paged_out_bytes",
-            "Bytes out of memory because a scheme paged them out",
-            f.paged_out.clone(),
-        );
-        r.register(
-            "udamon_refaulted_bytes",
-            "Bytes paged out by a scheme and touched again",
-            f.refaulted.clone(),
-        );
-        r.register(
-            "udamon_scheme_tried_regions",
-            "Regions a scheme tried to apply its action to",
-            f.scheme_tried_regions.clone(),
-        );
-        r.register(
-            "udamon_scheme_tried_bytes",
-            "Bytes a scheme tried to apply its action to",
-            f.scheme_tried_bytes.clone(),
-        );
-        r.register(
-            "udamon_scheme_applied_regions",
-            "Regions where a scheme's action took effect",
-            f.scheme_applied_regions.clone(),
-        );
-        r.register(
-            "udamon_scheme_applied_bytes",
-            "Bytes a scheme's action took effect on (paged out, collapsed, ...)",
-            f.scheme_applied_bytes.clone(),
-        );
-        r.register(
-            "udamon_scheme_quota_exceeds",
-            "Charge windows that ended with a scheme's quota full",
-            f.scheme_quota_exceeds.clone(),
-        );
-        r.register(
-            "udamon_source_samples",
-            "Samples of the target taken by the access source",
-            f.samples.clone(),
-        );
-        r.register(
-            "udamon_source_recovered",
-            "Samples whose data address was recovered",
-            f.recovered.clone(),
-        );
-        r.register(
-            "udamon_source_lost",
-            "Samples the kernel dropped because a ring buffer was full",
-            f.lost.clone(),
-        );
-        r.register(
-            "udamon_source_dropped",
-            "Samples without a data address, by reason",
-            f.dropped.clone(),
-        );
-        r.register(
-            "udamon_cgroup_processes",
-            "Processes served in the cgroup (and its descendants' own series)",
-            f.cgroup_processes.clone(),
-        );
-        r.register(
-            "udamon_cgroup_working_set_bytes",
-            "The working sets of the cgroup's served processes, summed, per horizon",
-            f.cgroup_working_set.clone(),
-        );
-        r.register(
-            "udamon_cgroup_access_bandwidth_bytes_per_second",
-            "The estimated access bandwidth of the cgroup's served processes, summed",
-            f.cgroup_bandwidth.clone(),
-        );
-        r.register(
-            "udamon_cgroup_idle_time_seconds",
-            "Idle-time percentiles over every monitored byte of the cgroup's served processes",
-            f.cgroup_idle.clone(),
-        );
-        r.register(
-            "udamon_cgroup_monitored_bytes",
-            "Bytes the cgroup's served processes' regions cover",
-            f.cgroup_monitored.clone(),
-        );
-        r.register(
-            "udamon_cgroup_resident_bytes",
-            "Resident bytes of the cgroup's served processes, summed",
-            f.cgroup_resident.clone(),
-        );
-        r.register(
-            "udamon_cgroup_memory_limit_bytes",
-            "The cgroup's memory limit (cgroup v2 memory.max); no series when it has none or it cannot be read",
-            f.cgroup_memory_limit.clone(),
-        );
-        r.register(
-            "udamon_host_working_set_bytes",
-            "Physical memory accessed within the horizon, every page counted once however many processes map it",
-            f.host_working_set.clone(),
-        );
-        r.register(
-            "udamon_host_working_set_samples",
-            "Samples the host's working set over the horizon rests on (tens of thousands for a few percent)",
-            f.host_working_set_samples.clone(),
-        );
-        r.register(
-            "udamon_host_access_bandwidth_bytes_per_second",
-            "Estimated access bandwidth of all physical memory (DAMON_STAT's estimate)",
-            f.host_bandwidth.clone(),
-        );
-        r.register(
-            "udamon_host_idle_time_seconds",
-            "Idle-time percentiles over all physical memory (DAMON_STAT's)",
-            f.host_idle.clone(),
-        );
-        r.register(
-            "udamon_host_monitored_bytes",
-            "Physical memory the host's regions cover",
-            f.host_monitored.clone(),
-        );
-        r.register(
-            "udamon_host_regions",
-            "Monitoring regions of the host's physical memory",
-            f.host_regions.clone(),
-        );
-        r.register("udamon_targets", "Targets served", f.targets.clone());
-        r.register(
-            "process_cpu_seconds",
-            "CPU time of the monitor itself (user and system)",
-            f.cpu.clone(),
-        );
-        r.register(
-            "process_resident_memory_bytes",
-            "Resident memory of the monitor itself",
-            f.memory.clone(),
-        );
+        // A scrape lists the families in the order they are registered.
+        register_target_families(&mut r, f);
+        register_scheme_families(&mut r, f);
+        register_source_families(&mut r, f);
+        register_cgroup_families(&mut r, f);
+        register_host_families(&mut r, f);
+        register_monitor_families(&mut r, f);
         Exporter(Arc::new(Inner {
             registry: r,
             families,
