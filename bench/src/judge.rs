@@ -652,24 +652,8 @@ fn psql(sock: &Path, sql: &str) -> Result<String, String> {
     Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
 }
 
-/// PostgreSQL from Debian's packages: a cluster in a scratch directory, run as nobody, whose
-/// pgbench accounts sit in shared buffers (pg_prewarm); two pgbench clients read one account
-/// per transaction (`pgbench --select-only`'s query), among the first `PG_NARROW` (narrow) or
-/// among all (wide). The judged processes are the two backends, which share the buffer pool.
-fn postgres(limit: Duration) -> Result<Target, String> {
-    ensure("psql", "postgresql-client")?;
-    if postgres_bin().is_none() || !installed("pgbench") {
-        ensure("pgbench", "postgresql")?;
-    }
-    let bin = postgres_bin().ok_or("no /usr/lib/postgresql/*/bin/initdb")?;
-    let scratch = std::env::temp_dir().join(format!("udamon-judge-pg-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&scratch);
-    std::fs::create_dir(&scratch).map_err(|e| format!("{}: {e}", scratch.display()))?;
-    let path = std::ffi::CString::new(scratch.as_os_str().as_encoded_bytes()).expect("no NUL");
-    // SAFETY: a valid path; the directory is ours.
-    if unsafe { libc::chown(path.as_ptr(), PG_UID, PG_UID) } != 0 {
-        return Err(format!("cannot give {} to nobody", scratch.display()));
-    }
+/// A new cluster in `scratch` (nobody's), its server started as nobody with its socket there.
+fn start_pg_server(bin: &Path, scratch: &Path) -> Result<std::process::Child, String> {
     let data = scratch.join("data");
     let as_nobody = |cmd: &mut Command| -> Result<(), String> {
         use std::os::unix::process::CommandExt;
@@ -692,26 +676,22 @@ fn postgres(limit: Duration) -> Result<Target, String> {
     }
     let mut server = Command::new(bin.join("postgres"));
     as_nobody(&mut server)?;
-    let server = server
+    server
         .arg("-D")
         .arg(&data)
         .arg("-k")
-        .arg(&scratch)
+        .arg(scratch)
         .args(["-c", "listen_addresses=", "-c", "shared_buffers=512MB"])
         .args(["-c", "fsync=off", "-c", "max_connections=20"])
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
-        .map_err(|e| format!("cannot start postgres: {e}"))?;
-    let mut t = Target::single(server);
-    t.scratch = Some(scratch.clone());
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while psql(&scratch, "SELECT 1").is_err() {
-        if Instant::now() > deadline {
-            return Err("postgres did not answer within 30 s".into());
-        }
-        sleep(Duration::from_millis(200));
-    }
+        .map_err(|e| format!("cannot start postgres: {e}"))
+}
+
+/// pgbench's accounts loaded into the cluster whose socket is in `scratch`, and prewarmed
+/// into its shared buffers, with the phase table the clients' script reads.
+fn load_pg_accounts(scratch: &Path) -> Result<(), String> {
     let start = Instant::now();
     let out = Command::new("pgbench")
         .args([
@@ -723,7 +703,7 @@ fn postgres(limit: Duration) -> Result<Target, String> {
             "postgres",
             "-h",
         ])
-        .arg(&scratch)
+        .arg(scratch)
         .arg("postgres")
         .output()
         .map_err(|e| format!("cannot run pgbench: {e}"))?;
@@ -734,7 +714,7 @@ fn postgres(limit: Duration) -> Result<Target, String> {
         ));
     }
     psql(
-        &scratch,
+        scratch,
         &format!(
             "CREATE EXTENSION pg_prewarm; \
              SELECT pg_prewarm('pgbench_accounts'), pg_prewarm('pgbench_accounts_pkey'); \
@@ -746,6 +726,38 @@ fn postgres(limit: Duration) -> Result<Target, String> {
         "postgres: {PG_ROWS} accounts loaded and prewarmed in {:.1} s",
         start.elapsed().as_secs_f64()
     );
+    Ok(())
+}
+
+/// PostgreSQL from Debian's packages: a cluster in a scratch directory, run as nobody, whose
+/// pgbench accounts sit in shared buffers (pg_prewarm); two pgbench clients read one account
+/// per transaction (`pgbench --select-only`'s query), among the first `PG_NARROW` (narrow) or
+/// among all (wide). The judged processes are the two backends, which share the buffer pool.
+fn postgres(limit: Duration) -> Result<Target, String> {
+    ensure("psql", "postgresql-client")?;
+    if postgres_bin().is_none() || !installed("pgbench") {
+        ensure("pgbench", "postgresql")?;
+    }
+    let bin = postgres_bin().ok_or("no /usr/lib/postgresql/*/bin/initdb")?;
+    let scratch = std::env::temp_dir().join(format!("udamon-judge-pg-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&scratch);
+    std::fs::create_dir(&scratch).map_err(|e| format!("{}: {e}", scratch.display()))?;
+    let path = std::ffi::CString::new(scratch.as_os_str().as_encoded_bytes()).expect("no NUL");
+    // SAFETY: a valid path; the directory is ours.
+    if unsafe { libc::chown(path.as_ptr(), PG_UID, PG_UID) } != 0 {
+        return Err(format!("cannot give {} to nobody", scratch.display()));
+    }
+    let server = start_pg_server(&bin, &scratch)?;
+    let mut t = Target::single(server);
+    t.scratch = Some(scratch.clone());
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while psql(&scratch, "SELECT 1").is_err() {
+        if Instant::now() > deadline {
+            return Err("postgres did not answer within 30 s".into());
+        }
+        sleep(Duration::from_millis(200));
+    }
+    load_pg_accounts(&scratch)?;
     let script = scratch.join("judge.sql");
     std::fs::write(
         &script,
