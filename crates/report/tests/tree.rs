@@ -35,6 +35,7 @@ fn tree_frames() -> Vec<Frame> {
         EventKind::Exec {
             target: 1,
             comm: "helper".into(),
+            command: None,
         },
     ));
     for i in 2..5 {
@@ -71,7 +72,7 @@ fn info_lists_every_target_with_its_parent_and_life() {
     let text = info_text(&report);
     for want in [
         "0: pid 1000, workload-0; in 6 snapshots",
-        "1: pid 2001 (forked by target 0), workload-0, exec'd helper; from 200 ms to \
+        "1: pid 2001 (forked by target 0), helper, exec'd from workload-0; from 200 ms to \
          500 ms, exit status unknown; in 3 snapshots",
         "target 1 added: pid 2001 workload-0, forked by target 0",
     ] {
@@ -90,7 +91,8 @@ fn access_wss_and_heatmap_name_an_added_target_by_pid_and_command() {
     let report = access(&h, tree_frames(), &opts).unwrap();
     assert_eq!(report.targets[0].pid, Some(2001));
     let text = access_text(&report);
-    assert!(text.contains("# target 1, pid 2001: workload-0"), "{text}");
+    // Named by the program it exec'd, which the snapshot is of.
+    assert!(text.contains("# target 1, pid 2001: helper"), "{text}");
 
     let opts = DistOptions {
         skip: 0,
@@ -103,7 +105,7 @@ fn access_wss_and_heatmap_name_an_added_target_by_pid_and_command() {
     let text = dist_text(&report, &RenderOptions::default());
     for want in [
         "# target 0, pid 1000: workload-0",
-        "# target 1, pid 2001: workload-0",
+        "# target 1, pid 2001: helper",
     ] {
         assert!(text.contains(want), "missing {want:?} in:\n{text}");
     }
@@ -115,6 +117,6 @@ fn access_wss_and_heatmap_name_an_added_target_by_pid_and_command() {
     let map = heatmap(&h, || Ok::<_, std::io::Error>(tree_frames()), &opts).unwrap();
     assert_eq!(
         (map.pid, map.cmdline.as_deref()),
-        (Some(2001), Some("workload-0"))
+        (Some(2001), Some("helper"))
     );
 }
