@@ -377,7 +377,15 @@ fn render_target(out: &mut String, s: &TargetSummary) {
         _ => {}
     }
     if s.snapshots == 0 {
-        let _ = write!(out, "; in no snapshot");
+        let _ = match (s.added_ns, s.ended_ns) {
+            // A helper a monitored process ran for a few milliseconds.
+            (Some(added), Some(ended)) => write!(
+                out,
+                "; gone within {}, before its first snapshot: not monitored",
+                human::duration(ended.saturating_sub(added))
+            ),
+            _ => write!(out, "; in no snapshot"),
+        };
     } else {
         let _ = write!(
             out,

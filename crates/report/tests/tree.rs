@@ -120,3 +120,43 @@ fn access_wss_and_heatmap_name_an_added_target_by_pid_and_command() {
         (Some(2001), Some("helper"))
     );
 }
+
+/// A helper that a target ran for a few milliseconds, gone before a snapshot could hold it, is
+/// listed as not monitored: it was listed as if it had been ("in 8 snapshots, 0 regions").
+#[test]
+fn info_says_a_helper_gone_before_any_snapshot_was_not_monitored() {
+    let h = header(1);
+    let parent = || (0, vec![region(HOT.0, HOT.1, 3)]);
+    let frames = vec![
+        event(
+            AGGR_NS / 10,
+            EventKind::TargetAdded {
+                target: 1,
+                pid: Some(2001),
+                parent: Some(0),
+                cmdline: "workload-0".into(),
+            },
+        ),
+        event(
+            AGGR_NS / 10 + 5_000_000,
+            EventKind::Exit {
+                target: 1,
+                status: None,
+            },
+        ),
+        Frame::Snapshot(snapshot(0, vec![parent()])),
+        Frame::Snapshot(snapshot(1, vec![parent()])),
+    ];
+    let report = info(&h, frames, Vec::new());
+    assert_eq!(report.targets[1].snapshots, 0);
+    let text = info_text(&report);
+    let line = text.lines().find(|l| l.contains("1: pid 2001")).unwrap();
+    assert!(
+        line.ends_with("gone within 5 ms, before its first snapshot: not monitored"),
+        "{text}"
+    );
+    assert!(
+        text.contains("0: pid 1000, workload-0; in 2 snapshots"),
+        "{text}"
+    );
+}
