@@ -160,10 +160,12 @@ pub enum VaddrError {
 /// Something that happened to a target, for the record.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum VaddrEventKind {
-    /// The process executed a new program (`comm` is its name); its caches were flushed.
+    /// The process executed a new program (`comm` is its name, `cmdline` its command line, or
+    /// `comm` again when the process was gone before it was read); its caches were flushed.
     Exec {
         target: usize,
         comm: String,
+        cmdline: String,
     },
     /// A process forked by a monitored one became target `target` (process trees only);
     /// `parent` is the forking process's target, `cmdline` the parent's command line (the
@@ -757,12 +759,14 @@ impl VaddrOps {
                         c if c.is_empty() => comm.clone(),
                         c => c,
                     };
+                    let cmdline = p.cmdline.clone();
                     ctx.forget_recent_samples(t);
                     self.event(
                         time_ns / 1000,
                         VaddrEventKind::Exec {
                             target: t,
                             comm: comm.clone(),
+                            cmdline,
                         },
                     );
                     self.refresh(ctx, t, time_ns / 1000);

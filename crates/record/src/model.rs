@@ -268,11 +268,15 @@ pub enum EventKind {
     },
     /// The target called exec; per-process caches were flushed. `comm` is the kernel's name of
     /// the new program (perf's `comm`: the file name, at most 15 bytes), not its command line;
-    /// records written before this name call it `cmdline`.
+    /// records written before this name call it `cmdline`. `command` is the new program's
+    /// command line, when it could be read (older records lack it): the target is named by it
+    /// from then on.
     Exec {
         target: u32,
         #[serde(alias = "cmdline")]
         comm: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        command: Option<String>,
     },
     /// The target exited (its exit status when known).
     Exit { target: u32, status: Option<i32> },
@@ -438,6 +442,21 @@ pub struct Event {
 pub const MAX_MAPPING_NAME: usize = 4096 + 64;
 
 impl EventKind {
+    /// What an `Exec` event says the target runs now: its command line, else (records that
+    /// lack it, or a process gone before it was read) the program's name; `None` for other
+    /// events.
+    pub fn exec_command(&self) -> Option<&str> {
+        match self {
+            EventKind::Exec { comm, command, .. } => Some(
+                command
+                    .as_deref()
+                    .filter(|c| !c.is_empty())
+                    .unwrap_or(comm.as_str()),
+            ),
+            _ => None,
+        }
+    }
+
     /// The target the event is about, if it is about one.
     pub fn target(&self) -> Option<u32> {
         match self {
@@ -544,29 +563,36 @@ impl Targets {
         }
     }
 
-    /// Learns the target a `TargetAdded` event announces; other frames change nothing.
+    /// Learns the target a `TargetAdded` event announces, and the program an `Exec` event says
+    /// it runs now (a `sh -c` that exec'd `sqlite3` is `sqlite3` from then on); other frames
+    /// change nothing.
     pub fn observe(&mut self, frame: &Frame) {
-        let Frame::Event(Event {
-            kind:
-                EventKind::TargetAdded {
-                    target,
-                    pid,
-                    parent,
-                    cmdline,
-                },
-            ..
-        }) = frame
-        else {
+        let Frame::Event(Event { kind, .. }) = frame else {
             return;
         };
-        self.known.insert(
-            *target,
-            TargetInfo {
-                pid: *pid,
-                cmdline: cmdline.clone(),
-                parent: *parent,
-            },
-        );
+        match kind {
+            EventKind::TargetAdded {
+                target,
+                pid,
+                parent,
+                cmdline,
+            } => {
+                self.known.insert(
+                    *target,
+                    TargetInfo {
+                        pid: *pid,
+                        cmdline: cmdline.clone(),
+                        parent: *parent,
+                    },
+                );
+            }
+            EventKind::Exec { target, .. } => {
+                if let (Some(info), Some(now)) = (self.known.get_mut(target), kind.exec_command()) {
+                    info.cmdline = now.to_string();
+                }
+            }
+            _ => {}
+        }
     }
 
     pub fn get(&self, target: u32) -> Option<&TargetInfo> {

@@ -8,7 +8,9 @@
 //! A snapshot holds only the targets the record has announced (the header's, and those of the
 //! `TargetAdded` events written so far): a target the operations add to the context is
 //! announced by the recorder's owner, and a snapshot taken before that leaves it out rather
-//! than name a target the reader does not know yet.
+//! than name a target the reader does not know yet. A target leaves the snapshots with the
+//! `Exit` or `TargetDropped` event written for it: a helper process that lived a few
+//! milliseconds is in no snapshot, rather than in every later one with no regions.
 
 use crate::error::RecordError;
 use crate::model::{
@@ -42,6 +44,8 @@ pub struct Recorder<W: Write = File> {
     last_tried: u64,
     /// Targets announced so far: snapshots hold no others.
     announced: usize,
+    /// By target index, whether its exit (or drop) was written: snapshots leave it out.
+    ended: Vec<bool>,
 }
 
 impl Recorder<File> {
@@ -79,6 +83,7 @@ impl<W: Write> Recorder<W> {
             last_scheme_stats: Vec::new(),
             last_memory: Vec::new(),
             last_tried: 0,
+            ended: Vec::new(),
         }
     }
 
@@ -102,10 +107,22 @@ impl<W: Write> Recorder<W> {
             EventKind::TargetAdded { target, .. } => Some(target as usize + 1),
             _ => None,
         };
+        let ended = match kind {
+            EventKind::Exit { target, .. } | EventKind::TargetDropped { target, .. } => {
+                Some(target as usize)
+            }
+            _ => None,
+        };
         let event = Event { time_ns, kind };
         let result = self.writer.write_event(&event);
         if let (Ok(()), Some(n)) = (&result, added) {
             self.announced = self.announced.max(n);
+        }
+        if let (Ok(()), Some(t)) = (&result, ended) {
+            if self.ended.len() <= t {
+                self.ended.resize(t + 1, false);
+            }
+            self.ended[t] = true;
         }
         if let (Ok(()), Some(tap)) = (&result, &mut self.tap) {
             tap(Frame::Event(event));
@@ -146,6 +163,10 @@ impl<W: Write> Callbacks for Recorder<W> {
         }
         fill_snapshot(&mut self.snapshot, ctx, self.start_us);
         self.snapshot.targets.truncate(self.announced);
+        let ended = &self.ended;
+        self.snapshot
+            .targets
+            .retain(|t| !ended.get(t.target as usize).copied().unwrap_or(false));
         let result = self.writer.write_snapshot(&self.snapshot);
         self.keep_error(result)?;
         self.snapshots_written += 1;

@@ -97,6 +97,52 @@ fn a_target_added_mid_run_is_announced_before_any_snapshot_names_it() {
     assert_eq!(added.cmdline, "workload-0");
 }
 
+/// A target leaves the snapshots with its exit: a helper process that lived a few milliseconds
+/// was in every later snapshot with no regions, and reports listed it as monitored.
+#[test]
+fn a_target_is_in_no_snapshot_after_its_exit() {
+    let mut buf = Vec::new();
+    {
+        let writer =
+            RecordWriter::new(&mut buf, "memory", &header(1), WriterOptions::default()).unwrap();
+        let mut callbacks = (Recorder::new(writer, START_US), NoCallbacks);
+        let mut ctx = Context::new(Attrs::default(), 1).unwrap();
+        ctx.add_target(Target::new(Some(1000)));
+        ctx.set_start_time_us(START_US);
+        let mut ops = forking();
+        let mut announced = false;
+        ctx.start(&mut ops).unwrap();
+        for step in 1..=100 {
+            let flow = ctx.step(&mut ops, &mut VirtualClock, &mut callbacks);
+            assert_eq!(flow.unwrap(), ControlFlow::Continue(()));
+            let time_ns = callbacks.0.time_ns(ctx.now_us());
+            if let Some(kind) = take_announcement(&ctx, &mut announced) {
+                callbacks.0.write_event(time_ns, kind).unwrap();
+            }
+            // In the middle of window 4, so window 3's snapshot holds it and window 4's not.
+            if step == 70 {
+                let exit = EventKind::Exit {
+                    target: 1,
+                    status: None,
+                };
+                callbacks.0.write_event(time_ns, exit).unwrap();
+            }
+        }
+        callbacks.0.finish().unwrap();
+    }
+    let reader = RecordReader::from_reader(std::io::Cursor::new(buf), "memory").unwrap();
+    let per_snapshot: Vec<Vec<u32>> = reader
+        .filter_map(|f| match f {
+            Frame::Snapshot(s) => Some(s.targets.iter().map(|t| t.target).collect()),
+            Frame::Event(_) => None,
+        })
+        .collect();
+    assert_eq!(
+        per_snapshot,
+        [vec![0], vec![0], vec![0, 1], vec![0], vec![0]]
+    );
+}
+
 /// A record whose header lists target 0; target 1 joins after two snapshots and exits.
 fn frames_with_an_added_target() -> Vec<Frame> {
     let regions = |base: u64, hot: u32| {

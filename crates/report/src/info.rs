@@ -36,7 +36,8 @@ pub struct TargetSummary {
     pub parent: Option<u32>,
     /// The command line it started with (`None` for a target no frame announced).
     pub cmdline: Option<String>,
-    /// The program it exec'd last, if it did (the kernel's 15-byte name of it).
+    /// The program it exec'd last, if it did: its command line (the kernel's 15-byte name of
+    /// it in records that lack the command line).
     pub exec: Option<String>,
     /// When it joined monitoring (`None` for targets monitored from the start).
     pub added_ns: Option<u64>,
@@ -228,7 +229,7 @@ fn life(
         EventKind::TargetAdded { .. } => {
             *sum = TargetSummary::new(target, known.get(target), Some(time_ns));
         }
-        EventKind::Exec { comm, .. } => sum.exec = Some(comm.clone()),
+        EventKind::Exec { .. } => sum.exec = kind.exec_command().map(str::to_string),
         EventKind::Exit { status, .. } => {
             sum.ended_ns = Some(time_ns);
             sum.exit_status = *status;
@@ -241,6 +242,7 @@ fn life(
 
 fn add_event(sum: &mut EventSummary, time_ns: u64, kind: EventKind) {
     sum.total += 1;
+    let exec_command = kind.exec_command().map(str::to_string);
     let name = match &kind {
         EventKind::TargetAdded { .. } => "target_added",
         EventKind::MappingsChanged { .. } => "mappings_changed",
@@ -283,9 +285,12 @@ fn add_event(sum: &mut EventSummary, time_ns: u64, kind: EventKind) {
             let cmdline = human::one_line(&cmdline, human::TEXT_CHARS);
             Some(format!("target {target} added:{pid} {cmdline}{by}"))
         }
-        EventKind::Exec { target, comm } => Some(format!(
+        EventKind::Exec { target, .. } => Some(format!(
             "target {target} exec'd {}",
-            human::one_line(&comm, human::TEXT_CHARS)
+            human::one_line(
+                exec_command.as_deref().unwrap_or_default(),
+                human::TEXT_CHARS
+            )
         )),
         EventKind::Exit { target, status } => Some(match status {
             Some(s) => format!("target {target} exited with status {s}"),
@@ -331,24 +336,27 @@ fn range_text(m: Option<MinMax>, fmt: impl Fn(u64) -> String) -> String {
     }
 }
 
-/// One line per target: `N: pid P (forked by target T), CMDLINE, exec'd X; from A to B, exit
-/// status S; in K snapshots, ...`.
+/// One line per target: `N: pid P (forked by target T), CMDLINE; from A to B, exit status S; in
+/// K snapshots, ...`, where a target that exec'd is named by what it exec'd last (`X, exec'd
+/// from CMDLINE`), as the other reports name it.
 fn render_target(out: &mut String, s: &TargetSummary) {
     let pid = s.pid.map_or_else(|| "-".to_string(), |p| p.to_string());
     let _ = write!(out, "  {}: pid {pid}", s.target);
     if let Some(p) = s.parent {
         let _ = write!(out, " (forked by target {p})");
     }
-    let _ = write!(
-        out,
-        ", {}",
-        s.cmdline.as_deref().map_or_else(
-            || "(never announced)".to_string(),
-            |c| human::one_line(c, human::TEXT_CHARS)
-        )
+    let started = s.cmdline.as_deref().map_or_else(
+        || "(never announced)".to_string(),
+        |c| human::one_line(c, human::TEXT_CHARS),
     );
-    if let Some(exec) = &s.exec {
-        let _ = write!(out, ", exec'd {}", human::one_line(exec, human::TEXT_CHARS));
+    match &s.exec {
+        Some(exec) => {
+            let exec = human::one_line(exec, human::TEXT_CHARS);
+            let _ = write!(out, ", {exec}, exec'd from {started}");
+        }
+        None => {
+            let _ = write!(out, ", {started}");
+        }
     }
     if s.added_ns.is_some() || s.ended_ns.is_some() {
         let at = |t: Option<u64>, none: &str| t.map_or(none.to_string(), human::duration);
@@ -369,7 +377,15 @@ fn render_target(out: &mut String, s: &TargetSummary) {
         _ => {}
     }
     if s.snapshots == 0 {
-        let _ = write!(out, "; in no snapshot");
+        let _ = match (s.added_ns, s.ended_ns) {
+            // A helper a monitored process ran for a few milliseconds.
+            (Some(added), Some(ended)) => write!(
+                out,
+                "; gone within {}, before its first snapshot: not monitored",
+                human::duration(ended.saturating_sub(added))
+            ),
+            _ => write!(out, "; in no snapshot"),
+        };
     } else {
         let _ = write!(
             out,

@@ -513,7 +513,8 @@ fn render_regions(out: &mut String, ranked: &[RankedRegion]) {
     }
 }
 
-/// An access frequency as damo's `format_hz`: three decimals below 10 Hz, else grouped.
+/// An access frequency as damo's `format_hz`: three decimals below 10 Hz, else grouped, and
+/// damo's lower-case `hz` (every other report writes `Hz`): these lines are damo's format.
 fn hz_text(hz: f64) -> String {
     if hz < 10.0 && hz != 0.0 {
         format!("{hz:.3} hz")

@@ -216,6 +216,14 @@ fn plain_terminal_text_has_axes_legend_and_digits() {
     let text = render(&map, TermStyle { color: false });
     assert!(!text.contains('\x1b'), "escapes in plain mode");
     assert!(text.contains("# legend: 0 1 2 3 4 5 6 7 8 9"), "{text}");
+    // Time runs down here and across in images (each as damo draws it): both name their axes.
+    for axis in [
+        "time runs down, addresses run right",
+        "# x: addresses ",
+        "# y: time ",
+    ] {
+        assert!(text.contains(axis), "missing {axis:?} in:\n{text}");
+    }
     assert!(text.contains("up to 180 Hz, in steps of 20 Hz"), "{text}");
     assert!(text.contains("0x10000000"), "{text}");
     assert!(text.contains("16 MiB at 0x10c00000"), "{text}");
@@ -315,6 +323,7 @@ fn svg_has_labels_cells_and_a_scale() {
     assert!(svg.starts_with("<svg"), "{}", &svg[..100]);
     for want in [
         "Time (s)",
+        "Address (",
         "Access frequency (Hz)",
         "0x10000000",
         "gap 16 MiB",

@@ -137,6 +137,7 @@ fn command_lines_stay_on_one_line() {
         EventKind::Exec {
             target: 0,
             comm: "a\nb".into(),
+            command: None,
         },
     )];
     let text = render_text(&info(&h, frames, Vec::new()));

@@ -35,6 +35,7 @@ fn tree_frames() -> Vec<Frame> {
         EventKind::Exec {
             target: 1,
             comm: "helper".into(),
+            command: None,
         },
     ));
     for i in 2..5 {
@@ -71,7 +72,7 @@ fn info_lists_every_target_with_its_parent_and_life() {
     let text = info_text(&report);
     for want in [
         "0: pid 1000, workload-0; in 6 snapshots",
-        "1: pid 2001 (forked by target 0), workload-0, exec'd helper; from 200 ms to \
+        "1: pid 2001 (forked by target 0), helper, exec'd from workload-0; from 200 ms to \
          500 ms, exit status unknown; in 3 snapshots",
         "target 1 added: pid 2001 workload-0, forked by target 0",
     ] {
@@ -90,7 +91,8 @@ fn access_wss_and_heatmap_name_an_added_target_by_pid_and_command() {
     let report = access(&h, tree_frames(), &opts).unwrap();
     assert_eq!(report.targets[0].pid, Some(2001));
     let text = access_text(&report);
-    assert!(text.contains("# target 1, pid 2001: workload-0"), "{text}");
+    // Named by the program it exec'd, which the snapshot is of.
+    assert!(text.contains("# target 1, pid 2001: helper"), "{text}");
 
     let opts = DistOptions {
         skip: 0,
@@ -103,7 +105,7 @@ fn access_wss_and_heatmap_name_an_added_target_by_pid_and_command() {
     let text = dist_text(&report, &RenderOptions::default());
     for want in [
         "# target 0, pid 1000: workload-0",
-        "# target 1, pid 2001: workload-0",
+        "# target 1, pid 2001: helper",
     ] {
         assert!(text.contains(want), "missing {want:?} in:\n{text}");
     }
@@ -115,6 +117,46 @@ fn access_wss_and_heatmap_name_an_added_target_by_pid_and_command() {
     let map = heatmap(&h, || Ok::<_, std::io::Error>(tree_frames()), &opts).unwrap();
     assert_eq!(
         (map.pid, map.cmdline.as_deref()),
-        (Some(2001), Some("workload-0"))
+        (Some(2001), Some("helper"))
+    );
+}
+
+/// A helper that a target ran for a few milliseconds, gone before a snapshot could hold it, is
+/// listed as not monitored: it was listed as if it had been ("in 8 snapshots, 0 regions").
+#[test]
+fn info_says_a_helper_gone_before_any_snapshot_was_not_monitored() {
+    let h = header(1);
+    let parent = || (0, vec![region(HOT.0, HOT.1, 3)]);
+    let frames = vec![
+        event(
+            AGGR_NS / 10,
+            EventKind::TargetAdded {
+                target: 1,
+                pid: Some(2001),
+                parent: Some(0),
+                cmdline: "workload-0".into(),
+            },
+        ),
+        event(
+            AGGR_NS / 10 + 5_000_000,
+            EventKind::Exit {
+                target: 1,
+                status: None,
+            },
+        ),
+        Frame::Snapshot(snapshot(0, vec![parent()])),
+        Frame::Snapshot(snapshot(1, vec![parent()])),
+    ];
+    let report = info(&h, frames, Vec::new());
+    assert_eq!(report.targets[1].snapshots, 0);
+    let text = info_text(&report);
+    let line = text.lines().find(|l| l.contains("1: pid 2001")).unwrap();
+    assert!(
+        line.ends_with("gone within 5 ms, before its first snapshot: not monitored"),
+        "{text}"
+    );
+    assert!(
+        text.contains("0: pid 1000, workload-0; in 2 snapshots"),
+        "{text}"
     );
 }

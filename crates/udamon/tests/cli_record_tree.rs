@@ -161,6 +161,36 @@ fn tick_record_follows_every_forked_process() {
     record_follows_every_forked_process("tick");
 }
 
+/// A `sh -c` that execs its command is named by the command from then on: the shell was gone
+/// within a millisecond, yet every report called the target `sh -c ...`.
+#[test]
+fn a_target_is_named_by_the_program_it_execd() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("exec.data");
+    udamon()
+        .args(["record", "-o"])
+        .arg(&out)
+        .args(["--", "sh", "-c", "exec sleep 1.5"])
+        .timeout(Duration::from_secs(30))
+        .assert()
+        .success();
+    let info = info(&out);
+    let target = &info["targets"][0];
+    assert_eq!(target["cmdline"], "sh -c exec sleep 1.5", "{info:#}");
+    assert_eq!(target["exec"], "sleep 1.5", "its command line: {info:#}");
+    let pid = target["pid"].as_u64().unwrap();
+    let wss = udamon()
+        .args(["report", "wss", "--per-target", "--exclude_samples", "0"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&wss.stdout);
+    assert!(
+        text.contains(&format!("# target 0, pid {pid}: sleep 1.5\n")),
+        "{text}"
+    );
+}
+
 #[test]
 fn pid_with_children_attaches_to_the_running_tree() {
     let dir = tempfile::tempdir().unwrap();

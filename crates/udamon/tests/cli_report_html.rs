@@ -178,9 +178,16 @@ fn every_number_on_the_page_is_the_text_reports() {
     )));
 }
 
-/// Chromium's run of the page's own check (`#selftest`): what it drew, did and loaded.
+/// The browser window the page is checked in, and its screenshot taken: a laptop's.
+const WINDOW: (u32, u32) = (1400, 1800);
+
+/// Chromium's run of the page's own check (`#selftest`) in a [`WINDOW`]: what it drew, did and
+/// loaded.
 fn selftest(page: &Path) -> Value {
-    let dom = screen::dump_dom(&format!("file://{}#selftest", page.display()));
+    let url = format!("file://{}#selftest", page.display());
+    let size = format!("--window-size={},{}", WINDOW.0, WINDOW.1);
+    let out = screen::run_chromium(&url, &[&size, "--dump-dom"]);
+    let dom = String::from_utf8(out.stdout).unwrap();
     let found = Regex::new(r#"(?s)<pre id="selftest"[^>]*>(.*?)</pre>"#)
         .unwrap()
         .captures(&dom)
@@ -223,6 +230,11 @@ fn in_chromium_the_page_draws_zooms_hovers_and_loads_nothing() {
     assert!(result["view"]["x1"].as_f64().unwrap() - result["view"]["x0"].as_f64().unwrap() < 1.0);
     assert_eq!(result["resources"], 0, "nothing loaded: {result}");
     assert_eq!(result["violations"], Value::Array(vec![]), "{result}");
+    assert_eq!(
+        result["clipped"],
+        Value::Array(vec![]),
+        "no table cut: {result}"
+    );
 
     // Hovering tells each region of a window as `report access` prints it.
     let window = result["window"].as_u64().unwrap().to_string();
@@ -256,9 +268,50 @@ fn in_chromium_the_page_draws_zooms_hovers_and_loads_nothing() {
     }
 
     let png = dir.path().join("page.png");
-    screen::screenshot(&format!("file://{}", page.display()), &png, (1400, 1800));
+    screen::screenshot(&format!("file://{}", page.display()), &png, WINDOW);
     assert!(screen::colours(&png) > 50, "a blank screenshot");
     screen::keep_for_docs(&png, "report-html.png");
+}
+
+/// A mapping's long name is shown whole, wrapped, and the mappings table fits the page: the
+/// names were cut, and the table with them at 1400 px, the file's name out of sight.
+#[test]
+fn in_chromium_long_mapping_names_wrap_and_no_table_is_cut() {
+    if let Err(why) = chromium() {
+        eprintln!("skipped: {why}");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let long = (0..4).fold(dir.path().to_path_buf(), |d, i| {
+        d.join(format!(
+            "a-directory-with-a-long-name-as-builds-make-them-{i}"
+        ))
+    });
+    std::fs::create_dir_all(&long).unwrap();
+    let program = long.join("the-workload-under-a-long-file-name-as-well");
+    std::fs::copy(patterns(), &program).unwrap();
+    let record = dir.path().join("long.data");
+    udamon()
+        .args(["record", "-o"])
+        .arg(&record)
+        .arg("--")
+        .arg(&program)
+        .args(["static", "-t", "1", "-o", "/dev/null"])
+        .assert()
+        .success();
+    let (page, html) = page(&record);
+    let names = table(&html, "mappings")
+        .into_iter()
+        .filter_map(|row| row.last().cloned())
+        .collect::<Vec<_>>();
+    let name = program.to_str().unwrap();
+    assert!(names.iter().any(|n| n == name), "{name} in {names:?}");
+    let result = selftest(&page);
+    assert_eq!(
+        result["clipped"],
+        Value::Array(vec![]),
+        "no table cut: {result}"
+    );
 }
 
 #[test]

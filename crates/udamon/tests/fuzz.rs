@@ -206,6 +206,7 @@ fn udamon_record(compress: bool) -> Vec<u8> {
             kind: EventKind::Exec {
                 target: 0,
                 comm: format!("w{i}"),
+                command: None,
             },
         })
         .unwrap();

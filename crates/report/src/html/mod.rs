@@ -66,6 +66,10 @@ impl Default for HtmlOptions {
 
 /// The working-set horizons of the page's curve, as `report wss --horizons` takes them.
 const HORIZONS_S: [u64; 7] = [0, 1, 2, 5, 10, 30, 60];
+/// Characters of a mapping's name shown, wrapped: a path's last part, the file, is what tells
+/// mappings apart, so names are not cut at the text reports' width.
+const NAME_CHARS: usize = 1024;
+
 /// Functions shown per mapping when hovering.
 const FUNCTIONS_PER_MAPPING: usize = 5;
 /// Size of the page's charts, in pixels.
@@ -508,7 +512,7 @@ impl Page {
                 if sampled {
                     row.push(format!("{:.0}", m.samples));
                 }
-                row.push(human::one_line(&m.name, human::TEXT_CHARS));
+                row.push(human::one_line(&m.name, NAME_CHARS));
                 row
             })
             .collect();

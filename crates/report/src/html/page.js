@@ -336,6 +336,10 @@
       window: w.index,
       target: T.target,
       described,
+      // Tables wider than their box: the reader would have to scroll sideways to see them.
+      clipped: [...document.querySelectorAll("div.scroll")]
+        .filter((d) => d.scrollWidth > d.clientWidth + 1)
+        .map((d) => d.firstElementChild.className),
     });
   }
 })();

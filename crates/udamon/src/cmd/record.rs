@@ -112,8 +112,13 @@ impl RecordedOps for VaddrOps {
 /// batch of samples with call stacks.
 fn record_event(e: VaddrEvent) -> Vec<(u64, EventKind)> {
     let kind = match e.kind {
-        VaddrEventKind::Exec { target, comm } => EventKind::Exec {
+        VaddrEventKind::Exec {
+            target,
+            comm,
+            cmdline,
+        } => EventKind::Exec {
             target: target as u32,
+            command: (cmdline != comm).then_some(cmdline),
             comm,
         },
         VaddrEventKind::TargetAdded {
