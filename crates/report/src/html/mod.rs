@@ -119,37 +119,7 @@ where
         ));
     }
 
-    // The heatmaps: each target's share of the cells, one row per window at most.
-    let cols = opts.cols.max(16);
-    let rows_budget = (opts.cells / shown.len() / cols).max(16);
-    let mut targets = Vec::new();
-    for &t in &shown {
-        let summary = info.targets.iter().find(|s| s.target == t);
-        let windows = summary.map_or(0, |s| s.snapshots).max(1);
-        let rows = windows.min(rows_budget);
-        let hopts = HeatmapOptions {
-            target: Some(t),
-            address: AddressSelection::All,
-            time_range: None,
-            rows,
-            cols,
-            unit: HeatUnit::Hz,
-            collapse_gaps: true,
-            limit: (rows, cols),
-        };
-        let map = heatmap::heatmap(header, &mut open, &hopts)?;
-        if windows > rows {
-            page.notes.push(format!(
-                "The heatmap of target {t} holds {rows} time rows of {} each: the record has {windows} windows, binned as `report heatmap --resol {rows} {cols}` bins them.",
-                human::duration(map.row_ns().round() as u64)
-            ));
-        }
-        let name = summary.map_or_else(
-            || format!("target {t}"),
-            |s| target_name(t, s.pid, s.cmdline.as_deref()),
-        );
-        targets.push(data::Target::new(t, name, &map));
-    }
+    let mut targets = heatmaps(header, &mut open, &info, &shown, opts, &mut page)?;
 
     // Windows kept for hovering: every k-th, so that their regions fit the budget.
     let most_regions = info.nr_regions.map_or(1, |r| r.max.max(1)) as usize;
@@ -239,6 +209,54 @@ where
     page.schemes_section(schemes.as_ref())?;
     page.info_section(&info);
     Ok(page.finish(name, &data))
+}
+
+/// The heatmap of each of the `shown` targets, each its share of the page's cells, one row
+/// per window at most; what binning or leaving out hides is said in `page`'s notes.
+fn heatmaps<I, E, F>(
+    header: &Header,
+    open: &mut F,
+    info: &info::InfoReport,
+    shown: &[u32],
+    opts: &HtmlOptions,
+    page: &mut Page,
+) -> Result<Vec<data::Target>>
+where
+    F: FnMut() -> std::result::Result<I, E>,
+    I: IntoIterator<Item = Frame>,
+    E: std::error::Error + Send + Sync + 'static,
+{
+    let cols = opts.cols.max(16);
+    let rows_budget = (opts.cells / shown.len() / cols).max(16);
+    let mut targets = Vec::new();
+    for &t in shown {
+        let summary = info.targets.iter().find(|s| s.target == t);
+        let windows = summary.map_or(0, |s| s.snapshots).max(1);
+        let rows = windows.min(rows_budget);
+        let hopts = HeatmapOptions {
+            target: Some(t),
+            address: AddressSelection::All,
+            time_range: None,
+            rows,
+            cols,
+            unit: HeatUnit::Hz,
+            collapse_gaps: true,
+            limit: (rows, cols),
+        };
+        let map = heatmap::heatmap(header, &mut *open, &hopts)?;
+        if windows > rows {
+            page.notes.push(format!(
+                "The heatmap of target {t} holds {rows} time rows of {} each: the record has {windows} windows, binned as `report heatmap --resol {rows} {cols}` bins them.",
+                human::duration(map.row_ns().round() as u64)
+            ));
+        }
+        let name = summary.map_or_else(
+            || format!("target {t}"),
+            |s| target_name(t, s.pid, s.cmdline.as_deref()),
+        );
+        targets.push(data::Target::new(t, name, &map));
+    }
+    Ok(targets)
 }
 
 /// Regions × windows that the working set by horizon may unite over the whole record (about
