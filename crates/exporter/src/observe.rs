@@ -70,6 +70,13 @@ pub struct Observation {
 /// Target `target` of `ctx` at an aggregation boundary (from `Callbacks::after_aggregation`,
 /// where the window's regions are complete).
 pub fn observe(ctx: &Context, target: usize) -> Observation {
+    observe_touched(ctx, target).0
+}
+
+/// [`observe`], with the touched bytes of each region in the window as a snapshot of it
+/// keeps them ([`Context::window_touched_bytes`]), from the same estimate: a caller that
+/// snapshots the window it observes does not estimate the working sets a second time.
+pub fn observe_touched(ctx: &Context, target: usize) -> (Observation, Option<Vec<u64>>) {
     let attrs = ctx.attrs();
     let aggr_us = attrs.aggr_interval_us.max(1);
     let aggr_s = aggr_us as f64 / 1e6;
@@ -84,9 +91,14 @@ pub fn observe(ctx: &Context, target: usize) -> Observation {
     // Each accessed region's bytes as the window's working set counts them: where samples
     // show a region touched thinly (a process's pages scattered over physical memory, a
     // sparse heap), its size would overstate the bytes its accesses moved.
-    let touched = working_sets
+    let window_touched = working_sets
         .first()
-        .map(|w| regions_touched_bytes(regions, w));
+        .and_then(|w| ctx.touched_bytes_in(target, w));
+    let touched = window_touched.clone().or_else(|| {
+        working_sets
+            .first()
+            .map(|w| regions_touched_bytes(regions, w))
+    });
     let touched_of =
         |i: usize, r: &udamon_core::Region| touched.as_ref().map_or(r.size(), |t| t[i]);
     let bandwidth = regions
@@ -117,7 +129,7 @@ pub fn observe(ctx: &Context, target: usize) -> Observation {
     let total: u64 = regions.iter().map(|r| r.size()).sum();
     let idle_seconds = idle_quantiles(&idle_bytes);
     let memory = ctx.target_memory(target);
-    Observation {
+    let observation = Observation {
         window_seconds: aggr_s,
         regions: regions.len() as u64,
         monitored_bytes: total,
@@ -144,7 +156,8 @@ pub fn observe(ctx: &Context, target: usize) -> Observation {
             .collect(),
         source: BTreeMap::new(),
         idle_bytes,
-    }
+    };
+    (observation, window_touched)
 }
 
 /// The [`IDLE_QUANTILES`] (seconds) of an idle-time distribution: (µs idle, bytes) pairs
