@@ -133,7 +133,10 @@ mod tests {
         }
         let me = std::process::id();
         let path = format!("/proc/{me}/status");
-        let (ours, std) = (read_small(&path).unwrap(), std::fs::read_to_string(&path).unwrap());
+        let (ours, std) = (
+            read_small(&path).unwrap(),
+            std::fs::read_to_string(&path).unwrap(),
+        );
         let name = |t: &str| t.lines().next().map(str::to_string);
         assert_eq!(name(&ours), name(&std), "{ours}");
         assert!(ours.ends_with('\n') && ours.contains("\nUid:"), "{ours}");

@@ -385,7 +385,11 @@ impl Callbacks for Served {
         self.windows += 1;
         if self.observing.due(ctx.now_us()) {
             let touched = self.observe(ctx);
-            self.last = Some(Frame::Snapshot(snapshot_with_touched(ctx, self.start_us, touched)));
+            self.last = Some(Frame::Snapshot(snapshot_with_touched(
+                ctx,
+                self.start_us,
+                touched,
+            )));
         }
         match &mut self.rotation {
             Some(rotation) => rotation.after_aggregation(ctx),
@@ -592,7 +596,12 @@ impl Running {
             }
         } else if self.ctx.pass_idle_windows(n) {
             self.served.windows += n;
-            self.served.observe(&self.ctx);
+            let last = self.served.observation.take();
+            let idle = udamon_exporter::observe_idle(&self.ctx, 0, last.as_ref());
+            self.served.observation = Some(
+                idle.with_source_counters(self.served.told.counters.clone())
+                    .with_resident_bytes(self.served.told.resident_bytes),
+            );
         }
     }
 
