@@ -473,9 +473,17 @@ impl Context {
     /// 0), so that a record's regions add up to what every view reads. `None` for sources
     /// without samples, whose accessed regions count whole.
     pub fn window_touched_bytes(&self, target: usize) -> Option<Vec<u64>> {
-        let t = self.targets.get(target).filter(|_| self.sampled)?;
+        self.targets.get(target).filter(|_| self.sampled)?;
         let window = self.working_sets(target, &[0]).pop()?;
-        Some(regions_touched_bytes(&t.regions, &window))
+        self.touched_bytes_in(target, &window)
+    }
+
+    /// [`Context::window_touched_bytes`] from the window's working set `window`, estimated
+    /// already (with other horizons, say: the ladder is the same whichever are asked), so that
+    /// a caller that has it does not estimate it twice.
+    pub fn touched_bytes_in(&self, target: usize, window: &WorkingSet) -> Option<Vec<u64>> {
+        let t = self.targets.get(target).filter(|_| self.sampled)?;
+        Some(regions_touched_bytes(&t.regions, window))
     }
 
     /// The bytes of memory each of target `target`'s regions holds: its share of the resident

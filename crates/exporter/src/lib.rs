@@ -21,7 +21,10 @@ mod web;
 
 pub use exporter::{CgroupLabels, Exporter, PodLabels, TargetLabels};
 pub use groups::{GroupObservation, aggregate};
-pub use observe::{HORIZONS, IDLE_QUANTILES, Observation, SchemeCounters, idle_quantiles, observe};
+pub use observe::{
+    HORIZONS, IDLE_QUANTILES, Observation, SchemeCounters, idle_quantiles, observe, observe_idle,
+    observe_touched,
+};
 pub use server::{
     EXCHANGE_TIMEOUT, Endpoint, HEAD_TIMEOUT, Listen, Log, MAX_CONNECTIONS, MAX_HEAD_BYTES, Server,
 };

@@ -70,6 +70,37 @@ pub struct Observation {
 /// Target `target` of `ctx` at an aggregation boundary (from `Callbacks::after_aggregation`,
 /// where the window's regions are complete).
 pub fn observe(ctx: &Context, target: usize) -> Observation {
+    observe_touched(ctx, target).0
+}
+
+/// [`observe`], with the touched bytes of each region in the window as a snapshot of it
+/// keeps them ([`Context::window_touched_bytes`]), from the same estimate: a caller that
+/// snapshots the window it observes does not estimate the working sets a second time.
+pub fn observe_touched(ctx: &Context, target: usize) -> (Observation, Option<Vec<u64>>) {
+    observe_with(ctx, target, true)
+}
+
+/// [`observe`] of a target that passed idle windows (`Context::pass_idle_windows`: no sample
+/// came) since `last`, its last observation. Where `last` counted nothing at any horizon, on
+/// no sample, and no region is accessed now, the working sets are not estimated again: no
+/// evidence came since, and what there was only ages, so every horizon reads 0 as before (a
+/// thousand sleeping processes brought up to date every few seconds, each estimate for
+/// nothing). The rest (idle times, memory) is taken anew.
+pub fn observe_idle(ctx: &Context, target: usize, last: Option<&Observation>) -> Observation {
+    let counted_nothing = last.is_some_and(|o| {
+        o.working_set_bytes.len() == HORIZONS.len()
+            && o.working_set_bytes.iter().all(|&b| b == 0)
+            && o.working_set_samples.iter().all(|&n| n == 0)
+    });
+    let accessed = ctx
+        .targets()
+        .get(target)
+        .is_some_and(|t| t.regions.iter().any(|r| r.nr_accesses > 0));
+    observe_with(ctx, target, !counted_nothing || accessed).0
+}
+
+/// [`observe_touched`]; without `estimate`, every horizon's working set 0 on no sample.
+fn observe_with(ctx: &Context, target: usize, estimate: bool) -> (Observation, Option<Vec<u64>>) {
     let attrs = ctx.attrs();
     let aggr_us = attrs.aggr_interval_us.max(1);
     let aggr_s = aggr_us as f64 / 1e6;
@@ -78,15 +109,28 @@ pub fn observe(ctx: &Context, target: usize) -> Observation {
         .get(target)
         .map_or(&[][..], |t| &t.regions[..]);
     let horizons: Vec<u64> = HORIZONS.iter().map(|h| h.1).collect();
-    let working_sets = ctx.working_sets(target, &horizons);
-    let working_set_bytes = working_sets.iter().map(WorkingSet::bytes).collect();
-    let working_set_samples = working_sets.iter().map(|w| w.total.samples).collect();
+    let working_sets = match estimate {
+        true => ctx.working_sets(target, &horizons),
+        false => Vec::new(),
+    };
+    let (working_set_bytes, working_set_samples) = match estimate {
+        true => (
+            working_sets.iter().map(WorkingSet::bytes).collect(),
+            working_sets.iter().map(|w| w.total.samples).collect(),
+        ),
+        false => (vec![0; horizons.len()], vec![0; horizons.len()]),
+    };
     // Each accessed region's bytes as the window's working set counts them: where samples
     // show a region touched thinly (a process's pages scattered over physical memory, a
     // sparse heap), its size would overstate the bytes its accesses moved.
-    let touched = working_sets
+    let window_touched = working_sets
         .first()
-        .map(|w| regions_touched_bytes(regions, w));
+        .and_then(|w| ctx.touched_bytes_in(target, w));
+    let touched = window_touched.clone().or_else(|| {
+        working_sets
+            .first()
+            .map(|w| regions_touched_bytes(regions, w))
+    });
     let touched_of =
         |i: usize, r: &udamon_core::Region| touched.as_ref().map_or(r.size(), |t| t[i]);
     let bandwidth = regions
@@ -117,7 +161,7 @@ pub fn observe(ctx: &Context, target: usize) -> Observation {
     let total: u64 = regions.iter().map(|r| r.size()).sum();
     let idle_seconds = idle_quantiles(&idle_bytes);
     let memory = ctx.target_memory(target);
-    Observation {
+    let observation = Observation {
         window_seconds: aggr_s,
         regions: regions.len() as u64,
         monitored_bytes: total,
@@ -144,7 +188,8 @@ pub fn observe(ctx: &Context, target: usize) -> Observation {
             .collect(),
         source: BTreeMap::new(),
         idle_bytes,
-    }
+    };
+    (observation, window_touched)
 }
 
 /// The [`IDLE_QUANTILES`] (seconds) of an idle-time distribution: (µs idle, bytes) pairs

@@ -8,7 +8,7 @@ use std::ops::ControlFlow;
 use udamon_core::working_set::ResidentRange;
 use udamon_core::{AddrRange, Attrs, Callbacks, Context, Flow, Target, VirtualClock};
 use udamon_exporter::{
-    CgroupLabels, Exporter, Observation, PodLabels, TargetLabels, aggregate, observe,
+    CgroupLabels, Exporter, Observation, PodLabels, TargetLabels, aggregate, observe, observe_idle,
 };
 
 mod common;
@@ -384,4 +384,54 @@ fn a_sparse_working_set_is_counted_at_page_resolution_and_never_above_resident()
     // The walk found 2 MiB resident: no horizon counts more.
     let o = scattered_at(30_000_000, 2 * MIB);
     assert!(o.working_set_bytes.iter().all(|&b| b <= 2 * MIB), "{o:?}");
+}
+
+/// Accessed-bit style operations over 1 MiB that nothing ever accesses: a sleeping process.
+struct Untouched;
+
+impl udamon_core::Operations for Untouched {
+    fn name(&self) -> &str {
+        "untouched"
+    }
+    fn init(&mut self, ctx: &mut Context) -> Result<(), udamon_core::OpsError> {
+        ctx.targets_mut()[0] = Target::with_regions(None, &[AddrRange::new(0, MIB)]);
+        Ok(())
+    }
+    fn check_accesses(&mut self, _ctx: &mut Context) {}
+}
+
+/// A context run until `until_us` by `ops`, and its observation then.
+fn ran_until(ops: &mut dyn udamon_core::Operations, until_us: u64) -> (Context, Observation) {
+    let mut ctx = Context::new(Attrs::default(), 7).unwrap();
+    ctx.add_target(Target::new(None));
+    let mut cb = ObserveAt {
+        at_us: until_us,
+        resident: Vec::new(),
+        seen: None,
+    };
+    ctx.run(ops, &mut VirtualClock, &mut cb).unwrap();
+    (ctx, cb.seen.unwrap())
+}
+
+#[test]
+fn idle_windows_passed_read_as_a_fresh_observation_would() {
+    // Never accessed: nothing to estimate again, and the idle times still grow.
+    let (mut ctx, last) = ran_until(&mut Untouched, 1_000_000);
+    assert_eq!(last.working_set_bytes, vec![0; 3], "{last:?}");
+    assert!(ctx.pass_idle_windows(50));
+    let idle = observe_idle(&ctx, 0, Some(&last));
+    assert_eq!(idle, observe(&ctx, 0));
+    assert!(
+        idle.idle_seconds[5] > last.idle_seconds[5],
+        "{idle:?} after {last:?}"
+    );
+    // Accessed before it slept: its horizons are estimated again, the 10 s one emptied as its
+    // accesses age past it, the 60 s one still holding them.
+    let (mut ctx, last) = ran_until(&mut Areas { second_until_us: 0 }, 3_000_000);
+    assert!(last.working_set_bytes[1] > 0, "{last:?}");
+    assert!(ctx.pass_idle_windows(150));
+    let idle = observe_idle(&ctx, 0, Some(&last));
+    assert_eq!(idle, observe(&ctx, 0));
+    assert_eq!(idle.working_set_bytes[1], 0, "{idle:?}");
+    assert!(idle.working_set_bytes[2] > 0, "{idle:?}");
 }

@@ -15,10 +15,10 @@
 //! when the scan saw why.
 //!
 //! A scan costs what changed, not what runs. A process taken in is read again (its start
-//! time, credentials and cgroup) only when it may have changed: when it executed a program
-//! ([`Discovery::recheck`]: a privilege gained comes with an exec), when its monitoring ended
-//! ([`Discovery::ended`]: it is forgotten if it is gone, so that a pid reused is read anew),
-//! and at every [`FULL_SCAN_EVERY`]-th scan, which reads everything again (ids given up
+//! time and credentials; its cgroup is read once, when it is taken in) only when it may have
+//! changed: when it executed a program ([`Discovery::recheck`]: a privilege gained comes with
+//! an exec), when its monitoring ended ([`Discovery::ended`]: it is forgotten if it is gone,
+//! so that a pid reused is read anew), and at every [`FULL_SCAN_EVERY`]-th scan, which reads everything again (ids given up
 //! without an exec are seen then). Command names are read once per process ([`Comms`]), at
 //! the first two scans that see it and at full scans.
 
@@ -66,10 +66,18 @@ pub struct Found {
     /// Clock ticks after boot when it started: with the pid, it names the process.
     pub start_time: u64,
     pub comm: String,
-    /// Its cgroup v2 path (`/system.slice/x.service`), empty when unknown.
+    /// Its cgroup v2 path (`/system.slice/x.service`) when it was taken in, empty when unknown.
     pub cgroup: String,
     /// Its credentials when it was taken in.
     pub identity: Identity,
+}
+
+impl Found {
+    /// With its cgroup read.
+    fn with_cgroup(mut self) -> Found {
+        self.cgroup = process_cgroup(self.pid).unwrap_or_default();
+        self
+    }
 }
 
 /// The credentials the ptrace rule reads of a process: its user and group ids (real,
@@ -207,7 +215,7 @@ impl Comms {
         for pid in live {
             let new = !self.by_pid.contains_key(&pid);
             if new || self.young.contains(&pid) {
-                match std::fs::read_to_string(format!("/proc/{pid}/comm")) {
+                match proc_stat::read_small(&format!("/proc/{pid}/comm")) {
                     Ok(comm) => {
                         self.by_pid
                             .insert(pid, comm.trim_end_matches('\n').to_string());
@@ -332,7 +340,7 @@ impl Discovery {
         };
         let watch = self.watch(asked, true)?;
         let found = match self.take(pid, &watch.asked) {
-            Take::Taken(found) => found,
+            Take::Taken(found) => found.with_cgroup(),
             Take::Refused(_, denied) => return Err(denied.into()),
             Take::Skipped | Take::Unreadable(_) => return Err(MapsError::NoSuchProcess(pid).into()),
         };
@@ -454,9 +462,9 @@ impl Discovery {
                         found: old.clone(),
                         why,
                     });
-                    changes.added.push(found.clone());
+                    changes.added.push(found.clone().with_cgroup());
                 }
-                None => changes.added.push(found.clone()),
+                None => changes.added.push(found.clone().with_cgroup()),
             }
         }
         match unreadable {
@@ -565,11 +573,13 @@ impl Discovery {
         if stat.is_kernel_thread() || stat.is_zombie() {
             return Take::Skipped;
         }
+        // Its cgroup is read once it is known to be added ([`Found::with_cgroup`]): a process
+        // taken in keeps the cgroup it came with, and a full scan reads every one again.
         let found = Found {
             pid,
             start_time: stat.start_time,
             comm: stat.comm,
-            cgroup: process_cgroup(pid).unwrap_or_default(),
+            cgroup: String::new(),
             identity: Identity::of(&status),
         };
         match may_take(&asked.by, asked.selector.indirect(), pid, &status) {
@@ -654,7 +664,7 @@ fn cgroup_pids(dir: &Path) -> std::io::Result<Option<Vec<u32>>> {
 
 /// A process's cgroup v2 path (the `0::PATH` line of `/proc/PID/cgroup`).
 pub fn process_cgroup(pid: u32) -> Option<String> {
-    let text = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).ok()?;
+    let text = proc_stat::read_small(&format!("/proc/{pid}/cgroup")).ok()?;
     text.lines()
         .find_map(|l| l.strip_prefix("0::"))
         .map(str::to_string)

@@ -24,7 +24,7 @@ impl ProcStatus {
 
     /// Process `pid`'s: `Ok(None)` once it is gone, an error when it could not be read.
     pub fn try_read(pid: u32) -> std::io::Result<Option<ProcStatus>> {
-        match std::fs::read_to_string(format!("/proc/{pid}/status")) {
+        match crate::proc_stat::read_small(&format!("/proc/{pid}/status")) {
             Ok(text) => Ok(Some(ProcStatus(text))),
             Err(e) if crate::proc_stat::gone(&e) => Ok(None),
             Err(e) => Err(e),
@@ -32,7 +32,7 @@ impl ProcStatus {
     }
 
     fn read_path(path: &str) -> Option<ProcStatus> {
-        std::fs::read_to_string(path).ok().map(ProcStatus)
+        crate::proc_stat::read_small(path).ok().map(ProcStatus)
     }
 
     fn field(&self, key: &str) -> Option<&str> {

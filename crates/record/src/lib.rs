@@ -152,5 +152,5 @@ pub use detect::{AnyRecord, Format, detect_format, open_any};
 pub use error::{Damage, DamageKind, DamageLog, RecordError};
 pub use frame::{MAGIC, MAX_PAYLOAD, MAX_SNAPSHOT_REGIONS, MAX_SNAPSHOT_TARGETS};
 pub use reader::RecordReader;
-pub use recorder::{Recorder, fill_snapshot, snapshot_from_context};
+pub use recorder::{Recorder, fill_snapshot, snapshot_from_context, snapshot_with_touched};
 pub use writer::{FORMAT_VERSION, RecordWriter, WriterOptions};

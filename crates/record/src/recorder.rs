@@ -269,8 +269,38 @@ pub fn snapshot_from_context(ctx: &Context, start_us: u64) -> Snapshot {
     s
 }
 
+/// [`snapshot_from_context`] with target 0's touched bytes per region given: what
+/// [`Context::touched_bytes_in`] made of the window's working set, estimated already by the
+/// caller (serve's metrics estimate it at every publication: a second estimate would be the
+/// same, at the same cost).
+pub fn snapshot_with_touched(ctx: &Context, start_us: u64, touched: Option<Vec<u64>>) -> Snapshot {
+    let mut s = Snapshot {
+        start_ns: 0,
+        end_ns: 0,
+        sample_us: 0,
+        aggr_us: 0,
+        targets: Vec::new(),
+    };
+    let mut touched = Some(touched);
+    fill(&mut s, ctx, start_us, |i| match i {
+        0 => touched.take().flatten(),
+        _ => ctx.window_touched_bytes(i),
+    });
+    s
+}
+
 /// [`snapshot_from_context`] into an existing snapshot, reusing its allocations.
 pub fn fill_snapshot(s: &mut Snapshot, ctx: &Context, start_us: u64) {
+    fill(s, ctx, start_us, |i| ctx.window_touched_bytes(i));
+}
+
+/// [`fill_snapshot`] with each target's touched bytes per region from `touched_of`.
+fn fill(
+    s: &mut Snapshot,
+    ctx: &Context,
+    start_us: u64,
+    mut touched_of: impl FnMut(usize) -> Option<Vec<u64>>,
+) {
     let (window_start, window_end) = ctx.window_us();
     let ns = |t_us: u64| t_us.saturating_sub(start_us).saturating_mul(1000);
     s.start_ns = ns(window_start);
@@ -285,7 +315,7 @@ pub fn fill_snapshot(s: &mut Snapshot, ctx: &Context, start_us: u64) {
     for (i, (out, t)) in s.targets.iter_mut().zip(targets).enumerate() {
         out.target = i as u32;
         out.regions.clear();
-        let mut touched = ctx.window_touched_bytes(i).map(Vec::into_iter);
+        let mut touched = touched_of(i).map(Vec::into_iter);
         out.regions.extend(t.regions.iter().map(|r| {
             RegionStat {
                 start: r.start,

@@ -29,7 +29,7 @@ use udamon_core::damos::{MetricSource, Scheme};
 use udamon_core::{Attrs, Callbacks, Context, Flow, RunError, StopReason, Target, VirtualClock};
 use udamon_exporter::Observation;
 use udamon_record::model::{AccessSource, EventKind, Frame, TargetInfo};
-use udamon_record::recorder::snapshot_from_context;
+use udamon_record::recorder::snapshot_with_touched;
 
 /// How a served target is named in metrics, logs and records: a bounded set of labels.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -357,12 +357,14 @@ fn scheme_counters(index: usize, scheme: &Scheme) -> String {
 
 impl Served {
     /// The window just completed (or passed idle), as the metrics show it.
-    fn observe(&mut self, ctx: &Context) {
+    fn observe(&mut self, ctx: &Context) -> Option<Vec<u64>> {
+        let (observation, touched) = udamon_exporter::observe_touched(ctx, 0);
         self.observation = Some(
-            udamon_exporter::observe(ctx, 0)
+            observation
                 .with_source_counters(self.told.counters.clone())
                 .with_resident_bytes(self.told.resident_bytes),
         );
+        touched
     }
 }
 
@@ -382,8 +384,12 @@ impl Callbacks for Served {
         self.drain_events()?;
         self.windows += 1;
         if self.observing.due(ctx.now_us()) {
-            self.observe(ctx);
-            self.last = Some(Frame::Snapshot(snapshot_from_context(ctx, self.start_us)));
+            let touched = self.observe(ctx);
+            self.last = Some(Frame::Snapshot(snapshot_with_touched(
+                ctx,
+                self.start_us,
+                touched,
+            )));
         }
         match &mut self.rotation {
             Some(rotation) => rotation.after_aggregation(ctx),
@@ -590,7 +596,12 @@ impl Running {
             }
         } else if self.ctx.pass_idle_windows(n) {
             self.served.windows += n;
-            self.served.observe(&self.ctx);
+            let last = self.served.observation.take();
+            let idle = udamon_exporter::observe_idle(&self.ctx, 0, last.as_ref());
+            self.served.observation = Some(
+                idle.with_source_counters(self.served.told.counters.clone())
+                    .with_resident_bytes(self.served.told.resident_bytes),
+            );
         }
     }
 
