@@ -758,7 +758,7 @@ pub struct ServeArgs {
     #[arg(long, value_name = "ADDR")]
     pub listen: Option<String>,
     /// The permissions of --listen's unix socket, in octal: who may connect [default: 600].
-    #[arg(long, value_name = "MODE", value_parser = crate::serve::parse_socket_mode)]
+    #[arg(long, value_name = "MODE", value_parser = crate::units::parse_socket_mode)]
     pub listen_mode: Option<u32>,
     /// TLS and basic authentication for the metrics, from the YAML file Prometheus's exporters
     /// read (tls_server_config, basic_auth_users) [default: plain HTTP, no password].
@@ -799,7 +799,7 @@ pub struct ServeArgs {
     pub host_root: Option<PathBuf>,
     /// The records' permissions, in octal: they show what serve saw of other users'
     /// processes [default: 600].
-    #[arg(long, value_name = "MODE", value_parser = crate::serve::parse_record_mode)]
+    #[arg(long, value_name = "MODE", value_parser = crate::units::parse_record_mode)]
     pub record_mode: Option<u32>,
     /// The access source, as for `record`.
     #[arg(long, value_enum, default_value_t = SourceArg::Auto)]

@@ -5,7 +5,9 @@
 //! exit, source statistics) to the record through [`RecordedOps`], read at every sampling
 //! interval. Why monitoring stopped is written here, once, after the loop.
 
+pub mod clock;
 mod settings;
+pub mod sim;
 
 pub use settings::{Settings, check_attrs};
 

@@ -4,8 +4,8 @@
 //! caller.
 
 use crate::cli::{CtlArgs, CtlRequest};
-use crate::serve::control::Request;
-use crate::serve::target::Tune;
+use crate::cmd::serve::control::Request;
+use crate::cmd::serve::target::Tune;
 use crate::small_file::read_text;
 use anyhow::{Result, bail};
 use std::path::Path;
@@ -71,8 +71,8 @@ pub fn run(args: &CtlArgs) -> Result<()> {
     let path = args
         .control
         .clone()
-        .unwrap_or_else(crate::serve::default_control);
-    let answer = crate::serve::request(&path, &request)?;
+        .unwrap_or_else(crate::cmd::serve::default_control);
+    let answer = crate::cmd::serve::request(&path, &request)?;
     match (answer.ok, answer.text, answer.error) {
         (true, text, _) => Ok(crate::output::print(&printable(&text.unwrap_or_default()))?),
         (false, _, error) => bail!("{}", error.unwrap_or_else(|| "refused".to_string())),

@@ -2,8 +2,9 @@
 //! virtual time, or live processes (spawned or attached) with a sampled access source.
 
 use crate::cli::{MonitoringArgs, RecordArgs};
+use crate::monitor::clock::PacedClock;
+use crate::monitor::sim::{load_workload, sim_identity};
 use crate::monitor::{self, RecordedOps, Session, Settings, Summary, Tap};
-use crate::serve::PacedClock;
 use anyhow::{Context as _, Result, bail};
 use std::path::Path;
 use std::sync::Arc;
@@ -23,7 +24,7 @@ use udamon_record::model::{
     AccessSource, CallStack, CodeSite, EventKind, MappingRecord, MappingResident,
     ReferencedMapping, SampleAccess, SampleFact, TargetInfo,
 };
-use udamon_sim::{SimOps, SimOptions, Workload};
+use udamon_sim::{SimOps, SimOptions};
 
 /// The workload recorded when no target is given.
 pub const DEFAULT_SIM: &str = "builtin:demo";
@@ -465,41 +466,6 @@ fn record_host(args: &RecordArgs) -> Result<Summary> {
         metrics: None,
     };
     monitor::run(session, &mut ops, &mut clock, monotonic_us())
-}
-
-/// Loads `builtin:NAME` or a masim-format file.
-pub fn load_workload(spec: &str) -> Result<Workload> {
-    match spec.strip_prefix("builtin:") {
-        Some(name) => Workload::builtin(name).with_context(|| {
-            format!(
-                "no built-in workload '{name}': use one of {}",
-                udamon_sim::BUILTIN_NAMES.join(", ")
-            )
-        }),
-        None => {
-            let path = Path::new(spec);
-            let text = crate::small_file::read_text(path, "workload file")?;
-            let name = path
-                .file_name()
-                .map_or_else(|| spec.to_string(), |n| n.to_string_lossy().into_owned());
-            Ok(Workload::parse(&text, &name)?)
-        }
-    }
-}
-
-/// How a record names a simulated workload and its source; `time` says how time passes.
-pub fn sim_identity(name: &str, time: &str) -> (TargetInfo, AccessSource) {
-    (
-        TargetInfo {
-            pid: None,
-            cmdline: name.to_string(),
-            parent: None,
-        },
-        AccessSource {
-            name: "sim".to_string(),
-            reason: format!("simulated workload '{name}' (masim format) in {time}"),
-        },
-    )
 }
 
 /// Records a simulated workload in virtual time.

@@ -42,7 +42,6 @@ use udamon_linux::vaddr::{self, monotonic_us};
 use udamon_record::model::{AccessSource, TargetInfo};
 use udamon_sim::Workload;
 
-pub use config::{parse_record_mode, parse_socket_mode};
 pub use control::request;
 
 /// Raises the soft limit on open files to the hard one, as long-running services do: each
@@ -331,7 +330,7 @@ impl Served {
 fn sim_workload(spec: &str, text: Option<&str>) -> Result<Workload, String> {
     match text {
         None if spec.starts_with("builtin:") => {
-            crate::cmd::record::load_workload(spec).map_err(|e| format!("{e:#}"))
+            crate::monitor::sim::load_workload(spec).map_err(|e| format!("{e:#}"))
         }
         None => Err(format!(
             "serve opens no file for its callers: send the workload's text in \"config\" \
@@ -349,7 +348,7 @@ fn sim_workload(spec: &str, text: Option<&str>) -> Result<Workload, String> {
 fn start_sim(workload: Workload, fast: bool) -> Start {
     Box::new(move |_| {
         let time = if fast { "virtual time" } else { "real time" };
-        let (info, source) = crate::cmd::record::sim_identity(workload.name(), time);
+        let (info, source) = crate::monitor::sim::sim_identity(workload.name(), time);
         let ops = udamon_sim::SimOps::new(workload, udamon_sim::SimOptions::default());
         Ok(Monitored {
             ops: Box::new(ops),
@@ -381,35 +380,6 @@ fn named_pids(config: &Config) -> BTreeSet<u32> {
             _ => None,
         })
         .collect()
-}
-
-/// Real time for a simulation: its time line starts at 0 when it starts, and a stop ends
-/// every wait at once.
-pub(crate) struct PacedClock {
-    origin: Instant,
-    stop: Arc<AtomicBool>,
-}
-
-impl PacedClock {
-    pub(crate) fn new(stop: Arc<AtomicBool>) -> Self {
-        PacedClock {
-            origin: Instant::now(),
-            stop,
-        }
-    }
-}
-
-impl udamon_core::Clock for PacedClock {
-    fn wait_until(&mut self, t_us: u64) {
-        let due = self.origin + Duration::from_micros(t_us);
-        while !self.stop.load(Ordering::Relaxed) {
-            let now = Instant::now();
-            if now >= due {
-                return;
-            }
-            std::thread::sleep((due - now).min(POLL));
-        }
-    }
 }
 
 /// The discovery's selectors from the configuration, each with who asked for it.
