@@ -9,7 +9,7 @@ pub mod clock;
 mod settings;
 pub mod sim;
 
-pub use settings::{Settings, check_attrs};
+pub use settings::{Settings, check_attrs, check_live};
 
 use crate::host::{host_info, unix_now_ns};
 use crate::progress::Progress;
@@ -224,7 +224,7 @@ impl Callbacks for Recording {
 }
 
 /// The header of a record of `targets` monitored with `attrs`, starting now.
-pub fn header(
+fn header(
     attrs: &Attrs,
     seed: u64,
     access_source: AccessSource,
@@ -249,6 +249,47 @@ pub fn header(
     }
 }
 
+/// A context that monitors `targets` with `settings` from `start_us` on its time line, and
+/// the header of its record: how every session starts, `record`'s and each of serve's targets.
+pub fn context_for(
+    settings: &Settings,
+    start_us: u64,
+    metrics: Option<Box<dyn MetricSource>>,
+    source: AccessSource,
+    targets: Vec<(Target, TargetInfo)>,
+) -> Result<(Context, Header)> {
+    let mut ctx = Context::new(settings.attrs, settings.seed)?;
+    ctx.set_start_time_us(start_us);
+    for scheme in &settings.schemes {
+        ctx.add_scheme(scheme.clone())?;
+    }
+    ctx.capture_tried_regions(settings.tried_regions);
+    if let Some(metrics) = metrics {
+        ctx.set_metric_source(metrics);
+    }
+    let infos = targets.iter().map(|(_, info)| info.clone()).collect();
+    let header = header(&settings.attrs, settings.seed, source, infos);
+    for (target, _) in targets {
+        ctx.add_target(target);
+    }
+    Ok((ctx, header))
+}
+
+/// Why monitoring stopped, in a line (a record's last event, the summary, serve's log). A
+/// failure is worded here; `stopped` words a stop the run chose (a deadline, a signal, every
+/// target gone), which only its caller can tell apart.
+pub fn stop_reason(
+    result: Result<StopReason, &RunError>,
+    stopped: impl FnOnce(StopReason) -> String,
+) -> String {
+    match result {
+        Ok(reason) => stopped(reason),
+        Err(RunError::Callback(e)) => format!("the record could not be written: {e}"),
+        Err(RunError::Ops(e)) => format!("monitoring failed: {e}"),
+    }
+}
+
+/// Records `session` until it stops: build its context, record, run, finish.
 pub fn run(
     session: Session<'_>,
     ops: &mut dyn RecordedOps,
@@ -258,30 +299,14 @@ pub fn run(
     if session.targets.is_empty() {
         bail!("nothing to monitor");
     }
-    let settings = session.settings;
-    let attrs = settings.attrs;
-    let mut ctx = Context::new(attrs, settings.seed)?;
-    ctx.set_start_time_us(start_us);
-    for scheme in settings.schemes {
-        ctx.add_scheme(scheme)?;
-    }
-    ctx.capture_tried_regions(settings.tried_regions);
-    if let Some(metrics) = session.metrics {
-        ctx.set_metric_source(metrics);
-    }
-    let header = header(
-        &attrs,
-        settings.seed,
+    let settings = &session.settings;
+    let (mut ctx, header) = context_for(
+        settings,
+        start_us,
+        session.metrics,
         session.source,
-        session
-            .targets
-            .iter()
-            .map(|(_, info)| info.clone())
-            .collect(),
-    );
-    for (target, _) in session.targets {
-        ctx.add_target(target);
-    }
+        session.targets,
+    )?;
     let file = crate::output::stream(session.out, &session.inputs)?;
     let writer = RecordWriter::new(
         file,
@@ -318,16 +343,15 @@ pub fn run(
     let (mut recording, (progress, stop)) = callbacks;
     progress.finish();
 
-    let why = match &result {
-        Err(RunError::Callback(_)) => "stopped: the record could not be written".to_string(),
-        Ok(StopReason::Requested) if stop.expired(&ctx) => {
-            "the requested duration elapsed".to_string()
+    let why = stop_reason(result.as_ref().copied(), |reason| {
+        match reason {
+            StopReason::Requested if stop.expired(&ctx) => "the requested duration elapsed",
+            StopReason::Requested if stop.raised() => "interrupted by a signal",
+            StopReason::Requested => "stopped on request",
+            StopReason::NoValidTarget => "every target ended",
         }
-        Ok(StopReason::Requested) if stop.raised() => "interrupted by a signal".to_string(),
-        Ok(StopReason::Requested) => "stopped on request".to_string(),
-        Ok(StopReason::NoValidTarget) => "every target ended".to_string(),
-        Err(RunError::Ops(e)) => format!("monitoring failed: {e}"),
-    };
+        .to_string()
+    });
     // The operations' last events (from their cleanup), then why monitoring stopped. Best
     // effort: a record whose writes already fail keeps its first error, reported below.
     let _ = recording.write_events().and_then(|()| {

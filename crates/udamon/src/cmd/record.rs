@@ -11,7 +11,6 @@ use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 use udamon_core::{Target, VirtualClock};
-use udamon_linux::actions::check_action;
 use udamon_linux::decode::Access;
 use udamon_linux::metrics::ProcMetrics;
 use udamon_linux::paddr::{self, PaddrOps};
@@ -76,14 +75,7 @@ pub fn run(args: &RecordArgs) -> Result<()> {
 fn live_settings(args: &RecordArgs, source: &Source) -> Result<Settings> {
     let settings = args
         .monitoring
-        .resolve(&vaddr::sampled_attrs(source), args.duration)?;
-    if let Some(path) = args.monitoring.schemes.as_deref() {
-        for (i, scheme) in settings.schemes.iter().enumerate() {
-            if let Err(why) = check_action(scheme.action) {
-                bail!("{}: schemes[{i}]: {why}", path.display());
-            }
-        }
-    }
+        .resolve_live(&vaddr::sampled_attrs(source), args.duration)?;
     let update = settings.attrs.ops_update_interval_us;
     if args.referenced.is_some_and(|period| period < update) {
         bail!(

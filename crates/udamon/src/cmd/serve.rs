@@ -31,7 +31,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{self, Receiver};
 use std::time::{Duration, Instant};
 use supervisor::{Key, Started, Supervisor};
-use target::{Command, Labels, Monitored, Pace, Start, TargetId, TargetSettings};
+use target::{Command, Labels, Monitored, Pace, Start, TargetId};
 use udamon_core::Target;
 use udamon_linux::discover::{
     AskedFor, Credentials, Discovery, Found, Selector, changed, may_monitor,
@@ -261,25 +261,15 @@ struct Served {
 
 impl Served {
     /// The settings of a target started now, from `config` and this source's defaults.
-    fn settings(&self, config: &Config) -> Result<TargetSettings> {
-        let Settings {
-            attrs,
-            seed,
-            schemes,
-            ..
-        } = config
+    fn settings(&self, config: &Config) -> Result<Settings> {
+        let settings = config
             .monitoring
-            .resolve(&vaddr::sampled_attrs(&self.source), None)?;
-        if let Some(path) = config.monitoring.schemes.as_deref() {
-            for (i, scheme) in schemes.iter().enumerate() {
-                udamon_linux::actions::check_action(scheme.action)
-                    .map_err(|why| anyhow::anyhow!("{}: schemes[{i}]: {why}", path.display()))?;
-            }
-        }
-        Ok(TargetSettings {
-            attrs,
-            seed,
-            schemes,
+            .resolve_live(&vaddr::sampled_attrs(&self.source), None)?;
+        // Serve's targets have never captured tried regions although its flags take
+        // --tried-regions; honouring it changes its records, a change of its own.
+        Ok(Settings {
+            tried_regions: false,
+            ..settings
         })
     }
 
@@ -437,7 +427,7 @@ fn process_key(found: &Found) -> Key {
 impl Serving {
     /// Starts the processes that came, stops those that went, collects threads that ended.
     /// Returns how many stopped.
-    fn rescan(&mut self, settings: &TargetSettings) -> usize {
+    fn rescan(&mut self, settings: &Settings) -> usize {
         let changes = self.discovery.scan();
         for warning in &changes.warnings {
             log::limited(log::Level::Warn, "discovery", warning);
@@ -491,7 +481,7 @@ impl Serving {
     }
 
     /// Starts serving a process the discovery found, unless the control socket removed it.
-    fn start_process(&mut self, found: &Found, settings: &TargetSettings) -> (Labels, Started) {
+    fn start_process(&mut self, found: &Found, settings: &Settings) -> (Labels, Started) {
         let key = process_key(found);
         let labels = Labels {
             id: TargetId::Pid(found.pid),
@@ -514,7 +504,7 @@ impl Serving {
     /// Reads the configuration file again: new selectors, and the settings of targets started
     /// from now on. Running targets keep theirs (`udamon ctl tune` changes those), and targets
     /// added with `udamon ctl add` stay.
-    fn reload(&mut self, args: &ServeArgs) -> Result<TargetSettings> {
+    fn reload(&mut self, args: &ServeArgs) -> Result<Settings> {
         let config = Config::resolve(args)?;
         let settings = self.source.settings(&config)?;
         self.discovery
@@ -535,7 +525,7 @@ impl Serving {
         asked: &Receiver<Asked>,
         deadline: Instant,
         stop: &AtomicBool,
-        settings: &TargetSettings,
+        settings: &Settings,
     ) {
         loop {
             // However long the rescan interval, a flood's count is said soon after it stops.
@@ -551,12 +541,7 @@ impl Serving {
         }
     }
 
-    fn answer(
-        &mut self,
-        request: Request,
-        caller: &Credentials,
-        settings: &TargetSettings,
-    ) -> Pending {
+    fn answer(&mut self, request: Request, caller: &Credentials, settings: &Settings) -> Pending {
         let ask = |serving: &Self, target: &str, make: Box<dyn FnOnce(_) -> Command>| match serving
             .key_for(target, caller)
         {
@@ -654,7 +639,7 @@ impl Serving {
         &mut self,
         pid: u32,
         caller: &Credentials,
-        settings: &TargetSettings,
+        settings: &Settings,
     ) -> Result<String, String> {
         may_monitor(caller, pid).map_err(|e| e.to_string())?;
         let found = self
@@ -679,7 +664,7 @@ impl Serving {
         spec: &str,
         text: Option<&str>,
         fast: bool,
-        settings: &TargetSettings,
+        settings: &Settings,
         caller: &Credentials,
     ) -> Result<String, String> {
         let workload = sim_workload(spec, text)?;
@@ -715,11 +700,13 @@ impl Serving {
 
 /// A simulated target's settings: the simulation's own defaults, and no scheme (the
 /// configuration's schemes are converted for live intervals; `ctl add-schemes` adds some).
-fn settings_for_sim(live: &TargetSettings) -> TargetSettings {
-    TargetSettings {
+fn settings_for_sim(live: &Settings) -> Settings {
+    Settings {
         attrs: udamon_sim::default_attrs(),
         seed: live.seed,
         schemes: Vec::new(),
+        tried_regions: false,
+        duration_us: None,
     }
 }
 

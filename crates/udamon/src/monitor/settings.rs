@@ -15,7 +15,7 @@ use udamon_core::{Adjustment, Attrs, IntervalsGoal, REGION_BYTES};
 use udamon_record::MAX_SNAPSHOT_REGIONS;
 
 /// Everything a monitoring session needs to know from the command line.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct Settings {
     pub attrs: Attrs,
     pub seed: u64,
@@ -28,6 +28,17 @@ pub struct Settings {
 }
 
 impl MonitoringArgs {
+    /// [`Self::resolve`] for live processes: every scheme's action must be one that a process
+    /// can be given (the error names the schemes file and the first scheme refused).
+    pub fn resolve_live(&self, defaults: &Attrs, duration_us: Option<u64>) -> Result<Settings> {
+        let settings = self.resolve(defaults, duration_us)?;
+        if let Some(path) = self.schemes.as_deref() {
+            check_live(&settings.schemes)
+                .map_err(|why| anyhow::anyhow!("{}: {why}", path.display()))?;
+        }
+        Ok(settings)
+    }
+
     /// The settings for monitoring with `defaults` (the attributes of what is monitored:
     /// [`udamon_sim::default_attrs`] or [`udamon_linux::vaddr::sampled_attrs`]) for whatever
     /// the user did not give, stopping after `duration_us` if given.
@@ -174,6 +185,16 @@ fn mem_available_bytes() -> Option<u64> {
         .parse::<u64>()
         .ok()?;
     Some(kib * 1024)
+}
+
+/// Whether every scheme's action can be done to a live process (some are the simulation's
+/// alone); the first that cannot, as `schemes[i]: why`.
+pub fn check_live(schemes: &[Scheme]) -> Result<(), String> {
+    for (i, scheme) in schemes.iter().enumerate() {
+        udamon_linux::actions::check_action(scheme.action)
+            .map_err(|why| format!("schemes[{i}]: {why}"))?;
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -20,7 +20,7 @@
 use super::engine::{Hub, Observing};
 use super::log;
 use super::records::{RecordPolicy, Rotation};
-use crate::monitor::{EventSource, RecordedOps};
+use crate::monitor::{EventSource, RecordedOps, Settings};
 use std::collections::BTreeMap;
 use std::ops::ControlFlow;
 use std::sync::Arc;
@@ -110,14 +110,6 @@ pub enum Pace {
 /// Builds a target's operations on the service's loop, with its shared samplers; fails with
 /// a one-line reason.
 pub type Start = Box<dyn FnOnce(&mut Hub) -> Result<Monitored, String> + Send>;
-
-/// What a target is monitored with: the serve-wide settings, copied at its start.
-#[derive(Debug, Clone)]
-pub struct TargetSettings {
-    pub attrs: Attrs,
-    pub seed: u64,
-    pub schemes: Vec<Scheme>,
-}
 
 /// Changes of the monitoring attributes; what is not given is kept.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Deserialize, serde::Serialize)]
@@ -252,10 +244,7 @@ impl Served {
                     .map_err(|e| format!("{e:#}"))
                     .and_then(|schemes| {
                         if self.live {
-                            for (i, scheme) in schemes.iter().enumerate() {
-                                udamon_linux::actions::check_action(scheme.action)
-                                    .map_err(|why| format!("schemes[{i}]: {why}"))?;
-                            }
+                            crate::monitor::check_live(&schemes)?;
                         }
                         let n = schemes.len();
                         schemes
@@ -415,7 +404,7 @@ impl Running {
     pub fn start(
         labels: Labels,
         start: Start,
-        settings: TargetSettings,
+        settings: Settings,
         records: Option<Arc<RecordPolicy>>,
         hub: &mut Hub,
     ) -> Result<Running, String> {
@@ -429,16 +418,9 @@ impl Running {
             pace,
             gone,
         } = start(hub)?;
-        let mut ctx = Context::new(settings.attrs, settings.seed).map_err(|e| e.to_string())?;
-        ctx.set_start_time_us(start_us);
-        if let Some(metrics) = metrics {
-            ctx.set_metric_source(metrics);
-        }
-        for scheme in settings.schemes {
-            ctx.add_scheme(scheme).map_err(|e| e.to_string())?;
-        }
-        ctx.add_target(target);
-        let header = crate::monitor::header(&settings.attrs, settings.seed, source, vec![info]);
+        let (ctx, header) =
+            crate::monitor::context_for(&settings, start_us, metrics, source, vec![(target, info)])
+                .map_err(|e| e.to_string())?;
         let rotation = match records {
             Some(policy) => Some(Rotation::open(policy, &labels, header.clone(), start_us)?),
             None => None,
@@ -534,18 +516,8 @@ impl Running {
                 .step(self.ops.as_mut(), &mut VirtualClock, &mut self.served)
             {
                 Ok(ControlFlow::Continue(())) => {}
-                Ok(ControlFlow::Break(StopReason::NoValidTarget)) => {
-                    return Some(Ended::normally(&(self.gone)()));
-                }
-                Ok(ControlFlow::Break(StopReason::Requested)) => {
-                    return Some(Ended::normally("stopped on request"));
-                }
-                Err(e) => {
-                    return Some(Ended {
-                        why: why_failed(&e),
-                        failed: true,
-                    });
-                }
+                Ok(ControlFlow::Break(reason)) => return Some(Ended::of(Ok(reason), &self.gone)),
+                Err(e) => return Some(Ended::of(Err(&e), &self.gone)),
             }
             if self.served.windows != windows && quiet(self) {
                 self.asleep = true;
@@ -582,7 +554,7 @@ impl Running {
                         log::warn(&format!(
                             "{}: {}; its record ends here",
                             self.labels,
-                            why_failed(&e)
+                            Ended::of(Err(&e), &self.gone).why
                         ));
                         self.served.rotation = None;
                     }
@@ -650,18 +622,21 @@ pub struct Ended {
 }
 
 impl Ended {
+    /// How a step's stop reads; `gone` words the end of its process.
+    fn of(result: Result<StopReason, &RunError>, gone: &dyn Fn() -> String) -> Ended {
+        Ended {
+            failed: result.is_err(),
+            why: crate::monitor::stop_reason(result, |reason| match reason {
+                StopReason::NoValidTarget => gone(),
+                StopReason::Requested => "stopped on request".to_string(),
+            }),
+        }
+    }
+
     pub fn normally(why: &str) -> Ended {
         Ended {
             why: why.to_string(),
             failed: false,
         }
-    }
-}
-
-/// Why a run failed, in a line.
-fn why_failed(e: &RunError) -> String {
-    match e {
-        RunError::Callback(e) => format!("the record could not be written: {e}"),
-        RunError::Ops(e) => format!("monitoring failed: {e}"),
     }
 }
