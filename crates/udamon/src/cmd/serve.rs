@@ -130,8 +130,8 @@ pub fn run(args: &ServeArgs) -> Result<()> {
     raise_open_files_limit();
     let chosen = vaddr::choose_source(args.access_source.into(), args.sample_rate)
         .map_err(|e| anyhow::anyhow!("{e}"))?;
-    let source = Served {
-        source: chosen.source,
+    let source = ProcessSource {
+        kind: chosen.source,
         reason: chosen.reason,
     };
     let mut settings = source.settings(&config)?;
@@ -193,7 +193,7 @@ pub fn run(args: &ServeArgs) -> Result<()> {
     log::info(&format!(
         "serving: metrics on {metrics_at}, control at {}, source {}",
         config.control.display(),
-        vaddr::source_name(&source.source)
+        vaddr::source_name(&source.kind)
     ));
     let sink =
         metrics::ExporterSink::new(exporter, config.process_series, config.host_root.clone());
@@ -254,17 +254,17 @@ fn listen_name(listen: &udamon_exporter::Listen) -> String {
 }
 
 /// The access source every process target is monitored with.
-struct Served {
-    source: Source,
+struct ProcessSource {
+    kind: Source,
     reason: String,
 }
 
-impl Served {
+impl ProcessSource {
     /// The settings of a target started now, from `config` and this source's defaults.
     fn settings(&self, config: &Config) -> Result<Settings> {
         let settings = config
             .monitoring
-            .resolve_live(&vaddr::sampled_attrs(&self.source), None)?;
+            .resolve_live(&vaddr::sampled_attrs(&self.kind), None)?;
         // Serve's targets have never captured tried regions although its flags take
         // --tried-regions; honouring it changes its records, a change of its own.
         Ok(Settings {
@@ -276,7 +276,7 @@ impl Served {
     /// How every process is sampled.
     fn sampler_config(&self) -> SamplerConfig {
         SamplerConfig {
-            source: self.source,
+            source: self.kind,
             follow_forks: false,
             ..SamplerConfig::default()
         }
@@ -412,7 +412,7 @@ struct Serving {
     next_sim: u64,
     /// Who added each simulated workload (by uid): only they, or root, may see or change it.
     sim_owners: HashMap<u64, u32>,
-    source: Served,
+    source: ProcessSource,
     /// Whether the host's physical memory is monitored (`--host`).
     host: bool,
 }

@@ -186,7 +186,7 @@ pub enum Command {
 }
 
 /// The callbacks of a served target's steps.
-struct Served {
+struct TargetHooks {
     labels: Labels,
     events: EventSource,
     told: Told,
@@ -205,7 +205,7 @@ struct Served {
     executed: bool,
 }
 
-impl Served {
+impl TargetHooks {
     fn drain_events(&mut self) -> Result<(), udamon_record::RecordError> {
         for (t_us, kind) in (self.events)() {
             match &kind {
@@ -344,7 +344,7 @@ fn scheme_counters(index: usize, scheme: &Scheme) -> String {
     )
 }
 
-impl Served {
+impl TargetHooks {
     /// The window just completed (or passed idle), as the metrics show it.
     fn observe(&mut self, ctx: &Context) {
         self.observation = Some(
@@ -355,7 +355,7 @@ impl Served {
     }
 }
 
-impl Callbacks for Served {
+impl Callbacks for TargetHooks {
     fn after_sampling(&mut self, _ctx: &Context) -> Flow {
         self.drain_events()?;
         Ok(ControlFlow::Continue(()))
@@ -386,7 +386,7 @@ pub struct Running {
     pub labels: Labels,
     ctx: Context,
     ops: Box<dyn RecordedOps>,
-    served: Served,
+    hooks: TargetHooks,
     pub pace: Pace,
     /// Not stepped until something comes for it (see the module documentation).
     asleep: bool,
@@ -425,7 +425,7 @@ impl Running {
             Some(policy) => Some(Rotation::open(policy, &labels, header.clone(), start_us)?),
             None => None,
         };
-        let served = Served {
+        let hooks = TargetHooks {
             labels: labels.clone(),
             events: ops.record_events(),
             told: Told::default(),
@@ -443,7 +443,7 @@ impl Running {
             labels,
             ctx,
             ops,
-            served,
+            hooks,
             pace,
             asleep: false,
             heard_to_us: start_us,
@@ -509,17 +509,17 @@ impl Running {
                 break;
             }
             // The window it falls asleep after is what its metrics show while it sleeps.
-            self.served.observing.force_next = quiet_from(self, self.window_end_us());
-            let windows = self.served.windows;
+            self.hooks.observing.force_next = quiet_from(self, self.window_end_us());
+            let windows = self.hooks.windows;
             match self
                 .ctx
-                .step(self.ops.as_mut(), &mut VirtualClock, &mut self.served)
+                .step(self.ops.as_mut(), &mut VirtualClock, &mut self.hooks)
             {
                 Ok(ControlFlow::Continue(())) => {}
                 Ok(ControlFlow::Break(reason)) => return Some(Ended::of(Ok(reason), &self.gone)),
                 Err(e) => return Some(Ended::of(Err(&e), &self.gone)),
             }
-            if self.served.windows != windows && quiet(self) {
+            if self.hooks.windows != windows && quiet(self) {
                 self.asleep = true;
                 break;
             }
@@ -543,11 +543,11 @@ impl Running {
         if n == 0 {
             return;
         }
-        if self.served.rotation.is_some() {
+        if self.hooks.rotation.is_some() {
             for i in 0..n {
                 // The last window passed is what its metrics show now.
-                self.served.observing.force_next = i + 1 == n;
-                match self.ctx.pass_idle_window(&mut self.served) {
+                self.hooks.observing.force_next = i + 1 == n;
+                match self.ctx.pass_idle_window(&mut self.hooks) {
                     Ok(true) => {}
                     Ok(false) => return,
                     Err(e) => {
@@ -556,20 +556,20 @@ impl Running {
                             self.labels,
                             Ended::of(Err(&e), &self.gone).why
                         ));
-                        self.served.rotation = None;
+                        self.hooks.rotation = None;
                     }
                 }
             }
         } else if self.ctx.pass_idle_windows(n) {
-            self.served.windows += n;
-            self.served.observe(&self.ctx);
+            self.hooks.windows += n;
+            self.hooks.observe(&self.ctx);
         }
     }
 
     /// Whether its process executed a program since the last call (it may have gained
     /// privileges: whoever asked for it may not be allowed it any more).
     pub fn take_executed(&mut self) -> bool {
-        std::mem::take(&mut self.served.executed)
+        std::mem::take(&mut self.hooks.executed)
     }
 
     /// Whether it sleeps now.
@@ -584,24 +584,24 @@ impl Running {
 
     /// Its last window, as the metrics show it.
     pub fn observation(&self) -> Option<&Observation> {
-        self.served.observation.as_ref()
+        self.hooks.observation.as_ref()
     }
 
     /// Answers a command now, waking it first: what it answers is as of now.
     pub fn answer(&mut self, command: Command, due_us: u64) {
         self.catch_up(due_us);
-        self.served.answer(&mut self.ctx, command);
+        self.hooks.answer(&mut self.ctx, command);
     }
 
     /// Ends its monitoring: its operations' last events, its record finished with why; one
     /// line in the log says why, a warning when it failed or its record is incomplete.
     pub fn finish(mut self, ended: &Ended) {
         let (why, failed) = (ended.why.as_str(), ended.failed);
-        let _ = self.ctx.terminate(self.ops.as_mut(), &mut self.served);
+        let _ = self.ctx.terminate(self.ops.as_mut(), &mut self.hooks);
         // The operations' last events, then why it ended; best effort, as `record` does.
-        let _ = self.served.drain_events();
+        let _ = self.hooks.drain_events();
         let mut warning = failed.then(|| why.to_string());
-        if let Some(rotation) = self.served.rotation.take()
+        if let Some(rotation) = self.hooks.rotation.take()
             && let Err(e) = rotation.finish(self.ctx.now_us(), why)
         {
             warning = Some(format!("its record is incomplete: {e}"));
