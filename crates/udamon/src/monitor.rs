@@ -130,6 +130,17 @@ impl Stop {
             .is_some_and(|f| f.load(Ordering::Relaxed))
     }
 
+    /// How a stop of the loop's own reads.
+    fn words(&self, ctx: &Context, reason: StopReason) -> String {
+        match reason {
+            StopReason::Requested if self.expired(ctx) => "the requested duration elapsed",
+            StopReason::Requested if self.raised() => "interrupted by a signal",
+            StopReason::Requested => "stopped on request",
+            StopReason::NoValidTarget => "every target ended",
+        }
+        .to_string()
+    }
+
     fn check(&self, ctx: &Context) -> Flow {
         Ok(if self.expired(ctx) || self.raised() {
             ControlFlow::Break(())
@@ -169,6 +180,29 @@ impl Recording {
             self.recorder.write_event(time_ns, kind)?;
         }
         Ok(())
+    }
+
+    /// Ends the record to `out`: the operations' last events (from their cleanup), then why
+    /// monitoring stopped; what the session tells the user.
+    fn finish(mut self, ctx: &Context, why: String, out: &Path) -> Result<Summary> {
+        // Best effort: a record whose writes already fail keeps its first error, reported by
+        // the recorder's finish.
+        let _ = self.write_events().and_then(|()| {
+            let time_ns = self.recorder.time_ns(ctx.now_us());
+            let reason = why.clone();
+            self.recorder
+                .write_event(time_ns, EventKind::Stopped { reason })
+        });
+        let summary = Summary {
+            snapshots: self.recorder.snapshots_written(),
+            bytes: self.recorder.bytes_written(),
+            monitored_us: ctx.now_us() - self.start_us,
+            stop: why,
+        };
+        self.recorder
+            .finish()
+            .with_context(|| format!("recording to {} failed", out.display()))?;
+        Ok(summary)
     }
 
     fn note(&mut self, ctx: &Context, text: &str) -> Result<(), RecordError> {
@@ -299,80 +333,64 @@ pub fn run(
     if session.targets.is_empty() {
         bail!("nothing to monitor");
     }
-    let settings = &session.settings;
-    let (mut ctx, header) = context_for(
+    let Session {
         settings,
-        start_us,
-        session.metrics,
-        session.source,
-        session.targets,
-    )?;
-    let file = crate::output::stream(session.out, &session.inputs)?;
-    let writer = RecordWriter::new(
-        file,
-        session.out,
-        &header,
-        WriterOptions {
-            compress: session.compress,
-        },
-    )
-    .with_context(|| format!("cannot record to {}", session.out.display()))?;
-    let mut recorder = Recorder::new(writer, start_us);
+        targets,
+        source,
+        out,
+        inputs,
+        compress,
+        expected_us,
+        stop,
+        metrics,
+        tap,
+    } = session;
+    let (mut ctx, header) = context_for(&settings, start_us, metrics, source, targets)?;
     // A watched session is shown by its watcher, not by a progress bar.
-    let progress = match session.tap {
-        Some(_) => Progress::hidden(start_us),
-        None => Progress::new("recording", session.expected_us, start_us),
-    };
-    if let Some(mut tap) = session.tap {
-        tap.header(&header);
-        recorder.set_tap(Box::new(move |frame| tap.frame(frame)));
-    }
-    let stop = Stop {
-        deadline_us: settings.duration_us.map(|d| start_us.saturating_add(d)),
-        flag: session.stop,
-    };
+    let watched = tap.is_some();
     let recording = Recording {
         waiting: false,
-        recorder,
+        recorder: open_recorder(out, &inputs, compress, &header, tap, start_us)?,
         events: ops.record_events(),
         truth: ops.record_truth(),
         start_us,
     };
+    let progress = if watched {
+        Progress::hidden(start_us)
+    } else {
+        Progress::new("recording", expected_us, start_us)
+    };
+    let stop = Stop {
+        deadline_us: settings.duration_us.map(|d| start_us.saturating_add(d)),
+        flag: stop,
+    };
     let mut callbacks = (recording, (progress, stop));
     let result = ctx.run(ops, clock, &mut callbacks);
-    let (mut recording, (progress, stop)) = callbacks;
+    let (recording, (progress, stop)) = callbacks;
     progress.finish();
-
-    let why = stop_reason(result.as_ref().copied(), |reason| {
-        match reason {
-            StopReason::Requested if stop.expired(&ctx) => "the requested duration elapsed",
-            StopReason::Requested if stop.raised() => "interrupted by a signal",
-            StopReason::Requested => "stopped on request",
-            StopReason::NoValidTarget => "every target ended",
-        }
-        .to_string()
-    });
-    // The operations' last events (from their cleanup), then why monitoring stopped. Best
-    // effort: a record whose writes already fail keeps its first error, reported below.
-    let _ = recording.write_events().and_then(|()| {
-        let time_ns = recording.recorder.time_ns(ctx.now_us());
-        recording.recorder.write_event(
-            time_ns,
-            EventKind::Stopped {
-                reason: why.clone(),
-            },
-        )
-    });
-    let recorder = recording.recorder;
-    let summary = Summary {
-        snapshots: recorder.snapshots_written(),
-        bytes: recorder.bytes_written(),
-        monitored_us: ctx.now_us() - start_us,
-        stop: why,
-    };
-    recorder
-        .finish()
-        .with_context(|| format!("recording to {} failed", session.out.display()))?;
+    let why = stop_reason(result.as_ref().copied(), |reason| stop.words(&ctx, reason));
+    let summary = recording.finish(&ctx, why, out)?;
     result.map_err(|e| anyhow::anyhow!("{e}"))?;
     Ok(summary)
+}
+
+/// The recorder of a session to `out` (never replacing one of its `inputs`), handing what it
+/// writes to `tap` as well.
+fn open_recorder(
+    out: &Path,
+    inputs: &[&Path],
+    compress: bool,
+    header: &Header,
+    tap: Option<Box<dyn Tap>>,
+    start_us: u64,
+) -> Result<Recorder> {
+    let file = crate::output::stream(out, inputs)?;
+    let writer = RecordWriter::new(file, out, header, WriterOptions { compress })
+        .with_context(|| format!("cannot record to {}", out.display()))?;
+    let mut recorder = Recorder::new(writer, start_us);
+    if let Some(mut tap) = tap {
+        tap.header(header);
+        recorder.set_tap(Box::new(move |frame| tap.frame(frame)));
+    }
+    Ok(recorder)
 }
