@@ -5,7 +5,6 @@
 
 use crate::cli::{CtlArgs, CtlRequest};
 use crate::cmd::serve::control::Request;
-use crate::cmd::serve::target::Tune;
 use crate::small_file::read_text;
 use anyhow::{Result, bail};
 use std::path::Path;
@@ -35,22 +34,9 @@ pub fn run(args: &CtlArgs) -> Result<()> {
         CtlRequest::Remove { target } => Request::Remove {
             target: target.clone(),
         },
-        CtlRequest::Tune {
-            target,
-            sample_us,
-            aggr_us,
-            update_us,
-            min_regions,
-            max_regions,
-        } => Request::Tune {
+        CtlRequest::Tune { target, overrides } => Request::Tune {
             target: target.clone(),
-            tune: Tune {
-                sample_us: *sample_us,
-                aggr_us: *aggr_us,
-                update_us: *update_us,
-                min_regions: *min_regions,
-                max_regions: *max_regions,
-            },
+            tune: *overrides,
         },
         CtlRequest::AddSchemes { target, schemes } => Request::AddSchemes {
             target: target.clone(),

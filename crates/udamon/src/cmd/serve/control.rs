@@ -14,7 +14,7 @@
 //! descriptors, say) is logged, rate-limited, and retried after a pause.
 
 use super::log::{self, Level};
-use super::target::Tune;
+use crate::cli::Overrides;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Read, Write};
@@ -66,7 +66,7 @@ pub enum Request {
     },
     Tune {
         target: String,
-        tune: Tune,
+        tune: Overrides,
     },
     /// Schemes as the text of a schemes file.
     AddSchemes {

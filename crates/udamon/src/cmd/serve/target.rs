@@ -20,13 +20,14 @@
 use super::engine::{Hub, Observing};
 use super::log;
 use super::records::{RecordPolicy, Rotation};
+use crate::cli::Overrides;
 use crate::monitor::{EventSource, RecordedOps, Settings};
 use std::collections::BTreeMap;
 use std::ops::ControlFlow;
 use std::sync::Arc;
 use std::sync::mpsc::Sender;
 use udamon_core::damos::{MetricSource, Scheme};
-use udamon_core::{Attrs, Callbacks, Context, Flow, RunError, StopReason, Target, VirtualClock};
+use udamon_core::{Callbacks, Context, Flow, RunError, StopReason, Target, VirtualClock};
 use udamon_exporter::Observation;
 use udamon_record::model::{AccessSource, EventKind, Frame, TargetInfo};
 use udamon_record::recorder::snapshot_from_context;
@@ -111,68 +112,13 @@ pub enum Pace {
 /// a one-line reason.
 pub type Start = Box<dyn FnOnce(&mut Hub) -> Result<Monitored, String> + Send>;
 
-/// Changes of the monitoring attributes; what is not given is kept.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Deserialize, serde::Serialize)]
-#[serde(deny_unknown_fields)]
-pub struct Tune {
-    pub sample_us: Option<u64>,
-    pub aggr_us: Option<u64>,
-    pub update_us: Option<u64>,
-    pub min_regions: Option<u32>,
-    pub max_regions: Option<u32>,
-}
-
-impl std::fmt::Display for Tune {
-    /// The changes given, as `ctl tune` takes them: `--aggr-us 200000us --max-regions 300`.
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let intervals = [
-            ("sample-us", self.sample_us),
-            ("aggr-us", self.aggr_us),
-            ("update-us", self.update_us),
-        ];
-        let bounds = [
-            ("min-regions", self.min_regions),
-            ("max-regions", self.max_regions),
-        ];
-        let mut words = Vec::new();
-        for (name, us) in intervals {
-            if let Some(us) = us {
-                words.push(format!("--{name} {us}us"));
-            }
-        }
-        for (name, n) in bounds {
-            if let Some(n) = n {
-                words.push(format!("--{name} {n}"));
-            }
-        }
-        if words.is_empty() {
-            words.push("(nothing)".to_string());
-        }
-        write!(f, "{}", words.join(" "))
-    }
-}
-
-impl Tune {
-    /// `attrs` with these changes.
-    pub fn apply_to(&self, attrs: &Attrs) -> Attrs {
-        Attrs {
-            sample_interval_us: self.sample_us.unwrap_or(attrs.sample_interval_us),
-            aggr_interval_us: self.aggr_us.unwrap_or(attrs.aggr_interval_us),
-            ops_update_interval_us: self.update_us.unwrap_or(attrs.ops_update_interval_us),
-            min_nr_regions: self.min_regions.unwrap_or(attrs.min_nr_regions),
-            max_nr_regions: self.max_regions.unwrap_or(attrs.max_nr_regions),
-            ..*attrs
-        }
-    }
-}
-
 /// A reply to a command: text for the caller, or why the command was refused.
 pub type Reply = Sender<Result<String, String>>;
 
 /// What a running target can be asked, between two steps of its loop.
 pub enum Command {
     /// Change the intervals and region bounds.
-    Tune(Tune, Reply),
+    Tune(Overrides, Reply),
     /// Add the schemes of a schemes file's text (its rates and ages converted with the
     /// target's intervals in force).
     AddSchemes(String, Reply),
