@@ -3,7 +3,8 @@
 //! that loop as callbacks, and a summary at the end. Every target kind (simulated workloads,
 //! live processes) records through this one path; operations hand the events they see (exec,
 //! exit, source statistics) to the record through [`RecordedOps`], read at every sampling
-//! interval. Why monitoring stopped is written here, once, after the loop.
+//! interval. Every context is built here ([`context_for`]: record's, and each of serve's
+//! targets'), and every failed stop is worded here ([`stop_reason`]).
 
 pub mod clock;
 mod settings;
