@@ -22,7 +22,7 @@ use crate::cli::ServeArgs;
 use crate::monitor::Settings;
 use anyhow::{Context as _, Result};
 use config::{Config, Wanted};
-use control::{Asked, ControlSocket, Pending, Request};
+use control::{CallerRequest, ControlSocket, Pending, Request};
 use records::RecordPolicy;
 use std::collections::{BTreeSet, HashMap};
 use std::path::PathBuf;
@@ -31,7 +31,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{self, Receiver};
 use std::time::{Duration, Instant};
 use supervisor::{Key, Started, Supervisor};
-use target::{Command, Labels, Monitored, Pace, Start, TargetId};
+use target::{Command, Labels, Pace, Start, TargetId, TargetSetup};
 use udamon_core::Target;
 use udamon_linux::discover::{
     AskedFor, Credentials, Discovery, Found, Selector, changed, may_monitor,
@@ -295,7 +295,7 @@ impl ProcessSource {
                 cmdline: ops.cmdline(0).to_string(),
                 parent: None,
             };
-            Ok(Monitored {
+            Ok(TargetSetup {
                 metrics: Some(Box::new(ProcMetrics::new(ops.pids()))),
                 ops: Box::new(ops),
                 target,
@@ -340,7 +340,7 @@ fn start_sim(workload: Workload, fast: bool) -> Start {
         let time = if fast { "virtual time" } else { "real time" };
         let (info, source) = crate::monitor::sim::sim_identity(workload.name(), time);
         let ops = udamon_sim::SimOps::new(workload, udamon_sim::SimOptions::default());
-        Ok(Monitored {
+        Ok(TargetSetup {
             ops: Box::new(ops),
             target: Target::new(None),
             info,
@@ -522,7 +522,7 @@ impl Serving {
     /// Answers control requests until `deadline` or a stop.
     fn answer_until(
         &mut self,
-        asked: &Receiver<Asked>,
+        asked: &Receiver<CallerRequest>,
         deadline: Instant,
         stop: &AtomicBool,
         settings: &Settings,

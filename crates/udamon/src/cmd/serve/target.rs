@@ -81,7 +81,7 @@ pub struct Told {
 }
 
 /// A target's monitoring, ready to start: what [`Start`] builds on the service's loop.
-pub struct Monitored {
+pub struct TargetSetup {
     pub ops: Box<dyn RecordedOps>,
     pub target: Target,
     pub info: TargetInfo,
@@ -110,7 +110,7 @@ pub enum Pace {
 
 /// Builds a target's operations on the service's loop, with its shared samplers; fails with
 /// a one-line reason.
-pub type Start = Box<dyn FnOnce(&mut Hub) -> Result<Monitored, String> + Send>;
+pub type Start = Box<dyn FnOnce(&mut Hub) -> Result<TargetSetup, String> + Send>;
 
 /// A reply to a command: text for the caller, or why the command was refused.
 pub type Reply = Sender<Result<String, String>>;
@@ -354,7 +354,7 @@ impl Running {
         records: Option<Arc<RecordPolicy>>,
         hub: &mut Hub,
     ) -> Result<Running, String> {
-        let Monitored {
+        let TargetSetup {
             ops,
             target,
             info,
