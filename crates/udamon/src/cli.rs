@@ -758,7 +758,7 @@ pub struct ServeArgs {
     #[arg(long, value_name = "ADDR")]
     pub listen: Option<String>,
     /// The permissions of --listen's unix socket, in octal: who may connect [default: 600].
-    #[arg(long, value_name = "MODE", value_parser = crate::serve::parse_socket_mode)]
+    #[arg(long, value_name = "MODE", value_parser = crate::units::parse_socket_mode)]
     pub listen_mode: Option<u32>,
     /// TLS and basic authentication for the metrics, from the YAML file Prometheus's exporters
     /// read (tls_server_config, basic_auth_users) [default: plain HTTP, no password].
@@ -799,7 +799,7 @@ pub struct ServeArgs {
     pub host_root: Option<PathBuf>,
     /// The records' permissions, in octal: they show what serve saw of other users'
     /// processes [default: 600].
-    #[arg(long, value_name = "MODE", value_parser = crate::serve::parse_record_mode)]
+    #[arg(long, value_name = "MODE", value_parser = crate::units::parse_record_mode)]
     pub record_mode: Option<u32>,
     /// The access source, as for `record`.
     #[arg(long, value_enum, default_value_t = SourceArg::Auto)]
@@ -846,16 +846,8 @@ pub enum CtlRequest {
     /// Change a target's intervals and region bounds; what is not given is kept.
     Tune {
         target: String,
-        #[arg(long, value_name = "DURATION", value_parser = parse_interval_us)]
-        sample_us: Option<u64>,
-        #[arg(long, value_name = "DURATION", value_parser = parse_interval_us)]
-        aggr_us: Option<u64>,
-        #[arg(long, value_name = "DURATION", value_parser = parse_interval_us)]
-        update_us: Option<u64>,
-        #[arg(long, value_name = "N")]
-        min_regions: Option<u32>,
-        #[arg(long, value_name = "N")]
-        max_regions: Option<u32>,
+        #[command(flatten)]
+        overrides: Overrides,
     },
     /// Add the schemes of a file (docs/schemes.md) to a target.
     AddSchemes {
@@ -873,4 +865,53 @@ pub enum CtlRequest {
     },
     /// A target's intervals, region bounds and schemes.
     Status { target: String },
+}
+
+/// Overrides of the monitoring attributes' intervals and region bounds; what is not given is
+/// kept: `ctl tune`'s flags, and what `udamon ctl` sends serve.
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Args, serde::Deserialize, serde::Serialize,
+)]
+#[serde(deny_unknown_fields)]
+pub struct Overrides {
+    #[arg(long, value_name = "DURATION", value_parser = parse_interval_us)]
+    pub sample_us: Option<u64>,
+    #[arg(long, value_name = "DURATION", value_parser = parse_interval_us)]
+    pub aggr_us: Option<u64>,
+    #[arg(long, value_name = "DURATION", value_parser = parse_interval_us)]
+    pub update_us: Option<u64>,
+    #[arg(long, value_name = "N")]
+    pub min_regions: Option<u32>,
+    #[arg(long, value_name = "N")]
+    pub max_regions: Option<u32>,
+}
+
+impl std::fmt::Display for Overrides {
+    /// The changes given, as `ctl tune` takes them: `--aggr-us 200000us --max-regions 300`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let intervals = [
+            ("sample-us", self.sample_us),
+            ("aggr-us", self.aggr_us),
+            ("update-us", self.update_us),
+        ];
+        let bounds = [
+            ("min-regions", self.min_regions),
+            ("max-regions", self.max_regions),
+        ];
+        let mut words = Vec::new();
+        for (name, us) in intervals {
+            if let Some(us) = us {
+                words.push(format!("--{name} {us}us"));
+            }
+        }
+        for (name, n) in bounds {
+            if let Some(n) = n {
+                words.push(format!("--{name} {n}"));
+            }
+        }
+        if words.is_empty() {
+            words.push("(nothing)".to_string());
+        }
+        write!(f, "{}", words.join(" "))
+    }
 }

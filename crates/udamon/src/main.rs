@@ -9,7 +9,6 @@ mod output;
 mod progress;
 mod schemes_file;
 mod select;
-mod serve;
 mod small_file;
 mod units;
 
@@ -46,7 +45,7 @@ fn main() -> ExitCode {
         cli::Command::Report(args) => cmd::report::run(args),
         cli::Command::Top(args) => cmd::top::run(args),
         cli::Command::Convert(args) => cmd::convert::run(args),
-        cli::Command::Serve(args) => serve::run(args),
+        cli::Command::Serve(args) => cmd::serve::run(args),
         cli::Command::Ctl(args) => cmd::ctl::run(args),
     };
     match result {

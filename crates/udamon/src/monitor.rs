@@ -3,11 +3,14 @@
 //! that loop as callbacks, and a summary at the end. Every target kind (simulated workloads,
 //! live processes) records through this one path; operations hand the events they see (exec,
 //! exit, source statistics) to the record through [`RecordedOps`], read at every sampling
-//! interval. Why monitoring stopped is written here, once, after the loop.
+//! interval. Every context is built here ([`context_for`]: record's, and each of serve's
+//! targets'), and every failed stop is worded here ([`stop_reason`]).
 
+pub mod clock;
 mod settings;
+pub mod sim;
 
-pub use settings::{Settings, check_attrs};
+pub use settings::{Settings, check_attrs, check_live};
 
 use crate::host::{host_info, unix_now_ns};
 use crate::progress::Progress;
@@ -128,6 +131,17 @@ impl Stop {
             .is_some_and(|f| f.load(Ordering::Relaxed))
     }
 
+    /// How a stop of the loop's own reads.
+    fn words(&self, ctx: &Context, reason: StopReason) -> String {
+        match reason {
+            StopReason::Requested if self.expired(ctx) => "the requested duration elapsed",
+            StopReason::Requested if self.raised() => "interrupted by a signal",
+            StopReason::Requested => "stopped on request",
+            StopReason::NoValidTarget => "every target ended",
+        }
+        .to_string()
+    }
+
     fn check(&self, ctx: &Context) -> Flow {
         Ok(if self.expired(ctx) || self.raised() {
             ControlFlow::Break(())
@@ -167,6 +181,29 @@ impl Recording {
             self.recorder.write_event(time_ns, kind)?;
         }
         Ok(())
+    }
+
+    /// Ends the record to `out`: the operations' last events (from their cleanup), then why
+    /// monitoring stopped; what the session tells the user.
+    fn finish(mut self, ctx: &Context, why: String, out: &Path) -> Result<Summary> {
+        // Best effort: a record whose writes already fail keeps its first error, reported by
+        // the recorder's finish.
+        let _ = self.write_events().and_then(|()| {
+            let time_ns = self.recorder.time_ns(ctx.now_us());
+            let reason = why.clone();
+            self.recorder
+                .write_event(time_ns, EventKind::Stopped { reason })
+        });
+        let summary = Summary {
+            snapshots: self.recorder.snapshots_written(),
+            bytes: self.recorder.bytes_written(),
+            monitored_us: ctx.now_us() - self.start_us,
+            stop: why,
+        };
+        self.recorder
+            .finish()
+            .with_context(|| format!("recording to {} failed", out.display()))?;
+        Ok(summary)
     }
 
     fn note(&mut self, ctx: &Context, text: &str) -> Result<(), RecordError> {
@@ -222,7 +259,7 @@ impl Callbacks for Recording {
 }
 
 /// The header of a record of `targets` monitored with `attrs`, starting now.
-pub fn header(
+fn header(
     attrs: &Attrs,
     seed: u64,
     access_source: AccessSource,
@@ -247,6 +284,47 @@ pub fn header(
     }
 }
 
+/// A context that monitors `targets` with `settings` from `start_us` on its time line, and
+/// the header of its record: how every session starts, `record`'s and each of serve's targets.
+pub fn context_for(
+    settings: &Settings,
+    start_us: u64,
+    metrics: Option<Box<dyn MetricSource>>,
+    source: AccessSource,
+    targets: Vec<(Target, TargetInfo)>,
+) -> Result<(Context, Header)> {
+    let mut ctx = Context::new(settings.attrs, settings.seed)?;
+    ctx.set_start_time_us(start_us);
+    for scheme in &settings.schemes {
+        ctx.add_scheme(scheme.clone())?;
+    }
+    ctx.capture_tried_regions(settings.tried_regions);
+    if let Some(metrics) = metrics {
+        ctx.set_metric_source(metrics);
+    }
+    let infos = targets.iter().map(|(_, info)| info.clone()).collect();
+    let header = header(&settings.attrs, settings.seed, source, infos);
+    for (target, _) in targets {
+        ctx.add_target(target);
+    }
+    Ok((ctx, header))
+}
+
+/// Why monitoring stopped, in a line (a record's last event, the summary, serve's log). A
+/// failure is worded here; `stopped` words a stop the run chose (a deadline, a signal, every
+/// target gone), which only its caller can tell apart.
+pub fn stop_reason(
+    result: Result<StopReason, &RunError>,
+    stopped: impl FnOnce(StopReason) -> String,
+) -> String {
+    match result {
+        Ok(reason) => stopped(reason),
+        Err(RunError::Callback(e)) => format!("the record could not be written: {e}"),
+        Err(RunError::Ops(e)) => format!("monitoring failed: {e}"),
+    }
+}
+
+/// Records `session` until it stops: build its context, record, run, finish.
 pub fn run(
     session: Session<'_>,
     ops: &mut dyn RecordedOps,
@@ -256,97 +334,64 @@ pub fn run(
     if session.targets.is_empty() {
         bail!("nothing to monitor");
     }
-    let settings = session.settings;
-    let attrs = settings.attrs;
-    let mut ctx = Context::new(attrs, settings.seed)?;
-    ctx.set_start_time_us(start_us);
-    for scheme in settings.schemes {
-        ctx.add_scheme(scheme)?;
-    }
-    ctx.capture_tried_regions(settings.tried_regions);
-    if let Some(metrics) = session.metrics {
-        ctx.set_metric_source(metrics);
-    }
-    let header = header(
-        &attrs,
-        settings.seed,
-        session.source,
-        session
-            .targets
-            .iter()
-            .map(|(_, info)| info.clone())
-            .collect(),
-    );
-    for (target, _) in session.targets {
-        ctx.add_target(target);
-    }
-    let file = crate::output::stream(session.out, &session.inputs)?;
-    let writer = RecordWriter::new(
-        file,
-        session.out,
-        &header,
-        WriterOptions {
-            compress: session.compress,
-        },
-    )
-    .with_context(|| format!("cannot record to {}", session.out.display()))?;
-    let mut recorder = Recorder::new(writer, start_us);
+    let Session {
+        settings,
+        targets,
+        source,
+        out,
+        inputs,
+        compress,
+        expected_us,
+        stop,
+        metrics,
+        tap,
+    } = session;
+    let (mut ctx, header) = context_for(&settings, start_us, metrics, source, targets)?;
     // A watched session is shown by its watcher, not by a progress bar.
-    let progress = match session.tap {
-        Some(_) => Progress::hidden(start_us),
-        None => Progress::new("recording", session.expected_us, start_us),
-    };
-    if let Some(mut tap) = session.tap {
-        tap.header(&header);
-        recorder.set_tap(Box::new(move |frame| tap.frame(frame)));
-    }
-    let stop = Stop {
-        deadline_us: settings.duration_us.map(|d| start_us.saturating_add(d)),
-        flag: session.stop,
-    };
+    let watched = tap.is_some();
     let recording = Recording {
         waiting: false,
-        recorder,
+        recorder: open_recorder(out, &inputs, compress, &header, tap, start_us)?,
         events: ops.record_events(),
         truth: ops.record_truth(),
         start_us,
     };
+    let progress = if watched {
+        Progress::hidden(start_us)
+    } else {
+        Progress::new("recording", expected_us, start_us)
+    };
+    let stop = Stop {
+        deadline_us: settings.duration_us.map(|d| start_us.saturating_add(d)),
+        flag: stop,
+    };
     let mut callbacks = (recording, (progress, stop));
     let result = ctx.run(ops, clock, &mut callbacks);
-    let (mut recording, (progress, stop)) = callbacks;
+    let (recording, (progress, stop)) = callbacks;
     progress.finish();
-
-    let why = match &result {
-        Err(RunError::Callback(_)) => "stopped: the record could not be written".to_string(),
-        Ok(StopReason::Requested) if stop.expired(&ctx) => {
-            "the requested duration elapsed".to_string()
-        }
-        Ok(StopReason::Requested) if stop.raised() => "interrupted by a signal".to_string(),
-        Ok(StopReason::Requested) => "stopped on request".to_string(),
-        Ok(StopReason::NoValidTarget) => "every target ended".to_string(),
-        Err(RunError::Ops(e)) => format!("monitoring failed: {e}"),
-    };
-    // The operations' last events (from their cleanup), then why monitoring stopped. Best
-    // effort: a record whose writes already fail keeps its first error, reported below.
-    let _ = recording.write_events().and_then(|()| {
-        let time_ns = recording.recorder.time_ns(ctx.now_us());
-        recording.recorder.write_event(
-            time_ns,
-            EventKind::Stopped {
-                reason: why.clone(),
-            },
-        )
-    });
-    let recorder = recording.recorder;
-    let summary = Summary {
-        snapshots: recorder.snapshots_written(),
-        bytes: recorder.bytes_written(),
-        monitored_us: ctx.now_us() - start_us,
-        stop: why,
-    };
-    recorder
-        .finish()
-        .with_context(|| format!("recording to {} failed", session.out.display()))?;
+    let why = stop_reason(result.as_ref().copied(), |reason| stop.words(&ctx, reason));
+    let summary = recording.finish(&ctx, why, out)?;
     result.map_err(|e| anyhow::anyhow!("{e}"))?;
     Ok(summary)
+}
+
+/// The recorder of a session to `out` (never replacing one of its `inputs`), handing what it
+/// writes to `tap` as well.
+fn open_recorder(
+    out: &Path,
+    inputs: &[&Path],
+    compress: bool,
+    header: &Header,
+    tap: Option<Box<dyn Tap>>,
+    start_us: u64,
+) -> Result<Recorder> {
+    let file = crate::output::stream(out, inputs)?;
+    let writer = RecordWriter::new(file, out, header, WriterOptions { compress })
+        .with_context(|| format!("cannot record to {}", out.display()))?;
+    let mut recorder = Recorder::new(writer, start_us);
+    if let Some(mut tap) = tap {
+        tap.header(header);
+        recorder.set_tap(Box::new(move |frame| tap.frame(frame)));
+    }
+    Ok(recorder)
 }

@@ -93,6 +93,31 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
         .map_err(|_| format!("'{s}' is not a size: use e.g. 4096, 4K, 2M, 1.5G or 0x1000"))
 }
 
+/// Records' permissions in octal (`600`, `0640`): read and write bits only, the owner's
+/// always.
+pub fn parse_record_mode(text: &str) -> Result<u32, String> {
+    let digits = text.trim().trim_start_matches("0o");
+    match u32::from_str_radix(digits, 8) {
+        Ok(mode) if mode & !0o666 == 0 && mode & 0o600 == 0o600 => Ok(mode),
+        _ => Err(format!(
+            "'{text}' is not a record mode: give octal read and write bits with the owner's \
+             (600, 640 or 644)"
+        )),
+    }
+}
+
+/// A unix socket's permissions in octal (`600`, `0660`): who may connect, the owner always.
+pub fn parse_socket_mode(text: &str) -> Result<u32, String> {
+    let digits = text.trim().trim_start_matches("0o");
+    match u32::from_str_radix(digits, 8) {
+        Ok(mode) if mode & !0o777 == 0 && mode & 0o600 == 0o600 => Ok(mode),
+        _ => Err(format!(
+            "'{text}' is not a socket mode: give octal permission bits with the owner's read \
+             and write (600, 660 or 666)"
+        )),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -4,8 +4,7 @@
 //! caller.
 
 use crate::cli::{CtlArgs, CtlRequest};
-use crate::serve::control::Request;
-use crate::serve::target::Tune;
+use crate::cmd::serve::control::Request;
 use crate::small_file::read_text;
 use anyhow::{Result, bail};
 use std::path::Path;
@@ -35,22 +34,9 @@ pub fn run(args: &CtlArgs) -> Result<()> {
         CtlRequest::Remove { target } => Request::Remove {
             target: target.clone(),
         },
-        CtlRequest::Tune {
-            target,
-            sample_us,
-            aggr_us,
-            update_us,
-            min_regions,
-            max_regions,
-        } => Request::Tune {
+        CtlRequest::Tune { target, overrides } => Request::Tune {
             target: target.clone(),
-            tune: Tune {
-                sample_us: *sample_us,
-                aggr_us: *aggr_us,
-                update_us: *update_us,
-                min_regions: *min_regions,
-                max_regions: *max_regions,
-            },
+            tune: *overrides,
         },
         CtlRequest::AddSchemes { target, schemes } => Request::AddSchemes {
             target: target.clone(),
@@ -71,8 +57,8 @@ pub fn run(args: &CtlArgs) -> Result<()> {
     let path = args
         .control
         .clone()
-        .unwrap_or_else(crate::serve::default_control);
-    let answer = crate::serve::request(&path, &request)?;
+        .unwrap_or_else(crate::cmd::serve::default_control);
+    let answer = crate::cmd::serve::request(&path, &request)?;
     match (answer.ok, answer.text, answer.error) {
         (true, text, _) => Ok(crate::output::print(&printable(&text.unwrap_or_default()))?),
         (false, _, error) => bail!("{}", error.unwrap_or_else(|| "refused".to_string())),

@@ -6,4 +6,5 @@ pub mod demo;
 pub mod record;
 pub mod report;
 pub mod report_views;
+pub mod serve;
 pub mod top;

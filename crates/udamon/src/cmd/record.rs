@@ -2,15 +2,15 @@
 //! virtual time, or live processes (spawned or attached) with a sampled access source.
 
 use crate::cli::{MonitoringArgs, RecordArgs};
+use crate::monitor::clock::PacedClock;
+use crate::monitor::sim::{load_workload, sim_identity};
 use crate::monitor::{self, RecordedOps, Session, Settings, Summary, Tap};
-use crate::serve::PacedClock;
 use anyhow::{Context as _, Result, bail};
 use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 use udamon_core::{Target, VirtualClock};
-use udamon_linux::actions::check_action;
 use udamon_linux::decode::Access;
 use udamon_linux::metrics::ProcMetrics;
 use udamon_linux::paddr::{self, PaddrOps};
@@ -23,7 +23,7 @@ use udamon_record::model::{
     AccessSource, CallStack, CodeSite, EventKind, MappingRecord, MappingResident,
     ReferencedMapping, SampleAccess, SampleFact, TargetInfo,
 };
-use udamon_sim::{SimOps, SimOptions, Workload};
+use udamon_sim::{SimOps, SimOptions};
 
 /// The workload recorded when no target is given.
 pub const DEFAULT_SIM: &str = "builtin:demo";
@@ -75,14 +75,7 @@ pub fn run(args: &RecordArgs) -> Result<()> {
 fn live_settings(args: &RecordArgs, source: &Source) -> Result<Settings> {
     let settings = args
         .monitoring
-        .resolve(&vaddr::sampled_attrs(source), args.duration)?;
-    if let Some(path) = args.monitoring.schemes.as_deref() {
-        for (i, scheme) in settings.schemes.iter().enumerate() {
-            if let Err(why) = check_action(scheme.action) {
-                bail!("{}: schemes[{i}]: {why}", path.display());
-            }
-        }
-    }
+        .resolve_live(&vaddr::sampled_attrs(source), args.duration)?;
     let update = settings.attrs.ops_update_interval_us;
     if args.referenced.is_some_and(|period| period < update) {
         bail!(
@@ -470,41 +463,6 @@ fn record_host(args: &RecordArgs) -> Result<Summary> {
         metrics: None,
     };
     monitor::run(session, &mut ops, &mut clock, monotonic_us())
-}
-
-/// Loads `builtin:NAME` or a masim-format file.
-pub fn load_workload(spec: &str) -> Result<Workload> {
-    match spec.strip_prefix("builtin:") {
-        Some(name) => Workload::builtin(name).with_context(|| {
-            format!(
-                "no built-in workload '{name}': use one of {}",
-                udamon_sim::BUILTIN_NAMES.join(", ")
-            )
-        }),
-        None => {
-            let path = Path::new(spec);
-            let text = crate::small_file::read_text(path, "workload file")?;
-            let name = path
-                .file_name()
-                .map_or_else(|| spec.to_string(), |n| n.to_string_lossy().into_owned());
-            Ok(Workload::parse(&text, &name)?)
-        }
-    }
-}
-
-/// How a record names a simulated workload and its source; `time` says how time passes.
-pub fn sim_identity(name: &str, time: &str) -> (TargetInfo, AccessSource) {
-    (
-        TargetInfo {
-            pid: None,
-            cmdline: name.to_string(),
-            parent: None,
-        },
-        AccessSource {
-            name: "sim".to_string(),
-            reason: format!("simulated workload '{name}' (masim format) in {time}"),
-        },
-    )
 }
 
 /// Records a simulated workload in virtual time.

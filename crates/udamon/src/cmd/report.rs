@@ -4,7 +4,7 @@ use crate::cli::{
     AccessArgs, AccessStyle, CodeArgs, DistArgs, HeatmapArgs, Horizon, InputArgs, RegionOrder,
     ReportArgs, ReportKind, SortBy, WssArgs,
 };
-use crate::cmd::report_views;
+use crate::cmd::report_views::{self, write_image};
 use crate::input::{Frames, Input};
 use crate::output::{Output, emit, print};
 use crate::select::Selection;
@@ -16,7 +16,7 @@ use udamon_report::dist::{self, DistOptions, RenderOptions};
 use udamon_report::heatmap::{self, AddressSelection, HeatmapOptions, term};
 use udamon_report::working_set::Basis;
 use udamon_report::{
-    access, accuracy, code, info, mappings, nr_regions, percentile, plot, pprof, raw, referenced,
+    access, accuracy, code, info, mappings, nr_regions, percentile, pprof, raw, referenced,
     schemes, stacks, wss,
 };
 
@@ -389,27 +389,6 @@ impl HeatmapArgs {
 
 fn terminal_width() -> Option<usize> {
     std::env::var("COLUMNS").ok().and_then(|c| c.parse().ok())
-}
-
-/// Draws a report into the image `path` names (PNG or SVG), by the output rule.
-pub(crate) fn write_image(drawing: &impl plot::Drawing, path: &Path, record: &Path) -> Result<()> {
-    let Some(format) = plot::Format::of(path) else {
-        bail!(
-            "{}: the image format comes from the extension: use .png or .svg",
-            path.display()
-        );
-    };
-    let output = Output::create(path, &[record])?;
-    plot::write(
-        drawing,
-        output.path(),
-        format,
-        &plot::ImageOptions::default(),
-    )
-    .with_context(|| format!("cannot write {}", path.display()))?;
-    output.commit()?;
-    eprintln!("udamon: wrote {}", path.display());
-    Ok(())
 }
 
 /// Writes `profile` as a gzipped pprof profile to `path`, by the rule for outputs.

@@ -2,14 +2,13 @@
 //! `report access`, `report footprints`, and `report html`.
 
 use crate::cli::{AccessStyle, AccessStyleArgs, DistArgs, Horizon, InputArgs};
-use crate::cmd::report::write_image;
 use crate::output::{Output, emit};
 use anyhow::{Context as _, Result, bail};
 use std::path::{Path, PathBuf};
 use udamon_report::access::AccessReport;
 use udamon_report::dist::RenderOptions;
 use udamon_report::styles::{self, Style, StyleOptions, TemperatureWeights};
-use udamon_report::{footprints, html, wss};
+use udamon_report::{footprints, html, plot, wss};
 
 /// `report access --style STYLE` (anything but `detailed`).
 pub fn styled(report: &AccessReport, args: &AccessStyleArgs, json: bool) -> Result<()> {
@@ -121,4 +120,25 @@ pub fn html(input: &InputArgs, out: Option<&Path>) -> Result<()> {
 /// `FILE.html` beside the record (`udamon.data` gives `udamon.html`).
 fn default_page(record: &Path) -> PathBuf {
     record.with_extension("html")
+}
+
+/// Draws a report into the image `path` names (PNG or SVG), by the output rule.
+pub(crate) fn write_image(drawing: &impl plot::Drawing, path: &Path, record: &Path) -> Result<()> {
+    let Some(format) = plot::Format::of(path) else {
+        bail!(
+            "{}: the image format comes from the extension: use .png or .svg",
+            path.display()
+        );
+    };
+    let output = Output::create(path, &[record])?;
+    plot::write(
+        drawing,
+        output.path(),
+        format,
+        &plot::ImageOptions::default(),
+    )
+    .with_context(|| format!("cannot write {}", path.display()))?;
+    output.commit()?;
+    eprintln!("udamon: wrote {}", path.display());
+    Ok(())
 }

@@ -84,7 +84,7 @@ fn served_target(args: &TopArgs) -> Result<(std::path::PathBuf, String)> {
     let control = args
         .control
         .clone()
-        .unwrap_or_else(crate::serve::default_control);
+        .unwrap_or_else(crate::cmd::serve::default_control);
     let served = feed::served(&control)?;
     let first = match (&args.target, served.first()) {
         (Some(t), _) if served.iter().any(|(name, _)| name == t) => t.clone(),

@@ -6,7 +6,7 @@
 //! parsing ([`crate::units`]); [`check_attrs`] bounds the attributes wherever they come from
 //! (flags, serve's configuration, `udamon ctl tune`).
 
-use crate::cli::MonitoringArgs;
+use crate::cli::{MonitoringArgs, Overrides};
 use crate::schemes_file;
 use crate::units::{MAX_DURATION_US, check_duration_us, format_duration_us};
 use anyhow::{Context as _, Result, bail};
@@ -15,7 +15,7 @@ use udamon_core::{Adjustment, Attrs, IntervalsGoal, REGION_BYTES};
 use udamon_record::MAX_SNAPSHOT_REGIONS;
 
 /// Everything a monitoring session needs to know from the command line.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct Settings {
     pub attrs: Attrs,
     pub seed: u64,
@@ -28,36 +28,48 @@ pub struct Settings {
 }
 
 impl MonitoringArgs {
+    /// The intervals and region bounds given, damo's triples (`--monitoring-intervals`,
+    /// `--nr-regions-range`) taken apart.
+    fn overrides(&self) -> Overrides {
+        let [sample_us, aggr_us, update_us] = match self.monitoring_intervals.as_deref() {
+            Some(&[s, a, u]) => [Some(s), Some(a), Some(u)],
+            _ => [self.sample_us, self.aggr_us, self.update_us],
+        };
+        let [min_regions, max_regions] = match self.nr_regions_range.as_deref() {
+            Some(&[min, max]) => [Some(min), Some(max)],
+            _ => [self.min_regions, self.max_regions],
+        };
+        Overrides {
+            sample_us,
+            aggr_us,
+            update_us,
+            min_regions,
+            max_regions,
+        }
+    }
+
+    /// [`Self::resolve`] for live processes: every scheme's action must be one that a process
+    /// can be given (the error names the schemes file and the first scheme refused).
+    pub fn resolve_live(&self, defaults: &Attrs, duration_us: Option<u64>) -> Result<Settings> {
+        let settings = self.resolve(defaults, duration_us)?;
+        if let Some(path) = self.schemes.as_deref() {
+            check_live(&settings.schemes)
+                .map_err(|why| anyhow::anyhow!("{}: {why}", path.display()))?;
+        }
+        Ok(settings)
+    }
+
     /// The settings for monitoring with `defaults` (the attributes of what is monitored:
     /// [`udamon_sim::default_attrs`] or [`udamon_linux::vaddr::sampled_attrs`]) for whatever
     /// the user did not give, stopping after `duration_us` if given.
     pub fn resolve(&self, defaults: &Attrs, duration_us: Option<u64>) -> Result<Settings> {
-        let (sample, aggr, update) = match self.monitoring_intervals.as_deref() {
-            Some(&[s, a, u]) => (s, a, u),
-            _ => (
-                self.sample_us.unwrap_or(defaults.sample_interval_us),
-                self.aggr_us.unwrap_or(defaults.aggr_interval_us),
-                self.update_us.unwrap_or(defaults.ops_update_interval_us),
-            ),
-        };
-        let (min, max) = match self.nr_regions_range.as_deref() {
-            Some(&[min, max]) => (min, max),
-            _ => (
-                self.min_regions.unwrap_or(defaults.min_nr_regions),
-                self.max_regions.unwrap_or(defaults.max_nr_regions),
-            ),
-        };
+        let base = self.overrides().apply_to(defaults);
         let recommended = IntervalsGoal::recommended();
         let attrs = Attrs {
-            sample_interval_us: sample,
-            aggr_interval_us: aggr,
-            ops_update_interval_us: update,
-            min_nr_regions: min,
-            max_nr_regions: max,
             intervals_goal: if self.autotune {
                 // A user who samples faster than the goal's floor keeps that rate reachable.
                 IntervalsGoal {
-                    min_sample_us: sample.min(recommended.min_sample_us),
+                    min_sample_us: base.sample_interval_us.min(recommended.min_sample_us),
                     ..recommended
                 }
             } else {
@@ -68,7 +80,7 @@ impl MonitoringArgs {
             } else {
                 defaults.adjustment
             },
-            ..*defaults
+            ..base
         };
         check_attrs(&attrs)?;
         // Every command that resolves these flags writes a record (serve, which writes none,
@@ -84,6 +96,7 @@ impl MonitoringArgs {
             check_duration_us(&format_duration_us(d), d)
                 .map_err(|e| anyhow::anyhow!("--duration: {e}"))?;
         }
+        let aggr = attrs.aggr_interval_us;
         if let Some(d) = duration_us.filter(|&d| d < aggr) {
             bail!(
                 "--duration {} is shorter than one aggregation interval ({}), so nothing would \
@@ -174,6 +187,30 @@ fn mem_available_bytes() -> Option<u64> {
         .parse::<u64>()
         .ok()?;
     Some(kib * 1024)
+}
+
+impl Overrides {
+    /// `attrs` with these changes.
+    pub fn apply_to(&self, attrs: &Attrs) -> Attrs {
+        Attrs {
+            sample_interval_us: self.sample_us.unwrap_or(attrs.sample_interval_us),
+            aggr_interval_us: self.aggr_us.unwrap_or(attrs.aggr_interval_us),
+            ops_update_interval_us: self.update_us.unwrap_or(attrs.ops_update_interval_us),
+            min_nr_regions: self.min_regions.unwrap_or(attrs.min_nr_regions),
+            max_nr_regions: self.max_regions.unwrap_or(attrs.max_nr_regions),
+            ..*attrs
+        }
+    }
+}
+
+/// Whether every scheme's action can be done to a live process (some are the simulation's
+/// alone); the first that cannot, as `schemes[i]: why`.
+pub fn check_live(schemes: &[Scheme]) -> Result<(), String> {
+    for (i, scheme) in schemes.iter().enumerate() {
+        udamon_linux::actions::check_action(scheme.action)
+            .map_err(|why| format!("schemes[{i}]: {why}"))?;
+    }
+    Ok(())
 }
 
 #[cfg(test)]

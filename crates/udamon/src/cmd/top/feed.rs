@@ -5,8 +5,8 @@
 
 use crate::cli::{RecordArgs, TopArgs};
 use crate::cmd::record::{self, DEFAULT_SIM, Watch};
+use crate::cmd::serve::control::{Request, request};
 use crate::monitor::{Summary, Tap};
-use crate::serve::control::{Request, request};
 use anyhow::{Context as _, Result, bail};
 use serde_json::Value;
 use std::fs::File;

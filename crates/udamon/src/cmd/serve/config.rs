@@ -9,7 +9,9 @@
 //! started serve, the file's by the file's owner.
 
 use crate::cli::ServeArgs;
-use crate::units::{parse_interval_us, parse_rescan_us, parse_size};
+use crate::units::{
+    parse_interval_us, parse_record_mode, parse_rescan_us, parse_size, parse_socket_mode,
+};
 use anyhow::{Result, bail};
 use serde::Deserialize;
 use std::net::SocketAddr;
@@ -106,33 +108,8 @@ const DEFAULT_RETAIN_BYTES: u64 = 1 << 30;
 /// The records' default permissions: serve's user only.
 pub const DEFAULT_RECORD_MODE: u32 = 0o600;
 
-/// Records' permissions in octal (`600`, `0640`): read and write bits only, the owner's
-/// always.
-pub fn parse_record_mode(text: &str) -> Result<u32, String> {
-    let digits = text.trim().trim_start_matches("0o");
-    match u32::from_str_radix(digits, 8) {
-        Ok(mode) if mode & !0o666 == 0 && mode & 0o600 == 0o600 => Ok(mode),
-        _ => Err(format!(
-            "'{text}' is not a record mode: give octal read and write bits with the owner's \
-             (600, 640 or 644)"
-        )),
-    }
-}
-
 /// The metrics socket's default permissions: serve's user only, as the control socket's.
 pub const DEFAULT_SOCKET_MODE: u32 = 0o600;
-
-/// A unix socket's permissions in octal (`600`, `0660`): who may connect, the owner always.
-pub fn parse_socket_mode(text: &str) -> Result<u32, String> {
-    let digits = text.trim().trim_start_matches("0o");
-    match u32::from_str_radix(digits, 8) {
-        Ok(mode) if mode & !0o777 == 0 && mode & 0o600 == 0o600 => Ok(mode),
-        _ => Err(format!(
-            "'{text}' is not a socket mode: give octal permission bits with the owner's read \
-             and write (600, 660 or 666)"
-        )),
-    }
-}
 
 /// The web configuration at `path`, which must belong to serve's user or root and be
 /// writable by no one else: whoever writes it chooses who may read the metrics.

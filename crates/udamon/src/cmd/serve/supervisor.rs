@@ -6,7 +6,8 @@
 
 use super::engine::{self, Msg, News, Sink};
 use super::records::RecordPolicy;
-use super::target::{Command, Labels, Reply, Start, TargetSettings};
+use super::target::{Command, Labels, Reply, Start};
+use crate::monitor::Settings;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::mpsc::{self, Receiver, Sender};
@@ -81,13 +82,7 @@ impl Supervisor {
 
     /// Starts monitoring a target: now, or once its previous monitoring ended if that is
     /// ending, or not at all if it is served already.
-    pub fn start(
-        &mut self,
-        key: Key,
-        labels: Labels,
-        start: Start,
-        settings: TargetSettings,
-    ) -> Started {
+    pub fn start(&mut self, key: Key, labels: Labels, start: Start, settings: Settings) -> Started {
         let started = match self.running.get(&key) {
             Some(entry) if !entry.stopping => return Started::Already,
             // The loop ends the earlier one before it takes this order.

@@ -14,7 +14,8 @@
 
 use super::records::RecordPolicy;
 use super::supervisor::Key;
-use super::target::{Command, Ended, Labels, Pace, Running, Start, TargetSettings};
+use super::target::{Command, Ended, Labels, Pace, Running, Start};
+use crate::monitor::Settings;
 use std::collections::BTreeMap;
 use std::ops::ControlFlow;
 use std::rc::Rc;
@@ -79,7 +80,7 @@ pub enum Msg {
         generation: u64,
         labels: Labels,
         start: Start,
-        settings: TargetSettings,
+        settings: Settings,
     },
     /// Stop a target, for this reason.
     Stop(Key, String),

@@ -223,7 +223,7 @@ impl Sink for ExporterSink {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::serve::target::TargetId;
+    use crate::cmd::serve::target::TargetId;
 
     fn labels(pid: u32, named: bool) -> Labels {
         Labels {

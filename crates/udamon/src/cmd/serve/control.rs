@@ -14,7 +14,7 @@
 //! descriptors, say) is logged, rate-limited, and retried after a pause.
 
 use super::log::{self, Level};
-use super::target::Tune;
+use crate::cli::Overrides;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Read, Write};
@@ -66,7 +66,7 @@ pub enum Request {
     },
     Tune {
         target: String,
-        tune: Tune,
+        tune: Overrides,
     },
     /// Schemes as the text of a schemes file.
     AddSchemes {
@@ -163,7 +163,7 @@ pub enum Pending {
 }
 
 /// A request for the serving loop, with who asks and where the answer goes.
-pub struct Asked {
+pub struct CallerRequest {
     pub request: Request,
     pub caller: Credentials,
     pub answer: Sender<Pending>,
@@ -177,7 +177,7 @@ pub struct ControlSocket {
 impl ControlSocket {
     /// Binds `path` (mode 0600) and serves connections on threads, sending their requests to
     /// `requests`. A stale socket of a dead server is replaced; a live one is an error.
-    pub fn bind(path: &Path, requests: Sender<Asked>) -> anyhow::Result<Self> {
+    pub fn bind(path: &Path, requests: Sender<CallerRequest>) -> anyhow::Result<Self> {
         super::socket::prepare(path, "control socket")?;
         if UnixStream::connect(path).is_ok() {
             anyhow::bail!(
@@ -257,7 +257,7 @@ impl Connections {
     }
 }
 
-fn accept(listener: UnixListener, requests: Sender<Asked>) {
+fn accept(listener: UnixListener, requests: Sender<CallerRequest>) {
     let connections = Shared::default();
     for stream in listener.incoming() {
         let stream = match stream {
@@ -299,7 +299,7 @@ fn accept(listener: UnixListener, requests: Sender<Asked>) {
 }
 
 /// Answers one connection's requests until it closes.
-fn connection(id: u64, stream: UnixStream, requests: Sender<Asked>, connections: &Shared) {
+fn connection(id: u64, stream: UnixStream, requests: Sender<CallerRequest>, connections: &Shared) {
     let caller = match peer_credentials(&stream) {
         Ok(c) => c,
         Err(e) => {
@@ -367,10 +367,10 @@ fn refused(caller: &Credentials, what: &str, why: &str) -> Answer {
     Answer::from(Err(why.to_string()))
 }
 
-fn ask(request: Request, caller: &Credentials, requests: &Sender<Asked>) -> Answer {
+fn ask(request: Request, caller: &Credentials, requests: &Sender<CallerRequest>) -> Answer {
     let (what, changes) = (request.describe(), request.changes());
     let (answer, pending) = mpsc::channel();
-    let asked = Asked {
+    let asked = CallerRequest {
         request,
         caller: caller.clone(),
         answer,

@@ -22,7 +22,7 @@ use crate::cli::ServeArgs;
 use crate::monitor::Settings;
 use anyhow::{Context as _, Result};
 use config::{Config, Wanted};
-use control::{Asked, ControlSocket, Pending, Request};
+use control::{CallerRequest, ControlSocket, Pending, Request};
 use records::RecordPolicy;
 use std::collections::{BTreeSet, HashMap};
 use std::path::PathBuf;
@@ -31,7 +31,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{self, Receiver};
 use std::time::{Duration, Instant};
 use supervisor::{Key, Started, Supervisor};
-use target::{Command, Labels, Monitored, Pace, Start, TargetId, TargetSettings};
+use target::{Command, Labels, Pace, Start, TargetId, TargetSetup};
 use udamon_core::Target;
 use udamon_linux::discover::{
     AskedFor, Credentials, Discovery, Found, Selector, changed, may_monitor,
@@ -42,7 +42,6 @@ use udamon_linux::vaddr::{self, monotonic_us};
 use udamon_record::model::{AccessSource, TargetInfo};
 use udamon_sim::Workload;
 
-pub use config::{parse_record_mode, parse_socket_mode};
 pub use control::request;
 
 /// Raises the soft limit on open files to the hard one, as long-running services do: each
@@ -131,8 +130,8 @@ pub fn run(args: &ServeArgs) -> Result<()> {
     raise_open_files_limit();
     let chosen = vaddr::choose_source(args.access_source.into(), args.sample_rate)
         .map_err(|e| anyhow::anyhow!("{e}"))?;
-    let source = Served {
-        source: chosen.source,
+    let source = ProcessSource {
+        kind: chosen.source,
         reason: chosen.reason,
     };
     let mut settings = source.settings(&config)?;
@@ -194,7 +193,7 @@ pub fn run(args: &ServeArgs) -> Result<()> {
     log::info(&format!(
         "serving: metrics on {metrics_at}, control at {}, source {}",
         config.control.display(),
-        vaddr::source_name(&source.source)
+        vaddr::source_name(&source.kind)
     ));
     let sink =
         metrics::ExporterSink::new(exporter, config.process_series, config.host_root.clone());
@@ -255,39 +254,29 @@ fn listen_name(listen: &udamon_exporter::Listen) -> String {
 }
 
 /// The access source every process target is monitored with.
-struct Served {
-    source: Source,
+struct ProcessSource {
+    kind: Source,
     reason: String,
 }
 
-impl Served {
+impl ProcessSource {
     /// The settings of a target started now, from `config` and this source's defaults.
-    fn settings(&self, config: &Config) -> Result<TargetSettings> {
-        let Settings {
-            attrs,
-            seed,
-            schemes,
-            ..
-        } = config
+    fn settings(&self, config: &Config) -> Result<Settings> {
+        let settings = config
             .monitoring
-            .resolve(&vaddr::sampled_attrs(&self.source), None)?;
-        if let Some(path) = config.monitoring.schemes.as_deref() {
-            for (i, scheme) in schemes.iter().enumerate() {
-                udamon_linux::actions::check_action(scheme.action)
-                    .map_err(|why| anyhow::anyhow!("{}: schemes[{i}]: {why}", path.display()))?;
-            }
-        }
-        Ok(TargetSettings {
-            attrs,
-            seed,
-            schemes,
+            .resolve_live(&vaddr::sampled_attrs(&self.kind), None)?;
+        // Serve's targets have never captured tried regions although its flags take
+        // --tried-regions; honouring it changes its records, a change of its own.
+        Ok(Settings {
+            tried_regions: false,
+            ..settings
         })
     }
 
     /// How every process is sampled.
     fn sampler_config(&self) -> SamplerConfig {
         SamplerConfig {
-            source: self.source,
+            source: self.kind,
             follow_forks: false,
             ..SamplerConfig::default()
         }
@@ -306,7 +295,7 @@ impl Served {
                 cmdline: ops.cmdline(0).to_string(),
                 parent: None,
             };
-            Ok(Monitored {
+            Ok(TargetSetup {
                 metrics: Some(Box::new(ProcMetrics::new(ops.pids()))),
                 ops: Box::new(ops),
                 target,
@@ -331,7 +320,7 @@ impl Served {
 fn sim_workload(spec: &str, text: Option<&str>) -> Result<Workload, String> {
     match text {
         None if spec.starts_with("builtin:") => {
-            crate::cmd::record::load_workload(spec).map_err(|e| format!("{e:#}"))
+            crate::monitor::sim::load_workload(spec).map_err(|e| format!("{e:#}"))
         }
         None => Err(format!(
             "serve opens no file for its callers: send the workload's text in \"config\" \
@@ -349,9 +338,9 @@ fn sim_workload(spec: &str, text: Option<&str>) -> Result<Workload, String> {
 fn start_sim(workload: Workload, fast: bool) -> Start {
     Box::new(move |_| {
         let time = if fast { "virtual time" } else { "real time" };
-        let (info, source) = crate::cmd::record::sim_identity(workload.name(), time);
+        let (info, source) = crate::monitor::sim::sim_identity(workload.name(), time);
         let ops = udamon_sim::SimOps::new(workload, udamon_sim::SimOptions::default());
-        Ok(Monitored {
+        Ok(TargetSetup {
             ops: Box::new(ops),
             target: Target::new(None),
             info,
@@ -381,35 +370,6 @@ fn named_pids(config: &Config) -> BTreeSet<u32> {
             _ => None,
         })
         .collect()
-}
-
-/// Real time for a simulation: its time line starts at 0 when it starts, and a stop ends
-/// every wait at once.
-pub(crate) struct PacedClock {
-    origin: Instant,
-    stop: Arc<AtomicBool>,
-}
-
-impl PacedClock {
-    pub(crate) fn new(stop: Arc<AtomicBool>) -> Self {
-        PacedClock {
-            origin: Instant::now(),
-            stop,
-        }
-    }
-}
-
-impl udamon_core::Clock for PacedClock {
-    fn wait_until(&mut self, t_us: u64) {
-        let due = self.origin + Duration::from_micros(t_us);
-        while !self.stop.load(Ordering::Relaxed) {
-            let now = Instant::now();
-            if now >= due {
-                return;
-            }
-            std::thread::sleep((due - now).min(POLL));
-        }
-    }
 }
 
 /// The discovery's selectors from the configuration, each with who asked for it.
@@ -452,7 +412,7 @@ struct Serving {
     next_sim: u64,
     /// Who added each simulated workload (by uid): only they, or root, may see or change it.
     sim_owners: HashMap<u64, u32>,
-    source: Served,
+    source: ProcessSource,
     /// Whether the host's physical memory is monitored (`--host`).
     host: bool,
 }
@@ -467,7 +427,7 @@ fn process_key(found: &Found) -> Key {
 impl Serving {
     /// Starts the processes that came, stops those that went, collects threads that ended.
     /// Returns how many stopped.
-    fn rescan(&mut self, settings: &TargetSettings) -> usize {
+    fn rescan(&mut self, settings: &Settings) -> usize {
         let changes = self.discovery.scan();
         for warning in &changes.warnings {
             log::limited(log::Level::Warn, "discovery", warning);
@@ -521,7 +481,7 @@ impl Serving {
     }
 
     /// Starts serving a process the discovery found, unless the control socket removed it.
-    fn start_process(&mut self, found: &Found, settings: &TargetSettings) -> (Labels, Started) {
+    fn start_process(&mut self, found: &Found, settings: &Settings) -> (Labels, Started) {
         let key = process_key(found);
         let labels = Labels {
             id: TargetId::Pid(found.pid),
@@ -544,7 +504,7 @@ impl Serving {
     /// Reads the configuration file again: new selectors, and the settings of targets started
     /// from now on. Running targets keep theirs (`udamon ctl tune` changes those), and targets
     /// added with `udamon ctl add` stay.
-    fn reload(&mut self, args: &ServeArgs) -> Result<TargetSettings> {
+    fn reload(&mut self, args: &ServeArgs) -> Result<Settings> {
         let config = Config::resolve(args)?;
         let settings = self.source.settings(&config)?;
         self.discovery
@@ -562,10 +522,10 @@ impl Serving {
     /// Answers control requests until `deadline` or a stop.
     fn answer_until(
         &mut self,
-        asked: &Receiver<Asked>,
+        asked: &Receiver<CallerRequest>,
         deadline: Instant,
         stop: &AtomicBool,
-        settings: &TargetSettings,
+        settings: &Settings,
     ) {
         loop {
             // However long the rescan interval, a flood's count is said soon after it stops.
@@ -581,12 +541,7 @@ impl Serving {
         }
     }
 
-    fn answer(
-        &mut self,
-        request: Request,
-        caller: &Credentials,
-        settings: &TargetSettings,
-    ) -> Pending {
+    fn answer(&mut self, request: Request, caller: &Credentials, settings: &Settings) -> Pending {
         let ask = |serving: &Self, target: &str, make: Box<dyn FnOnce(_) -> Command>| match serving
             .key_for(target, caller)
         {
@@ -684,7 +639,7 @@ impl Serving {
         &mut self,
         pid: u32,
         caller: &Credentials,
-        settings: &TargetSettings,
+        settings: &Settings,
     ) -> Result<String, String> {
         may_monitor(caller, pid).map_err(|e| e.to_string())?;
         let found = self
@@ -709,7 +664,7 @@ impl Serving {
         spec: &str,
         text: Option<&str>,
         fast: bool,
-        settings: &TargetSettings,
+        settings: &Settings,
         caller: &Credentials,
     ) -> Result<String, String> {
         let workload = sim_workload(spec, text)?;
@@ -745,11 +700,13 @@ impl Serving {
 
 /// A simulated target's settings: the simulation's own defaults, and no scheme (the
 /// configuration's schemes are converted for live intervals; `ctl add-schemes` adds some).
-fn settings_for_sim(live: &TargetSettings) -> TargetSettings {
-    TargetSettings {
+fn settings_for_sim(live: &Settings) -> Settings {
+    Settings {
         attrs: udamon_sim::default_attrs(),
         seed: live.seed,
         schemes: Vec::new(),
+        tried_regions: false,
+        duration_us: None,
     }
 }
 

@@ -20,13 +20,14 @@
 use super::engine::{Hub, Observing};
 use super::log;
 use super::records::{RecordPolicy, Rotation};
-use crate::monitor::{EventSource, RecordedOps};
+use crate::cli::Overrides;
+use crate::monitor::{EventSource, RecordedOps, Settings};
 use std::collections::BTreeMap;
 use std::ops::ControlFlow;
 use std::sync::Arc;
 use std::sync::mpsc::Sender;
 use udamon_core::damos::{MetricSource, Scheme};
-use udamon_core::{Attrs, Callbacks, Context, Flow, RunError, StopReason, Target, VirtualClock};
+use udamon_core::{Callbacks, Context, Flow, RunError, StopReason, Target, VirtualClock};
 use udamon_exporter::Observation;
 use udamon_record::model::{AccessSource, EventKind, Frame, TargetInfo};
 use udamon_record::recorder::snapshot_with_touched;
@@ -80,7 +81,7 @@ pub struct Told {
 }
 
 /// A target's monitoring, ready to start: what [`Start`] builds on the service's loop.
-pub struct Monitored {
+pub struct TargetSetup {
     pub ops: Box<dyn RecordedOps>,
     pub target: Target,
     pub info: TargetInfo,
@@ -109,70 +110,7 @@ pub enum Pace {
 
 /// Builds a target's operations on the service's loop, with its shared samplers; fails with
 /// a one-line reason.
-pub type Start = Box<dyn FnOnce(&mut Hub) -> Result<Monitored, String> + Send>;
-
-/// What a target is monitored with: the serve-wide settings, copied at its start.
-#[derive(Debug, Clone)]
-pub struct TargetSettings {
-    pub attrs: Attrs,
-    pub seed: u64,
-    pub schemes: Vec<Scheme>,
-}
-
-/// Changes of the monitoring attributes; what is not given is kept.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Deserialize, serde::Serialize)]
-#[serde(deny_unknown_fields)]
-pub struct Tune {
-    pub sample_us: Option<u64>,
-    pub aggr_us: Option<u64>,
-    pub update_us: Option<u64>,
-    pub min_regions: Option<u32>,
-    pub max_regions: Option<u32>,
-}
-
-impl std::fmt::Display for Tune {
-    /// The changes given, as `ctl tune` takes them: `--aggr-us 200000us --max-regions 300`.
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let intervals = [
-            ("sample-us", self.sample_us),
-            ("aggr-us", self.aggr_us),
-            ("update-us", self.update_us),
-        ];
-        let bounds = [
-            ("min-regions", self.min_regions),
-            ("max-regions", self.max_regions),
-        ];
-        let mut words = Vec::new();
-        for (name, us) in intervals {
-            if let Some(us) = us {
-                words.push(format!("--{name} {us}us"));
-            }
-        }
-        for (name, n) in bounds {
-            if let Some(n) = n {
-                words.push(format!("--{name} {n}"));
-            }
-        }
-        if words.is_empty() {
-            words.push("(nothing)".to_string());
-        }
-        write!(f, "{}", words.join(" "))
-    }
-}
-
-impl Tune {
-    /// `attrs` with these changes.
-    pub fn apply_to(&self, attrs: &Attrs) -> Attrs {
-        Attrs {
-            sample_interval_us: self.sample_us.unwrap_or(attrs.sample_interval_us),
-            aggr_interval_us: self.aggr_us.unwrap_or(attrs.aggr_interval_us),
-            ops_update_interval_us: self.update_us.unwrap_or(attrs.ops_update_interval_us),
-            min_nr_regions: self.min_regions.unwrap_or(attrs.min_nr_regions),
-            max_nr_regions: self.max_regions.unwrap_or(attrs.max_nr_regions),
-            ..*attrs
-        }
-    }
-}
+pub type Start = Box<dyn FnOnce(&mut Hub) -> Result<TargetSetup, String> + Send>;
 
 /// A reply to a command: text for the caller, or why the command was refused.
 pub type Reply = Sender<Result<String, String>>;
@@ -180,7 +118,7 @@ pub type Reply = Sender<Result<String, String>>;
 /// What a running target can be asked, between two steps of its loop.
 pub enum Command {
     /// Change the intervals and region bounds.
-    Tune(Tune, Reply),
+    Tune(Overrides, Reply),
     /// Add the schemes of a schemes file's text (its rates and ages converted with the
     /// target's intervals in force).
     AddSchemes(String, Reply),
@@ -194,7 +132,7 @@ pub enum Command {
 }
 
 /// The callbacks of a served target's steps.
-struct Served {
+struct TargetHooks {
     labels: Labels,
     events: EventSource,
     told: Told,
@@ -213,7 +151,7 @@ struct Served {
     executed: bool,
 }
 
-impl Served {
+impl TargetHooks {
     fn drain_events(&mut self) -> Result<(), udamon_record::RecordError> {
         for (t_us, kind) in (self.events)() {
             match &kind {
@@ -252,10 +190,7 @@ impl Served {
                     .map_err(|e| format!("{e:#}"))
                     .and_then(|schemes| {
                         if self.live {
-                            for (i, scheme) in schemes.iter().enumerate() {
-                                udamon_linux::actions::check_action(scheme.action)
-                                    .map_err(|why| format!("schemes[{i}]: {why}"))?;
-                            }
+                            crate::monitor::check_live(&schemes)?;
                         }
                         let n = schemes.len();
                         schemes
@@ -355,7 +290,7 @@ fn scheme_counters(index: usize, scheme: &Scheme) -> String {
     )
 }
 
-impl Served {
+impl TargetHooks {
     /// The window just completed (or passed idle), as the metrics show it.
     fn observe(&mut self, ctx: &Context) -> Option<Vec<u64>> {
         let (observation, touched) = udamon_exporter::observe_touched(ctx, 0);
@@ -368,7 +303,7 @@ impl Served {
     }
 }
 
-impl Callbacks for Served {
+impl Callbacks for TargetHooks {
     fn after_sampling(&mut self, _ctx: &Context) -> Flow {
         self.drain_events()?;
         Ok(ControlFlow::Continue(()))
@@ -403,7 +338,7 @@ pub struct Running {
     pub labels: Labels,
     ctx: Context,
     ops: Box<dyn RecordedOps>,
-    served: Served,
+    hooks: TargetHooks,
     pub pace: Pace,
     /// Not stepped until something comes for it (see the module documentation).
     asleep: bool,
@@ -421,11 +356,11 @@ impl Running {
     pub fn start(
         labels: Labels,
         start: Start,
-        settings: TargetSettings,
+        settings: Settings,
         records: Option<Arc<RecordPolicy>>,
         hub: &mut Hub,
     ) -> Result<Running, String> {
-        let Monitored {
+        let TargetSetup {
             ops,
             target,
             info,
@@ -435,21 +370,14 @@ impl Running {
             pace,
             gone,
         } = start(hub)?;
-        let mut ctx = Context::new(settings.attrs, settings.seed).map_err(|e| e.to_string())?;
-        ctx.set_start_time_us(start_us);
-        if let Some(metrics) = metrics {
-            ctx.set_metric_source(metrics);
-        }
-        for scheme in settings.schemes {
-            ctx.add_scheme(scheme).map_err(|e| e.to_string())?;
-        }
-        ctx.add_target(target);
-        let header = crate::monitor::header(&settings.attrs, settings.seed, source, vec![info]);
+        let (ctx, header) =
+            crate::monitor::context_for(&settings, start_us, metrics, source, vec![(target, info)])
+                .map_err(|e| e.to_string())?;
         let rotation = match records {
             Some(policy) => Some(Rotation::open(policy, &labels, header.clone(), start_us)?),
             None => None,
         };
-        let served = Served {
+        let hooks = TargetHooks {
             labels: labels.clone(),
             events: ops.record_events(),
             told: Told::default(),
@@ -467,7 +395,7 @@ impl Running {
             labels,
             ctx,
             ops,
-            served,
+            hooks,
             pace,
             asleep: false,
             heard_to_us: start_us,
@@ -533,27 +461,17 @@ impl Running {
                 break;
             }
             // The window it falls asleep after is what its metrics show while it sleeps.
-            self.served.observing.force_next = quiet_from(self, self.window_end_us());
-            let windows = self.served.windows;
+            self.hooks.observing.force_next = quiet_from(self, self.window_end_us());
+            let windows = self.hooks.windows;
             match self
                 .ctx
-                .step(self.ops.as_mut(), &mut VirtualClock, &mut self.served)
+                .step(self.ops.as_mut(), &mut VirtualClock, &mut self.hooks)
             {
                 Ok(ControlFlow::Continue(())) => {}
-                Ok(ControlFlow::Break(StopReason::NoValidTarget)) => {
-                    return Some(Ended::normally(&(self.gone)()));
-                }
-                Ok(ControlFlow::Break(StopReason::Requested)) => {
-                    return Some(Ended::normally("stopped on request"));
-                }
-                Err(e) => {
-                    return Some(Ended {
-                        why: why_failed(&e),
-                        failed: true,
-                    });
-                }
+                Ok(ControlFlow::Break(reason)) => return Some(Ended::of(Ok(reason), &self.gone)),
+                Err(e) => return Some(Ended::of(Err(&e), &self.gone)),
             }
-            if self.served.windows != windows && quiet(self) {
+            if self.hooks.windows != windows && quiet(self) {
                 self.asleep = true;
                 break;
             }
@@ -577,30 +495,30 @@ impl Running {
         if n == 0 {
             return;
         }
-        if self.served.rotation.is_some() {
+        if self.hooks.rotation.is_some() {
             for i in 0..n {
                 // The last window passed is what its metrics show now.
-                self.served.observing.force_next = i + 1 == n;
-                match self.ctx.pass_idle_window(&mut self.served) {
+                self.hooks.observing.force_next = i + 1 == n;
+                match self.ctx.pass_idle_window(&mut self.hooks) {
                     Ok(true) => {}
                     Ok(false) => return,
                     Err(e) => {
                         log::warn(&format!(
                             "{}: {}; its record ends here",
                             self.labels,
-                            why_failed(&e)
+                            Ended::of(Err(&e), &self.gone).why
                         ));
-                        self.served.rotation = None;
+                        self.hooks.rotation = None;
                     }
                 }
             }
         } else if self.ctx.pass_idle_windows(n) {
-            self.served.windows += n;
-            let last = self.served.observation.take();
+            self.hooks.windows += n;
+            let last = self.hooks.observation.take();
             let idle = udamon_exporter::observe_idle(&self.ctx, 0, last.as_ref());
-            self.served.observation = Some(
-                idle.with_source_counters(self.served.told.counters.clone())
-                    .with_resident_bytes(self.served.told.resident_bytes),
+            self.hooks.observation = Some(
+                idle.with_source_counters(self.hooks.told.counters.clone())
+                    .with_resident_bytes(self.hooks.told.resident_bytes),
             );
         }
     }
@@ -608,7 +526,7 @@ impl Running {
     /// Whether its process executed a program since the last call (it may have gained
     /// privileges: whoever asked for it may not be allowed it any more).
     pub fn take_executed(&mut self) -> bool {
-        std::mem::take(&mut self.served.executed)
+        std::mem::take(&mut self.hooks.executed)
     }
 
     /// Whether it sleeps now.
@@ -623,24 +541,24 @@ impl Running {
 
     /// Its last window, as the metrics show it.
     pub fn observation(&self) -> Option<&Observation> {
-        self.served.observation.as_ref()
+        self.hooks.observation.as_ref()
     }
 
     /// Answers a command now, waking it first: what it answers is as of now.
     pub fn answer(&mut self, command: Command, due_us: u64) {
         self.catch_up(due_us);
-        self.served.answer(&mut self.ctx, command);
+        self.hooks.answer(&mut self.ctx, command);
     }
 
     /// Ends its monitoring: its operations' last events, its record finished with why; one
     /// line in the log says why, a warning when it failed or its record is incomplete.
     pub fn finish(mut self, ended: &Ended) {
         let (why, failed) = (ended.why.as_str(), ended.failed);
-        let _ = self.ctx.terminate(self.ops.as_mut(), &mut self.served);
+        let _ = self.ctx.terminate(self.ops.as_mut(), &mut self.hooks);
         // The operations' last events, then why it ended; best effort, as `record` does.
-        let _ = self.served.drain_events();
+        let _ = self.hooks.drain_events();
         let mut warning = failed.then(|| why.to_string());
-        if let Some(rotation) = self.served.rotation.take()
+        if let Some(rotation) = self.hooks.rotation.take()
             && let Err(e) = rotation.finish(self.ctx.now_us(), why)
         {
             warning = Some(format!("its record is incomplete: {e}"));
@@ -661,18 +579,21 @@ pub struct Ended {
 }
 
 impl Ended {
+    /// How a step's stop reads; `gone` words the end of its process.
+    fn of(result: Result<StopReason, &RunError>, gone: &dyn Fn() -> String) -> Ended {
+        Ended {
+            failed: result.is_err(),
+            why: crate::monitor::stop_reason(result, |reason| match reason {
+                StopReason::NoValidTarget => gone(),
+                StopReason::Requested => "stopped on request".to_string(),
+            }),
+        }
+    }
+
     pub fn normally(why: &str) -> Ended {
         Ended {
             why: why.to_string(),
             failed: false,
         }
-    }
-}
-
-/// Why a run failed, in a line.
-fn why_failed(e: &RunError) -> String {
-    match e {
-        RunError::Callback(e) => format!("the record could not be written: {e}"),
-        RunError::Ops(e) => format!("monitoring failed: {e}"),
     }
 }
