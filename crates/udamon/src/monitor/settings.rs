@@ -87,7 +87,8 @@ impl MonitoringArgs {
         // checks its targets' attributes with `check_attrs` alone).
         if attrs.max_nr_regions as usize > MAX_SNAPSHOT_REGIONS {
             bail!(
-                "invalid monitoring attributes: a record holds at most {MAX_SNAPSHOT_REGIONS}                  regions a snapshot (asked for {}): give fewer regions, or monitor with `udamon \
+                "invalid monitoring attributes: a record holds at most {MAX_SNAPSHOT_REGIONS} \
+                 regions a snapshot (asked for {}): give fewer regions, or monitor with `udamon \
                  serve`, which keeps no record",
                 attrs.max_nr_regions
             );
@@ -230,6 +231,16 @@ mod tests {
 
     fn live() -> Attrs {
         udamon_linux::vaddr::sampled_attrs(&udamon_linux::perf::AccessSource::Tick)
+    }
+
+    #[test]
+    fn more_regions_than_a_record_holds_are_refused_in_one_plain_line() {
+        let many = (udamon_record::MAX_SNAPSHOT_REGIONS + 1).to_string();
+        let e = resolve(&["--min-regions", "10", "--max-regions", &many], &live())
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains(&format!("(asked for {many})")), "{e}");
+        assert!(!e.contains("  ") && !e.contains('\n'), "{e:?}");
     }
 
     #[test]
