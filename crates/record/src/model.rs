@@ -215,7 +215,7 @@ pub struct TargetSnapshot {
 }
 
 /// The regions at the end of one aggregation window.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Snapshot {
     pub start_ns: u64,
     pub end_ns: u64,

@@ -258,13 +258,7 @@ impl<W: Write> Recorder<W> {
 /// `start_us` on the context's time line. Meant for `after_aggregation`, where the window is
 /// complete.
 pub fn snapshot_from_context(ctx: &Context, start_us: u64) -> Snapshot {
-    let mut s = Snapshot {
-        start_ns: 0,
-        end_ns: 0,
-        sample_us: 0,
-        aggr_us: 0,
-        targets: Vec::new(),
-    };
+    let mut s = Snapshot::default();
     fill_snapshot(&mut s, ctx, start_us);
     s
 }
@@ -274,13 +268,7 @@ pub fn snapshot_from_context(ctx: &Context, start_us: u64) -> Snapshot {
 /// caller (serve's metrics estimate it at every publication: a second estimate would be the
 /// same, at the same cost).
 pub fn snapshot_with_touched(ctx: &Context, start_us: u64, touched: Option<Vec<u64>>) -> Snapshot {
-    let mut s = Snapshot {
-        start_ns: 0,
-        end_ns: 0,
-        sample_us: 0,
-        aggr_us: 0,
-        targets: Vec::new(),
-    };
+    let mut s = Snapshot::default();
     let mut touched = Some(touched);
     fill(&mut s, ctx, start_us, |i| match i {
         0 => touched.take().flatten(),
