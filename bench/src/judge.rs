@@ -122,6 +122,25 @@ impl Args {
     }
 }
 
+/// Says what went wrong and how to call the judge, then exits (2, or 0 when asked for help).
+fn usage(problem: Option<&str>) -> ! {
+    let text = format!(
+        "usage: judge [--source tick|cpuclock] [--horizons 2,10,30] [--keep DIR | --rejudge DIR] \
+         [PROGRAM...]\nprograms: {}",
+        PROGRAMS.join(" ")
+    );
+    match problem {
+        None => {
+            println!("{text}");
+            std::process::exit(0)
+        }
+        Some(problem) => {
+            eprintln!("judge: {problem}\n{text}");
+            std::process::exit(2)
+        }
+    }
+}
+
 fn parse_args() -> Args {
     let mut args = Args {
         source: "tick".into(),
@@ -133,23 +152,44 @@ fn parse_args() -> Args {
     let mut it = std::env::args().skip(1);
     while let Some(a) = it.next() {
         match a.as_str() {
-            "--source" => args.source = it.next().expect("--source tick|cpuclock"),
+            "--source" => {
+                args.source = it
+                    .next()
+                    .unwrap_or_else(|| usage(Some("--source needs tick or cpuclock")))
+            }
             "--horizons" => {
-                let list = it.next().expect("--horizons 2,10,30");
+                let list = it
+                    .next()
+                    .unwrap_or_else(|| usage(Some("--horizons needs a list, e.g. 2,10,30")));
                 args.horizons = list
                     .split(',')
                     .map(|h| {
                         h.parse()
                             .ok()
                             .filter(|h| PLAN.iter().any(|p| p.0 == *h))
-                            .unwrap_or_else(|| panic!("--horizons: {h}: one of 2, 10, 30"))
+                            .unwrap_or_else(|| {
+                                usage(Some(&format!("--horizons: {h}: one of 2, 10, 30")))
+                            })
                     })
                     .collect();
             }
-            "--keep" => args.keep = Some(it.next().expect("--keep DIR").into()),
-            "--rejudge" => args.rejudge = Some(it.next().expect("--rejudge DIR").into()),
+            "--keep" => {
+                args.keep = Some(
+                    it.next()
+                        .unwrap_or_else(|| usage(Some("--keep needs a directory")))
+                        .into(),
+                )
+            }
+            "--rejudge" => {
+                args.rejudge = Some(
+                    it.next()
+                        .unwrap_or_else(|| usage(Some("--rejudge needs a directory")))
+                        .into(),
+                )
+            }
+            "-h" | "--help" => usage(None),
             p if PROGRAMS.contains(&p) => args.programs.push(a),
-            _ => panic!("unknown argument {a}; programs: {}", PROGRAMS.join(" ")),
+            _ => usage(Some(&format!("unknown argument {a}"))),
         }
     }
     if args.programs.is_empty() {
