@@ -262,9 +262,10 @@ struct ProcessSource {
 impl ProcessSource {
     /// The settings of a target started now, from `config` and this source's defaults.
     fn settings(&self, config: &Config) -> Result<Settings> {
-        let settings = config
-            .monitoring
-            .resolve_live(&vaddr::sampled_attrs(&self.kind), None)?;
+        let defaults = config
+            .file_overrides
+            .apply_to(&vaddr::sampled_attrs(&self.kind));
+        let settings = config.monitoring.resolve_live(&defaults, None)?;
         // Serve's targets have never captured tried regions although its flags take
         // --tried-regions; honouring it changes its records, a change of its own.
         Ok(Settings {
