@@ -2,7 +2,7 @@
 //! would look for them (`record`, `report access|wss|heatmap|nr_regions`, `-o`,
 //! `--monitoring_intervals`), with Rust CLI conventions elsewhere.
 
-pub use crate::monitor::Overrides;
+use crate::monitor::Overrides;
 use crate::units::{
     format_duration_us, parse_duration_us, parse_interval_us, parse_rate_hz, parse_rescan_us,
     parse_size,

@@ -583,6 +583,7 @@ impl Serving {
                 &target,
                 Box::new(move |reply| Command::Snapshot { json, reply }),
             ),
+            Request::Window { target } => ask(self, &target, Box::new(Command::Window)),
             Request::Status { target } => ask(self, &target, Box::new(Command::Status)),
         }
     }

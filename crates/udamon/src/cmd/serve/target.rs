@@ -20,7 +20,7 @@
 use super::engine::{Hub, Observing};
 use super::log;
 use super::records::{RecordPolicy, Rotation};
-use crate::cli::Overrides;
+use crate::monitor::Overrides;
 use crate::monitor::{EventSource, RecordedOps, Settings};
 use std::collections::BTreeMap;
 use std::ops::ControlFlow;
@@ -29,7 +29,7 @@ use std::sync::mpsc::Sender;
 use udamon_core::damos::{MetricSource, Scheme};
 use udamon_core::{Callbacks, Context, Flow, RunError, StopReason, Target, VirtualClock};
 use udamon_exporter::Observation;
-use udamon_record::model::{AccessSource, EventKind, Frame, TargetInfo};
+use udamon_record::model::{AccessSource, EventKind, Frame, Snapshot, TargetInfo};
 use udamon_record::recorder::snapshot_with_touched;
 
 /// How a served target is named in metrics, logs and records: a bounded set of labels.
@@ -127,6 +127,9 @@ pub enum Command {
     /// The last window observed (at most a publication old), as `report access` shows its
     /// regions (JSON when asked).
     Snapshot { json: bool, reply: Reply },
+    /// The last window observed and the record's header, a [`super::control::Window`] as
+    /// JSON.
+    Window(Reply),
     /// Intervals, region bounds, schemes and windows so far, one line.
     Status(Reply),
 }
@@ -141,8 +144,8 @@ struct TargetHooks {
     windows: u64,
     /// Which windows are observed.
     observing: Observing,
-    /// The last window observed, for [`Command::Snapshot`].
-    last: Option<Frame>,
+    /// The last window observed, for [`Command::Snapshot`] and [`Command::Window`].
+    last: Option<Snapshot>,
     /// The last window observed, as the metrics show it.
     observation: Option<Observation>,
     header: udamon_record::model::Header,
@@ -222,6 +225,9 @@ impl TargetHooks {
             Command::Snapshot { json, reply } => {
                 let _ = reply.send(self.snapshot(json));
             }
+            Command::Window(reply) => {
+                let _ = reply.send(self.window());
+            }
             Command::Status(reply) => {
                 let mut text = format!(
                     "{}: {}; {} windows",
@@ -238,13 +244,26 @@ impl TargetHooks {
         }
     }
 
-    fn snapshot(&self, json: bool) -> Result<String, String> {
-        let Some(frame) = self.last.clone() else {
-            return Err(format!(
+    /// The last window observed, or why there is none yet.
+    fn last(&self) -> Result<Snapshot, String> {
+        self.last.clone().ok_or_else(|| {
+            format!(
                 "{}: no window completed yet: ask again after one aggregation interval",
                 self.labels
-            ));
+            )
+        })
+    }
+
+    fn window(&self) -> Result<String, String> {
+        let window = super::control::Window {
+            header: self.header.clone(),
+            snapshot: self.last()?,
         };
+        serde_json::to_string(&window).map_err(|e| e.to_string())
+    }
+
+    fn snapshot(&self, json: bool) -> Result<String, String> {
+        let frame = Frame::Snapshot(self.last()?);
         let report = udamon_report::access::access(
             &self.header,
             [frame],
@@ -320,11 +339,7 @@ impl Callbacks for TargetHooks {
         self.windows += 1;
         if self.observing.due(ctx.now_us()) {
             let touched = self.observe(ctx);
-            self.last = Some(Frame::Snapshot(snapshot_with_touched(
-                ctx,
-                self.start_us,
-                touched,
-            )));
+            self.last = Some(snapshot_with_touched(ctx, self.start_us, touched));
         }
         match &mut self.rotation {
             Some(rotation) => rotation.after_aggregation(ctx),
