@@ -175,7 +175,7 @@ impl From<Result<String, String>> for Answer {
 }
 
 /// How the serving loop answers: at once, or later from a target's thread.
-pub enum Pending {
+pub enum ServingAnswer {
     Now(Result<String, String>),
     Later(Receiver<Result<String, String>>),
 }
@@ -184,7 +184,7 @@ pub enum Pending {
 pub struct CallerRequest {
     pub request: Request,
     pub caller: Credentials,
-    pub answer: Sender<Pending>,
+    pub answer: Sender<ServingAnswer>,
 }
 
 /// The bound socket; removed when dropped.
@@ -397,8 +397,8 @@ fn ask(request: Request, caller: &Credentials, requests: &Sender<CallerRequest>)
         return Answer::from(Err("udamon serve is stopping".to_string()));
     }
     let result = match pending.recv_timeout(ANSWER_TIMEOUT) {
-        Ok(Pending::Now(result)) => result,
-        Ok(Pending::Later(later)) => later
+        Ok(ServingAnswer::Now(result)) => result,
+        Ok(ServingAnswer::Later(later)) => later
             .recv_timeout(ANSWER_TIMEOUT)
             .unwrap_or_else(|_| Err("the target did not answer: it may have ended".to_string())),
         Err(_) => Err("udamon serve did not answer".to_string()),
