@@ -268,10 +268,6 @@ struct Sums {
     samples: f64,
 }
 
-fn overlap(a: (u64, u64), b: (u64, u64)) -> u64 {
-    a.1.min(b.1).saturating_sub(a.0.max(b.0))
-}
-
 /// `report mappings` of the record `open` yields: streams it once (`auto` reads it once more
 /// per horizon tried); memory grows with the number of distinct mappings, not with the
 /// record's length.
@@ -610,7 +606,7 @@ fn add_snapshot(
             }
             let from = t.regions.partition_point(|r| r.end <= m.start);
             for r in t.regions[from..].iter().take_while(|r| r.start < m.end) {
-                let bytes = overlap((r.start, r.end), (m.start, m.end)) as f64;
+                let bytes = r.range().overlap(m.range()) as f64;
                 s.monitored += bytes;
                 s.samples += f64::from(r.raw_samples) * bytes / r.size().max(1) as f64;
                 if r.nr_accesses > 0 {
@@ -641,7 +637,7 @@ fn split_by_mapping(ws: &WorkingSet, mappings: &[MappingRecord]) -> Vec<(Option<
         let mut inside = 0.0;
         for i in overlapping(mappings, cell.start, cell.end) {
             let m = &mappings[i];
-            let share = bytes * overlap((cell.start, cell.end), (m.start, m.end)) as f64 / size;
+            let share = bytes * cell.overlap(m.range()) as f64 / size;
             inside += share;
             parts.push((Some(i), share));
         }

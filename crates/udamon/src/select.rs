@@ -4,13 +4,13 @@
 //! they say what happened to the targets, except those about other targets.
 
 use anyhow::{Result, bail};
+use udamon_core::AddrRange;
 use udamon_record::model::{Frame, Snapshot};
 
 /// Which snapshots and addresses a report reads; the default is all of them.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Selection {
-    /// `[start, end)` addresses.
-    pub address: Option<(u64, u64)>,
+    pub address: Option<AddrRange>,
     /// `[start, end)` nanoseconds from the record's start.
     pub time_ns: Option<(u64, u64)>,
     /// Only this target (its index in the record).
@@ -25,7 +25,7 @@ impl Selection {
             Some(&[start, end]) if start >= end => {
                 bail!("--address-range: the start {start:#x} must be below the end {end:#x}")
             }
-            Some(&[start, end]) => Some((start, end)),
+            Some(&[start, end]) => Some(AddrRange::new(start, end)),
             _ => None,
         };
         let time_ns = match time_us {
@@ -63,7 +63,7 @@ impl Selection {
         if let Some(want) = self.target {
             s.targets.retain(|t| t.target == want);
         }
-        if let Some((start, end)) = self.address {
+        if let Some(AddrRange { start, end }) = self.address {
             for target in &mut s.targets {
                 target.regions.retain(|r| r.start < end && r.end > start);
                 for r in &mut target.regions {

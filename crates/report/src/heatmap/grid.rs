@@ -4,6 +4,7 @@
 //! edge is not darkened by the uncovered half; a cell nothing covered has no value.
 
 use super::axis::AddressAxis;
+use udamon_core::AddrRange;
 
 pub(crate) struct Grid {
     rows: usize,
@@ -50,7 +51,7 @@ impl Grid {
         }
         let (mut lo, mut hi) = (self.cols, 0);
         for (start, end, freq) in regions {
-            axis.pieces(start, end, |from, to| {
+            axis.pieces(AddrRange::new(start, end), |from, to| {
                 let (from, to) = (from as f64, to as f64);
                 let c0 = ((from / self.col_bytes).floor() as usize).min(self.cols - 1);
                 let c1 = ((to / self.col_bytes).ceil() as usize).clamp(c0 + 1, self.cols);
@@ -110,7 +111,7 @@ mod tests {
 
     #[test]
     fn values_are_overlap_weighted_averages() {
-        let axis = AddressAxis::new([(0, 100)], 0);
+        let axis = AddressAxis::new([AddrRange::new(0, 100)], 0);
         let mut grid = Grid::new(2, 2, (0, 20), axis.len());
         // Row 0 (0..10 ns): 0..75 at 4 Hz, 75..100 at 8 Hz.
         grid.add(&axis, (0, 10), [(0, 75, 4.0), (75, 100, 8.0)].into_iter());

@@ -13,10 +13,11 @@ pub mod term;
 
 use crate::{ReportError, Result, human, reopen};
 use axis::AddressAxis;
-use guide::{Area, Coverage};
+use guide::{Area, ContiguousRange, Coverage};
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet};
 use std::error::Error;
+use udamon_core::AddrRange;
 use udamon_record::model::{EventKind, Frame, Header, Snapshot, Targets};
 
 /// The most address ranges the coverage keeps over all targets (about 100 MiB at worst), whatever
@@ -167,14 +168,14 @@ pub struct MappingSpan {
     pub to: u64,
 }
 
-/// The spans of `mappings`, by (start, end), on `axis`.
+/// The spans of `mappings`, by their ranges, on `axis`.
 pub(crate) fn mapping_spans(
     axis: &AddressAxis,
-    mappings: &BTreeMap<(u64, u64), String>,
+    mappings: &BTreeMap<AddrRange, String>,
 ) -> Vec<MappingSpan> {
     let mut spans: Vec<MappingSpan> = Vec::new();
-    for ((start, end), name) in mappings {
-        axis.pieces(*start, *end, |from, to| match spans.last_mut() {
+    for (&range, name) in mappings {
+        axis.pieces(range, |from, to| match spans.last_mut() {
             Some(last) if last.name == *name && from <= last.to => last.to = last.to.max(to),
             // A mapping seen again with other bounds (a heap that grew) overlaps the last span.
             Some(last) if from < last.to => last.to = last.to.max(to),
@@ -301,8 +302,8 @@ struct Survey {
     /// Targets with regions in the window, whether asked for or not.
     with_regions: BTreeSet<u32>,
     known: Targets,
-    /// Every mapping each target had, by (start, end), with its latest name.
-    mappings: BTreeMap<u32, BTreeMap<(u64, u64), String>>,
+    /// Every mapping each target had, by its range, with its latest name.
+    mappings: BTreeMap<u32, BTreeMap<AddrRange, String>>,
 }
 
 impl Survey {
@@ -336,9 +337,10 @@ impl Survey {
                 // Labels only: past their budget, mappings not seen before go unlabelled.
                 let seen = survey.mappings.entry(*target).or_default();
                 for m in list {
-                    let known = seen.contains_key(&(m.start, m.end));
+                    let range = AddrRange::new(m.start, m.end);
+                    let known = seen.contains_key(&range);
                     if known || mapping_bytes < MAPPING_LABEL_BYTES {
-                        seen.insert((m.start, m.end), m.name.clone());
+                        seen.insert(range, m.name.clone());
                     }
                     if !known {
                         mapping_bytes += 64 + m.name.len();
@@ -406,14 +408,14 @@ impl Survey {
 
 /// The address axis over the selected `ranges`: the gaps between them collapsed where the
 /// options say so (any wider than a column), or one span from the first to the last.
-fn address_axis(ranges: Vec<(u64, u64)>, opts: &HeatmapOptions, cols: usize) -> AddressAxis {
-    let covered: u64 = ranges.iter().map(|(s, e)| e - s).sum();
+fn address_axis(ranges: Vec<AddrRange>, opts: &HeatmapOptions, cols: usize) -> AddressAxis {
+    let covered: u64 = ranges.iter().map(AddrRange::size).sum();
     if opts.collapse_gaps {
         AddressAxis::new(ranges, covered / cols as u64)
     } else {
         let whole = match opts.address {
-            AddressSelection::Range { start, end } => (start, end),
-            _ => (ranges[0].0, ranges[ranges.len() - 1].1),
+            AddressSelection::Range { start, end } => AddrRange::new(start, end),
+            _ => AddrRange::new(ranges[0].start, ranges[ranges.len() - 1].end),
         };
         AddressAxis::new([whole], 0)
     }
@@ -433,8 +435,8 @@ fn busiest_target(guides: &BTreeMap<u32, Vec<Area>>) -> Option<u32> {
     best.map(|(t, _)| t)
 }
 
-/// Address ranges, `(start, end)`, ascending.
-type Ranges = Vec<(u64, u64)>;
+/// Address ranges, ascending.
+type Ranges = Vec<AddrRange>;
 
 /// The covered ranges to show, and the area picked for [`AddressSelection::Hottest`].
 fn select(
@@ -447,18 +449,18 @@ fn select(
         AddressSelection::Hottest => {
             let i = guide::hottest(areas).ok_or(ReportError::NoRegions)?;
             Ok((
-                areas[i].ranges.iter().map(|r| (r.start, r.end)).collect(),
+                areas[i].ranges.iter().map(ContiguousRange::range).collect(),
                 Some(i),
             ))
         }
-        AddressSelection::All => Ok((all().map(|r| (r.start, r.end)).collect(), None)),
+        AddressSelection::All => Ok((all().map(ContiguousRange::range).collect(), None)),
         AddressSelection::Range { start, end } => {
             if start >= end {
                 return Err(ReportError::EmptyAddressRange { start, end });
             }
-            let ranges: Vec<(u64, u64)> = all()
-                .map(|r| (r.start.max(start), r.end.min(end)))
-                .filter(|(s, e)| s < e)
+            let ranges: Vec<AddrRange> = all()
+                .map(|r| AddrRange::new(r.start.max(start), r.end.min(end)))
+                .filter(|r| r.start < r.end)
                 .collect();
             if ranges.is_empty() {
                 return Err(ReportError::NothingInRange { target, start, end });
