@@ -310,7 +310,8 @@ pub fn render_text(report: &AccuracyReport) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use udamon_record::model::{Event, RegionStat, Snapshot, TargetSnapshot};
+    use crate::test_frames::snapshot;
+    use udamon_record::model::Event;
 
     fn extent(start: u64, end: u64, touched_bytes: u64) -> TouchedExtent {
         TouchedExtent {
@@ -340,22 +341,6 @@ mod tests {
             (idle.precision, idle.recall, idle.wss_error),
             (None, None, None)
         );
-    }
-
-    fn snapshot(end_ns: u64, regions: &[(u64, u64, u32)]) -> Frame {
-        Frame::Snapshot(Snapshot {
-            start_ns: end_ns - 100,
-            end_ns,
-            sample_us: 5,
-            aggr_us: 100,
-            targets: vec![TargetSnapshot {
-                target: 0,
-                regions: regions
-                    .iter()
-                    .map(|&(start, end, nr_accesses)| RegionStat::new(start, end, nr_accesses))
-                    .collect(),
-            }],
-        })
     }
 
     fn truth(time_ns: u64, extents: Vec<TouchedExtent>) -> Frame {

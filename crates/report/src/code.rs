@@ -537,23 +537,8 @@ fn object_name(row: &FunctionRow) -> &str {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use udamon_record::model::{SampleAccess, Snapshot, TargetSnapshot};
-
-    fn snapshot(end_ns: u64, regions: &[(u64, u64, u32)]) -> Frame {
-        Frame::Snapshot(Snapshot {
-            start_ns: end_ns - 100,
-            end_ns,
-            sample_us: 5,
-            aggr_us: 100,
-            targets: vec![TargetSnapshot {
-                target: 0,
-                regions: regions
-                    .iter()
-                    .map(|&(start, end, nr_accesses)| RegionStat::new(start, end, nr_accesses))
-                    .collect(),
-            }],
-        })
-    }
+    use crate::test_frames::snapshot;
+    use udamon_record::model::SampleAccess;
 
     fn site(index: u32, function: Option<&str>) -> CodeSite {
         CodeSite {

@@ -165,8 +165,8 @@ pub fn changed_ranges(
     ranges
 }
 
-/// A fresh private anonymous mapping of `len` bytes in this process, for tests of scans; the
-/// test unmaps it.
+/// A fresh private anonymous mapping of `len` bytes in this process, for tests (of scans, of a
+/// perf ring's reading); whoever takes it unmaps it.
 #[cfg(test)]
 pub(crate) fn map_anonymous(len: usize) -> *mut libc::c_void {
     // SAFETY: asks the kernel for new memory; nothing existing is touched.
