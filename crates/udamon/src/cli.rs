@@ -2,7 +2,6 @@
 //! would look for them (`record`, `report access|wss|heatmap|nr_regions`, `-o`,
 //! `--monitoring_intervals`), with Rust CLI conventions elsewhere.
 
-use crate::monitor::Overrides;
 use crate::units::{
     format_duration_us, parse_duration_us, parse_interval_us, parse_rate_hz, parse_rescan_us,
     parse_size,
@@ -56,9 +55,10 @@ pub enum Command {
 /// the defaults of what is monitored (see `monitor::settings`).
 ///
 /// The intervals and region bounds become an [`Overrides`] in one place
-/// ([`MonitoringArgs::overrides`]) rather than flattening it here: these flags' help states the
-/// defaults and sits beside damo's triple spellings (`--monitoring_intervals`), while `ctl
-/// tune`'s have no defaults to state, and clap lists a flattened struct's flags together.
+/// (`MonitoringArgs::overrides`, in `monitor::settings`) rather than flattening it here: these
+/// flags' help states the defaults and sits beside damo's triple spellings
+/// (`--monitoring_intervals`), while `ctl tune`'s have no defaults to state, and clap lists a
+/// flattened struct's flags together.
 #[derive(Debug, Args, Clone)]
 pub struct MonitoringArgs {
     #[arg(long, value_name = "DURATION", value_parser = parse_interval_us,
@@ -871,4 +871,56 @@ pub enum CtlRequest {
     },
     /// A target's intervals, region bounds and schemes.
     Status { target: String },
+}
+
+/// Overrides of the monitoring attributes' intervals and region bounds; what is not given is
+/// kept. The one form they take wherever they come from: `ctl tune`'s flags and what `udamon
+/// ctl` sends serve (derived here), `record`'s flags (`MonitoringArgs::overrides`) and
+/// serve's configuration file (whose keys are durations with units); one place turns them into
+/// attributes (`Overrides::apply_to`, in `monitor::settings`).
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Args, serde::Deserialize, serde::Serialize,
+)]
+#[serde(deny_unknown_fields)]
+pub struct Overrides {
+    #[arg(long, value_name = "DURATION", value_parser = parse_interval_us)]
+    pub sample_us: Option<u64>,
+    #[arg(long, value_name = "DURATION", value_parser = parse_interval_us)]
+    pub aggr_us: Option<u64>,
+    #[arg(long, value_name = "DURATION", value_parser = parse_interval_us)]
+    pub update_us: Option<u64>,
+    #[arg(long, value_name = "N")]
+    pub min_regions: Option<u32>,
+    #[arg(long, value_name = "N")]
+    pub max_regions: Option<u32>,
+}
+
+impl std::fmt::Display for Overrides {
+    /// The changes given, as `ctl tune` takes them: `--aggr-us 200000us --max-regions 300`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let intervals = [
+            ("sample-us", self.sample_us),
+            ("aggr-us", self.aggr_us),
+            ("update-us", self.update_us),
+        ];
+        let bounds = [
+            ("min-regions", self.min_regions),
+            ("max-regions", self.max_regions),
+        ];
+        let mut words = Vec::new();
+        for (name, us) in intervals {
+            if let Some(us) = us {
+                words.push(format!("--{name} {us}us"));
+            }
+        }
+        for (name, n) in bounds {
+            if let Some(n) = n {
+                words.push(format!("--{name} {n}"));
+            }
+        }
+        if words.is_empty() {
+            words.push("(nothing)".to_string());
+        }
+        write!(f, "{}", words.join(" "))
+    }
 }

@@ -10,7 +10,7 @@ pub mod clock;
 mod settings;
 pub mod sim;
 
-pub use settings::{Overrides, Settings, check_attrs, check_live};
+pub use settings::{Settings, check_attrs, check_live};
 
 use crate::host::{host_info, unix_now_ns};
 use crate::progress::Progress;

@@ -6,9 +6,9 @@
 //! parsing ([`crate::units`]); [`check_attrs`] bounds the attributes wherever they come from
 //! (flags, serve's configuration, `udamon ctl tune`).
 
-use crate::cli::MonitoringArgs;
+use crate::cli::{MonitoringArgs, Overrides};
 use crate::schemes_file;
-use crate::units::{MAX_DURATION_US, check_duration_us, format_duration_us, parse_interval_us};
+use crate::units::{MAX_DURATION_US, check_duration_us, format_duration_us};
 use anyhow::{Context as _, Result, bail};
 use udamon_core::damos::Scheme;
 use udamon_core::{Adjustment, Attrs, IntervalsGoal, REGION_BYTES};
@@ -188,58 +188,6 @@ fn mem_available_bytes() -> Option<u64> {
         .parse::<u64>()
         .ok()?;
     Some(kib * 1024)
-}
-
-/// Overrides of the monitoring attributes' intervals and region bounds; what is not given is
-/// kept. The one form they take wherever they come from: `ctl tune`'s flags and what `udamon
-/// ctl` sends serve (derived here), `record`'s flags ([`MonitoringArgs::overrides`]) and
-/// serve's configuration file (`File::overrides`, whose keys are durations with units); one
-/// place turns them into attributes ([`Overrides::apply_to`]).
-#[derive(
-    Debug, Clone, Copy, Default, PartialEq, Eq, clap::Args, serde::Deserialize, serde::Serialize,
-)]
-#[serde(deny_unknown_fields)]
-pub struct Overrides {
-    #[arg(long, value_name = "DURATION", value_parser = parse_interval_us)]
-    pub sample_us: Option<u64>,
-    #[arg(long, value_name = "DURATION", value_parser = parse_interval_us)]
-    pub aggr_us: Option<u64>,
-    #[arg(long, value_name = "DURATION", value_parser = parse_interval_us)]
-    pub update_us: Option<u64>,
-    #[arg(long, value_name = "N")]
-    pub min_regions: Option<u32>,
-    #[arg(long, value_name = "N")]
-    pub max_regions: Option<u32>,
-}
-
-impl std::fmt::Display for Overrides {
-    /// The changes given, as `ctl tune` takes them: `--aggr-us 200000us --max-regions 300`.
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let intervals = [
-            ("sample-us", self.sample_us),
-            ("aggr-us", self.aggr_us),
-            ("update-us", self.update_us),
-        ];
-        let bounds = [
-            ("min-regions", self.min_regions),
-            ("max-regions", self.max_regions),
-        ];
-        let mut words = Vec::new();
-        for (name, us) in intervals {
-            if let Some(us) = us {
-                words.push(format!("--{name} {us}us"));
-            }
-        }
-        for (name, n) in bounds {
-            if let Some(n) = n {
-                words.push(format!("--{name} {n}"));
-            }
-        }
-        if words.is_empty() {
-            words.push("(nothing)".to_string());
-        }
-        write!(f, "{}", words.join(" "))
-    }
 }
 
 impl Overrides {

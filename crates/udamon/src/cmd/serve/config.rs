@@ -8,8 +8,7 @@
 //! against (docs/serve.md, "Who may have what monitored"): the command line's by whoever
 //! started serve, the file's by the file's owner.
 
-use crate::cli::{MonitoringArgs, ServeArgs};
-use crate::monitor::Overrides;
+use crate::cli::{MonitoringArgs, Overrides, ServeArgs};
 use crate::units::{
     parse_interval_us, parse_record_mode, parse_rescan_us, parse_size, parse_socket_mode,
 };

@@ -14,7 +14,7 @@
 //! descriptors, say) is logged, rate-limited, and retried after a pause.
 
 use super::log::{self, Level};
-use crate::monitor::Overrides;
+use crate::cli::Overrides;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Read, Write};

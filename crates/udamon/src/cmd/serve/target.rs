@@ -20,7 +20,7 @@
 use super::engine::{Hub, ObservationSchedule};
 use super::log;
 use super::records::{RecordPolicy, Rotation};
-use crate::monitor::Overrides;
+use crate::cli::Overrides;
 use crate::monitor::{EventSource, RecordedOps, Settings};
 use std::collections::BTreeMap;
 use std::ops::ControlFlow;
