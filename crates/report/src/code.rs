@@ -9,6 +9,7 @@
 //! never by its length.
 
 use crate::mappings::Layouts;
+use crate::time_window::TimeWindow;
 use crate::{ReportError, Result, human};
 use serde::Serialize;
 use std::collections::{BTreeMap, HashMap};
@@ -28,8 +29,8 @@ pub struct CodeOptions {
     /// The mappings whose name contains this (`[heap]`, `libc`, ...) instead of the hottest
     /// regions, as the record's `mappings` events give them.
     pub mapping: Option<String>,
-    /// Windows overlapping `[start, end)` ns from the record's start.
-    pub time_ns: Option<(u64, u64)>,
+    /// Windows overlapping this time.
+    pub time_ns: Option<TimeWindow>,
     /// Only these threads / CPUs (empty: all).
     pub tids: Vec<u32>,
     pub cpus: Vec<u32>,
@@ -340,7 +341,7 @@ impl Walker {
         let start_ns = e.time_ns.saturating_sub(window_ns);
         if opts
             .time_ns
-            .is_some_and(|(from, to)| !(start_ns < to && e.time_ns > from))
+            .is_some_and(|w| !w.overlaps(TimeWindow::new(start_ns, e.time_ns)))
         {
             return;
         }
@@ -672,7 +673,7 @@ mod tests {
             "every window, hot or not"
         );
         let late = only(CodeOptions {
-            time_ns: Some((150, 200)),
+            time_ns: Some(TimeWindow::new(150, 200)),
             ..CodeOptions::default()
         });
         assert_eq!(rows(&late), [(None, 1, 1, 0)]);

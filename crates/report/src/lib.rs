@@ -50,6 +50,7 @@ pub mod stacks;
 pub mod styles;
 #[cfg(test)]
 mod test_frames;
+pub mod time_window;
 pub mod typeset;
 pub mod working_set;
 pub mod wss;

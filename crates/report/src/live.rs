@@ -19,6 +19,7 @@ use crate::heatmap::guide::{self, Area, ContiguousRange, Coverage};
 use crate::heatmap::{HeatUnit, Heatmap, mapping_spans};
 use crate::horizon::Horizon;
 use crate::mappings::{LiveMappings, MappingsOptions, MappingsReport};
+use crate::time_window::TimeWindow;
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use udamon_core::AddrRange;
 use udamon_record::model::{EventKind, Frame, Header, RegionStat, Snapshot, TargetInfo, Targets};
@@ -494,13 +495,13 @@ fn zoomed(axis: &AddressAxis, (lo, hi): (f64, f64)) -> AddressAxis {
 
 /// One window of `target` binned on `axis`.
 fn bin(s: &Snapshot, target: u32, axis: &AddressAxis, cols: usize) -> Bins {
-    let mut grid = Grid::new(1, cols, (s.start_ns, s.end_ns), axis.len());
+    let mut grid = Grid::new(1, cols, TimeWindow::of(s), axis.len());
     if let Some(t) = s.targets.iter().find(|t| t.target == target) {
         let regions = t
             .regions
             .iter()
             .map(|r| (r.start, r.end, HeatUnit::Hz.of(r.nr_accesses, s)));
-        grid.add(axis, (s.start_ns, s.end_ns), regions);
+        grid.add(axis, TimeWindow::of(s), regions);
     }
     grid.into_sums()
 }

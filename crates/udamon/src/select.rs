@@ -6,13 +6,13 @@
 use anyhow::{Result, bail};
 use udamon_core::AddrRange;
 use udamon_record::model::{Frame, Snapshot};
+use udamon_report::time_window::TimeWindow;
 
 /// Which snapshots and addresses a report reads; the default is all of them.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Selection {
     pub address: Option<AddrRange>,
-    /// `[start, end)` nanoseconds from the record's start.
-    pub time_ns: Option<(u64, u64)>,
+    pub time_ns: Option<TimeWindow>,
     /// Only this target (its index in the record).
     pub target: Option<u32>,
 }
@@ -32,7 +32,7 @@ impl Selection {
             Some(&[start, end]) if start >= end => {
                 bail!("--time-range: the start must be before the end")
             }
-            Some(&[start, end]) => Some((start * 1000, end.saturating_mul(1000))),
+            Some(&[start, end]) => Some(TimeWindow::new(start * 1000, end.saturating_mul(1000))),
             _ => None,
         };
         Ok(Selection {
@@ -55,8 +55,8 @@ impl Selection {
     }
 
     fn snapshot(&self, mut s: Snapshot) -> Option<Snapshot> {
-        if let Some((start, end)) = self.time_ns
-            && !(s.start_ns < end && s.end_ns > start)
+        if let Some(window) = self.time_ns
+            && !TimeWindow::of(&s).overlaps(window)
         {
             return None;
         }

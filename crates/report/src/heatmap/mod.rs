@@ -11,6 +11,7 @@ pub mod guide;
 pub mod image;
 pub mod term;
 
+use crate::time_window::TimeWindow;
 use crate::{ReportError, Result, human, reopen};
 use axis::AddressAxis;
 use guide::{Area, ContiguousRange, Coverage};
@@ -74,8 +75,8 @@ pub struct HeatmapOptions {
     /// The target to show; `None` picks the busiest (see [`busiest_target`]).
     pub target: Option<u32>,
     pub address: AddressSelection,
-    /// Only `start..end`, in ns from the record's start.
-    pub time_range: Option<(u64, u64)>,
+    /// Only this time.
+    pub time_range: Option<TimeWindow>,
     /// Time slots.
     pub rows: usize,
     /// Address slots.
@@ -225,25 +226,25 @@ where
     }
     let rows = opts.rows.min(opts.limit.0.max(1));
     let cols = opts.cols.min(opts.limit.1.max(1));
-    let window = opts.time_range.unwrap_or((0, u64::MAX));
-    if window.0 >= window.1 {
+    let window = opts.time_range.unwrap_or(TimeWindow::ALL);
+    if window.is_empty() {
         return Err(ReportError::EmptyTimeRange {
-            start_ns: window.0,
-            end_ns: window.1,
+            start_ns: window.start_ns,
+            end_ns: window.end_ns,
         });
     }
     let survey = Survey::of(reopen(&mut open)?, header, opts, window)?;
-    let (t0, t1) = survey.time_span(opts, window)?;
+    let shown = survey.time_span(opts, window)?;
     let target = survey.target(opts)?;
     let areas = survey.guides.get(&target).cloned().unwrap_or_default();
     let (ranges, area) = select(&areas, opts.address, target)?;
     let axis = address_axis(ranges, opts, cols);
 
     // Pass 2: the binning.
-    let mut grid = grid::Grid::new(rows, cols, (t0, t1), axis.len());
+    let mut grid = grid::Grid::new(rows, cols, shown, axis.len());
     for frame in reopen(&mut open)? {
         let Frame::Snapshot(s) = frame else { continue };
-        if !overlaps(&s, window) {
+        if !TimeWindow::of(&s).overlaps(window) {
             continue;
         }
         if let Some(t) = s.targets.iter().find(|t| t.target == target) {
@@ -251,7 +252,7 @@ where
                 .regions
                 .iter()
                 .map(|r| (r.start, r.end, opts.unit.of(r.nr_accesses, &s)));
-            grid.add(&axis, (s.start_ns, s.end_ns), regions);
+            grid.add(&axis, TimeWindow::of(&s), regions);
         }
     }
     let cells = grid.finish();
@@ -267,8 +268,8 @@ where
         pid: info.and_then(|i| i.pid),
         cmdline: info.map(|i| i.cmdline.clone()),
         unit: opts.unit,
-        start_ns: t0,
-        end_ns: t1,
+        start_ns: shown.start_ns,
+        end_ns: shown.end_ns,
         rows,
         cols,
         axis,
@@ -287,17 +288,12 @@ where
     })
 }
 
-/// Whether snapshot `s` overlaps the time `window` (ns).
-fn overlaps(s: &Snapshot, window: (u64, u64)) -> bool {
-    s.start_ns < window.1 && s.end_ns > window.0
-}
-
 /// What the first pass finds: each target's guide (its monitored areas and their heat), the
 /// time the snapshots in the window span, and the names to label.
 struct Survey {
     guides: BTreeMap<u32, Vec<Area>>,
     /// The snapshots' span within the window, if any overlaps it.
-    span: Option<(u64, u64)>,
+    span: Option<TimeWindow>,
     any_snapshot: bool,
     /// Targets with regions in the window, whether asked for or not.
     with_regions: BTreeSet<u32>,
@@ -312,7 +308,7 @@ impl Survey {
         frames: impl IntoIterator<Item = Frame>,
         header: &Header,
         opts: &HeatmapOptions,
-        window: (u64, u64),
+        window: TimeWindow,
     ) -> Result<Survey> {
         let mut coverage: BTreeMap<u32, Coverage> = BTreeMap::new();
         // Ranges in all the targets' coverage: bounded, whatever the record claims.
@@ -349,12 +345,11 @@ impl Survey {
             }
             let Frame::Snapshot(s) = frame else { continue };
             survey.any_snapshot = true;
-            if !overlaps(&s, window) {
+            let snapshot = TimeWindow::of(&s);
+            if !snapshot.overlaps(window) {
                 continue;
             }
-            survey.span = Some(survey.span.map_or((s.start_ns, s.end_ns), |(a, b)| {
-                (a.min(s.start_ns), b.max(s.end_ns))
-            }));
+            survey.span = Some(survey.span.map_or(snapshot, |span| span.hull(snapshot)));
             for t in s.targets.iter().filter(|t| !t.regions.is_empty()) {
                 survey.with_regions.insert(t.target);
                 if opts.target.is_none_or(|want| want == t.target) {
@@ -376,21 +371,23 @@ impl Survey {
     }
 
     /// The time the heatmap shows: the snapshots' span within the window.
-    fn time_span(&self, opts: &HeatmapOptions, window: (u64, u64)) -> Result<(u64, u64)> {
+    fn time_span(&self, opts: &HeatmapOptions, window: TimeWindow) -> Result<TimeWindow> {
         // A range the user gave is named; the whole record's, which they did not give, is not.
         let empty = || match opts.time_range {
-            Some((start_ns, end_ns)) => ReportError::EmptyTimeRange { start_ns, end_ns },
+            Some(TimeWindow { start_ns, end_ns }) => {
+                ReportError::EmptyTimeRange { start_ns, end_ns }
+            }
             None => ReportError::NoTimeSpan,
         };
-        let (t0, t1) = match self.span {
-            Some((a, b)) => (a.max(window.0), b.min(window.1)),
+        let shown = match self.span {
+            Some(span) => span.within(window),
             None if self.any_snapshot => return Err(empty()),
             None => return Err(ReportError::NoSnapshots),
         };
-        if t0 >= t1 {
+        if shown.is_empty() {
             return Err(empty());
         }
-        Ok((t0, t1))
+        Ok(shown)
     }
 
     /// The target shown: the one asked for, or the busiest.
