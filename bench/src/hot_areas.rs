@@ -26,7 +26,7 @@ mod cpu;
 use cpu::thread_cpu_ns;
 use std::ops::ControlFlow;
 use std::time::Instant;
-use udamon_core::{Adjustment, Attrs, Callbacks, Context, Flow, VirtualClock};
+use udamon_core::{AddrRange, Adjustment, Attrs, Callbacks, Context, Flow, VirtualClock};
 use udamon_record::model::TouchedExtent;
 use udamon_report::accuracy::{FOUND, WindowAccuracy};
 use udamon_sim::{SimOps, SimOptions, Workload};
@@ -34,7 +34,7 @@ use udamon_sim::{SimOps, SimOptions, Workload};
 const WORKLOADS: [&str; 5] = ["needle", "scattered", "moving", "stairs", "zigzag"];
 
 /// A window (µs on the context's time line) and the ranges reported accessed at its end.
-type Reported = ((u64, u64), Vec<(u64, u64)>);
+type Reported = ((u64, u64), Vec<AddrRange>);
 
 /// The regions reported accessed at each window's end, kept for judging outside the timed loop.
 #[derive(Default)]
@@ -50,7 +50,7 @@ impl Callbacks for Windows {
         let accessed = regions
             .iter()
             .filter(|r| r.nr_accesses > 0)
-            .map(|r| (r.start, r.end))
+            .map(|r| AddrRange::new(r.start, r.end))
             .collect();
         self.pending.push((ctx.window_us(), accessed));
         Ok(ControlFlow::Continue(()))

@@ -113,11 +113,11 @@ fn is_alive(pidfd: &OwnedFd) -> bool {
     r == 0
 }
 
-/// `process_madvise(pidfd, [start, end), advice)`: the bytes advised.
-fn process_madvise(pidfd: &OwnedFd, start: u64, end: u64, advice: libc::c_int) -> io::Result<u64> {
+/// `process_madvise(pidfd, range, advice)`: the bytes advised.
+fn process_madvise(pidfd: &OwnedFd, range: AddrRange, advice: libc::c_int) -> io::Result<u64> {
     let iov = libc::iovec {
-        iov_base: start as *mut libc::c_void,
-        iov_len: (end - start) as usize,
+        iov_base: range.start as *mut libc::c_void,
+        iov_len: range.size() as usize,
     };
     // SAFETY: the iovec describes addresses of the other process; the kernel only reads it.
     let n = unsafe {
@@ -155,7 +155,7 @@ struct Scan {
     /// The runs of pages the filters allow.
     before: Vec<PageRun>,
     /// The ranges to act on: those runs merged (whole huge-page blocks for `collapse`).
-    targets: Vec<(u64, u64)>,
+    targets: Vec<AddrRange>,
     sz_passed: u64,
     /// Present anonymous bytes, which pageout cannot take out without swap.
     anon_present: u64,
@@ -399,7 +399,7 @@ impl Actor {
                         .ops_allow(|k| is_of_kind(k, r, *file, sampled_kind))
             })
             .collect();
-        let mut targets = merge(passed.iter().map(|(r, _)| (r.start, r.end)));
+        let mut targets = merge(passed.iter().map(|(r, _)| r.range()));
         if scheme.action == Action::Collapse {
             targets = huge_blocks(&targets);
         }
@@ -417,11 +417,11 @@ impl Actor {
     }
 
     /// `process_madvise` on every target range; each kind of failure is noted once.
-    fn act(&mut self, action: Action, advice: libc::c_int, targets: &[(u64, u64)], now_us: u64) {
+    fn act(&mut self, action: Action, advice: libc::c_int, targets: &[AddrRange], now_us: u64) {
         let pidfd = self.pidfd.as_ref().expect("planned with the pidfd");
         let errors: Vec<io::Error> = targets
             .iter()
-            .filter_map(|&(s, e)| process_madvise(pidfd, s, e, advice).err())
+            .filter_map(|&range| process_madvise(pidfd, range, advice).err())
             .collect();
         for err in errors {
             let key = format!("{action}:{:?}", err.raw_os_error());
@@ -438,13 +438,13 @@ impl Actor {
     fn measure(&mut self, action: Action, scan: &Scan, now_us: u64) -> u64 {
         let mut after = Vec::new();
         let pm = self.pagemap.as_ref().expect("opened with the pidfd");
-        for &(s, e) in &scan.targets {
-            if pm.scan(s, e, &mut after).is_err() {
+        for range in &scan.targets {
+            if pm.scan(range.start, range.end, &mut after).is_err() {
                 break;
             }
         }
         let changed = applied_ranges(action, &scan.before, &after);
-        let applied: u64 = changed.iter().map(|(s, e)| e - s).sum();
+        let applied: u64 = changed.iter().map(AddrRange::size).sum();
         if action == Action::Pageout {
             // What a dry run would have promised, against what the kernel took.
             let could = self.would_change(action, &scan.before, &scan.targets);
@@ -482,7 +482,7 @@ impl Actor {
 
     /// What acting would change, from the state before: an upper bound for pageout, whose
     /// pages the kernel may leave (see [`Actor::measure`]'s note).
-    fn would_change(&self, action: Action, before: &[PageRun], targets: &[(u64, u64)]) -> u64 {
+    fn would_change(&self, action: Action, before: &[PageRun], targets: &[AddrRange]) -> u64 {
         let bytes = |f: &dyn Fn(&PageRun) -> bool| -> u64 {
             before.iter().filter(|r| f(r)).map(PageRun::size).sum()
         };
@@ -496,7 +496,7 @@ impl Actor {
                     .filter(|r| r.is(PAGE_IS_HUGE))
                     .map(|r| overlap(r, targets))
                     .sum();
-                targets.iter().map(|(s, e)| e - s).sum::<u64>() - huge_in_targets
+                targets.iter().map(AddrRange::size).sum::<u64>() - huge_in_targets
             }
             _ => 0,
         }
@@ -548,15 +548,12 @@ impl Actor {
 }
 
 /// Bytes of `r` inside the sorted, disjoint `ranges`.
-fn overlap(r: &PageRun, ranges: &[(u64, u64)]) -> u64 {
-    ranges
-        .iter()
-        .map(|&(s, e)| e.min(r.end).saturating_sub(s.max(r.start)))
-        .sum()
+fn overlap(r: &PageRun, ranges: &[AddrRange]) -> u64 {
+    ranges.iter().map(|range| range.overlap(r.range())).sum()
 }
 
 /// The ranges whose state changed the way `action` changes it.
-fn applied_ranges(action: Action, before: &[PageRun], after: &[PageRun]) -> Vec<(u64, u64)> {
+fn applied_ranges(action: Action, before: &[PageRun], after: &[PageRun]) -> Vec<AddrRange> {
     use pagescan::changed_ranges;
     let present = |c: u64| c & PAGE_IS_PRESENT != 0;
     match action {
@@ -629,12 +626,12 @@ fn pieces(maps: &Maps, region: &Region) -> Vec<Piece> {
 }
 
 /// Sorted ranges with touching ones joined.
-fn merge(ranges: impl Iterator<Item = (u64, u64)>) -> Vec<(u64, u64)> {
-    let mut out: Vec<(u64, u64)> = Vec::new();
-    for (s, e) in ranges {
+fn merge(ranges: impl Iterator<Item = AddrRange>) -> Vec<AddrRange> {
+    let mut out: Vec<AddrRange> = Vec::new();
+    for range in ranges {
         match out.last_mut() {
-            Some(last) if last.1 == s => last.1 = e,
-            _ => out.push((s, e)),
+            Some(last) if last.end == range.start => last.end = range.end,
+            _ => out.push(range),
         }
     }
     out
@@ -642,11 +639,10 @@ fn merge(ranges: impl Iterator<Item = (u64, u64)>) -> Vec<(u64, u64)> {
 
 /// The whole huge-page blocks inside `ranges`: a block is collapsed only if all of it is
 /// mapped and allowed by the filters.
-fn huge_blocks(ranges: &[(u64, u64)]) -> Vec<(u64, u64)> {
+fn huge_blocks(ranges: &[AddrRange]) -> Vec<AddrRange> {
     ranges
         .iter()
-        .filter_map(|&(s, e)| huge_page_blocks(AddrRange::new(s, e), true))
-        .map(|r| (r.start, r.end))
+        .filter_map(|&range| huge_page_blocks(range, true))
         .collect()
 }
 
@@ -718,13 +714,14 @@ mod tests {
     #[test]
     fn collapse_acts_on_whole_aligned_blocks_only() {
         let m = HUGE_PAGE;
+        let r = AddrRange::new;
         assert_eq!(
-            huge_blocks(&[(4096, 3 * m + 4096), (5 * m, 6 * m - 1)]),
-            [(m, 3 * m)]
+            huge_blocks(&[r(4096, 3 * m + 4096), r(5 * m, 6 * m - 1)]),
+            [r(m, 3 * m)]
         );
         assert_eq!(
-            merge([(0, 1), (1, 2), (3, 4)].into_iter()),
-            [(0, 2), (3, 4)]
+            merge([r(0, 1), r(1, 2), r(3, 4)].into_iter()),
+            [r(0, 2), r(3, 4)]
         );
     }
 
@@ -784,7 +781,7 @@ mod tests {
     fn applied_counts_only_changes_in_the_action_direction() {
         let applied = |action, before: &[PageRun], after: &[PageRun]| -> u64 {
             let ranges = applied_ranges(action, before, after);
-            ranges.iter().map(|(s, e)| e - s).sum()
+            ranges.iter().map(AddrRange::size).sum()
         };
         let run = |s: u64, e: u64, c| PageRun {
             start: s * 4096,

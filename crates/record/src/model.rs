@@ -409,6 +409,10 @@ impl MappingRecord {
     pub fn size(&self) -> u64 {
         self.end.saturating_sub(self.start)
     }
+
+    pub fn range(&self) -> AddrRange {
+        AddrRange::new(self.start, self.end)
+    }
 }
 
 /// One mapping's resident bytes.

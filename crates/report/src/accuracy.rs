@@ -17,7 +17,8 @@ use crate::{ReportError, Result, human};
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
-use udamon_record::model::{EventKind, Frame, TouchedExtent};
+use udamon_core::AddrRange;
+use udamon_record::model::{EventKind, Frame, RegionStat, TouchedExtent};
 
 /// The share of recall (and precision) at which hot memory counts as found.
 pub const FOUND: f64 = 0.9;
@@ -25,8 +26,8 @@ pub const FOUND: f64 = 0.9;
 /// What the report reads.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct AccuracyOptions {
-    /// Only this `[start, end)` of the address space, regions and truth alike.
-    pub address: Option<(u64, u64)>,
+    /// Only this part of the address space, regions and truth alike.
+    pub address: Option<AddrRange>,
     /// A region counts as reported accessed with at least this many accesses (at least 1).
     pub acc_thres: u32,
 }
@@ -59,10 +60,10 @@ impl WindowAccuracy {
         target: u32,
         end_ns: u64,
         window_ns: u64,
-        accessed: &[(u64, u64)],
+        accessed: &[AddrRange],
         extents: &[TouchedExtent],
     ) -> WindowAccuracy {
-        let reported: u64 = accessed.iter().map(|&(s, e)| e - s).sum();
+        let reported: u64 = accessed.iter().map(AddrRange::size).sum();
         let touched: u64 = extents.iter().map(|e| e.touched_bytes).sum();
         let found = touched_within(accessed, extents).round() as u64;
         let share = |part: u64, whole: u64| (whole > 0).then(|| part as f64 / whole as f64);
@@ -88,10 +89,10 @@ impl WindowAccuracy {
 
 /// Bytes touched within `accessed`: each extent's touched bytes spread evenly over it. Both
 /// lists are address-ordered and disjoint; one pass over the two.
-pub fn touched_within(accessed: &[(u64, u64)], extents: &[TouchedExtent]) -> f64 {
+pub fn touched_within(accessed: &[AddrRange], extents: &[TouchedExtent]) -> f64 {
     let mut total = 0.0;
     let mut e = 0;
-    for &(start, end) in accessed {
+    for &AddrRange { start, end } in accessed {
         while e < extents.len() && extents[e].end <= start {
             e += 1;
         }
@@ -163,25 +164,20 @@ pub struct AccuracyReport {
     pub windows: Vec<WindowAccuracy>,
 }
 
-/// Clips address-ordered ranges to `[start, end)`.
+/// Clips address-ordered ranges to `range` (all of them without one); `with` makes an item of
+/// the part of one inside.
 fn clip<T>(
     items: impl Iterator<Item = T>,
-    range: Option<(u64, u64)>,
-    bounds: impl Fn(&T) -> (u64, u64),
-    with: impl Fn(T, u64, u64) -> T,
+    range: Option<AddrRange>,
+    bounds: impl Fn(&T) -> AddrRange,
+    with: impl Fn(T, AddrRange) -> T,
 ) -> Vec<T> {
+    let within = range.unwrap_or(AddrRange::new(0, u64::MAX));
     items
         .filter_map(|x| {
-            let (s, e) = bounds(&x);
-            let (lo, hi) = range.unwrap_or((0, u64::MAX));
-            let (s2, e2) = (s.max(lo), e.min(hi));
-            (s2 < e2).then(|| {
-                if (s2, e2) == (s, e) {
-                    x
-                } else {
-                    with(x, s2, e2)
-                }
-            })
+            let whole = bounds(&x);
+            let part = AddrRange::new(whole.start.max(within.start), whole.end.min(within.end));
+            (part.start < part.end).then(|| if part == whole { x } else { with(x, part) })
         })
         .collect()
 }
@@ -193,7 +189,7 @@ pub fn accuracy(
     opts: &AccuracyOptions,
 ) -> Result<AccuracyReport> {
     // The last snapshot's accessed ranges per target, with its end.
-    let mut last: BTreeMap<u32, (u64, Vec<(u64, u64)>)> = BTreeMap::new();
+    let mut last: BTreeMap<u32, (u64, Vec<AddrRange>)> = BTreeMap::new();
     let mut windows = Vec::new();
     let thres = opts.acc_thres.max(1);
     for frame in frames {
@@ -204,8 +200,8 @@ pub fn accuracy(
                         .regions
                         .iter()
                         .filter(|r| r.nr_accesses >= thres)
-                        .map(|r| (r.start, r.end));
-                    let ranges = clip(accessed, opts.address, |&r| r, |_, s, e| (s, e));
+                        .map(RegionStat::range);
+                    let ranges = clip(accessed, opts.address, |&r| r, |_, part| part);
                     last.insert(t.target, (s.end_ns, ranges));
                 }
             }
@@ -226,11 +222,11 @@ pub fn accuracy(
                 let extents = clip(
                     extents.into_iter(),
                     opts.address,
-                    |x| (x.start, x.end),
-                    |x, s, e| TouchedExtent {
-                        start: s,
-                        end: e,
-                        touched_bytes: (x.touched_bytes as u128 * (e - s) as u128
+                    |x| AddrRange::new(x.start, x.end),
+                    |x, part| TouchedExtent {
+                        start: part.start,
+                        end: part.end,
+                        touched_bytes: (x.touched_bytes as u128 * part.size() as u128
                             / (x.end - x.start) as u128)
                             as u64,
                     },
@@ -314,7 +310,8 @@ pub fn render_text(report: &AccuracyReport) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use udamon_record::model::{Event, RegionStat, Snapshot, TargetSnapshot};
+    use crate::test_frames::snapshot;
+    use udamon_record::model::Event;
 
     fn extent(start: u64, end: u64, touched_bytes: u64) -> TouchedExtent {
         TouchedExtent {
@@ -328,9 +325,10 @@ mod tests {
     fn touched_bytes_are_spread_evenly_over_their_extent() {
         let extents = [extent(100, 200, 50), extent(300, 400, 100)];
         // Half of the first extent (25 bytes), all of the second.
-        assert_eq!(touched_within(&[(150, 250), (290, 410)], &extents), 125.0);
-        assert_eq!(touched_within(&[(0, 100), (200, 300)], &extents), 0.0);
-        let w = WindowAccuracy::new(0, 10, 10, &[(150, 250), (290, 410)], &extents);
+        let r = AddrRange::new;
+        assert_eq!(touched_within(&[r(150, 250), r(290, 410)], &extents), 125.0);
+        assert_eq!(touched_within(&[r(0, 100), r(200, 300)], &extents), 0.0);
+        let w = WindowAccuracy::new(0, 10, 10, &[r(150, 250), r(290, 410)], &extents);
         assert_eq!(
             (w.reported_bytes, w.touched_bytes, w.found_bytes),
             (220, 150, 125)
@@ -343,22 +341,6 @@ mod tests {
             (idle.precision, idle.recall, idle.wss_error),
             (None, None, None)
         );
-    }
-
-    fn snapshot(end_ns: u64, regions: &[(u64, u64, u32)]) -> Frame {
-        Frame::Snapshot(Snapshot {
-            start_ns: end_ns - 100,
-            end_ns,
-            sample_us: 5,
-            aggr_us: 100,
-            targets: vec![TargetSnapshot {
-                target: 0,
-                regions: regions
-                    .iter()
-                    .map(|&(start, end, nr_accesses)| RegionStat::new(start, end, nr_accesses))
-                    .collect(),
-            }],
-        })
     }
 
     fn truth(time_ns: u64, extents: Vec<TouchedExtent>) -> Frame {
@@ -401,7 +383,7 @@ mod tests {
         assert_eq!(r.summary.recall, Some(2000.0 / 3000.0));
         // Only accesses of at least 2, and only addresses 1000..2000.
         let opts = AccuracyOptions {
-            address: Some((1000, 2000)),
+            address: Some(AddrRange::new(1000, 2000)),
             acc_thres: 2,
         };
         let r = accuracy(frames, &opts).unwrap();

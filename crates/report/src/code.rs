@@ -9,10 +9,12 @@
 //! never by its length.
 
 use crate::mappings::Layouts;
+use crate::time_window::TimeWindow;
 use crate::{ReportError, Result, human};
 use serde::Serialize;
 use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write as _;
+use udamon_core::AddrRange;
 use udamon_record::model::{CodeSite, Event, EventKind, Frame, RegionStat, SampleFact};
 
 /// A region is among a window's hottest when its access rate is at least this share of the
@@ -22,13 +24,13 @@ pub const HOT_SHARE: f64 = 0.5;
 /// Which samples count.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct CodeOptions {
-    /// Data addresses `[start, end)` instead of the hottest regions.
-    pub address: Option<(u64, u64)>,
+    /// Data addresses in this range instead of the hottest regions.
+    pub address: Option<AddrRange>,
     /// The mappings whose name contains this (`[heap]`, `libc`, ...) instead of the hottest
     /// regions, as the record's `mappings` events give them.
     pub mapping: Option<String>,
-    /// Windows overlapping `[start, end)` ns from the record's start.
-    pub time_ns: Option<(u64, u64)>,
+    /// Windows overlapping this time.
+    pub time_ns: Option<TimeWindow>,
     /// Only these threads / CPUs (empty: all).
     pub tids: Vec<u32>,
     pub cpus: Vec<u32>,
@@ -339,7 +341,7 @@ impl Walker {
         let start_ns = e.time_ns.saturating_sub(window_ns);
         if opts
             .time_ns
-            .is_some_and(|(from, to)| !(start_ns < to && e.time_ns > from))
+            .is_some_and(|w| !w.overlaps(TimeWindow::new(start_ns, e.time_ns)))
         {
             return;
         }
@@ -355,7 +357,7 @@ impl Walker {
                 .covering(target, 0, u64::MAX)
                 .iter()
                 .filter(|m| m.name.contains(name.as_str()))
-                .map(|m| (m.start, m.end))
+                .map(|m| AddrRange::new(m.start, m.end))
                 .collect(),
             (None, None) if regions.is_empty() => return,
             (None, None) => hottest(regions),
@@ -365,7 +367,7 @@ impl Walker {
         }
         // Each sample in scope, with the piece of memory it stands for: its region's part in
         // the scope range that holds it.
-        let chosen: Vec<(usize, Option<(u64, u64)>)> = samples
+        let chosen: Vec<(usize, Option<AddrRange>)> = samples
             .iter()
             .enumerate()
             .filter(|(_, s)| opts.wants(s))
@@ -373,12 +375,12 @@ impl Walker {
                 let range = scope[containing(&scope, s.addr)?];
                 let piece = containing(regions, s.addr).map(|r| {
                     let r = &regions[r];
-                    (r.start.max(range.0), r.end.min(range.1))
+                    AddrRange::new(r.start.max(range.start), r.end.min(range.end))
                 });
                 Some((i, piece))
             })
             .collect();
-        let mut per_piece: HashMap<(u64, u64), u64> = HashMap::new();
+        let mut per_piece: HashMap<AddrRange, u64> = HashMap::new();
         for piece in chosen.iter().filter_map(|c| c.1) {
             *per_piece.entry(piece).or_default() += 1;
         }
@@ -387,7 +389,7 @@ impl Walker {
             let callers = stacks
                 .and_then(|s| self.tables.stacks.get(&s[i]))
                 .map(Vec::as_slice);
-            let bytes = piece.map_or(0.0, |p| (p.1 - p.0) as f64 / per_piece[&p] as f64);
+            let bytes = piece.map_or(0.0, |p| p.size() as f64 / per_piece[&p] as f64);
             self.walked.samples += 1;
             let hit = Hit {
                 sample,
@@ -402,8 +404,12 @@ impl Walker {
 
 fn scope_text(opts: &CodeOptions) -> String {
     match (opts.address, &opts.mapping) {
-        (Some((start, end)), _) => {
-            format!("data addresses {}-{}", human::hex(start), human::hex(end))
+        (Some(range), _) => {
+            format!(
+                "data addresses {}-{}",
+                human::hex(range.start),
+                human::hex(range.end)
+            )
         }
         (None, Some(name)) => format!("the mappings named like {name:?}"),
         (None, None) => format!(
@@ -428,7 +434,7 @@ impl CodeOptions {
 }
 
 /// The ranges of a window's hottest regions (in address order, as the snapshot holds them).
-fn hottest(regions: &[RegionStat]) -> Vec<(u64, u64)> {
+fn hottest(regions: &[RegionStat]) -> Vec<AddrRange> {
     let max = regions.iter().map(|r| r.nr_accesses).max().unwrap_or(0);
     if max == 0 {
         return Vec::new();
@@ -436,31 +442,31 @@ fn hottest(regions: &[RegionStat]) -> Vec<(u64, u64)> {
     regions
         .iter()
         .filter(|r| r.nr_accesses as f64 >= HOT_SHARE * max as f64)
-        .map(|r| (r.start, r.end))
+        .map(RegionStat::range)
         .collect()
 }
 
 /// Something with an address range.
-trait Span {
-    fn span(&self) -> (u64, u64);
+trait Ranged {
+    fn span(&self) -> AddrRange;
 }
 
-impl Span for (u64, u64) {
-    fn span(&self) -> (u64, u64) {
+impl Ranged for AddrRange {
+    fn span(&self) -> AddrRange {
         *self
     }
 }
 
-impl Span for RegionStat {
-    fn span(&self) -> (u64, u64) {
-        (self.start, self.end)
+impl Ranged for RegionStat {
+    fn span(&self) -> AddrRange {
+        self.range()
     }
 }
 
 /// The index of the one of the sorted, disjoint `ranges` that holds `addr`.
-fn containing(ranges: &[impl Span], addr: u64) -> Option<usize> {
-    let i = ranges.partition_point(|r| r.span().1 <= addr);
-    ranges.get(i).filter(|r| r.span().0 <= addr).map(|_| i)
+fn containing(ranges: &[impl Ranged], addr: u64) -> Option<usize> {
+    let i = ranges.partition_point(|r| r.span().end <= addr);
+    ranges.get(i).filter(|r| r.span().start <= addr).map(|_| i)
 }
 
 /// Rows of text that a long list is cut to.
@@ -532,23 +538,8 @@ fn object_name(row: &FunctionRow) -> &str {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use udamon_record::model::{SampleAccess, Snapshot, TargetSnapshot};
-
-    fn snapshot(end_ns: u64, regions: &[(u64, u64, u32)]) -> Frame {
-        Frame::Snapshot(Snapshot {
-            start_ns: end_ns - 100,
-            end_ns,
-            sample_us: 5,
-            aggr_us: 100,
-            targets: vec![TargetSnapshot {
-                target: 0,
-                regions: regions
-                    .iter()
-                    .map(|&(start, end, nr_accesses)| RegionStat::new(start, end, nr_accesses))
-                    .collect(),
-            }],
-        })
-    }
+    use crate::test_frames::snapshot;
+    use udamon_record::model::SampleAccess;
 
     fn site(index: u32, function: Option<&str>) -> CodeSite {
         CodeSite {
@@ -673,7 +664,7 @@ mod tests {
         });
         assert_eq!(cpu.samples, 3, "tid 7 ran on CPU 1");
         let range = only(CodeOptions {
-            address: Some((0x1000, 0x2000)),
+            address: Some(AddrRange::new(0x1000, 0x2000)),
             ..CodeOptions::default()
         });
         assert_eq!(
@@ -682,7 +673,7 @@ mod tests {
             "every window, hot or not"
         );
         let late = only(CodeOptions {
-            time_ns: Some((150, 200)),
+            time_ns: Some(TimeWindow::new(150, 200)),
             ..CodeOptions::default()
         });
         assert_eq!(rows(&late), [(None, 1, 1, 0)]);

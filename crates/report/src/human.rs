@@ -6,20 +6,17 @@ const UNITS: [&str; 6] = ["KiB", "MiB", "GiB", "TiB", "PiB", "EiB"];
 
 /// A byte count: `512 B`, `4.000 KiB`, `1.500 GiB` (three decimals, as damo prints sizes).
 pub fn size(bytes: u64) -> String {
-    if bytes < 1024 {
-        return format!("{bytes} B");
-    }
-    let mut value = bytes as f64 / 1024.0;
-    let mut unit = 0;
-    while value >= 1024.0 && unit + 1 < UNITS.len() {
-        value /= 1024.0;
-        unit += 1;
-    }
-    format!("{value:.3} {}", UNITS[unit])
+    in_units(bytes, |value| format!("{value:.3}"))
 }
 
 /// A byte count, compact for axis labels: `4 KiB`, `1.5 GiB`.
 pub fn size_short(bytes: u64) -> String {
+    in_units(bytes, |value| trimmed(value, 1))
+}
+
+/// `bytes` below 1 KiB as `N B`; otherwise in the largest binary unit that leaves at least 1,
+/// the value written by `number`.
+fn in_units(bytes: u64, number: impl Fn(f64) -> String) -> String {
     if bytes < 1024 {
         return format!("{bytes} B");
     }
@@ -29,7 +26,7 @@ pub fn size_short(bytes: u64) -> String {
         value /= 1024.0;
         unit += 1;
     }
-    format!("{} {}", trimmed(value, 1), UNITS[unit])
+    format!("{} {}", number(value), UNITS[unit])
 }
 
 /// `value` with at most `decimals` decimals, trailing zeros dropped: `1.2`, `3`, `0.05`.

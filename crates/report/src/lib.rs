@@ -48,6 +48,9 @@ pub mod referenced;
 pub mod schemes;
 pub mod stacks;
 pub mod styles;
+#[cfg(test)]
+mod test_frames;
+pub mod time_window;
 pub mod typeset;
 pub mod working_set;
 pub mod wss;

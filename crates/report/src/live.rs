@@ -15,11 +15,13 @@
 use crate::code::{CodeOptions, CodeReport, LiveCode};
 use crate::heatmap::axis::AddressAxis;
 use crate::heatmap::grid::Grid;
-use crate::heatmap::guide::{self, Area, Coverage};
+use crate::heatmap::guide::{self, Area, ContiguousRange, Coverage};
 use crate::heatmap::{HeatUnit, Heatmap, mapping_spans};
 use crate::horizon::Horizon;
 use crate::mappings::{LiveMappings, MappingsOptions, MappingsReport};
+use crate::time_window::TimeWindow;
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
+use udamon_core::AddrRange;
 use udamon_record::model::{EventKind, Frame, Header, RegionStat, Snapshot, TargetInfo, Targets};
 
 /// Windows kept for the heatmap (a minute of 100 ms windows).
@@ -362,15 +364,15 @@ impl Live {
         } else {
             guide::hottest(&areas)
         };
-        let ranges: Vec<(u64, u64)> = match area {
-            Some(i) => areas[i].ranges.iter().map(|r| (r.start, r.end)).collect(),
+        let ranges: Vec<AddrRange> = match area {
+            Some(i) => areas[i].ranges.iter().map(ContiguousRange::range).collect(),
             None => areas
                 .iter()
                 .flat_map(|a| &a.ranges)
-                .map(|r| (r.start, r.end))
+                .map(ContiguousRange::range)
                 .collect(),
         };
-        let covered: u64 = ranges.iter().map(|(s, e)| e - s).sum();
+        let covered: u64 = ranges.iter().map(AddrRange::size).sum();
         if covered == 0 {
             return None;
         }
@@ -437,12 +439,12 @@ impl Live {
             .map(|(&s, &w)| (w > 0.0).then(|| s / w))
             .collect();
         let max = cells.iter().flatten().copied().fold(0.0, f64::max);
-        let names: BTreeMap<(u64, u64), String> = self
+        let names: BTreeMap<AddrRange, String> = self
             .mappings
             .layouts()
             .covering(view.target, 0, u64::MAX)
             .iter()
-            .map(|m| ((m.start, m.end), m.name.clone()))
+            .map(|m| (AddrRange::new(m.start, m.end), m.name.clone()))
             .collect();
         let info = self.known.get(view.target);
         Some(Heatmap {
@@ -485,7 +487,7 @@ fn zoomed(axis: &AddressAxis, (lo, hi): (f64, f64)) -> AddressAxis {
     for seg in &axis.segments {
         let (s, e) = (seg.start.max(from), seg.end.min(to));
         if s < e {
-            pieces.push((s, e));
+            pieces.push(AddrRange::new(s, e));
         }
     }
     AddressAxis::new(pieces, 0)
@@ -493,13 +495,13 @@ fn zoomed(axis: &AddressAxis, (lo, hi): (f64, f64)) -> AddressAxis {
 
 /// One window of `target` binned on `axis`.
 fn bin(s: &Snapshot, target: u32, axis: &AddressAxis, cols: usize) -> Bins {
-    let mut grid = Grid::new(1, cols, (s.start_ns, s.end_ns), axis.len());
+    let mut grid = Grid::new(1, cols, TimeWindow::of(s), axis.len());
     if let Some(t) = s.targets.iter().find(|t| t.target == target) {
         let regions = t
             .regions
             .iter()
             .map(|r| (r.start, r.end, HeatUnit::Hz.of(r.nr_accesses, s)));
-        grid.add(axis, (s.start_ns, s.end_ns), regions);
+        grid.add(axis, TimeWindow::of(s), regions);
     }
     grid.into_sums()
 }

@@ -230,6 +230,51 @@ impl MappingSummary {
             format!("{}-{}", human::hex(self.start), human::hex(self.end))
         }
     }
+
+    /// Its cells between the target and the name, as every report of the mappings shows them
+    /// ([`row_columns`]).
+    pub fn row_cells(&self, resident: bool, sampled: bool) -> Vec<String> {
+        let mut row = vec![
+            self.range_text(),
+            self.perms.clone(),
+            human::size(self.size_bytes),
+        ];
+        if resident {
+            row.push(self.resident_bytes.map_or("-".to_string(), human::size));
+        }
+        row.extend([
+            human::size(self.hot_bytes),
+            human::size(self.warm_bytes),
+            human::size(self.cold_bytes),
+            human::size(self.working_set_bytes),
+            format!("{} Hz", human::number(self.hot_access_hz)),
+        ]);
+        if sampled {
+            row.push(format!("{:.0}", self.samples));
+        }
+        row
+    }
+}
+
+/// The headings of [`MappingSummary::row_cells`], each with its width in the text report (the
+/// first left-aligned, the others right-aligned): with a resident column when the record read
+/// residency, and a samples column when it holds samples.
+pub fn row_columns(resident: bool, sampled: bool) -> Vec<(&'static str, usize)> {
+    let mut columns = vec![("address range", 29), ("perm", 4), ("size", 11)];
+    if resident {
+        columns.push(("resident", 11));
+    }
+    columns.extend([
+        ("hot", 11),
+        ("warm", 11),
+        ("cold", 11),
+        ("ws", 11),
+        ("hot rate", 10),
+    ]);
+    if sampled {
+        columns.push(("samples", 8));
+    }
+    columns
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -266,10 +311,6 @@ struct Sums {
     working_set: f64,
     hot_hz_bytes: f64,
     samples: f64,
-}
-
-fn overlap(a: (u64, u64), b: (u64, u64)) -> u64 {
-    a.1.min(b.1).saturating_sub(a.0.max(b.0))
 }
 
 /// `report mappings` of the record `open` yields: streams it once (`auto` reads it once more
@@ -610,7 +651,7 @@ fn add_snapshot(
             }
             let from = t.regions.partition_point(|r| r.end <= m.start);
             for r in t.regions[from..].iter().take_while(|r| r.start < m.end) {
-                let bytes = overlap((r.start, r.end), (m.start, m.end)) as f64;
+                let bytes = r.range().overlap(m.range()) as f64;
                 s.monitored += bytes;
                 s.samples += f64::from(r.raw_samples) * bytes / r.size().max(1) as f64;
                 if r.nr_accesses > 0 {
@@ -641,7 +682,7 @@ fn split_by_mapping(ws: &WorkingSet, mappings: &[MappingRecord]) -> Vec<(Option<
         let mut inside = 0.0;
         for i in overlapping(mappings, cell.start, cell.end) {
             let m = &mappings[i];
-            let share = bytes * overlap((cell.start, cell.end), (m.start, m.end)) as f64 / size;
+            let share = bytes * cell.overlap(m.range()) as f64 / size;
             inside += share;
             parts.push((Some(i), share));
         }
@@ -677,45 +718,16 @@ pub fn render_text(report: &MappingsReport) -> String {
     }
     let sampled = report.mappings.iter().any(|m| m.samples > 0.0);
     let resident = report.mappings.iter().any(|m| m.resident_bytes.is_some());
+    let columns = row_columns(resident, sampled);
     let mut target = None;
     for m in &report.mappings {
         if target != Some(m.target) {
             target = Some(m.target);
             let _ = writeln!(out, "# {}", report.targets[&m.target]);
-            let mut head = format!("{:<29} {:>4} {:>11}", "address range", "perm", "size");
-            if resident {
-                head.push_str(&format!(" {:>11}", "resident"));
-            }
-            head.push_str(&format!(
-                " {:>11} {:>11} {:>11} {:>11} {:>10}",
-                "hot", "warm", "cold", "ws", "hot rate"
-            ));
-            if sampled {
-                head.push_str(&format!(" {:>8}", "samples"));
-            }
-            let _ = writeln!(out, "{head}  name");
+            let head: Vec<&str> = columns.iter().map(|c| c.0).collect();
+            let _ = writeln!(out, "{}  name", aligned(&head, &columns));
         }
-        let mut row = format!(
-            "{:<29} {:>4} {:>11}",
-            m.range_text(),
-            m.perms,
-            human::size(m.size_bytes),
-        );
-        if resident {
-            let bytes = m.resident_bytes.map_or("-".to_string(), human::size);
-            row.push_str(&format!(" {bytes:>11}"));
-        }
-        row.push_str(&format!(
-            " {:>11} {:>11} {:>11} {:>11} {:>10}",
-            human::size(m.hot_bytes),
-            human::size(m.warm_bytes),
-            human::size(m.cold_bytes),
-            human::size(m.working_set_bytes),
-            format!("{} Hz", human::number(m.hot_access_hz)),
-        ));
-        if sampled {
-            row.push_str(&format!(" {:>8.0}", m.samples));
-        }
+        let row = aligned(&m.row_cells(resident, sampled), &columns);
         let _ = writeln!(
             out,
             "{row}  {}",
@@ -723,4 +735,18 @@ pub fn render_text(report: &MappingsReport) -> String {
         );
     }
     out
+}
+
+/// `cells` padded to the text report's `columns` widths, the first left-aligned.
+fn aligned(cells: &[impl AsRef<str>], columns: &[(&str, usize)]) -> String {
+    let padded: Vec<String> = cells
+        .iter()
+        .zip(columns)
+        .enumerate()
+        .map(|(i, (cell, &(_, width)))| match i {
+            0 => format!("{:<width$}", cell.as_ref()),
+            _ => format!("{:>width$}", cell.as_ref()),
+        })
+        .collect();
+    padded.join(" ")
 }

@@ -270,7 +270,7 @@ pub(crate) mod tests {
         assert_eq!(render_folded(&p), "main;caller_b;[libfoo.so] 2\n");
         assert_eq!(p.stacks[0].bytes, 4096.0, "alone in its region");
         let range = CodeOptions {
-            address: Some((0x2000, 0x3000)),
+            address: Some(udamon_core::AddrRange::new(0x2000, 0x3000)),
             ..CodeOptions::default()
         };
         let p = stack_profile(frames(true), &range).unwrap();

@@ -12,6 +12,7 @@ use udamon_report::ReportError;
 use udamon_report::heatmap::term::{TermStyle, render};
 use udamon_report::heatmap::{AddressSelection, Heatmap, HeatmapOptions, heatmap};
 use udamon_report::plot::{Format, ImageOptions, write};
+use udamon_report::time_window::TimeWindow;
 
 type Frames<'a> = std::iter::Cloned<std::slice::Iter<'a, Frame>>;
 
@@ -121,7 +122,7 @@ fn bands_are_ordered_and_the_phase_change_is_on_its_row() {
 #[test]
 fn time_and_address_ranges_narrow_the_picture() {
     let map = build(&HeatmapOptions {
-        time_range: Some((PHASES_AT * AGGR_NS, NR_BANDED * AGGR_NS)),
+        time_range: Some(TimeWindow::new(PHASES_AT * AGGR_NS, NR_BANDED * AGGR_NS)),
         rows: 10,
         ..options()
     })
@@ -179,7 +180,10 @@ fn reads_the_record_twice_and_reports_bad_requests() {
     .unwrap_err();
     assert!(matches!(err, ReportError::NothingInRange { .. }), "{err}");
     let err = build(&HeatmapOptions {
-        time_range: Some((NR_BANDED * AGGR_NS * 2, NR_BANDED * AGGR_NS * 3)),
+        time_range: Some(TimeWindow::new(
+            NR_BANDED * AGGR_NS * 2,
+            NR_BANDED * AGGR_NS * 3,
+        )),
         ..options()
     })
     .unwrap_err();

@@ -53,6 +53,12 @@ pub enum Command {
 
 /// Monitoring attributes, shared by every command that monitors. Whatever is not given takes
 /// the defaults of what is monitored (see `monitor::settings`).
+///
+/// The intervals and region bounds become an [`Overrides`] in one place
+/// (`MonitoringArgs::overrides`, in `monitor::settings`) rather than flattening it here: these
+/// flags' help states the defaults and sits beside damo's triple spellings
+/// (`--monitoring_intervals`), while `ctl tune`'s have no defaults to state, and clap lists a
+/// flattened struct's flags together.
 #[derive(Debug, Args, Clone)]
 pub struct MonitoringArgs {
     #[arg(long, value_name = "DURATION", value_parser = parse_interval_us,
@@ -868,7 +874,10 @@ pub enum CtlRequest {
 }
 
 /// Overrides of the monitoring attributes' intervals and region bounds; what is not given is
-/// kept: `ctl tune`'s flags, and what `udamon ctl` sends serve.
+/// kept. The one form they take wherever they come from: `ctl tune`'s flags and what `udamon
+/// ctl` sends serve (derived here), `record`'s flags (`MonitoringArgs::overrides`) and
+/// serve's configuration file (whose keys are durations with units); one place turns them into
+/// attributes (`Overrides::apply_to`, in `monitor::settings`).
 #[derive(
     Debug, Clone, Copy, Default, PartialEq, Eq, Args, serde::Deserialize, serde::Serialize,
 )]

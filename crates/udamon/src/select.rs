@@ -4,15 +4,15 @@
 //! they say what happened to the targets, except those about other targets.
 
 use anyhow::{Result, bail};
+use udamon_core::AddrRange;
 use udamon_record::model::{Frame, Snapshot};
+use udamon_report::time_window::TimeWindow;
 
 /// Which snapshots and addresses a report reads; the default is all of them.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Selection {
-    /// `[start, end)` addresses.
-    pub address: Option<(u64, u64)>,
-    /// `[start, end)` nanoseconds from the record's start.
-    pub time_ns: Option<(u64, u64)>,
+    pub address: Option<AddrRange>,
+    pub time_ns: Option<TimeWindow>,
     /// Only this target (its index in the record).
     pub target: Option<u32>,
 }
@@ -25,14 +25,14 @@ impl Selection {
             Some(&[start, end]) if start >= end => {
                 bail!("--address-range: the start {start:#x} must be below the end {end:#x}")
             }
-            Some(&[start, end]) => Some((start, end)),
+            Some(&[start, end]) => Some(AddrRange::new(start, end)),
             _ => None,
         };
         let time_ns = match time_us {
             Some(&[start, end]) if start >= end => {
                 bail!("--time-range: the start must be before the end")
             }
-            Some(&[start, end]) => Some((start * 1000, end.saturating_mul(1000))),
+            Some(&[start, end]) => Some(TimeWindow::new(start * 1000, end.saturating_mul(1000))),
             _ => None,
         };
         Ok(Selection {
@@ -55,15 +55,15 @@ impl Selection {
     }
 
     fn snapshot(&self, mut s: Snapshot) -> Option<Snapshot> {
-        if let Some((start, end)) = self.time_ns
-            && !(s.start_ns < end && s.end_ns > start)
+        if let Some(window) = self.time_ns
+            && !TimeWindow::of(&s).overlaps(window)
         {
             return None;
         }
         if let Some(want) = self.target {
             s.targets.retain(|t| t.target == want);
         }
-        if let Some((start, end)) = self.address {
+        if let Some(AddrRange { start, end }) = self.address {
             for target in &mut s.targets {
                 target.regions.retain(|r| r.start < end && r.end > start);
                 for r in &mut target.regions {

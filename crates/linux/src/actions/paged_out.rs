@@ -8,18 +8,19 @@
 
 use super::pagescan::{PAGE_IS_PRESENT, PageMap, PageRun};
 use std::io;
+use udamon_core::AddrRange;
 
 /// Ranges that pageouts took out of memory and that have not come back, and the bytes that did.
 #[derive(Debug, Default)]
 pub struct PagedOut {
     /// Sorted, disjoint, not adjacent.
-    ranges: Vec<(u64, u64)>,
+    ranges: Vec<AddrRange>,
     refaulted: u64,
 }
 
 impl PagedOut {
     /// Adds ranges that a pageout took out of memory.
-    pub fn add(&mut self, ranges: &[(u64, u64)]) {
+    pub fn add(&mut self, ranges: &[AddrRange]) {
         self.ranges.extend_from_slice(ranges);
         self.coalesce();
     }
@@ -27,11 +28,11 @@ impl PagedOut {
     /// Sorts the ranges and joins those that overlap or touch.
     fn coalesce(&mut self) {
         self.ranges.sort_unstable();
-        let mut coalesced: Vec<(u64, u64)> = Vec::with_capacity(self.ranges.len());
-        for &(s, e) in &self.ranges {
+        let mut coalesced: Vec<AddrRange> = Vec::with_capacity(self.ranges.len());
+        for &range in &self.ranges {
             match coalesced.last_mut() {
-                Some(last) if s <= last.1 => last.1 = last.1.max(e),
-                _ => coalesced.push((s, e)),
+                Some(last) if range.start <= last.end => last.end = last.end.max(range.end),
+                _ => coalesced.push(range),
             }
         }
         self.ranges = coalesced;
@@ -39,7 +40,7 @@ impl PagedOut {
 
     /// Bytes out of memory now (as of the last [`refresh`](Self::refresh)).
     pub fn bytes(&self) -> u64 {
-        self.ranges.iter().map(|(s, e)| e - s).sum()
+        self.ranges.iter().map(AddrRange::size).sum()
     }
 
     /// Bytes that came back into memory since monitoring started.
@@ -51,15 +52,15 @@ impl PagedOut {
     /// set; pages no longer mapped leave it without counting.
     pub fn refresh(&mut self, pagemap: &PageMap) -> io::Result<()> {
         let mut runs: Vec<PageRun> = Vec::new();
-        for &(s, e) in &self.ranges {
-            pagemap.scan(s, e, &mut runs)?;
+        for range in &self.ranges {
+            pagemap.scan(range.start, range.end, &mut runs)?;
         }
         self.ranges.clear();
         for r in runs {
             if r.is(PAGE_IS_PRESENT) {
                 self.refaulted += r.size();
             } else {
-                self.ranges.push((r.start, r.end));
+                self.ranges.push(r.range());
             }
         }
         self.coalesce();
@@ -77,9 +78,10 @@ mod tests {
     #[test]
     fn added_ranges_are_merged() {
         let mut p = PagedOut::default();
-        p.add(&[(8 * PAGE, 10 * PAGE), (0, 2 * PAGE)]);
-        p.add(&[(2 * PAGE, 3 * PAGE), (9 * PAGE, 12 * PAGE)]);
-        assert_eq!(p.ranges, [(0, 3 * PAGE), (8 * PAGE, 12 * PAGE)]);
+        let pages = |start: u64, end: u64| AddrRange::new(start * PAGE, end * PAGE);
+        p.add(&[pages(8, 10), pages(0, 2)]);
+        p.add(&[pages(2, 3), pages(9, 12)]);
+        assert_eq!(p.ranges, [pages(0, 3), pages(8, 12)]);
         assert_eq!(p.bytes(), 7 * PAGE);
     }
 
@@ -97,7 +99,7 @@ mod tests {
         );
         let pagemap = PageMap::open(std::process::id()).unwrap();
         let mut p = PagedOut::default();
-        p.add(&[(base, base + 16 * PAGE)]);
+        p.add(&[AddrRange::new(base, base + 16 * PAGE)]);
         p.refresh(&pagemap).unwrap();
         assert_eq!((p.bytes(), p.refaulted()), (16 * PAGE, 0));
         for i in [0, 1, 7, 15] {

@@ -9,6 +9,7 @@
 use std::fs::File;
 use std::io;
 use std::os::fd::AsRawFd;
+use udamon_core::AddrRange;
 
 /// Page categories (`PAGE_IS_*` of `linux/fs.h`).
 pub const PAGE_IS_FILE: u64 = 1 << 2;
@@ -50,6 +51,10 @@ pub struct PageRun {
 impl PageRun {
     pub fn size(&self) -> u64 {
         self.end - self.start
+    }
+
+    pub fn range(&self) -> AddrRange {
+        AddrRange::new(self.start, self.end)
     }
 
     pub fn is(&self, category: u64) -> bool {
@@ -136,7 +141,7 @@ pub fn changed_ranges(
     b: &[PageRun],
     before: impl Fn(u64) -> bool,
     after: impl Fn(u64) -> bool,
-) -> Vec<(u64, u64)> {
+) -> Vec<AddrRange> {
     // Walk the union of both lists' boundaries.
     let mut cuts: Vec<u64> = a.iter().chain(b).flat_map(|r| [r.start, r.end]).collect();
     cuts.sort_unstable();
@@ -147,21 +152,21 @@ pub fn changed_ranges(
             .filter(|r| r.start <= addr)
             .map_or(0, |r| r.categories)
     };
-    let mut ranges: Vec<(u64, u64)> = Vec::new();
+    let mut ranges: Vec<AddrRange> = Vec::new();
     for w in cuts.windows(2) {
         if !(before(cat(a, w[0])) && after(cat(b, w[0]))) {
             continue;
         }
         match ranges.last_mut() {
-            Some(last) if last.1 == w[0] => last.1 = w[1],
-            _ => ranges.push((w[0], w[1])),
+            Some(last) if last.end == w[0] => last.end = w[1],
+            _ => ranges.push(AddrRange::new(w[0], w[1])),
         }
     }
     ranges
 }
 
-/// A fresh private anonymous mapping of `len` bytes in this process, for tests of scans; the
-/// test unmaps it.
+/// A fresh private anonymous mapping of `len` bytes in this process, for tests (of scans, of a
+/// perf ring's reading); whoever takes it unmaps it.
 #[cfg(test)]
 pub(crate) fn map_anonymous(len: usize) -> *mut libc::c_void {
     // SAFETY: asks the kernel for new memory; nothing existing is touched.
@@ -190,7 +195,7 @@ mod tests {
         after: impl Fn(u64) -> bool,
     ) -> u64 {
         let ranges = changed_ranges(a, b, before, after);
-        ranges.iter().map(|(s, e)| e - s).sum()
+        ranges.iter().map(AddrRange::size).sum()
     }
 
     fn run(start: u64, end: u64, categories: u64) -> PageRun {
@@ -218,7 +223,11 @@ mod tests {
         let came_in = changed_bytes(&before, &after, |c| c & p == 0, |c| c & p != 0);
         assert_eq!(came_in, 4096);
         let out_after = changed_ranges(&before, &after, |_| true, |c| c & p == 0);
-        assert_eq!(out_after, [(4096, 12288)], "adjacent pieces are joined");
+        assert_eq!(
+            out_after,
+            [AddrRange::new(4096, 12288)],
+            "adjacent pieces are joined"
+        );
         // A range missing from the second list has no category: not present.
         assert_eq!(
             changed_bytes(&before, &[], |c| c & p != 0, |c| c & p == 0),

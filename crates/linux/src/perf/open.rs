@@ -74,44 +74,36 @@ pub(crate) fn check_spec(spec: &EventSpec) -> Result<(), PerfError> {
 
 /// The error for a failed perf_event_open of `spec` on process `pid`.
 pub(crate) fn open_error(e: io::Error, spec: &EventSpec, pid: u32, nr_events: usize) -> PerfError {
-    match e.raw_os_error() {
-        Some(libc::ESRCH) => PerfError::NoSuchProcess(pid),
-        Some(libc::EACCES | libc::EPERM) => permission_error(e, spec, pid),
-        Some(libc::EMFILE | libc::ENFILE) => PerfError::TooManyFiles { events: nr_events },
-        Some(libc::ENOENT | libc::ENODEV | libc::EOPNOTSUPP | libc::EINVAL | libc::E2BIG) => {
-            PerfError::Unsupported {
-                event: spec.name.clone(),
-                cause: e,
-                advice: spec.advice,
-            }
-        }
-        _ => PerfError::io(
-            format!("perf_event_open for {} on process {pid}", spec.name),
-            e,
-        ),
-    }
+    open_failed(e, spec, Some(pid), nr_events)
 }
 
 /// The error for a failed perf_event_open of `spec` on a whole CPU (every process).
 pub(crate) fn cpu_wide_error(e: io::Error, spec: &EventSpec) -> PerfError {
-    match e.raw_os_error() {
-        Some(libc::EACCES | libc::EPERM) => PerfError::CpuWideDenied {
+    let nr_events = online_cpus().map_or(1, |c| c.len());
+    open_failed(e, spec, None, nr_events)
+}
+
+/// The error for a failed perf_event_open of `spec` on process `pid`, or on whole CPUs (every
+/// process) without one, of `nr_events` events in all.
+fn open_failed(e: io::Error, spec: &EventSpec, pid: Option<u32>, nr_events: usize) -> PerfError {
+    match (e.raw_os_error(), pid) {
+        (Some(libc::ESRCH), Some(pid)) => PerfError::NoSuchProcess(pid),
+        (Some(libc::EACCES | libc::EPERM), Some(pid)) => permission_error(e, spec, pid),
+        (Some(libc::EACCES | libc::EPERM), None) => PerfError::CpuWideDenied {
             paranoid: paranoid().map_or("unknown".into(), |p| p.to_string()),
         },
-        Some(libc::EMFILE | libc::ENFILE) => PerfError::TooManyFiles {
-            events: online_cpus().map_or(1, |c| c.len()),
-        },
-        Some(libc::ENOENT | libc::ENODEV | libc::EOPNOTSUPP | libc::EINVAL | libc::E2BIG) => {
+        (Some(libc::EMFILE | libc::ENFILE), _) => PerfError::TooManyFiles { events: nr_events },
+        (Some(libc::ENOENT | libc::ENODEV | libc::EOPNOTSUPP | libc::EINVAL | libc::E2BIG), _) => {
             PerfError::Unsupported {
                 event: spec.name.clone(),
                 cause: e,
                 advice: spec.advice,
             }
         }
-        _ => PerfError::io(
-            format!("perf_event_open for {} on every process", spec.name),
-            e,
-        ),
+        _ => {
+            let on = pid.map_or("every process".to_string(), |pid| format!("process {pid}"));
+            PerfError::io(format!("perf_event_open for {} on {on}", spec.name), e)
+        }
     }
 }
 

@@ -174,18 +174,8 @@ mod tests {
     fn fake_ring(data_pages: usize, start: u64, records: &[Vec<u8>]) -> Ring {
         let page = page_size();
         let len = page * (data_pages + 1);
-        // SAFETY: a private anonymous mapping handed to the Ring, which unmaps it.
-        let p = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-                -1,
-                0,
-            )
-        };
-        assert_ne!(p, libc::MAP_FAILED);
+        // Handed to the Ring, which unmaps it.
+        let p = crate::actions::pagescan::map_anonymous(len);
         let base = NonNull::new(p.cast::<u8>()).unwrap();
         let size = (page * data_pages) as u64;
         let mut pos = start;

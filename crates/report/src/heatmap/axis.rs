@@ -2,6 +2,7 @@
 //! take no width. Positions on the axis ("offsets") count shown bytes from the left edge.
 
 use serde::Serialize;
+use udamon_core::AddrRange;
 
 /// A shown piece of the address space.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -40,9 +41,9 @@ pub struct AddressAxis {
 impl AddressAxis {
     /// Lays out ascending, disjoint `ranges`, keeping gaps narrower than `min_gap` in place (they
     /// would be too thin to see, and collapsing them would only clutter the axis with marks).
-    pub fn new(ranges: impl IntoIterator<Item = (u64, u64)>, min_gap: u64) -> AddressAxis {
+    pub fn new(ranges: impl IntoIterator<Item = AddrRange>, min_gap: u64) -> AddressAxis {
         let mut segments: Vec<Segment> = Vec::new();
-        for (start, end) in ranges.into_iter().filter(|(s, e)| s < e) {
+        for AddrRange { start, end } in ranges.into_iter().filter(|r| r.start < r.end) {
             match segments.last_mut() {
                 Some(last) if start.saturating_sub(last.end) < min_gap => last.end = end,
                 _ => segments.push(Segment { start, end }),
@@ -79,8 +80,9 @@ impl AddressAxis {
         self.segments.last().map_or(0, |s| s.end)
     }
 
-    /// Calls `f(from, to)` with the axis offsets of the shown parts of `start..end`.
-    pub fn pieces(&self, start: u64, end: u64, mut f: impl FnMut(u64, u64)) {
+    /// Calls `f(from, to)` with the axis offsets of the shown parts of `range`.
+    pub fn pieces(&self, range: AddrRange, mut f: impl FnMut(u64, u64)) {
+        let AddrRange { start, end } = range;
         let first = self.segments.partition_point(|s| s.end <= start);
         for (seg, offset) in self.segments[first..].iter().zip(&self.offsets[first..]) {
             if seg.start >= end {
@@ -161,14 +163,15 @@ mod tests {
     #[test]
     fn gaps_collapse_and_pieces_map_onto_offsets() {
         // Gap of 50 collapsed, gap of 2 kept (below min_gap 5).
-        let axis = AddressAxis::new([(100, 120), (170, 180), (182, 190)], 5);
+        let r = AddrRange::new;
+        let axis = AddressAxis::new([r(100, 120), r(170, 180), r(182, 190)], 5);
         assert_eq!(axis.segments.len(), 2);
         assert_eq!(axis.len(), 20 + 20);
         let mut got = Vec::new();
-        axis.pieces(110, 185, |a, b| got.push((a, b)));
+        axis.pieces(r(110, 185), |a, b| got.push((a, b)));
         assert_eq!(got, vec![(10, 20), (20, 35)]);
         got.clear();
-        axis.pieces(120, 170, |a, b| got.push((a, b)));
+        axis.pieces(r(120, 170), |a, b| got.push((a, b)));
         assert!(
             got.is_empty(),
             "a region inside a collapsed gap shows nowhere"

@@ -4,6 +4,8 @@
 //! edge is not darkened by the uncovered half; a cell nothing covered has no value.
 
 use super::axis::AddressAxis;
+use crate::time_window::TimeWindow;
+use udamon_core::AddrRange;
 
 pub(crate) struct Grid {
     rows: usize,
@@ -22,7 +24,11 @@ pub(crate) struct Grid {
 }
 
 impl Grid {
-    pub(crate) fn new(rows: usize, cols: usize, (t0, t1): (u64, u64), axis_len: u64) -> Grid {
+    pub(crate) fn new(rows: usize, cols: usize, shown: TimeWindow, axis_len: u64) -> Grid {
+        let TimeWindow {
+            start_ns: t0,
+            end_ns: t1,
+        } = shown;
         Grid {
             rows,
             cols,
@@ -41,16 +47,17 @@ impl Grid {
     pub(crate) fn add(
         &mut self,
         axis: &AddressAxis,
-        (start_ns, end_ns): (u64, u64),
+        snapshot: TimeWindow,
         regions: impl Iterator<Item = (u64, u64, f64)>,
     ) {
+        let TimeWindow { start_ns, end_ns } = snapshot;
         let (ws, we) = (start_ns.max(self.t0), end_ns.min(self.t1));
         if ws >= we {
             return;
         }
         let (mut lo, mut hi) = (self.cols, 0);
         for (start, end, freq) in regions {
-            axis.pieces(start, end, |from, to| {
+            axis.pieces(AddrRange::new(start, end), |from, to| {
                 let (from, to) = (from as f64, to as f64);
                 let c0 = ((from / self.col_bytes).floor() as usize).min(self.cols - 1);
                 let c1 = ((to / self.col_bytes).ceil() as usize).clamp(c0 + 1, self.cols);
@@ -110,12 +117,16 @@ mod tests {
 
     #[test]
     fn values_are_overlap_weighted_averages() {
-        let axis = AddressAxis::new([(0, 100)], 0);
-        let mut grid = Grid::new(2, 2, (0, 20), axis.len());
+        let axis = AddressAxis::new([AddrRange::new(0, 100)], 0);
+        let mut grid = Grid::new(2, 2, TimeWindow::new(0, 20), axis.len());
         // Row 0 (0..10 ns): 0..75 at 4 Hz, 75..100 at 8 Hz.
-        grid.add(&axis, (0, 10), [(0, 75, 4.0), (75, 100, 8.0)].into_iter());
+        grid.add(
+            &axis,
+            TimeWindow::new(0, 10),
+            [(0, 75, 4.0), (75, 100, 8.0)].into_iter(),
+        );
         // Row 1, first half only (10..15): all at 2 Hz; second half: nothing monitored.
-        grid.add(&axis, (10, 15), [(0, 50, 2.0)].into_iter());
+        grid.add(&axis, TimeWindow::new(10, 15), [(0, 50, 2.0)].into_iter());
         let cells = grid.finish();
         assert_eq!(cells[0], Some(4.0));
         // Column 1 of row 0: 25 bytes at 4, 25 at 8.

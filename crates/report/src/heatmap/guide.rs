@@ -9,6 +9,7 @@
 
 use serde::Serialize;
 use std::collections::BTreeMap;
+use udamon_core::AddrRange;
 use udamon_record::model::RegionStat;
 
 /// Addresses a target's regions covered, merged, with the heats that fell in each range.
@@ -77,6 +78,12 @@ pub struct ContiguousRange {
     pub end: u64,
     /// Σ size × nr_accesses of the regions in it, over all snapshots.
     pub heats: f64,
+}
+
+impl ContiguousRange {
+    pub fn range(&self) -> AddrRange {
+        AddrRange::new(self.start, self.end)
+    }
 }
 
 /// Contiguous ranges separated only by gaps narrower than the target's covered size.

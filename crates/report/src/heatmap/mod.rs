@@ -11,12 +11,14 @@ pub mod guide;
 pub mod image;
 pub mod term;
 
+use crate::time_window::TimeWindow;
 use crate::{ReportError, Result, human, reopen};
 use axis::AddressAxis;
-use guide::{Area, Coverage};
+use guide::{Area, ContiguousRange, Coverage};
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet};
 use std::error::Error;
+use udamon_core::AddrRange;
 use udamon_record::model::{EventKind, Frame, Header, Snapshot, Targets};
 
 /// The most address ranges the coverage keeps over all targets (about 100 MiB at worst), whatever
@@ -73,8 +75,8 @@ pub struct HeatmapOptions {
     /// The target to show; `None` picks the busiest (see [`busiest_target`]).
     pub target: Option<u32>,
     pub address: AddressSelection,
-    /// Only `start..end`, in ns from the record's start.
-    pub time_range: Option<(u64, u64)>,
+    /// Only this time.
+    pub time_range: Option<TimeWindow>,
     /// Time slots.
     pub rows: usize,
     /// Address slots.
@@ -167,14 +169,14 @@ pub struct MappingSpan {
     pub to: u64,
 }
 
-/// The spans of `mappings`, by (start, end), on `axis`.
+/// The spans of `mappings`, by their ranges, on `axis`.
 pub(crate) fn mapping_spans(
     axis: &AddressAxis,
-    mappings: &BTreeMap<(u64, u64), String>,
+    mappings: &BTreeMap<AddrRange, String>,
 ) -> Vec<MappingSpan> {
     let mut spans: Vec<MappingSpan> = Vec::new();
-    for ((start, end), name) in mappings {
-        axis.pieces(*start, *end, |from, to| match spans.last_mut() {
+    for (&range, name) in mappings {
+        axis.pieces(range, |from, to| match spans.last_mut() {
             Some(last) if last.name == *name && from <= last.to => last.to = last.to.max(to),
             // A mapping seen again with other bounds (a heap that grew) overlaps the last span.
             Some(last) if from < last.to => last.to = last.to.max(to),
@@ -224,25 +226,25 @@ where
     }
     let rows = opts.rows.min(opts.limit.0.max(1));
     let cols = opts.cols.min(opts.limit.1.max(1));
-    let window = opts.time_range.unwrap_or((0, u64::MAX));
-    if window.0 >= window.1 {
+    let window = opts.time_range.unwrap_or(TimeWindow::ALL);
+    if window.is_empty() {
         return Err(ReportError::EmptyTimeRange {
-            start_ns: window.0,
-            end_ns: window.1,
+            start_ns: window.start_ns,
+            end_ns: window.end_ns,
         });
     }
     let survey = Survey::of(reopen(&mut open)?, header, opts, window)?;
-    let (t0, t1) = survey.time_span(opts, window)?;
+    let shown = survey.time_span(opts, window)?;
     let target = survey.target(opts)?;
     let areas = survey.guides.get(&target).cloned().unwrap_or_default();
     let (ranges, area) = select(&areas, opts.address, target)?;
     let axis = address_axis(ranges, opts, cols);
 
     // Pass 2: the binning.
-    let mut grid = grid::Grid::new(rows, cols, (t0, t1), axis.len());
+    let mut grid = grid::Grid::new(rows, cols, shown, axis.len());
     for frame in reopen(&mut open)? {
         let Frame::Snapshot(s) = frame else { continue };
-        if !overlaps(&s, window) {
+        if !TimeWindow::of(&s).overlaps(window) {
             continue;
         }
         if let Some(t) = s.targets.iter().find(|t| t.target == target) {
@@ -250,7 +252,7 @@ where
                 .regions
                 .iter()
                 .map(|r| (r.start, r.end, opts.unit.of(r.nr_accesses, &s)));
-            grid.add(&axis, (s.start_ns, s.end_ns), regions);
+            grid.add(&axis, TimeWindow::of(&s), regions);
         }
     }
     let cells = grid.finish();
@@ -266,8 +268,8 @@ where
         pid: info.and_then(|i| i.pid),
         cmdline: info.map(|i| i.cmdline.clone()),
         unit: opts.unit,
-        start_ns: t0,
-        end_ns: t1,
+        start_ns: shown.start_ns,
+        end_ns: shown.end_ns,
         rows,
         cols,
         axis,
@@ -286,23 +288,18 @@ where
     })
 }
 
-/// Whether snapshot `s` overlaps the time `window` (ns).
-fn overlaps(s: &Snapshot, window: (u64, u64)) -> bool {
-    s.start_ns < window.1 && s.end_ns > window.0
-}
-
 /// What the first pass finds: each target's guide (its monitored areas and their heat), the
 /// time the snapshots in the window span, and the names to label.
 struct Survey {
     guides: BTreeMap<u32, Vec<Area>>,
     /// The snapshots' span within the window, if any overlaps it.
-    span: Option<(u64, u64)>,
+    span: Option<TimeWindow>,
     any_snapshot: bool,
     /// Targets with regions in the window, whether asked for or not.
     with_regions: BTreeSet<u32>,
     known: Targets,
-    /// Every mapping each target had, by (start, end), with its latest name.
-    mappings: BTreeMap<u32, BTreeMap<(u64, u64), String>>,
+    /// Every mapping each target had, by its range, with its latest name.
+    mappings: BTreeMap<u32, BTreeMap<AddrRange, String>>,
 }
 
 impl Survey {
@@ -311,7 +308,7 @@ impl Survey {
         frames: impl IntoIterator<Item = Frame>,
         header: &Header,
         opts: &HeatmapOptions,
-        window: (u64, u64),
+        window: TimeWindow,
     ) -> Result<Survey> {
         let mut coverage: BTreeMap<u32, Coverage> = BTreeMap::new();
         // Ranges in all the targets' coverage: bounded, whatever the record claims.
@@ -336,9 +333,10 @@ impl Survey {
                 // Labels only: past their budget, mappings not seen before go unlabelled.
                 let seen = survey.mappings.entry(*target).or_default();
                 for m in list {
-                    let known = seen.contains_key(&(m.start, m.end));
+                    let range = AddrRange::new(m.start, m.end);
+                    let known = seen.contains_key(&range);
                     if known || mapping_bytes < MAPPING_LABEL_BYTES {
-                        seen.insert((m.start, m.end), m.name.clone());
+                        seen.insert(range, m.name.clone());
                     }
                     if !known {
                         mapping_bytes += 64 + m.name.len();
@@ -347,12 +345,11 @@ impl Survey {
             }
             let Frame::Snapshot(s) = frame else { continue };
             survey.any_snapshot = true;
-            if !overlaps(&s, window) {
+            let snapshot = TimeWindow::of(&s);
+            if !snapshot.overlaps(window) {
                 continue;
             }
-            survey.span = Some(survey.span.map_or((s.start_ns, s.end_ns), |(a, b)| {
-                (a.min(s.start_ns), b.max(s.end_ns))
-            }));
+            survey.span = Some(survey.span.map_or(snapshot, |span| span.hull(snapshot)));
             for t in s.targets.iter().filter(|t| !t.regions.is_empty()) {
                 survey.with_regions.insert(t.target);
                 if opts.target.is_none_or(|want| want == t.target) {
@@ -374,21 +371,23 @@ impl Survey {
     }
 
     /// The time the heatmap shows: the snapshots' span within the window.
-    fn time_span(&self, opts: &HeatmapOptions, window: (u64, u64)) -> Result<(u64, u64)> {
+    fn time_span(&self, opts: &HeatmapOptions, window: TimeWindow) -> Result<TimeWindow> {
         // A range the user gave is named; the whole record's, which they did not give, is not.
         let empty = || match opts.time_range {
-            Some((start_ns, end_ns)) => ReportError::EmptyTimeRange { start_ns, end_ns },
+            Some(TimeWindow { start_ns, end_ns }) => {
+                ReportError::EmptyTimeRange { start_ns, end_ns }
+            }
             None => ReportError::NoTimeSpan,
         };
-        let (t0, t1) = match self.span {
-            Some((a, b)) => (a.max(window.0), b.min(window.1)),
+        let shown = match self.span {
+            Some(span) => span.within(window),
             None if self.any_snapshot => return Err(empty()),
             None => return Err(ReportError::NoSnapshots),
         };
-        if t0 >= t1 {
+        if shown.is_empty() {
             return Err(empty());
         }
-        Ok((t0, t1))
+        Ok(shown)
     }
 
     /// The target shown: the one asked for, or the busiest.
@@ -406,14 +405,14 @@ impl Survey {
 
 /// The address axis over the selected `ranges`: the gaps between them collapsed where the
 /// options say so (any wider than a column), or one span from the first to the last.
-fn address_axis(ranges: Vec<(u64, u64)>, opts: &HeatmapOptions, cols: usize) -> AddressAxis {
-    let covered: u64 = ranges.iter().map(|(s, e)| e - s).sum();
+fn address_axis(ranges: Vec<AddrRange>, opts: &HeatmapOptions, cols: usize) -> AddressAxis {
+    let covered: u64 = ranges.iter().map(AddrRange::size).sum();
     if opts.collapse_gaps {
         AddressAxis::new(ranges, covered / cols as u64)
     } else {
         let whole = match opts.address {
-            AddressSelection::Range { start, end } => (start, end),
-            _ => (ranges[0].0, ranges[ranges.len() - 1].1),
+            AddressSelection::Range { start, end } => AddrRange::new(start, end),
+            _ => AddrRange::new(ranges[0].start, ranges[ranges.len() - 1].end),
         };
         AddressAxis::new([whole], 0)
     }
@@ -433,8 +432,8 @@ fn busiest_target(guides: &BTreeMap<u32, Vec<Area>>) -> Option<u32> {
     best.map(|(t, _)| t)
 }
 
-/// Address ranges, `(start, end)`, ascending.
-type Ranges = Vec<(u64, u64)>;
+/// Address ranges, ascending.
+type Ranges = Vec<AddrRange>;
 
 /// The covered ranges to show, and the area picked for [`AddressSelection::Hottest`].
 fn select(
@@ -447,18 +446,18 @@ fn select(
         AddressSelection::Hottest => {
             let i = guide::hottest(areas).ok_or(ReportError::NoRegions)?;
             Ok((
-                areas[i].ranges.iter().map(|r| (r.start, r.end)).collect(),
+                areas[i].ranges.iter().map(ContiguousRange::range).collect(),
                 Some(i),
             ))
         }
-        AddressSelection::All => Ok((all().map(|r| (r.start, r.end)).collect(), None)),
+        AddressSelection::All => Ok((all().map(ContiguousRange::range).collect(), None)),
         AddressSelection::Range { start, end } => {
             if start >= end {
                 return Err(ReportError::EmptyAddressRange { start, end });
             }
-            let ranges: Vec<(u64, u64)> = all()
-                .map(|r| (r.start.max(start), r.end.min(end)))
-                .filter(|(s, e)| s < e)
+            let ranges: Vec<AddrRange> = all()
+                .map(|r| AddrRange::new(r.start.max(start), r.end.min(end)))
+                .filter(|r| r.start < r.end)
                 .collect();
             if ranges.is_empty() {
                 return Err(ReportError::NothingInRange { target, start, end });

@@ -494,14 +494,8 @@ impl Page {
         };
         let sampled = report.mappings.iter().any(|m| m.samples > 0.0);
         let resident = report.mappings.iter().any(|m| m.resident_bytes.is_some());
-        let mut head = vec!["target", "address range", "perm", "size"];
-        if resident {
-            head.push("resident");
-        }
-        head.extend(["hot", "warm", "cold", "ws", "hot rate"]);
-        if sampled {
-            head.push("samples");
-        }
+        let mut head = vec!["target"];
+        head.extend(mappings::row_columns(resident, sampled).iter().map(|c| c.0));
         head.push("name");
         let numeric: Vec<bool> = head
             .iter()
@@ -511,25 +505,8 @@ impl Page {
             .mappings
             .iter()
             .map(|m| {
-                let mut row = vec![
-                    m.target.to_string(),
-                    m.range_text(),
-                    m.perms.clone(),
-                    human::size(m.size_bytes),
-                ];
-                if resident {
-                    row.push(m.resident_bytes.map_or("-".to_string(), human::size));
-                }
-                row.extend([
-                    human::size(m.hot_bytes),
-                    human::size(m.warm_bytes),
-                    human::size(m.cold_bytes),
-                    human::size(m.working_set_bytes),
-                    format!("{} Hz", human::number(m.hot_access_hz)),
-                ]);
-                if sampled {
-                    row.push(format!("{:.0}", m.samples));
-                }
+                let mut row = vec![m.target.to_string()];
+                row.extend(m.row_cells(resident, sampled));
                 row.push(human::one_line(&m.name, NAME_CHARS));
                 row
             })

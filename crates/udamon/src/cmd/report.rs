@@ -11,6 +11,7 @@ use crate::select::Selection;
 use anyhow::{Context as _, Result, bail};
 use std::io::IsTerminal;
 use std::path::Path;
+use udamon_core::AddrRange;
 use udamon_record::RecordError;
 use udamon_report::dist::{self, DistOptions, RenderOptions};
 use udamon_report::heatmap::{self, AddressSelection, HeatmapOptions, term};
@@ -373,7 +374,7 @@ impl HeatmapArgs {
             Some(_) => HeatmapOptions::image(),
             None => HeatmapOptions::terminal(terminal_width()),
         };
-        if let Some((start, end)) = selection.address {
+        if let Some(AddrRange { start, end }) = selection.address {
             opts.address = AddressSelection::Range { start, end };
         }
         opts.time_range = selection.time_ns;

@@ -22,7 +22,7 @@ use crate::cli::ServeArgs;
 use crate::monitor::Settings;
 use anyhow::{Context as _, Result};
 use config::{Config, Wanted};
-use control::{CallerRequest, ControlSocket, Pending, Request};
+use control::{CallerRequest, ControlSocket, Request, ServingAnswer};
 use records::RecordPolicy;
 use std::collections::{BTreeSet, HashMap};
 use std::path::PathBuf;
@@ -30,8 +30,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{self, Receiver};
 use std::time::{Duration, Instant};
-use supervisor::{Key, Started, Supervisor};
-use target::{Command, Labels, Pace, Start, TargetId, TargetSetup};
+use supervisor::{Key, StartOutcome, Supervisor};
+use target::{Command, Labels, Pace, TargetId, TargetSetup, TargetStarter};
 use udamon_core::Target;
 use udamon_linux::discover::{
     AskedFor, Credentials, Discovery, Found, Selector, changed, may_monitor,
@@ -262,9 +262,10 @@ struct ProcessSource {
 impl ProcessSource {
     /// The settings of a target started now, from `config` and this source's defaults.
     fn settings(&self, config: &Config) -> Result<Settings> {
-        let settings = config
-            .monitoring
-            .resolve_live(&vaddr::sampled_attrs(&self.kind), None)?;
+        let defaults = config
+            .file_overrides
+            .apply_to(&vaddr::sampled_attrs(&self.kind));
+        let settings = config.monitoring.resolve_live(&defaults, None)?;
         // Serve's targets have never captured tried regions although its flags take
         // --tried-regions; honouring it changes its records, a change of its own.
         Ok(Settings {
@@ -283,7 +284,7 @@ impl ProcessSource {
     }
 
     /// What monitoring process `found` starts with, on the monitoring loop.
-    fn start(&self, found: &Found) -> Start {
+    fn start(&self, found: &Found) -> TargetStarter {
         let reason = self.reason.clone();
         let (pid, found) = (found.pid, found.clone());
         Box::new(move |hub| {
@@ -335,7 +336,7 @@ fn sim_workload(spec: &str, text: Option<&str>) -> Result<Workload, String> {
 
 /// A simulated workload's monitoring (for trying serve out, and for its soak bench): in real
 /// time, so that its metrics change as a live process's do, or `fast`, in virtual time.
-fn start_sim(workload: Workload, fast: bool) -> Start {
+fn start_sim(workload: Workload, fast: bool) -> TargetStarter {
     Box::new(move |_| {
         let time = if fast { "virtual time" } else { "real time" };
         let (info, source) = crate::monitor::sim::sim_identity(workload.name(), time);
@@ -481,7 +482,7 @@ impl Serving {
     }
 
     /// Starts serving a process the discovery found, unless the control socket removed it.
-    fn start_process(&mut self, found: &Found, settings: &Settings) -> (Labels, Started) {
+    fn start_process(&mut self, found: &Found, settings: &Settings) -> (Labels, StartOutcome) {
         let key = process_key(found);
         let labels = Labels {
             id: TargetId::Pid(found.pid),
@@ -490,7 +491,7 @@ impl Serving {
             named: self.named.contains(&found.pid),
         };
         if self.removed.contains(&key) {
-            return (labels, Started::Already);
+            return (labels, StartOutcome::Already);
         }
         let started = self.supervisor.start(
             key,
@@ -541,29 +542,36 @@ impl Serving {
         }
     }
 
-    fn answer(&mut self, request: Request, caller: &Credentials, settings: &Settings) -> Pending {
+    fn answer(
+        &mut self,
+        request: Request,
+        caller: &Credentials,
+        settings: &Settings,
+    ) -> ServingAnswer {
         let ask = |serving: &Self, target: &str, make: Box<dyn FnOnce(_) -> Command>| match serving
             .key_for(target, caller)
         {
             Ok(key) => match serving.supervisor.ask(&key, make) {
-                Ok(later) => Pending::Later(later),
-                Err(e) => Pending::Now(Err(e)),
+                Ok(later) => ServingAnswer::Later(later),
+                Err(e) => ServingAnswer::Now(Err(e)),
             },
-            Err(e) => Pending::Now(Err(e)),
+            Err(e) => ServingAnswer::Now(Err(e)),
         };
         match request {
-            Request::Targets => Pending::Now(Ok(self.list(caller))),
+            Request::Targets => ServingAnswer::Now(Ok(self.list(caller))),
             Request::Add { pid: Some(pid), .. } => {
-                Pending::Now(self.add_process(pid, caller, settings))
+                ServingAnswer::Now(self.add_process(pid, caller, settings))
             }
             Request::Add {
                 sim: Some(spec),
                 config,
                 fast,
                 ..
-            } => Pending::Now(self.add_sim(&spec, config.as_deref(), fast, settings, caller)),
-            Request::Add { .. } => Pending::Now(Err("add: give a pid or a sim workload".into())),
-            Request::Remove { target } => Pending::Now(self.remove(&target, caller)),
+            } => ServingAnswer::Now(self.add_sim(&spec, config.as_deref(), fast, settings, caller)),
+            Request::Add { .. } => {
+                ServingAnswer::Now(Err("add: give a pid or a sim workload".into()))
+            }
+            Request::Remove { target } => ServingAnswer::Now(self.remove(&target, caller)),
             Request::Tune { target, tune } => {
                 ask(self, &target, Box::new(move |r| Command::Tune(tune, r)))
             }
@@ -582,6 +590,7 @@ impl Serving {
                 &target,
                 Box::new(move |reply| Command::Snapshot { json, reply }),
             ),
+            Request::Window { target } => ask(self, &target, Box::new(Command::Window)),
             Request::Status { target } => ask(self, &target, Box::new(Command::Status)),
         }
     }
@@ -649,7 +658,7 @@ impl Serving {
         self.named.insert(pid);
         self.removed.remove(&process_key(&found));
         match self.start_process(&found, settings) {
-            (labels, Started::Already) => Ok(format!("{labels} is served already")),
+            (labels, StartOutcome::Already) => Ok(format!("{labels} is served already")),
             (labels, _) => Ok(format!("serving {labels}")),
         }
     }

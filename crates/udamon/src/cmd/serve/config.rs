@@ -8,7 +8,7 @@
 //! against (docs/serve.md, "Who may have what monitored"): the command line's by whoever
 //! started serve, the file's by the file's owner.
 
-use crate::cli::ServeArgs;
+use crate::cli::{MonitoringArgs, Overrides, ServeArgs};
 use crate::units::{
     parse_interval_us, parse_record_mode, parse_rescan_us, parse_size, parse_socket_mode,
 };
@@ -87,8 +87,10 @@ pub struct Config {
     /// The selectors, each with who asked for it.
     pub selectors: Vec<(Wanted, Credentials)>,
     pub rescan_us: u64,
-    /// The intervals and region bounds, as `record`'s flags give them.
-    pub monitoring: crate::cli::MonitoringArgs,
+    /// The command line's monitoring flags (with the file's schemes when it names none).
+    pub monitoring: MonitoringArgs,
+    /// The file's intervals and region bounds: the defaults beneath the command line's.
+    pub file_overrides: Overrides,
     pub records: Option<RecordsConfig>,
     /// Processes with series of their own besides those named (docs/serve.md, "Metrics").
     pub process_series: usize,
@@ -209,12 +211,14 @@ impl Config {
                 .map(|t| parse_interval_us(t).map_err(|e| anyhow::anyhow!("{}: {e}", named(key))))
                 .transpose()
         };
+        let file_overrides = Overrides {
+            sample_us: duration("sample", &file.sample)?,
+            aggr_us: duration("aggr", &file.aggr)?,
+            update_us: duration("update", &file.update)?,
+            min_regions: file.min_regions,
+            max_regions: file.max_regions,
+        };
         let mut monitoring = args.monitoring.clone();
-        monitoring.sample_us = monitoring.sample_us.or(duration("sample", &file.sample)?);
-        monitoring.aggr_us = monitoring.aggr_us.or(duration("aggr", &file.aggr)?);
-        monitoring.update_us = monitoring.update_us.or(duration("update", &file.update)?);
-        monitoring.min_regions = monitoring.min_regions.or(file.min_regions);
-        monitoring.max_regions = monitoring.max_regions.or(file.max_regions);
         monitoring.schemes = monitoring.schemes.or(file.schemes);
         let rescan_us = match (&args.rescan, &file.rescan) {
             (Some(us), _) => *us,
@@ -289,6 +293,7 @@ impl Config {
             selectors,
             rescan_us,
             monitoring,
+            file_overrides,
             records,
             process_series: args
                 .process_series
@@ -301,5 +306,36 @@ impl Config {
                 .unwrap_or_else(|| PathBuf::from("/")),
             host: args.host || file.host,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Config;
+    use crate::cli::{Cli, Command};
+    use clap::Parser;
+
+    #[test]
+    fn the_files_intervals_sit_beneath_the_command_lines() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("serve.toml");
+        let file = "pids = [1]\nsample = \"10ms\"\naggr = \"1s\"\nmax_regions = 300\n";
+        std::fs::write(&path, file).unwrap();
+        let path = path.to_str().unwrap();
+        let cli = Cli::try_parse_from(["udamon", "serve", "--config", path, "--aggr-us", "2s"]);
+        let Command::Serve(args) = cli.unwrap().command else {
+            unreachable!("parsed as serve")
+        };
+        let config = Config::resolve(&args).unwrap();
+        let defaults = udamon_sim::default_attrs();
+        let attrs = config
+            .monitoring
+            .resolve(&config.file_overrides.apply_to(&defaults), None)
+            .unwrap()
+            .attrs;
+        assert_eq!(attrs.sample_interval_us, 10_000, "the file's");
+        assert_eq!(attrs.aggr_interval_us, 2_000_000, "the command line's");
+        assert_eq!(attrs.max_nr_regions, 300, "the file's");
+        assert_eq!(attrs.min_nr_regions, defaults.min_nr_regions, "the default");
     }
 }

@@ -25,6 +25,7 @@ use std::sync::mpsc::{self, Receiver, Sender};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use udamon_linux::discover::{Credentials, peer_credentials};
+use udamon_record::model::{Header, Snapshot};
 
 /// The longest request line read (a schemes file inline fits many times over).
 pub const MAX_LINE: usize = 1 << 20;
@@ -82,6 +83,10 @@ pub enum Request {
         #[serde(default)]
         json: bool,
     },
+    /// The last window as the record crate's own types: a [`Window`], as JSON text.
+    Window {
+        target: String,
+    },
     Status {
         target: String,
     },
@@ -92,7 +97,10 @@ impl Request {
     fn changes(&self) -> bool {
         !matches!(
             self,
-            Request::Targets | Request::Snapshot { .. } | Request::Status { .. }
+            Request::Targets
+                | Request::Snapshot { .. }
+                | Request::Window { .. }
+                | Request::Status { .. }
         )
     }
 
@@ -113,6 +121,7 @@ impl Request {
                 format!("remove-scheme {} {index}", short(target))
             }
             Request::Snapshot { target, .. } => format!("snapshot {}", short(target)),
+            Request::Window { target } => format!("window {}", short(target)),
             Request::Status { target } => format!("status {}", short(target)),
         }
     }
@@ -128,6 +137,15 @@ pub fn short(text: &str) -> String {
 
 /// The most characters of a client's string the log and labels keep.
 const SHORT: usize = 64;
+
+/// A served target's last window, as [`Request::Window`] answers it: a snapshot of a
+/// one-target record and that record's header, the types records are written in, so that a
+/// change to them changes both ends (`udamon top --serve` reads it).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Window {
+    pub header: Header,
+    pub snapshot: Snapshot,
+}
 
 /// The answer: `{"ok": true, "text": "..."}` or `{"ok": false, "error": "..."}`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -157,7 +175,7 @@ impl From<Result<String, String>> for Answer {
 }
 
 /// How the serving loop answers: at once, or later from a target's thread.
-pub enum Pending {
+pub enum ServingAnswer {
     Now(Result<String, String>),
     Later(Receiver<Result<String, String>>),
 }
@@ -166,7 +184,7 @@ pub enum Pending {
 pub struct CallerRequest {
     pub request: Request,
     pub caller: Credentials,
-    pub answer: Sender<Pending>,
+    pub answer: Sender<ServingAnswer>,
 }
 
 /// The bound socket; removed when dropped.
@@ -379,8 +397,8 @@ fn ask(request: Request, caller: &Credentials, requests: &Sender<CallerRequest>)
         return Answer::from(Err("udamon serve is stopping".to_string()));
     }
     let result = match pending.recv_timeout(ANSWER_TIMEOUT) {
-        Ok(Pending::Now(result)) => result,
-        Ok(Pending::Later(later)) => later
+        Ok(ServingAnswer::Now(result)) => result,
+        Ok(ServingAnswer::Later(later)) => later
             .recv_timeout(ANSWER_TIMEOUT)
             .unwrap_or_else(|_| Err("the target did not answer: it may have ended".to_string())),
         Err(_) => Err("udamon serve did not answer".to_string()),
@@ -422,6 +440,22 @@ pub fn request(path: &Path, request: &Request) -> anyhow::Result<Answer> {
     }
     serde_json::from_str(&line)
         .map_err(|e| anyhow::anyhow!("udamon serve answered something else: {e}"))
+}
+
+/// A served target's last window (for `udamon top --serve`); a refusal or a failure to ask, in
+/// a line.
+pub fn window(path: &Path, target: &str) -> Result<Window, String> {
+    let asked = Request::Window {
+        target: target.to_string(),
+    };
+    let answer = request(path, &asked).map_err(|e| format!("{e:#}"))?;
+    if !answer.ok {
+        return Err(answer.error.unwrap_or_else(|| "refused".into()));
+    }
+    let window: Window = serde_json::from_str(&answer.text.unwrap_or_default())
+        .map_err(|e| format!("not a window: {e}"))?;
+    window.snapshot.check()?;
+    Ok(window)
 }
 
 #[cfg(test)]

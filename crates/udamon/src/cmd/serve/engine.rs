@@ -2,19 +2,19 @@
 //!
 //! The loop owns the [`Hub`] (the shared samplers: one per CPU for every process when serve
 //! may, see [`SharedSampling`]; the walking budget and the symbolizer every target shares) and
-//! every [`Running`] target. Every [`TICK`] it drains the
-//! samplers, tells each process what came for it, and steps the targets as far as the samples
-//! were drained; a target nothing came for sleeps and costs nothing (see [`super::target`]).
-//! Every [`PUBLISH`] it hands every target's last window to the [`Sink`] (the metrics),
-//! passing sleepers' idle windows first when they are [`SLEEPER_REFRESH_US`] behind.
+//! every [`ServedTarget`]. Every [`TICK`] it drains the samplers, tells each process what came
+//! for it, and steps the targets as far as the samples were drained; a target nothing came for
+//! sleeps and costs nothing (see [`super::target`]). Every [`PUBLISH`] it hands every target's
+//! last window to the [`Sink`] (the metrics), passing sleepers' idle windows first when they
+//! are [`SLEEPER_REFRESH_US`] behind.
 //!
-//! It takes its orders from the serving loop ([`Msg`]): start, stop, a command for a target,
+//! It takes its orders from the serving loop ([`Order`]): start, stop, a command for a target,
 //! stop everything. A command is answered when it comes, not at the next tick. Targets that
 //! end are reported back, so that the serving loop's list follows.
 
 use super::records::RecordPolicy;
 use super::supervisor::Key;
-use super::target::{Command, Ended, Labels, Pace, Running, Start};
+use super::target::{Command, EndReason, Labels, Pace, ServedTarget, TargetStarter};
 use crate::monitor::Settings;
 use std::collections::BTreeMap;
 use std::ops::ControlFlow;
@@ -40,14 +40,14 @@ pub const PUBLISH: Duration = Duration::from_secs(1);
 /// one per [`PUBLISH`] is all they show, and an observation passes over a busy target's page
 /// samples a few times per horizon, where its windows are 100 ms (400 ms for sampled sources).
 #[derive(Debug, Default)]
-pub struct Observing {
+pub struct ObservationSchedule {
     /// The end of the last window observed, on the target's time line.
     last_us: Option<u64>,
     /// The next window is observed, whenever it ends.
     pub force_next: bool,
 }
 
-impl Observing {
+impl ObservationSchedule {
     /// Whether the window ending at `end_us` is to be observed; if so, it is taken as observed.
     pub fn due(&mut self, end_us: u64) -> bool {
         let every_us = PUBLISH.as_micros() as u64;
@@ -73,13 +73,13 @@ pub const WALK_RATE: Duration = Duration::from_millis(2);
 const FAST_SLICE: usize = 2_000;
 
 /// What the serving loop asks of the monitoring loop.
-pub enum Msg {
+pub enum Order {
     Start {
         key: Key,
         /// Which start of the key this is, for [`News::Ended`].
         generation: u64,
         labels: Labels,
-        start: Start,
+        start: TargetStarter,
         settings: Settings,
     },
     /// Stop a target, for this reason.
@@ -118,12 +118,12 @@ struct HostView {
 #[derive(Default)]
 struct LastWindow {
     observation: Option<Observation>,
-    observing: Observing,
+    schedule: ObservationSchedule,
 }
 
 impl Callbacks for LastWindow {
     fn after_aggregation(&mut self, ctx: &Context) -> Flow {
-        if self.observing.due(ctx.now_us()) {
+        if self.schedule.due(ctx.now_us()) {
             self.observation = Some(udamon_exporter::observe(ctx, 0));
         }
         Ok(ControlFlow::Continue(()))
@@ -242,7 +242,7 @@ struct Engine {
     hub: Hub,
     host: Option<HostView>,
     /// Every target with the generation it was started as.
-    targets: BTreeMap<Key, (u64, Running)>,
+    targets: BTreeMap<Key, (u64, ServedTarget)>,
     records: Option<Arc<RecordPolicy>>,
     sink: Box<dyn Sink>,
     news: Sender<News>,
@@ -255,14 +255,14 @@ struct Engine {
     host_window: Option<(Observation, Vec<u64>)>,
 }
 
-/// Runs the loop until [`Msg::StopAll`] (or the serving loop is gone); with `host` (a seed),
+/// Runs the loop until [`Order::StopAll`] (or the serving loop is gone); with `host` (a seed),
 /// the physical memory of the processes served is monitored too.
 pub fn run(
     config: SamplerConfig,
     host: Option<u64>,
     sink: Box<dyn Sink>,
     records: Option<Arc<RecordPolicy>>,
-    orders: Receiver<Msg>,
+    orders: Receiver<Order>,
     news: Sender<News>,
 ) {
     let now = Instant::now();
@@ -295,7 +295,7 @@ pub fn run(
             engine.next_tick.saturating_duration_since(Instant::now())
         };
         match orders.recv_timeout(wait) {
-            Ok(Msg::StopAll(why)) => {
+            Ok(Order::StopAll(why)) => {
                 engine.stop_all(&why);
                 return;
             }
@@ -317,9 +317,9 @@ pub fn run(
 }
 
 impl Engine {
-    fn order(&mut self, msg: Msg) {
-        match msg {
-            Msg::Start {
+    fn order(&mut self, order: Order) {
+        match order {
+            Order::Start {
                 key,
                 generation,
                 labels,
@@ -329,7 +329,7 @@ impl Engine {
                 if self.targets.contains_key(&key) {
                     return;
                 }
-                match Running::start(
+                match ServedTarget::start(
                     labels.clone(),
                     start,
                     settings,
@@ -348,27 +348,27 @@ impl Engine {
                     }
                 }
             }
-            Msg::Stop(key, why) => {
+            Order::Stop(key, why) => {
                 if let Some(running) = self.targets.remove(&key) {
                     let due = self.drained_to_us;
-                    self.end(key, running, &Ended::normally(&why), due);
+                    self.end(key, running, &EndReason::normally(&why), due);
                 }
             }
-            Msg::Ask(key, command) => {
+            Order::Ask(key, command) => {
                 // A target gone meanwhile drops the command, and its caller hears so.
                 let due = self.drained_to_us;
                 if let Some((_, running)) = self.targets.get_mut(&key) {
                     running.answer(command, due);
                 }
             }
-            Msg::StopAll(_) => {}
+            Order::StopAll(_) => {}
         }
     }
 
     fn stop_all(&mut self, why: &str) {
         let due = self.drained_to_us;
         for (key, running) in std::mem::take(&mut self.targets) {
-            self.end(key, running, &Ended::normally(why), due);
+            self.end(key, running, &EndReason::normally(why), due);
         }
     }
 
@@ -424,7 +424,7 @@ impl Engine {
         self.end_all(ended);
     }
 
-    fn end_all(&mut self, ended: Vec<(Key, Ended)>) {
+    fn end_all(&mut self, ended: Vec<(Key, EndReason)>) {
         let due = self.drained_to_us;
         for (key, why) in ended {
             if let Some(running) = self.targets.remove(&key) {
@@ -434,7 +434,7 @@ impl Engine {
     }
 
     /// Finishes a target (its record completed) and tells the serving loop.
-    fn end(&mut self, key: Key, target: (u64, Running), why: &Ended, due_us: u64) {
+    fn end(&mut self, key: Key, target: (u64, ServedTarget), why: &EndReason, due_us: u64) {
         let (generation, mut running) = target;
         if let Pace::Live { pid } = running.pace {
             // Its record covers the windows it slept through.
@@ -473,17 +473,17 @@ mod tests {
     #[test]
     fn one_window_per_publication_is_observed_and_a_forced_one_whenever_it_ends() {
         const WINDOW_US: u64 = 400_000;
-        let mut observing = Observing::default();
+        let mut schedule = ObservationSchedule::default();
         let observed: Vec<u64> = (1..=10)
             .map(|w| w * WINDOW_US)
-            .filter(|&end| observing.due(end))
+            .filter(|&end| schedule.due(end))
             .collect();
         // The first window, then the first ending a publication after the last observed.
         assert_eq!(observed, [400_000, 1_600_000, 2_800_000, 4_000_000]);
-        observing.force_next = true;
-        assert!(observing.due(4_400_000), "forced, 0.4 s after the last");
-        assert!(!observing.force_next, "forced once");
-        assert!(!observing.due(4_800_000));
-        assert!(observing.due(5_400_000));
+        schedule.force_next = true;
+        assert!(schedule.due(4_400_000), "forced, 0.4 s after the last");
+        assert!(!schedule.force_next, "forced once");
+        assert!(!schedule.due(4_800_000));
+        assert!(schedule.due(5_400_000));
     }
 }

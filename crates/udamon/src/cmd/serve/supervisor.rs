@@ -4,9 +4,9 @@
 //! again while its previous monitoring is still ending (removed and added back at once)
 //! starts as soon as that ends.
 
-use super::engine::{self, Msg, News, Sink};
+use super::engine::{self, News, Order, Sink};
 use super::records::RecordPolicy;
-use super::target::{Command, Labels, Reply, Start};
+use super::target::{Command, Labels, Reply, TargetStarter};
 use crate::monitor::Settings;
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -24,7 +24,7 @@ pub enum Key {
 
 /// What [`Supervisor::start`] did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Started {
+pub enum StartOutcome {
     Now,
     /// Once its previous monitoring, which is ending, has ended.
     Next,
@@ -52,7 +52,7 @@ pub struct Reaped {
 pub struct Supervisor {
     running: BTreeMap<Key, Entry>,
     generations: u64,
-    orders: Sender<Msg>,
+    orders: Sender<Order>,
     news: Receiver<News>,
     engine: Option<JoinHandle<()>>,
 }
@@ -82,12 +82,18 @@ impl Supervisor {
 
     /// Starts monitoring a target: now, or once its previous monitoring ended if that is
     /// ending, or not at all if it is served already.
-    pub fn start(&mut self, key: Key, labels: Labels, start: Start, settings: Settings) -> Started {
+    pub fn start(
+        &mut self,
+        key: Key,
+        labels: Labels,
+        start: TargetStarter,
+        settings: Settings,
+    ) -> StartOutcome {
         let started = match self.running.get(&key) {
-            Some(entry) if !entry.stopping => return Started::Already,
+            Some(entry) if !entry.stopping => return StartOutcome::Already,
             // The loop ends the earlier one before it takes this order.
-            Some(_) => Started::Next,
-            None => Started::Now,
+            Some(_) => StartOutcome::Next,
+            None => StartOutcome::Now,
         };
         self.generations += 1;
         let generation = self.generations;
@@ -99,7 +105,7 @@ impl Supervisor {
                 stopping: false,
             },
         );
-        let _ = self.orders.send(Msg::Start {
+        let _ = self.orders.send(Order::Start {
             key,
             generation,
             labels,
@@ -115,7 +121,7 @@ impl Supervisor {
             && !entry.stopping
         {
             entry.stopping = true;
-            let _ = self.orders.send(Msg::Stop(*key, why.to_string()));
+            let _ = self.orders.send(Order::Stop(*key, why.to_string()));
         }
     }
 
@@ -162,14 +168,14 @@ impl Supervisor {
             .ok_or_else(|| "no such target: `udamon ctl targets` lists them".to_string())?;
         let (reply, receiver) = mpsc::channel();
         self.orders
-            .send(Msg::Ask(*key, make(reply)))
+            .send(Order::Ask(*key, make(reply)))
             .map_err(|_| format!("{}: it is ending", entry.labels))?;
         Ok(receiver)
     }
 
     /// Stops every target because of `why` and waits for each to finish its record.
     pub fn stop_all(mut self, why: &str) {
-        let _ = self.orders.send(Msg::StopAll(why.to_string()));
+        let _ = self.orders.send(Order::StopAll(why.to_string()));
         if let Some(engine) = self.engine.take() {
             let _ = engine.join();
         }

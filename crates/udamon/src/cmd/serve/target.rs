@@ -2,8 +2,8 @@
 //! schemes and record, stepped by the service's one loop ([`super::engine`]) as its samples
 //! come, and asleep while it has none.
 //!
-//! A [`Running`] target publishes an aggregation window as an [`Observation`] for the metrics
-//! once per publication ([`Observing`]; the window a target falls asleep after always), drains
+//! A [`ServedTarget`] target publishes an aggregation window as an [`Observation`] for the metrics
+//! once per publication ([`ObservationSchedule`]; the window a target falls asleep after always), drains
 //! its operations' events whether or not a record is kept (so they never pile up), writes its
 //! record through [`Rotation`] when records are on, and takes [`Command`]s between steps, where
 //! the core lets a running context change. Everything it owns goes with it (its regions, its
@@ -17,7 +17,7 @@
 //! ([`Context::pass_idle_windows`]). A thousand sleeping processes so cost nothing per window.
 //! A target with schemes never sleeps: its schemes must see idle memory age window by window.
 
-use super::engine::{Hub, Observing};
+use super::engine::{Hub, ObservationSchedule};
 use super::log;
 use super::records::{RecordPolicy, Rotation};
 use crate::cli::Overrides;
@@ -29,7 +29,7 @@ use std::sync::mpsc::Sender;
 use udamon_core::damos::{MetricSource, Scheme};
 use udamon_core::{Callbacks, Context, Flow, RunError, StopReason, Target, VirtualClock};
 use udamon_exporter::Observation;
-use udamon_record::model::{AccessSource, EventKind, Frame, TargetInfo};
+use udamon_record::model::{AccessSource, EventKind, Frame, Snapshot, TargetInfo};
 use udamon_record::recorder::snapshot_with_touched;
 
 /// How a served target is named in metrics, logs and records: a bounded set of labels.
@@ -71,16 +71,16 @@ impl std::fmt::Display for Labels {
     }
 }
 
-/// What a target's operations told through their events, for the metrics.
+/// What a target's operations readings through their events, for the metrics.
 #[derive(Debug, Default, Clone)]
-pub struct Told {
+pub struct EventReadings {
     /// The access source's running totals.
     pub counters: BTreeMap<String, u64>,
     /// The resident bytes of the last page-table walk.
     pub resident_bytes: Option<u64>,
 }
 
-/// A target's monitoring, ready to start: what [`Start`] builds on the service's loop.
+/// A target's monitoring, ready to start: what [`TargetStarter`] builds on the service's loop.
 pub struct TargetSetup {
     pub ops: Box<dyn RecordedOps>,
     pub target: Target,
@@ -110,7 +110,7 @@ pub enum Pace {
 
 /// Builds a target's operations on the service's loop, with its shared samplers; fails with
 /// a one-line reason.
-pub type Start = Box<dyn FnOnce(&mut Hub) -> Result<TargetSetup, String> + Send>;
+pub type TargetStarter = Box<dyn FnOnce(&mut Hub) -> Result<TargetSetup, String> + Send>;
 
 /// A reply to a command: text for the caller, or why the command was refused.
 pub type Reply = Sender<Result<String, String>>;
@@ -127,6 +127,9 @@ pub enum Command {
     /// The last window observed (at most a publication old), as `report access` shows its
     /// regions (JSON when asked).
     Snapshot { json: bool, reply: Reply },
+    /// The last window observed and the record's header, a [`super::control::Window`] as
+    /// JSON.
+    Window(Reply),
     /// Intervals, region bounds, schemes and windows so far, one line.
     Status(Reply),
 }
@@ -135,14 +138,14 @@ pub enum Command {
 struct TargetHooks {
     labels: Labels,
     events: EventSource,
-    told: Told,
+    readings: EventReadings,
     rotation: Option<Rotation>,
     start_us: u64,
     windows: u64,
     /// Which windows are observed.
-    observing: Observing,
-    /// The last window observed, for [`Command::Snapshot`].
-    last: Option<Frame>,
+    schedule: ObservationSchedule,
+    /// The last window observed, for [`Command::Snapshot`] and [`Command::Window`].
+    last: Option<Snapshot>,
     /// The last window observed, as the metrics show it.
     observation: Option<Observation>,
     header: udamon_record::model::Header,
@@ -155,10 +158,10 @@ impl TargetHooks {
     fn drain_events(&mut self) -> Result<(), udamon_record::RecordError> {
         for (t_us, kind) in (self.events)() {
             match &kind {
-                EventKind::SourceStats { counters } => self.told.counters.clone_from(counters),
+                EventKind::SourceStats { counters } => self.readings.counters.clone_from(counters),
                 EventKind::Exec { .. } => self.executed = true,
                 EventKind::Resident { mappings, .. } => {
-                    self.told.resident_bytes =
+                    self.readings.resident_bytes =
                         Some(mappings.iter().map(|m| m.resident_bytes).sum());
                 }
                 _ => {}
@@ -222,6 +225,9 @@ impl TargetHooks {
             Command::Snapshot { json, reply } => {
                 let _ = reply.send(self.snapshot(json));
             }
+            Command::Window(reply) => {
+                let _ = reply.send(self.window());
+            }
             Command::Status(reply) => {
                 let mut text = format!(
                     "{}: {}; {} windows",
@@ -238,13 +244,26 @@ impl TargetHooks {
         }
     }
 
-    fn snapshot(&self, json: bool) -> Result<String, String> {
-        let Some(frame) = self.last.clone() else {
-            return Err(format!(
+    /// The last window observed, or why there is none yet.
+    fn last(&self) -> Result<Snapshot, String> {
+        self.last.clone().ok_or_else(|| {
+            format!(
                 "{}: no window completed yet: ask again after one aggregation interval",
                 self.labels
-            ));
+            )
+        })
+    }
+
+    fn window(&self) -> Result<String, String> {
+        let window = super::control::Window {
+            header: self.header.clone(),
+            snapshot: self.last()?,
         };
+        serde_json::to_string(&window).map_err(|e| e.to_string())
+    }
+
+    fn snapshot(&self, json: bool) -> Result<String, String> {
+        let frame = Frame::Snapshot(self.last()?);
         let report = udamon_report::access::access(
             &self.header,
             [frame],
@@ -296,8 +315,8 @@ impl TargetHooks {
         let (observation, touched) = udamon_exporter::observe_touched(ctx, 0);
         self.observation = Some(
             observation
-                .with_source_counters(self.told.counters.clone())
-                .with_resident_bytes(self.told.resident_bytes),
+                .with_source_counters(self.readings.counters.clone())
+                .with_resident_bytes(self.readings.resident_bytes),
         );
         touched
     }
@@ -318,13 +337,9 @@ impl Callbacks for TargetHooks {
         // The window's own events (its residency walk's resident bytes) go with it.
         self.drain_events()?;
         self.windows += 1;
-        if self.observing.due(ctx.now_us()) {
+        if self.schedule.due(ctx.now_us()) {
             let touched = self.observe(ctx);
-            self.last = Some(Frame::Snapshot(snapshot_with_touched(
-                ctx,
-                self.start_us,
-                touched,
-            )));
+            self.last = Some(snapshot_with_touched(ctx, self.start_us, touched));
         }
         match &mut self.rotation {
             Some(rotation) => rotation.after_aggregation(ctx),
@@ -334,7 +349,7 @@ impl Callbacks for TargetHooks {
 }
 
 /// A served target, started: stepped by the loop until it ends or is stopped.
-pub struct Running {
+pub struct ServedTarget {
     pub labels: Labels,
     ctx: Context,
     ops: Box<dyn RecordedOps>,
@@ -351,15 +366,15 @@ pub struct Running {
     gone: Box<dyn Fn() -> String + Send>,
 }
 
-impl Running {
+impl ServedTarget {
     /// Builds the target's monitoring with `start` and starts its context.
     pub fn start(
         labels: Labels,
-        start: Start,
+        start: TargetStarter,
         settings: Settings,
         records: Option<Arc<RecordPolicy>>,
         hub: &mut Hub,
-    ) -> Result<Running, String> {
+    ) -> Result<ServedTarget, String> {
         let TargetSetup {
             ops,
             target,
@@ -380,18 +395,18 @@ impl Running {
         let hooks = TargetHooks {
             labels: labels.clone(),
             events: ops.record_events(),
-            told: Told::default(),
+            readings: EventReadings::default(),
             rotation,
             start_us,
             windows: 0,
-            observing: Observing::default(),
+            schedule: ObservationSchedule::default(),
             last: None,
             observation: None,
             header,
             live: matches!(pace, Pace::Live { .. }),
             executed: false,
         };
-        let mut running = Running {
+        let mut running = ServedTarget {
             labels,
             ctx,
             ops,
@@ -436,7 +451,7 @@ impl Running {
     /// Steps it through every sampling interval that ended by `due_us` (its time line), or as
     /// many as `max_steps` allows; a quiet live target stops at a window's end and sleeps.
     /// Returns why it ended, if it did.
-    pub fn advance(&mut self, due_us: u64, max_steps: usize) -> Option<Ended> {
+    pub fn advance(&mut self, due_us: u64, max_steps: usize) -> Option<EndReason> {
         if self.asleep {
             let woken = self.woken_at_us.take()?;
             // Woken: the whole windows that passed before its records are passed at once.
@@ -461,15 +476,17 @@ impl Running {
                 break;
             }
             // The window it falls asleep after is what its metrics show while it sleeps.
-            self.hooks.observing.force_next = quiet_from(self, self.window_end_us());
+            self.hooks.schedule.force_next = quiet_from(self, self.window_end_us());
             let windows = self.hooks.windows;
             match self
                 .ctx
                 .step(self.ops.as_mut(), &mut VirtualClock, &mut self.hooks)
             {
                 Ok(ControlFlow::Continue(())) => {}
-                Ok(ControlFlow::Break(reason)) => return Some(Ended::of(Ok(reason), &self.gone)),
-                Err(e) => return Some(Ended::of(Err(&e), &self.gone)),
+                Ok(ControlFlow::Break(reason)) => {
+                    return Some(EndReason::of(Ok(reason), &self.gone));
+                }
+                Err(e) => return Some(EndReason::of(Err(&e), &self.gone)),
             }
             if self.hooks.windows != windows && quiet(self) {
                 self.asleep = true;
@@ -498,7 +515,7 @@ impl Running {
         if self.hooks.rotation.is_some() {
             for i in 0..n {
                 // The last window passed is what its metrics show now.
-                self.hooks.observing.force_next = i + 1 == n;
+                self.hooks.schedule.force_next = i + 1 == n;
                 match self.ctx.pass_idle_window(&mut self.hooks) {
                     Ok(true) => {}
                     Ok(false) => return,
@@ -506,7 +523,7 @@ impl Running {
                         log::warn(&format!(
                             "{}: {}; its record ends here",
                             self.labels,
-                            Ended::of(Err(&e), &self.gone).why
+                            EndReason::of(Err(&e), &self.gone).why
                         ));
                         self.hooks.rotation = None;
                     }
@@ -517,8 +534,8 @@ impl Running {
             let last = self.hooks.observation.take();
             let idle = udamon_exporter::observe_idle(&self.ctx, 0, last.as_ref());
             self.hooks.observation = Some(
-                idle.with_source_counters(self.hooks.told.counters.clone())
-                    .with_resident_bytes(self.hooks.told.resident_bytes),
+                idle.with_source_counters(self.hooks.readings.counters.clone())
+                    .with_resident_bytes(self.hooks.readings.resident_bytes),
             );
         }
     }
@@ -552,7 +569,7 @@ impl Running {
 
     /// Ends its monitoring: its operations' last events, its record finished with why; one
     /// line in the log says why, a warning when it failed or its record is incomplete.
-    pub fn finish(mut self, ended: &Ended) {
+    pub fn finish(mut self, ended: &EndReason) {
         let (why, failed) = (ended.why.as_str(), ended.failed);
         let _ = self.ctx.terminate(self.ops.as_mut(), &mut self.hooks);
         // The operations' last events, then why it ended; best effort, as `record` does.
@@ -572,16 +589,16 @@ impl Running {
 
 /// Why a target's monitoring ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Ended {
+pub struct EndReason {
     pub why: String,
     /// Monitoring failed (its record may be incomplete), rather than ending as it should.
     pub failed: bool,
 }
 
-impl Ended {
+impl EndReason {
     /// How a step's stop reads; `gone` words the end of its process.
-    fn of(result: Result<StopReason, &RunError>, gone: &dyn Fn() -> String) -> Ended {
-        Ended {
+    fn of(result: Result<StopReason, &RunError>, gone: &dyn Fn() -> String) -> EndReason {
+        EndReason {
             failed: result.is_err(),
             why: crate::monitor::stop_reason(result, |reason| match reason {
                 StopReason::NoValidTarget => gone(),
@@ -590,8 +607,8 @@ impl Ended {
         }
     }
 
-    pub fn normally(why: &str) -> Ended {
-        Ended {
+    pub fn normally(why: &str) -> EndReason {
+        EndReason {
             why: why.to_string(),
             failed: false,
         }

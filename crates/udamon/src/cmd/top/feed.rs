@@ -5,10 +5,9 @@
 
 use crate::cli::{RecordArgs, TopArgs};
 use crate::cmd::record::{self, DEFAULT_SIM, Watch};
-use crate::cmd::serve::control::{Request, request};
+use crate::cmd::serve::control::{Request, Window, request, window};
 use crate::monitor::{Summary, Tap};
 use anyhow::{Context as _, Result, bail};
-use serde_json::Value;
 use std::fs::File;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
@@ -16,10 +15,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{Receiver, Sender};
 use std::time::{Duration, Instant};
-use udamon_record::model::{
-    AccessSource, Frame, Header, HostInfo, Intervals, RegionStat, Snapshot, TargetInfo,
-    TargetSnapshot,
-};
+use udamon_record::model::{AccessSource, Frame, Header};
 
 /// What the display is told.
 pub enum Feed {
@@ -216,22 +212,17 @@ pub fn serve(
                 }
             }
         }
-        let asked = Request::Snapshot {
-            target: target.clone(),
-            json: true,
-        };
-        let window = request(control, &asked)
-            .map_err(|e| format!("{e:#}"))
-            .and_then(|a| {
-                if a.ok {
-                    window_of(&a.text.unwrap_or_default())
-                } else {
-                    Err(a.error.unwrap_or_else(|| "refused".into()))
-                }
-            });
-        match window {
-            Ok((header, snapshot)) if last_end != Some(snapshot.end_ns) => {
+        match window(control, &target) {
+            Ok(Window {
+                mut header,
+                snapshot,
+            }) if last_end != Some(snapshot.end_ns) => {
                 if last_end.is_none() {
+                    // The status line names where the windows come from.
+                    header.access_source = AccessSource {
+                        name: "serve".into(),
+                        reason: "a target of udamon serve, over its control socket".into(),
+                    };
                     let _ = feed.send(Feed::Header(header));
                 }
                 last_end = Some(snapshot.end_ns);
@@ -244,62 +235,4 @@ pub fn serve(
         }
         std::thread::sleep(SERVE_POLL);
     }
-}
-
-/// A served target's last window (`ctl snapshot --json`, `report access`'s JSON) as a
-/// snapshot of a one-target record, and that record's header.
-fn window_of(json: &str) -> Result<(Header, Snapshot), String> {
-    let v: Value = serde_json::from_str(json).map_err(|e| format!("not a window: {e}"))?;
-    let n = |v: &Value| v.as_u64().unwrap_or(0);
-    let t = &v["targets"][0];
-    let regions = t["regions"]
-        .as_array()
-        .ok_or("a window without regions")?
-        .iter()
-        .map(|r| RegionStat {
-            start: n(&r["start"]),
-            end: n(&r["end"]),
-            nr_accesses: n(&r["nr_accesses"]) as u32,
-            age: n(&r["age"]) as u32,
-            raw_samples: n(&r["raw_samples"]) as u32,
-            touched_bytes: r["touched_bytes"].as_u64(),
-            read_samples: n(&r["read_samples"]) as u32,
-            write_samples: n(&r["write_samples"]) as u32,
-        })
-        .collect();
-    let (sample_us, aggr_us) = (n(&v["sample_us"]), n(&v["aggr_us"]));
-    let snapshot = Snapshot {
-        start_ns: n(&v["start_ns"]),
-        end_ns: n(&v["end_ns"]),
-        sample_us,
-        aggr_us,
-        targets: vec![TargetSnapshot { target: 0, regions }],
-    };
-    snapshot.check()?;
-    let header = Header {
-        format_version: udamon_record::FORMAT_VERSION,
-        udamon_version: String::new(),
-        access_source: AccessSource {
-            name: "serve".into(),
-            reason: "a target of udamon serve, over its control socket".into(),
-        },
-        intervals: Intervals {
-            sample_us,
-            aggr_us,
-            update_us: 0,
-        },
-        min_nr_regions: 0,
-        max_nr_regions: 0,
-        // Unknown over the control socket, as in a damaged header.
-        adjustment: String::new(),
-        seed: 0,
-        targets: vec![TargetInfo {
-            pid: t["pid"].as_u64().map(|p| p as u32),
-            cmdline: t["cmdline"].as_str().unwrap_or_default().to_string(),
-            parent: None,
-        }],
-        host: HostInfo::default(),
-        start_time_unix_ns: 0,
-    };
-    Ok((header, snapshot))
 }
