@@ -9,6 +9,11 @@
 //! averages the ages of merged regions): the cells of a longer horizon always contain those of
 //! a shorter one.
 //!
+//! The current regions are kept only where a kept window's accessed memory lies: the cells are
+//! accessed memory cut at region boundaries, so the boundaries elsewhere never show, and a copy
+//! of every region (16 bytes each, millions at page granularity) would cost more than the
+//! regions' own counters.
+//!
 //! Memory stays bounded whatever the windows claim: beyond [`AccessHistory::new`]'s `max_ranges`
 //! the oldest windows are forgotten first (the newest always stays), and a horizon reaching
 //! back before them counts fewer windows.
@@ -35,8 +40,14 @@ pub struct AccessHistory {
     windows: VecDeque<Window>,
     /// When the latest window ended.
     now_us: Option<u64>,
-    /// The latest window's regions: the memory the target has.
+    /// The latest window's regions, cut to where `reach` lies: the memory the target has, as
+    /// far as a horizon's cells can show it.
     current: Vec<AddrRange>,
+    /// The union of every kept window's accessed ranges, or more (sorted, disjoint): windows
+    /// forgotten since it was last computed afresh may still be in it.
+    reach: Vec<AddrRange>,
+    /// Ranges forgotten since `reach` was last computed afresh.
+    forgotten: usize,
     longest_us: u64,
     max_ranges: usize,
     kept_ranges: usize,
@@ -50,6 +61,8 @@ impl AccessHistory {
             windows: VecDeque::new(),
             now_us: None,
             current: Vec::new(),
+            reach: Vec::new(),
+            forgotten: 0,
             longest_us,
             max_ranges: max_ranges.max(1),
             kept_ranges: 0,
@@ -65,10 +78,13 @@ impl AccessHistory {
         accessed: impl IntoIterator<Item = AddrRange>,
     ) {
         self.now_us = Some(end_us);
-        self.current.clear();
-        self.current.extend(regions);
         let accessed: Vec<AddrRange> = accessed.into_iter().collect();
         if !accessed.is_empty() {
+            self.reach = if accessed.is_sorted() {
+                union_sorted(&self.reach, &accessed)
+            } else {
+                union_sorted(&self.reach, &union(accessed.iter().copied()))
+            };
             self.kept_ranges += accessed.len() + WINDOW_COST;
             self.windows.push_back(Window { end_us, accessed });
         }
@@ -82,6 +98,14 @@ impl AccessHistory {
             }
         }
         self.trim_to(self.max_ranges);
+        // Computed afresh once about as many ranges were forgotten as are kept: the cost of a
+        // range is a share of one sort, and `reach` is at most about twice what it must be.
+        if self.forgotten > self.kept_ranges {
+            self.reach = union(self.windows.iter().flat_map(|w| w.accessed.iter().copied()));
+            self.forgotten = 0;
+        }
+        let current = pieces_within(&self.reach, regions);
+        self.current = current;
     }
 
     /// Forgets the oldest windows while more than `max_ranges` ranges are kept; the newest
@@ -102,6 +126,7 @@ impl AccessHistory {
             .pop_front()
             .map_or(0, |w| w.accessed.len() + WINDOW_COST);
         self.kept_ranges -= gone;
+        self.forgotten += gone;
         gone
     }
 
@@ -125,6 +150,8 @@ impl AccessHistory {
         self.windows.clear();
         self.now_us = None;
         self.current.clear();
+        self.reach.clear();
+        self.forgotten = 0;
         self.kept_ranges = 0;
     }
 
@@ -139,6 +166,8 @@ impl AccessHistory {
             .windows
             .iter()
             .filter(|w| within(w.end_us, now_us, horizon_us));
+        // Each range of this union lies within one of `reach`, where `current` holds every
+        // region boundary: the pieces are those of the whole regions.
         let accessed = union(windows.flat_map(|w| w.accessed.iter().copied()));
         intersect(&accessed, &self.current)
     }
@@ -159,6 +188,50 @@ pub fn union(ranges: impl Iterator<Item = AddrRange>) -> Vec<AddrRange> {
         match out.last_mut() {
             Some(last) if r.start <= last.end => last.end = last.end.max(r.end),
             _ => out.push(r),
+        }
+    }
+    out
+}
+
+/// The union of two sorted, disjoint lists of ranges, in one pass.
+fn union_sorted(a: &[AddrRange], b: &[AddrRange]) -> Vec<AddrRange> {
+    let mut out: Vec<AddrRange> = Vec::with_capacity(a.len() + b.len());
+    let (mut i, mut j) = (0, 0);
+    while i < a.len() || j < b.len() {
+        let r = if j == b.len() || (i < a.len() && a[i].start <= b[j].start) {
+            i += 1;
+            a[i - 1]
+        } else {
+            j += 1;
+            b[j - 1]
+        };
+        match out.last_mut() {
+            Some(last) if r.start <= last.end => last.end = last.end.max(r.end),
+            _ => out.push(r),
+        }
+    }
+    out
+}
+
+/// The pieces of `regions` (sorted, disjoint) inside `within` (sorted, disjoint), in one pass
+/// over both.
+fn pieces_within(
+    within: &[AddrRange],
+    regions: impl IntoIterator<Item = AddrRange>,
+) -> Vec<AddrRange> {
+    let mut out = Vec::new();
+    let mut j = 0;
+    for r in regions {
+        while j < within.len() && within[j].end <= r.start {
+            j += 1;
+        }
+        let mut k = j;
+        while k < within.len() && within[k].start < r.end {
+            let piece = AddrRange::new(r.start.max(within[k].start), r.end.min(within[k].end));
+            if piece.start < piece.end {
+                out.push(piece);
+            }
+            k += 1;
         }
     }
     out
@@ -208,6 +281,47 @@ mod tests {
             [r(0, 150), r(200, 300)],
             "pieces of the current regions"
         );
+    }
+
+    #[test]
+    fn the_cells_are_pieces_of_the_whole_regions_though_only_some_are_kept() {
+        // Regions re-cut at random every window, random ones accessed, windows forgotten by
+        // age and by the bound: every horizon's cells are the accessed memory cut at the
+        // boundaries of all the current regions.
+        let mut rng = crate::rand::Prng::seeded(5);
+        let mut h = AccessHistory::new(3_000, 40);
+        for w in 1..200u64 {
+            let mut cuts: Vec<u64> = (0..rng.in_range(0, 30))
+                .map(|_| rng.in_range(0, 1000))
+                .collect();
+            cuts.extend([0, 1000]);
+            cuts.sort_unstable();
+            cuts.dedup();
+            let regions: Vec<AddrRange> = cuts
+                .windows(2)
+                .map(|c| r(c[0], c[1]))
+                .filter(|_| rng.in_range(0, 8) != 0)
+                .collect();
+            let accessed: Vec<AddrRange> = regions
+                .iter()
+                .copied()
+                .filter(|_| rng.in_range(0, 4) == 0)
+                .collect();
+            h.push(w * 200, regions.iter().copied(), accessed);
+            for horizon in [0, 500, 1_000, 10_000] {
+                let windows = h
+                    .windows
+                    .iter()
+                    .filter(|x| within(x.end_us, w * 200, horizon));
+                let all = union(windows.flat_map(|x| x.accessed.iter().copied()));
+                assert_eq!(
+                    h.accessed_within(horizon),
+                    intersect(&all, &regions),
+                    "window {w}, horizon {horizon}"
+                );
+            }
+            assert!(h.current.len() <= 2 * (h.kept_ranges + regions.len()));
+        }
     }
 
     #[test]

@@ -88,10 +88,7 @@ fn absorb(l: &mut Region, r: &Region, nr_accesses: u32) {
     l.raw_samples = l.raw_samples.saturating_add(r.raw_samples);
     l.read_samples = l.read_samples.saturating_add(r.read_samples);
     l.write_samples = l.write_samples.saturating_add(r.write_samples);
-    l.sampled = match (l.sampled, r.sampled) {
-        (Some(a), Some(b)) => Some(a.hull(b)),
-        (a, b) => a.or(b),
-    };
+    l.sampled = l.sampled.hull(r.sampled);
     l.end = r.end;
 }
 
@@ -186,13 +183,13 @@ pub fn merge_regions_of(
     // The samples each region holds for the density test: the window's and, where there are
     // any, the recent windows' (a warm region's few samples a window cannot tell it from
     // never-touched memory beside it, its samples over several windows can).
-    let past = match (rule.density_alpha, recent) {
-        (Some(_), Some(h)) => h.counts_in(regions),
-        _ => Vec::new(),
-    };
-    let samples = |i: usize, r: &Region| {
-        r.raw_samples
-            .saturating_add(past.get(i).copied().unwrap_or(0))
+    let mut past = recent
+        .filter(|_| rule.density_alpha.is_some())
+        .map(RecentSamples::counter);
+    let mut samples = |r: &Region| {
+        let range = AddrRange::new(r.start, r.end);
+        let recent = past.as_mut().map_or(0, |c| c.count(range));
+        r.raw_samples.saturating_add(recent)
     };
     let mut kept = 0usize;
     // The samples of `regions[kept - 1]`.
@@ -209,7 +206,7 @@ pub fn merge_regions_of(
                 r.age.saturating_add(1)
             };
         }
-        let r_samples = samples(i, &r);
+        let r_samples = samples(&r);
         if kept > 0 {
             let prev = &mut regions[kept - 1];
             if prev.end == r.start
@@ -271,7 +268,6 @@ pub fn split_region_at(r: &mut Region, sz: u64) -> Region {
     let mut right = *r;
     let size = r.size();
     right.start = r.start + sz;
-    right.sampling_addr = right.start;
     r.end = right.start;
     let (left_span, right_span) = (r.sampled_within(), right.sampled_within());
     // Where the sampled span shows that every sample fell on one side, they all go there; where
@@ -292,8 +288,8 @@ pub fn split_region_at(r: &mut Region, sz: u64) -> Region {
         };
         unsampled.nr_accesses = 0;
     }
-    r.sampled = left_span;
-    right.sampled = right_span;
+    r.sampled = left_span.into();
+    right.sampled = right_span.into();
     right
 }
 
@@ -801,7 +797,7 @@ mod tests {
         Region {
             nr_accesses: 1,
             raw_samples: samples,
-            sampled: Some(AddrRange::new(span.0, span.1)),
+            sampled: Some(AddrRange::new(span.0, span.1)).into(),
             ..Region::new(start, end)
         }
     }
@@ -920,9 +916,9 @@ mod tests {
     fn split_and_merge_keep_the_sampled_span_and_samples() {
         let mut r = sampled(0, 100, (60, 70), 5);
         let right = split_region_at(&mut r, 50);
-        assert_eq!((r.raw_samples, r.sampled), (0, None));
+        assert_eq!((r.raw_samples, r.sampled.get()), (0, None));
         assert_eq!(
-            (right.raw_samples, right.sampled),
+            (right.raw_samples, right.sampled.get()),
             (5, Some(AddrRange::new(60, 70)))
         );
         assert_eq!(
@@ -944,7 +940,12 @@ mod tests {
         };
         merge_two(&mut l, &right, 20);
         assert_eq!(
-            (l.raw_samples, l.read_samples, l.write_samples, l.sampled),
+            (
+                l.raw_samples,
+                l.read_samples,
+                l.write_samples,
+                l.sampled.get()
+            ),
             (7, 3, 5, Some(AddrRange::new(10, 70))),
             "samples of each kind add up"
         );
@@ -957,7 +958,7 @@ mod tests {
         };
         let right = split_region_at(&mut r, 30);
         assert_eq!((r.raw_samples, right.raw_samples), (3, 7));
-        assert_eq!((r.sampled, right.sampled), (None, None));
+        assert_eq!((r.sampled.get(), right.sampled.get()), (None, None));
         assert_eq!(
             [
                 (r.read_samples, r.write_samples),

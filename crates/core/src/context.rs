@@ -31,7 +31,7 @@ use crate::page_samples::PageSamples;
 use crate::probe;
 use crate::rand::Prng;
 use crate::recent_samples::RecentSamples;
-use crate::region::{AddrRange, Region, SampledAccess, Target, mult_frac};
+use crate::region::{AddrRange, Region, SampledAccess, SampledSpan, Target, mult_frac};
 use crate::region_index::RegionIndex;
 use crate::tuning;
 use crate::working_set::{self, AddressSpace, Basis, Evidence, ResidentRange, WorkingSet};
@@ -83,6 +83,8 @@ pub struct Context {
     sampled: bool,
     /// Each target's sample addresses of its recent windows (sampled sources only).
     recent: Vec<RecentSamples>,
+    /// Each target's regions' sampling addresses for this interval's accessed-bit checks.
+    sampling_addrs: Vec<Vec<u64>>,
     /// Each target's sampled pages over the last minute, the evidence of its working set at
     /// page resolution (sampled sources only).
     pages: Vec<PageSamples>,
@@ -128,6 +130,7 @@ impl Context {
             next_intervals_tune_sis: 0,
             sz_limit: 0,
             recent: Vec::new(),
+            sampling_addrs: Vec::new(),
             pages: Vec::new(),
             code: Vec::new(),
             resident: Vec::new(),
@@ -278,35 +281,70 @@ impl Context {
     }
 
     /// Pick every region's sampling address uniformly at random, as accessed-bit style sources
-    /// do before each sampling interval.
+    /// do before each sampling interval. The addresses are kept beside the regions until the
+    /// interval's check ([`Context::count_checked_accesses`]) reads them: sampled sources never
+    /// pick one, and a region has no room for it.
     pub fn randomize_sampling_addrs(&mut self) {
-        let (targets, rng) = self.targets_and_rng();
-        for r in targets.iter_mut().flat_map(|t| t.regions.iter_mut()) {
-            r.sampling_addr = rng.in_range(r.start, r.end);
+        if self.sampling_addrs.len() < self.targets.len() {
+            self.sampling_addrs
+                .resize_with(self.targets.len(), Vec::new);
+        }
+        for (t, addrs) in self.targets.iter().zip(&mut self.sampling_addrs) {
+            addrs.clear();
+            addrs.extend(t.regions.iter().map(|r| self.rng.in_range(r.start, r.end)));
         }
     }
 
-    /// Accessed-bit style sources, after the interval: `accessed(target, region, rng)` says
-    /// whether the page at the region's sampling address was accessed during it (`rng` for
-    /// sources that decide by chance). Each region accessed counts the interval
+    /// Target `target`'s regions, each with the address its access check reads: the one
+    /// [`Context::randomize_sampling_addrs`] picked this interval, or the region's start where
+    /// none was picked (a source that checks the first page of each region).
+    pub fn regions_with_sampling_addrs(
+        &mut self,
+        target: usize,
+    ) -> impl Iterator<Item = (&mut Region, u64)> {
+        let regions = &mut self.targets[target].regions;
+        let picked = self
+            .sampling_addrs
+            .get(target)
+            .filter(|a| a.len() == regions.len())
+            .map_or(&[][..], |a| &a[..]);
+        regions.iter_mut().enumerate().map(move |(i, r)| {
+            let addr = picked.get(i).copied().unwrap_or(r.start);
+            (r, addr)
+        })
+    }
+
+    /// Accessed-bit style sources, after the interval: `accessed(target, region, addr, rng)`
+    /// says whether the page at `addr`, the region's sampling address, was accessed during it
+    /// (`rng` for sources that decide by chance). Each region accessed counts the interval
     /// (`nr_accesses += 1`); in the guided adjustment it also keeps where the access was seen
     /// ([`Region::note_accessed_check`]), which the cuts of
-    /// [`adjust::split_at_sampled_extents`] follow.
+    /// [`adjust::split_at_sampled_extents`] follow. The interval's sampling addresses are
+    /// used up.
     pub fn count_checked_accesses(
         &mut self,
-        mut accessed: impl FnMut(usize, &Region, &mut Prng) -> bool,
+        mut accessed: impl FnMut(usize, &Region, u64, &mut Prng) -> bool,
     ) {
         let keep_where = self.guided();
         for (ti, t) in self.targets.iter_mut().enumerate() {
-            for r in t.regions.iter_mut() {
-                if accessed(ti, r, &mut self.rng) {
+            let picked = self
+                .sampling_addrs
+                .get(ti)
+                .filter(|a| a.len() == t.regions.len())
+                .map_or(&[][..], |a| &a[..]);
+            for (i, r) in t.regions.iter_mut().enumerate() {
+                let addr = picked.get(i).copied().unwrap_or(r.start);
+                if accessed(ti, r, addr, &mut self.rng) {
                     if keep_where {
-                        r.note_accessed_check();
+                        r.note_accessed_check(addr);
                     } else {
                         r.nr_accesses = r.nr_accesses.saturating_add(1);
                     }
                 }
             }
+        }
+        for addrs in &mut self.sampling_addrs {
+            addrs.clear();
         }
     }
 
@@ -784,7 +822,7 @@ impl Context {
             r.raw_samples = 0;
             r.read_samples = 0;
             r.write_samples = 0;
-            r.sampled = None;
+            r.sampled = SampledSpan::NONE;
         }
         for recent in &mut self.recent {
             recent.complete_window();
@@ -1195,12 +1233,20 @@ mod tests {
                 None,
                 &[AddrRange::new(0, 100), AddrRange::new(100, 200)],
             ));
-            ctx.targets_mut()[0].regions[1].sampling_addr = 150;
-            ctx.count_checked_accesses(|_, r, _| r.start == 100);
+            ctx.randomize_sampling_addrs();
+            let picked = ctx.regions_with_sampling_addrs(0).map(|(_, a)| a).nth(1);
+            assert!(picked.is_some_and(|a| (100..200).contains(&a)));
+            ctx.count_checked_accesses(|_, r, _, _| r.start == 100);
             let r = &ctx.targets()[0].regions;
             assert_eq!((r[0].nr_accesses, r[1].nr_accesses), (0, 1));
-            assert_eq!(r[0].sampled, None);
-            assert_eq!(r[1].sampled, kept.then_some(AddrRange::new(150, 151)));
+            assert_eq!(r[0].sampled.get(), None);
+            let point = picked.map(|a| AddrRange::new(a, a + 1));
+            assert_eq!(r[1].sampled.get(), point.filter(|_| kept));
+            assert_eq!(
+                ctx.regions_with_sampling_addrs(0).map(|(_, a)| a).nth(1),
+                Some(100),
+                "the check used up the interval's addresses"
+            );
         }
     }
 
@@ -1371,7 +1417,11 @@ mod tests {
             [(1, 3, 1, 1), (1, 2, 2, 1), (1, 1, 0, 1)],
             "a read-write sample counts as both, one of unknown kind as neither"
         );
-        let spans: Vec<_> = ctx.targets()[0].regions.iter().map(|r| r.sampled).collect();
+        let spans: Vec<_> = ctx.targets()[0]
+            .regions
+            .iter()
+            .map(|r| r.sampled.get())
+            .collect();
         assert_eq!(
             spans,
             [
