@@ -226,20 +226,20 @@ pub fn merge_regions_of(
 }
 
 /// `kdamond_merge_regions`: merge by `rule`, loosening it while the region count stays above
-/// `max_nr_regions` (best effort; ages are counted only on the first pass). `recent` holds
+/// `max_nr_regions` (best effort; ages are counted only on the first pass). `recent` gives
 /// each target's samples of its recent windows, by target index (sampled sources).
-pub fn merge_regions(
+pub fn merge_regions<'r>(
     targets: &mut [Target],
     mut rule: MergeRule,
     sz_limit: u64,
     max_nr_regions: u32,
-    recent: &[RecentSamples],
+    recent: impl Fn(usize) -> Option<&'r RecentSamples>,
 ) {
     let mut count_age = true;
     loop {
         let mut nr_regions = 0usize;
         for (ti, t) in targets.iter_mut().enumerate() {
-            merge_regions_of(&mut t.regions, rule, sz_limit, count_age, recent.get(ti));
+            merge_regions_of(&mut t.regions, rule, sz_limit, count_age, recent(ti));
             nr_regions += t.regions.len();
         }
         count_age = false;
@@ -391,16 +391,16 @@ fn idle_sides(
 
 /// Sample-informed split (udamon, sampled sources only): a region whose window's samples all
 /// fell in part of it is cut at that span's edges, aligned outward to `min_sz`, where the part
-/// left out is idle enough for `evidence` (see [`IdleEvidence`]; `recent` holds each target's
+/// left out is idle enough for `evidence` (see [`IdleEvidence`]; `recent` gives each target's
 /// samples of the recent windows, by target index, which only reported cuts weigh). The
 /// largest parts go first while the region count stays within `max_nr_regions`. Regions
 /// without a sampled span (accessed-bit sources) are left alone.
-pub fn split_at_sampled_extents(
+pub fn split_at_sampled_extents<'r>(
     targets: &mut [Target],
     max_nr_regions: u32,
     min_sz: u64,
     evidence: IdleEvidence,
-    recent: &[RecentSamples],
+    recent: impl Fn(usize) -> Option<&'r RecentSamples>,
 ) {
     let nr: usize = targets.iter().map(Target::nr_regions).sum();
     let budget = (max_nr_regions as usize).saturating_sub(nr);
@@ -412,7 +412,7 @@ pub fn split_at_sampled_extents(
     for (ti, t) in targets.iter().enumerate() {
         // Most regions got no sample: a cheap test keeps the pass a plain scan over them.
         for r in t.regions.iter().filter(|r| r.sampled.is_some()) {
-            let sides = idle_sides(r, recent.get(ti), min_sz, evidence);
+            let sides = idle_sides(r, recent(ti), min_sz, evidence);
             cuts.extend(sides.into_iter().flatten().map(|side| (ti, side)));
         }
     }
@@ -812,7 +812,7 @@ mod tests {
             pid: None,
             regions: vec![r, Region::new(100 * P, 200 * P)],
         }];
-        split_at_sampled_extents(&mut targets, 10, P, IdleEvidence::Refine, &[]);
+        split_at_sampled_extents(&mut targets, 10, P, IdleEvidence::Refine, |_| None);
         let got: Vec<_> = targets[0]
             .regions
             .iter()
@@ -840,7 +840,7 @@ mod tests {
                 pid: None,
                 regions: vec![sampled(0, 100 * P, (0, 30 * P), samples)],
             }];
-            split_at_sampled_extents(&mut targets, 10, P, evidence, &[]);
+            split_at_sampled_extents(&mut targets, 10, P, evidence, |_| None);
             targets[0].nr_regions() == 2
         };
         // Evenly spread samples all miss 70 % of a region with a chance of 0.3^n.
@@ -868,7 +868,9 @@ mod tests {
                 pid: None,
                 regions: vec![sampled(0, 100 * P, (5 * P, 5 * P + 1), 1)],
             }];
-            split_at_sampled_extents(&mut targets, 10, P, IdleEvidence::Report, &[recent]);
+            split_at_sampled_extents(&mut targets, 10, P, IdleEvidence::Report, |t| {
+                [&recent][..].get(t).copied()
+            });
             let r = &targets[0].regions;
             (r.len() == 2).then(|| (r[1].start / P, r[1].nr_accesses))
         };
@@ -901,14 +903,14 @@ mod tests {
                 sampled(200 * P, 300 * P, (200 * P, 250 * P), 3), // 50 on the right
             ],
         }];
-        split_at_sampled_extents(&mut targets, 4, P, IdleEvidence::Refine, &[]);
+        split_at_sampled_extents(&mut targets, 4, P, IdleEvidence::Refine, |_| None);
         let cuts: Vec<_> = targets[0].regions.iter().map(|r| r.start / P).collect();
         assert_eq!(
             cuts,
             [0, 1, 100, 200],
             "one cut allowed, at the first 99-page gap"
         );
-        split_at_sampled_extents(&mut targets, 4, P, IdleEvidence::Refine, &[]);
+        split_at_sampled_extents(&mut targets, 4, P, IdleEvidence::Refine, |_| None);
         assert_eq!(targets[0].nr_regions(), 4, "no budget left");
     }
 
@@ -981,16 +983,18 @@ mod tests {
             pid: None,
             regions: regions(),
         }];
-        merge_regions(&mut targets, rule, u64::MAX, 10, &[]);
+        merge_regions(&mut targets, rule, u64::MAX, 10, |_| None);
         assert_eq!(targets[0].nr_regions(), 3);
-        merge_regions(&mut targets, MergeRule::damon(2, 20), u64::MAX, 10, &[]);
+        merge_regions(&mut targets, MergeRule::damon(2, 20), u64::MAX, 10, |_| {
+            None
+        });
         assert_eq!(targets[0].nr_regions(), 1, "DAMON's rule merges them");
         // Above the maximum, the rule gives way as DAMON's threshold does.
         let mut targets = [Target {
             pid: None,
             regions: regions(),
         }];
-        merge_regions(&mut targets, rule, u64::MAX, 1, &[]);
+        merge_regions(&mut targets, rule, u64::MAX, 1, |_| None);
         assert_eq!(targets[0].nr_regions(), 1);
     }
 
@@ -1003,7 +1007,9 @@ mod tests {
                 .push(region(i * 10, i * 10 + 10, if i % 2 == 0 { 0 } else { 8 }));
         }
         let mut targets = [t];
-        merge_regions(&mut targets, MergeRule::damon(0, 20), u64::MAX, 10, &[]);
+        merge_regions(&mut targets, MergeRule::damon(0, 20), u64::MAX, 10, |_| {
+            None
+        });
         assert_eq!(targets[0].nr_regions(), 1);
         assert_eq!(targets[0].total_size(), 400);
     }
@@ -1020,7 +1026,9 @@ mod tests {
         }
         let mut targets = [t];
         // Two passes happen (4 > max 1); ages must not be incremented twice.
-        merge_regions(&mut targets, MergeRule::damon(3, 100), u64::MAX, 1, &[]);
+        merge_regions(&mut targets, MergeRule::damon(3, 100), u64::MAX, 1, |_| {
+            None
+        });
         assert!(
             targets[0].regions.iter().all(|r| r.age <= 4),
             "{:?}",

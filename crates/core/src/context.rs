@@ -49,6 +49,56 @@ use std::ops::ControlFlow;
 /// never-touched memory reported accessed, 0.3 at most 0.84 %, 0.5 up to 1.24 %.
 pub const DENSITY_ALPHA: f64 = 0.3;
 
+/// What the context keeps about one target beside its regions, as the kernel hangs a target's
+/// state off its `damon_target`: the evidence its working sets and cuts weigh, and what the
+/// operations told about it. A target that never got any of it keeps empty ones, which weigh
+/// as nothing.
+struct TargetKept {
+    /// The sample addresses of its recent windows (sampled sources only).
+    recent: RecentSamples,
+    /// Its regions' sampling addresses for this interval's accessed-bit checks.
+    sampling_addrs: Vec<u64>,
+    /// Its sampled pages over the last minute, the evidence of its working set at page
+    /// resolution (sampled sources only).
+    pages: PageSamples,
+    /// Its sampled instructions' pages over the last minute: the code it touched.
+    code: PageSamples,
+    /// Its mappings' resident bytes as the operations last walked them.
+    resident: Vec<ResidentRange>,
+    /// Its accessed memory, window by window, over the longest horizon: what its working sets
+    /// count.
+    history: AccessHistory,
+    /// The lookup index for sampled addresses; it checks itself against the regions, so
+    /// nothing that changes them has to invalidate it.
+    region_index: RegionIndex,
+    /// What the operations observed about its memory.
+    memory: Option<TargetMemory>,
+}
+
+impl Default for TargetKept {
+    fn default() -> Self {
+        TargetKept {
+            recent: RecentSamples::default(),
+            sampling_addrs: Vec::new(),
+            pages: PageSamples::default(),
+            code: PageSamples::default(),
+            resident: Vec::new(),
+            history: AccessHistory::new(working_set::LONGEST_US, HISTORY_RANGES),
+            region_index: RegionIndex::default(),
+            memory: None,
+        }
+    }
+}
+
+impl TargetKept {
+    /// The sampling addresses picked for `regions`, or none where they were picked for others.
+    fn sampling_addrs_of<'k>(kept: Option<&'k TargetKept>, regions: &[Region]) -> &'k [u64] {
+        kept.map(|k| &k.sampling_addrs[..])
+            .filter(|a| a.len() == regions.len())
+            .unwrap_or_default()
+    }
+}
+
 /// Why monitoring stopped.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum StopReason {
@@ -81,31 +131,15 @@ pub struct Context {
     /// The operations record sampled accesses ([`Context::record_sampled_accesses`]): regions
     /// merge by sample density rather than by DAMON's threshold.
     sampled: bool,
-    /// Each target's sample addresses of its recent windows (sampled sources only).
-    recent: Vec<RecentSamples>,
-    /// Each target's regions' sampling addresses for this interval's accessed-bit checks.
-    sampling_addrs: Vec<Vec<u64>>,
-    /// Each target's sampled pages over the last minute, the evidence of its working set at
-    /// page resolution (sampled sources only).
-    pages: Vec<PageSamples>,
-    /// Each target's sampled instructions' pages over the last minute: the code it touched.
-    code: Vec<PageSamples>,
-    /// Each target's mappings' resident bytes as the operations last walked them.
-    resident: Vec<Vec<ResidentRange>>,
-    /// Each target's accessed memory, window by window, over the longest horizon: what its
-    /// working sets count.
-    history: Vec<AccessHistory>,
+    /// What is kept about each target beside its regions, by target index: grown to a target
+    /// on first use ([`Context::kept_mut`]).
+    kept: Vec<TargetKept>,
     /// What the targets' addresses are: a process's memory, or the host's.
     space: AddressSpace,
-    /// Per-target lookup index for sampled addresses, grown on first use; it checks itself
-    /// against the regions, so nothing that changes them has to invalidate it.
-    region_index: Vec<RegionIndex>,
     schemes: Vec<Scheme>,
     walk: DamosWalk,
     /// System metrics for quota goals and watermarks.
     metrics: Box<dyn MetricSource>,
-    /// What the operations observed about each target's memory, by target index.
-    memory: Vec<Option<TargetMemory>>,
     /// Whether every apply interval's tried regions are kept (a standing `damos_walk`).
     capture_tried: bool,
     /// The last completed capture of tried regions, per scheme.
@@ -129,12 +163,7 @@ impl Context {
             next_ops_update_sis: 0,
             next_intervals_tune_sis: 0,
             sz_limit: 0,
-            recent: Vec::new(),
-            sampling_addrs: Vec::new(),
-            pages: Vec::new(),
-            code: Vec::new(),
-            resident: Vec::new(),
-            history: Vec::new(),
+            kept: Vec::new(),
             space: AddressSpace::Virtual,
             split: SplitState::default(),
             interval_us: (0, 0),
@@ -142,11 +171,9 @@ impl Context {
             start_us: 0,
             started: false,
             sampled: false,
-            region_index: Vec::new(),
             schemes: Vec::new(),
             walk: DamosWalk::default(),
             metrics: Box::new(NoMetrics),
-            memory: Vec::new(),
             capture_tried: false,
             tried: Vec::new(),
             tried_captures: 0,
@@ -154,10 +181,25 @@ impl Context {
     }
 
     /// Adds a target, before starting or while running (a process forked by a monitored one):
-    /// everything kept by target index (recent samples, memory, the region index, schemes'
-    /// passes) grows to it on first use, and it is adjusted and schemed from the next window.
+    /// everything kept by target index (what [`TargetKept`] holds, schemes' passes) grows to
+    /// it on first use, and it is adjusted and schemed from the next window.
     pub fn add_target(&mut self, target: Target) {
         self.targets.push(target);
+    }
+
+    /// What is kept about target `target`, grown to it if it had nothing yet.
+    fn kept_mut(&mut self, target: usize) -> &mut TargetKept {
+        if self.kept.len() <= target {
+            self.kept.resize_with(target + 1, TargetKept::default);
+        }
+        &mut self.kept[target]
+    }
+
+    /// Grows what is kept to every target.
+    fn keep_every_target(&mut self) {
+        if let Some(last) = self.targets.len().checked_sub(1) {
+            self.kept_mut(last);
+        }
     }
 
     /// Where the time line starts (for live sources: the monotonic clock at start, so that
@@ -209,14 +251,11 @@ impl Context {
 
     /// Operations report what they observed about target `target`'s memory.
     pub fn set_target_memory(&mut self, target: usize, memory: TargetMemory) {
-        if self.memory.len() <= target {
-            self.memory.resize(target + 1, None);
-        }
-        self.memory[target] = Some(memory);
+        self.kept_mut(target).memory = Some(memory);
     }
 
     pub fn target_memory(&self, target: usize) -> Option<TargetMemory> {
-        self.memory.get(target).copied().flatten()
+        self.kept.get(target).and_then(|k| k.memory)
     }
 
     pub fn attrs(&self) -> &Attrs {
@@ -285,13 +324,11 @@ impl Context {
     /// interval's check ([`Context::count_checked_accesses`]) reads them: sampled sources never
     /// pick one, and a region has no room for it.
     pub fn randomize_sampling_addrs(&mut self) {
-        if self.sampling_addrs.len() < self.targets.len() {
-            self.sampling_addrs
-                .resize_with(self.targets.len(), Vec::new);
-        }
-        for (t, addrs) in self.targets.iter().zip(&mut self.sampling_addrs) {
-            addrs.clear();
-            addrs.extend(t.regions.iter().map(|r| self.rng.in_range(r.start, r.end)));
+        self.keep_every_target();
+        for (t, kept) in self.targets.iter().zip(&mut self.kept) {
+            kept.sampling_addrs.clear();
+            let addrs = t.regions.iter().map(|r| self.rng.in_range(r.start, r.end));
+            kept.sampling_addrs.extend(addrs);
         }
     }
 
@@ -303,11 +340,7 @@ impl Context {
         target: usize,
     ) -> impl Iterator<Item = (&mut Region, u64)> {
         let regions = &mut self.targets[target].regions;
-        let picked = self
-            .sampling_addrs
-            .get(target)
-            .filter(|a| a.len() == regions.len())
-            .map_or(&[][..], |a| &a[..]);
+        let picked = TargetKept::sampling_addrs_of(self.kept.get(target), regions);
         regions.iter_mut().enumerate().map(move |(i, r)| {
             let addr = picked.get(i).copied().unwrap_or(r.start);
             (r, addr)
@@ -327,11 +360,7 @@ impl Context {
     ) {
         let keep_where = self.guided();
         for (ti, t) in self.targets.iter_mut().enumerate() {
-            let picked = self
-                .sampling_addrs
-                .get(ti)
-                .filter(|a| a.len() == t.regions.len())
-                .map_or(&[][..], |a| &a[..]);
+            let picked = TargetKept::sampling_addrs_of(self.kept.get(ti), &t.regions);
             for (i, r) in t.regions.iter_mut().enumerate() {
                 let addr = picked.get(i).copied().unwrap_or(r.start);
                 if accessed(ti, r, addr, &mut self.rng) {
@@ -343,8 +372,8 @@ impl Context {
                 }
             }
         }
-        for addrs in &mut self.sampling_addrs {
-            addrs.clear();
+        for kept in &mut self.kept {
+            kept.sampling_addrs.clear();
         }
     }
 
@@ -366,20 +395,11 @@ impl Context {
     ) -> usize {
         self.sampled = true;
         samples.sort_unstable_by_key(|s| s.addr);
-        if self.recent.len() <= target {
-            self.recent.resize_with(target + 1, RecentSamples::default);
-        }
-        self.recent[target].add(samples.iter().map(|s| s.addr));
-        if self.pages.len() <= target {
-            self.pages.resize_with(target + 1, PageSamples::default);
-        }
         let now = self.now_us();
-        self.pages[target].add(now, samples.iter().map(|s| s.addr));
-        if self.region_index.len() <= target {
-            self.region_index
-                .resize_with(target + 1, RegionIndex::default);
-        }
-        let index = &mut self.region_index[target];
+        let kept = self.kept_mut(target);
+        kept.recent.add(samples.iter().map(|s| s.addr));
+        kept.pages.add(now, samples.iter().map(|s| s.addr));
+        let index = &mut self.kept[target].region_index;
         let regions = &mut self.targets[target].regions;
         let mut hits = 0;
         let mut last_hit: Option<usize> = None;
@@ -405,9 +425,9 @@ impl Context {
     pub fn cut_absent(&mut self, target: usize, absent: &[AddrRange]) -> u64 {
         let others = self.nr_regions() - self.targets[target].nr_regions();
         let samples = self
-            .recent
+            .kept
             .get_mut(target)
-            .map_or(&[][..], |r| r.current_sorted());
+            .map_or(&[][..], |k| k.recent.current_sorted());
         absent::cut_absent(
             &mut self.targets[target].regions,
             absent,
@@ -422,34 +442,22 @@ impl Context {
     /// Forgets where target `target`'s samples fell in its recent windows, for an address space
     /// that was replaced (exec): they would weigh as evidence about memory that is gone.
     pub fn forget_recent_samples(&mut self, target: usize) {
-        if let Some(recent) = self.recent.get_mut(target) {
-            recent.clear();
-        }
-        if let Some(pages) = self.pages.get_mut(target) {
-            pages.clear();
-        }
-        if let Some(code) = self.code.get_mut(target) {
-            code.clear();
-        }
-        if let Some(resident) = self.resident.get_mut(target) {
-            resident.clear();
-        }
-        if let Some(history) = self.history.get_mut(target) {
-            history.clear();
+        if let Some(kept) = self.kept.get_mut(target) {
+            kept.recent.clear();
+            kept.pages.clear();
+            kept.code.clear();
+            kept.resident.clear();
+            kept.history.clear();
         }
     }
 
     /// Keeps the window that just ended in each target's access history.
     fn note_window(&mut self) {
-        if self.history.len() < self.targets.len() {
-            self.history.resize_with(self.targets.len(), || {
-                AccessHistory::new(working_set::LONGEST_US, HISTORY_RANGES)
-            });
-        }
+        self.keep_every_target();
         let now = self.now_us();
-        for (t, history) in self.targets.iter().zip(&mut self.history) {
+        for (t, kept) in self.targets.iter().zip(&mut self.kept) {
             let range = |r: &Region| AddrRange::new(r.start, r.end);
-            history.push(
+            kept.history.push(
                 now,
                 t.regions.iter().map(range),
                 t.regions.iter().filter(|r| r.nr_accesses > 0).map(range),
@@ -466,18 +474,21 @@ impl Context {
     /// Target `target`'s working sets over each of `horizons_us` (0: the window) as of the
     /// window that just ended: the one answer every view gives ([`working_set::working_sets`]).
     pub fn working_sets(&self, target: usize, horizons_us: &[u64]) -> Vec<WorkingSet> {
-        let empty_history = AccessHistory::new(0, 1);
-        let empty = PageSamples::default();
+        let empty;
+        let kept = match self.kept.get(target) {
+            Some(kept) => kept,
+            None => {
+                empty = TargetKept::default();
+                &empty
+            }
+        };
         let evidence = Evidence {
-            history: self.history.get(target).unwrap_or(&empty_history),
-            data: self.pages.get(target).unwrap_or(&empty),
-            code: self.code.get(target).unwrap_or(&empty),
-            resident: self.resident.get(target).map_or(&[][..], |r| &r[..]),
-            resident_total: self.target_memory(target).map(|m| m.resident_bytes),
-            walked_total: self
-                .resident
-                .get(target)
-                .and_then(|r| working_set::walked_total(r)),
+            history: &kept.history,
+            data: &kept.pages,
+            code: &kept.code,
+            resident: &kept.resident,
+            resident_total: kept.memory.map(|m| m.resident_bytes),
+            walked_total: working_set::walked_total(&kept.resident),
             window_us: self.attrs.aggr_interval_us,
             space: self.space,
             basis: Basis::Pages,
@@ -489,20 +500,14 @@ impl Context {
     /// finished (those whose data address [`Context::record_sampled_accesses`] took): the code
     /// they were fetched from is touched memory too ([`working_set::estimate_code`]).
     pub fn record_sampled_code(&mut self, target: usize, ips: &[u64]) {
-        if self.code.len() <= target {
-            self.code.resize_with(target + 1, PageSamples::default);
-        }
         let now = self.now_us();
-        self.code[target].add(now, ips.iter().copied());
+        self.kept_mut(target).code.add(now, ips.iter().copied());
     }
 
     /// Records target `target`'s mappings' resident bytes (sorted, disjoint), as the
     /// operations walked them: working sets count no more than this of any mapping.
     pub fn set_resident(&mut self, target: usize, mappings: Vec<ResidentRange>) {
-        if self.resident.len() <= target {
-            self.resident.resize_with(target + 1, Vec::new);
-        }
-        self.resident[target] = mappings;
+        self.kept_mut(target).resident = mappings;
     }
 
     /// The estimated touched bytes of each of target `target`'s regions in the window that
@@ -537,7 +542,7 @@ impl Context {
             .iter()
             .map(|r| AddrRange::new(r.start, r.end))
             .collect();
-        let resident = self.resident.get(target).map_or(&[][..], |r| &r[..]);
+        let resident = self.kept.get(target).map_or(&[][..], |k| &k.resident[..]);
         let memory = working_set::resident_within(&ranges, resident);
         let in_use = self.target_memory(target).map(|m| m.resident_bytes);
         match (self.space, in_use) {
@@ -636,8 +641,9 @@ impl Context {
             self.split_at_sampled_extents(IdleEvidence::Report);
             ops.check_residency(self);
             let now = self.now_us();
-            for pages in self.pages.iter_mut().chain(&mut self.code) {
-                pages.settle(now);
+            for kept in &mut self.kept {
+                kept.pages.settle(now);
+                kept.code.settle(now);
             }
             self.note_window();
         }
@@ -753,7 +759,7 @@ impl Context {
             rule,
             self.sz_limit,
             self.attrs.max_nr_regions,
-            &self.recent,
+            |t| self.kept.get(t).map(|k| &k.recent),
         );
     }
 
@@ -810,7 +816,7 @@ impl Context {
             self.attrs.max_nr_regions,
             self.attrs.min_region_sz,
             evidence,
-            &self.recent,
+            |t| self.kept.get(t).map(|k| &k.recent),
         );
     }
 
@@ -824,8 +830,8 @@ impl Context {
             r.write_samples = 0;
             r.sampled = SampledSpan::NONE;
         }
-        for recent in &mut self.recent {
-            recent.complete_window();
+        for kept in &mut self.kept {
+            kept.recent.complete_window();
         }
         self.window_start_us = self.now_us();
     }
@@ -889,9 +895,9 @@ impl Context {
             r.last_nr_accesses = 0;
             r.nr_accesses = 0;
         }
-        for recent in &mut self.recent {
+        for kept in &mut self.kept {
             for _ in 0..n.min(crate::recent_samples::RECENT_WINDOWS as u64) {
-                recent.complete_window();
+                kept.recent.complete_window();
             }
         }
         let si = self.attrs.sample_divisor();
@@ -910,8 +916,9 @@ impl Context {
         // The windows passed as the aggregation settles them: the page samples' history
         // forgets what is older than it keeps, in quiet targets too.
         let now = self.now_us();
-        for pages in self.pages.iter_mut().chain(&mut self.code) {
-            pages.settle(now);
+        for kept in &mut self.kept {
+            kept.pages.settle(now);
+            kept.code.settle(now);
         }
         self.note_window();
     }

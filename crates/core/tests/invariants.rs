@@ -166,7 +166,7 @@ proptest! {
         let total_samples: u32 = regions.iter().map(|r| r.raw_samples).sum();
         let kinds = kind_totals(&regions);
         let mut targets = [Target { pid: None, regions }];
-        split_at_sampled_extents(&mut targets, max_nr, PAGE, evidence, &recent);
+        split_at_sampled_extents(&mut targets, max_nr, PAGE, evidence, |t| recent.get(t));
         let regions = &targets[0].regions;
         assert_well_formed(regions, PAGE)?;
         prop_assert_eq!(coverage(regions), before);
