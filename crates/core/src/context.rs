@@ -403,19 +403,20 @@ impl Context {
         let regions = &mut self.targets[target].regions;
         let mut hits = 0;
         let mut last_hit: Option<usize> = None;
-        for &sample in samples.iter() {
-            let Some(i) = index.find(regions, sample.addr) else {
-                continue;
-            };
-            let r = &mut regions[i];
-            hits += 1;
-            r.note_sample(sample);
-            // Addresses ascend, so repeated hits on one region are adjacent.
-            if last_hit != Some(i) {
-                r.nr_accesses = r.nr_accesses.saturating_add(1);
-                last_hit = Some(i);
-            }
-        }
+        index.find_each(
+            regions,
+            samples,
+            |s| s.addr,
+            |&sample, i, r| {
+                hits += 1;
+                r.note_sample(sample);
+                // Addresses ascend, so repeated hits on one region are adjacent.
+                if last_hit != Some(i) {
+                    r.nr_accesses = r.nr_accesses.saturating_add(1);
+                    last_hit = Some(i);
+                }
+            },
+        );
         hits
     }
 
