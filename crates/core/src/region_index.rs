@@ -3,11 +3,13 @@
 //! A binary search over the region array itself touches one 56-byte region per step; with
 //! hundreds of thousands of regions most of those steps miss the cache, and the cost of a sample
 //! grows with the region count. This index keeps the region ends in a compact array and, above
-//! it, the last end of every block of [`BLOCK`] regions, and above that the last end of every
-//! block of fences: the top search stays in cache (16 Ki entries for 4 Mi regions, page
-//! granularity over 16 GiB), each block search below it reads one cache line, and only the hit
-//! region itself is touched. With two levels, the fence search over 4 Mi regions missed the
-//! cache at most of its 18 steps, and a sampling interval cost 3x what it did at 256 Ki.
+//! it, levels of fences: the last end of every block of [`BLOCK`] regions, the last of every
+//! block of those, and so on up to a level of one block. A search reads one block a level
+//! (one or two cache lines) and only the hit region itself. The levels used to stop at two
+//! above the ends, searched by a binary search each: at 4 Mi regions (page granularity over
+//! 16 GiB) the top one, 16 Ki entries, fell out of cache in every window's passes, and its 14
+//! steps missed one after the other. With blocks at every level, the samples of an interval go
+//! down together ([`RegionIndex::find_each`]) and their misses overlap.
 //!
 //! An end is kept as 32 bits above its block's base (the end of the block before it): 4 bytes a
 //! region rather than 8, half the index's memory at page granularity and a block in one cache
@@ -28,16 +30,18 @@ const BLOCK: usize = 16;
 pub(crate) struct RegionIndex {
     /// Each region's end less its block's base; 0 throughout a wide block.
     offsets: Vec<u32>,
-    /// `fences[j]` is the end of the last region in block `j`, the base of block `j + 1`.
-    fences: Vec<u64>,
-    /// `top[k]` is `fences[16 k + 15]` (or the last fence): the end of the last region in
-    /// block `k` of blocks.
-    top: Vec<u64>,
+    /// `levels[0][j]` is the end of the last region in block `j` (the base of block `j + 1`);
+    /// each level above holds the last entry of every block of [`BLOCK`] of the level below,
+    /// up to one of at most [`BLOCK`] entries: a search reads one or two lines a level.
+    levels: Vec<Vec<u64>>,
     /// The base of block 0: the first region's start.
     first: u64,
     /// One bit a block: set where the block is wide (its ends do not fit in offsets).
     wide: Vec<u64>,
 }
+
+/// Where a search found no region ending after its address.
+const PAST: usize = usize::MAX;
 
 impl RegionIndex {
     #[cfg(test)]
@@ -49,11 +53,15 @@ impl RegionIndex {
 
     fn rebuild(&mut self, regions: &[Region]) {
         self.offsets.clear();
-        self.fences.clear();
         self.wide.clear();
+        let mut fences = std::mem::take(&mut self.levels)
+            .into_iter()
+            .next()
+            .unwrap_or_default();
+        fences.clear();
         self.first = regions.first().map_or(0, |r| r.start);
         for (j, block) in regions.chunks(BLOCK).enumerate() {
-            let base = self.fences.last().copied().unwrap_or(self.first);
+            let base = fences.last().copied().unwrap_or(self.first);
             let last = block[block.len() - 1].end;
             let fits = last - base <= u64::from(u32::MAX);
             if j % 64 == 0 {
@@ -66,11 +74,13 @@ impl RegionIndex {
                 self.wide[j / 64] |= 1 << (j % 64);
                 self.offsets.extend(std::iter::repeat_n(0, block.len()));
             }
-            self.fences.push(last);
+            fences.push(last);
         }
-        self.top.clear();
-        self.top
-            .extend(self.fences.chunks(BLOCK).map(|b| b[b.len() - 1]));
+        self.levels.push(fences);
+        while let Some(below) = self.levels.last().filter(|l| l.len() > BLOCK) {
+            let above = below.chunks(BLOCK).map(|b| b[b.len() - 1]).collect();
+            self.levels.push(above);
+        }
     }
 
     /// The region of `regions` that holds `addr`, if any, by [`RegionIndex::find_each`].
@@ -111,13 +121,16 @@ impl RegionIndex {
             }
             let chunk = &chunk[..items.len()];
             let mut at = [0usize; AT_ONCE];
-            for (a, &addr) in at.iter_mut().zip(chunk) {
-                *a = self.top.partition_point(|&e| e <= addr) * BLOCK;
-                touched ^= line(&self.fences, *a) ^ line(&self.fences, *a + BLOCK / 2);
+            for level in self.levels.iter().rev() {
+                for &a in &at[..chunk.len()] {
+                    touched ^= line(level, a) ^ line(level, a.saturating_add(BLOCK / 2));
+                }
+                for (a, &addr) in at.iter_mut().zip(chunk) {
+                    *a = descend(level, *a, addr);
+                }
             }
-            for (a, &addr) in at.iter_mut().zip(chunk) {
-                *a = self.block_from(*a, addr);
-                touched ^= u64::from(line(&self.offsets, *a * BLOCK));
+            for &a in &at[..chunk.len()] {
+                touched ^= u64::from(line(&self.offsets, a));
             }
             for (a, &addr) in at.iter_mut().zip(chunk) {
                 *a = self.entry_of(regions, *a, addr);
@@ -140,36 +153,29 @@ impl RegionIndex {
     /// The index of the first region ending after `addr` (the one that may contain it), as the
     /// index last saw the regions (`regions`, as many as it saw, are read in wide blocks only).
     fn first_ending_after(&self, regions: &[Region], addr: u64) -> usize {
-        let group = self.top.partition_point(|&e| e <= addr);
-        let block = self.block_from(group * BLOCK, addr);
-        self.entry_of(regions, block, addr)
+        let block_start = self
+            .levels
+            .iter()
+            .rev()
+            .fold(0, |at, level| descend(level, at, addr));
+        self.entry_of(regions, block_start, addr)
     }
 
-    /// The block, of the blocks from `lo` on, that the region ending first after `addr` is
-    /// in; past the last block where no region ends after it.
-    fn block_from(&self, lo: usize, addr: u64) -> usize {
-        let hi = (lo + BLOCK).min(self.fences.len());
-        if lo >= hi {
-            return self.fences.len();
-        }
-        lo + self.fences[lo..hi].partition_point(|&e| e <= addr)
-    }
-
-    /// The first region of block `block` ending after `addr` ([`RegionIndex::block_from`]'s
-    /// block for `addr`); past the last region where there is no such block.
-    fn entry_of(&self, regions: &[Region], block: usize, addr: u64) -> usize {
-        let lo = block * BLOCK;
-        let hi = (lo + BLOCK).min(self.offsets.len());
+    /// The first region ending after `addr` in the block that starts at region `lo` (where
+    /// the levels led for `addr`); past the last region where they led past the end.
+    fn entry_of(&self, regions: &[Region], lo: usize, addr: u64) -> usize {
+        let hi = lo.saturating_add(BLOCK).min(self.offsets.len());
         if lo >= hi {
             return self.offsets.len();
         }
+        let block = lo / BLOCK;
         if self.wide[block / 64] & (1 << (block % 64)) != 0 {
             return lo + regions[lo..hi].partition_point(|r| r.end <= addr);
         }
         let base = if block == 0 {
             self.first
         } else {
-            self.fences[block - 1]
+            self.levels[0][block - 1]
         };
         // Below the base, every end of the block lies above `addr`; otherwise `addr` is under
         // the block's fence, so within 32 bits of the base.
@@ -179,6 +185,21 @@ impl RegionIndex {
         let above = above.min(u64::from(u32::MAX)) as u32;
         lo + self.offsets[lo..hi].partition_point(|&o| o <= above)
     }
+}
+
+/// One level of the search: among the entries of `level` from `lo` (a block's start), the
+/// first that ends after `addr`, as the start of its block in the level below; [`PAST`] where
+/// there is none.
+fn descend(level: &[u64], lo: usize, addr: u64) -> usize {
+    let hi = lo.saturating_add(BLOCK).min(level.len());
+    if lo >= hi {
+        return PAST;
+    }
+    let j = lo + level[lo..hi].partition_point(|&e| e <= addr);
+    if j == hi && hi == level.len() {
+        return PAST;
+    }
+    j * BLOCK
 }
 
 /// `v[i]`, or the default past the end: a read that brings its cache line in.
