@@ -40,8 +40,8 @@ pub struct AccessHistory {
     windows: VecDeque<Window>,
     /// When the latest window ended.
     now_us: Option<u64>,
-    /// The latest window's regions, cut to where `reach` lies: the memory the target has, as
-    /// far as a horizon's cells can show it.
+    /// The latest window's regions where `reach` lies (or lay before the window; cut at its
+    /// edges): the memory the target has, as far as a horizon's cells can show it.
     current: Vec<AddrRange>,
     /// The union of every kept window's accessed ranges, or more (sorted, disjoint): windows
     /// forgotten since it was last computed afresh may still be in it.
@@ -69,22 +69,38 @@ impl AccessHistory {
         }
     }
 
-    /// Takes in the window that ended at `end_us`: the target's `regions` (sorted, disjoint)
-    /// and, of them, those found `accessed`.
-    pub fn push(
-        &mut self,
-        end_us: u64,
-        regions: impl IntoIterator<Item = AddrRange>,
-        accessed: impl IntoIterator<Item = AddrRange>,
-    ) {
+    /// Takes in the window that ended at `end_us`: the target's `regions` (sorted, disjoint),
+    /// each with whether it was found accessed. One pass over the regions: at page granularity
+    /// a target has millions.
+    pub fn push(&mut self, end_us: u64, regions: impl IntoIterator<Item = (AddrRange, bool)>) {
         self.now_us = Some(end_us);
-        let accessed: Vec<AddrRange> = accessed.into_iter().collect();
+        // An accessed region is kept whole (the new window's accessed memory joins `reach`);
+        // another only where `reach` already lies, which the accessed ones do not change.
+        let mut accessed = Vec::new();
+        let mut current = Vec::new();
+        let mut j = 0;
+        for (r, was_accessed) in regions {
+            if was_accessed {
+                accessed.push(r);
+                current.push(r);
+                continue;
+            }
+            let reach = &self.reach;
+            while j < reach.len() && reach[j].end <= r.start {
+                j += 1;
+            }
+            let mut k = j;
+            while k < reach.len() && reach[k].start < r.end {
+                let piece = AddrRange::new(r.start.max(reach[k].start), r.end.min(reach[k].end));
+                if piece.start < piece.end {
+                    current.push(piece);
+                }
+                k += 1;
+            }
+        }
+        self.current = current;
         if !accessed.is_empty() {
-            self.reach = if accessed.is_sorted() {
-                union_sorted(&self.reach, &accessed)
-            } else {
-                union_sorted(&self.reach, &union(accessed.iter().copied()))
-            };
+            self.reach = union_sorted(&self.reach, &accessed);
             self.kept_ranges += accessed.len() + WINDOW_COST;
             self.windows.push_back(Window { end_us, accessed });
         }
@@ -104,8 +120,6 @@ impl AccessHistory {
             self.reach = union(self.windows.iter().flat_map(|w| w.accessed.iter().copied()));
             self.forgotten = 0;
         }
-        let current = pieces_within(&self.reach, regions);
-        self.current = current;
     }
 
     /// Forgets the oldest windows while more than `max_ranges` ranges are kept; the newest
@@ -213,30 +227,6 @@ fn union_sorted(a: &[AddrRange], b: &[AddrRange]) -> Vec<AddrRange> {
     out
 }
 
-/// The pieces of `regions` (sorted, disjoint) inside `within` (sorted, disjoint), in one pass
-/// over both.
-fn pieces_within(
-    within: &[AddrRange],
-    regions: impl IntoIterator<Item = AddrRange>,
-) -> Vec<AddrRange> {
-    let mut out = Vec::new();
-    let mut j = 0;
-    for r in regions {
-        while j < within.len() && within[j].end <= r.start {
-            j += 1;
-        }
-        let mut k = j;
-        while k < within.len() && within[k].start < r.end {
-            let piece = AddrRange::new(r.start.max(within[k].start), r.end.min(within[k].end));
-            if piece.start < piece.end {
-                out.push(piece);
-            }
-            k += 1;
-        }
-    }
-    out
-}
-
 /// The pieces of `a` inside `b` (both sorted and disjoint), split at `b`'s boundaries, so
 /// that each piece lies in one of `b`'s ranges.
 fn intersect(a: &[AddrRange], b: &[AddrRange]) -> Vec<AddrRange> {
@@ -266,19 +256,28 @@ mod tests {
         AddrRange::new(a, b)
     }
 
+    /// `regions`, those in `accessed` marked so.
+    fn marked<'a>(
+        regions: &'a [AddrRange],
+        accessed: &'a [AddrRange],
+    ) -> impl Iterator<Item = (AddrRange, bool)> + 'a {
+        regions.iter().map(|&g| (g, accessed.contains(&g)))
+    }
+
     #[test]
     fn a_longer_horizon_holds_a_shorter_one_s_cells() {
         let mut h = AccessHistory::new(10_000, 1 << 20);
         // Regions [0,100) [100,200) [200,300); each window accesses another one.
         let regions = [r(0, 100), r(100, 200), r(200, 300)];
-        h.push(1_000, regions, [r(0, 100)]);
-        h.push(2_000, regions, [r(200, 300)]);
-        h.push(3_000, [r(0, 150), r(150, 300)], [r(100, 150)]);
-        assert_eq!(h.accessed_within(0), [r(100, 150)]);
-        assert_eq!(h.accessed_within(1_500), [r(100, 150), r(200, 300)]);
+        h.push(1_000, marked(&regions, &[r(0, 100)]));
+        h.push(2_000, marked(&regions, &[r(200, 300)]));
+        let regions = [r(0, 50), r(50, 150), r(150, 300)];
+        h.push(3_000, marked(&regions, &[r(50, 150)]));
+        assert_eq!(h.accessed_within(0), [r(50, 150)]);
+        assert_eq!(h.accessed_within(1_500), [r(50, 150), r(200, 300)]);
         assert_eq!(
             h.accessed_within(5_000),
-            [r(0, 150), r(200, 300)],
+            [r(0, 50), r(50, 150), r(200, 300)],
             "pieces of the current regions"
         );
     }
@@ -307,7 +306,7 @@ mod tests {
                 .copied()
                 .filter(|_| rng.in_range(0, 4) == 0)
                 .collect();
-            h.push(w * 200, regions.iter().copied(), accessed);
+            h.push(w * 200, marked(&regions, &accessed));
             for horizon in [0, 500, 1_000, 10_000] {
                 let windows = h
                     .windows
@@ -327,8 +326,8 @@ mod tests {
     #[test]
     fn memory_unmapped_since_counts_no_more() {
         let mut h = AccessHistory::new(10_000, 1 << 20);
-        h.push(1_000, [r(0, 100), r(100, 200)], [r(0, 200)]);
-        h.push(2_000, [r(100, 200)], []);
+        h.push(1_000, [(r(0, 100), true), (r(100, 200), true)]);
+        h.push(2_000, [(r(100, 200), false)]);
         assert_eq!(h.accessed_within(5_000), [r(100, 200)]);
     }
 
@@ -337,7 +336,7 @@ mod tests {
         let mut h = AccessHistory::new(u64::MAX / 2, 10);
         for w in 0..20u64 {
             let ranges: Vec<AddrRange> = (0..4).map(|i| r(w * 100 + i, w * 100 + i + 1)).collect();
-            h.push(w + 1, ranges.clone(), ranges);
+            h.push(w + 1, marked(&ranges, &ranges));
         }
         assert!(h.kept_ranges() <= 10);
         assert_eq!(h.now_us(), Some(20));
@@ -349,7 +348,7 @@ mod tests {
     fn windows_beyond_the_longest_horizon_are_forgotten() {
         let mut h = AccessHistory::new(1_000, 1 << 20);
         for t in 1..=10 {
-            h.push(t * 400, [r(0, 10)], [r(0, 10)]);
+            h.push(t * 400, [(r(0, 10), true)]);
         }
         assert!(h.oldest_end_us().is_some_and(|t| t + 1_000 >= 4_000));
     }

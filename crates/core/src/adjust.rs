@@ -171,15 +171,46 @@ impl MergeRule {
     }
 }
 
+/// The bytes of some regions, and the largest of them: what the minimum-count pass needs,
+/// found by the merge as it writes the regions rather than by a pass of its own (at page
+/// granularity over 16 GiB every pass over the regions streams 235 MB).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Sizes {
+    pub total: u64,
+    pub largest: u64,
+}
+
+impl Sizes {
+    pub fn of<'a>(regions: impl IntoIterator<Item = &'a Region>) -> Sizes {
+        let mut sizes = Sizes::default();
+        for r in regions {
+            sizes.add(r.size());
+        }
+        sizes
+    }
+
+    fn add(&mut self, size: u64) {
+        self.total += size;
+        self.largest = self.largest.max(size);
+    }
+
+    fn and(self, other: Sizes) -> Sizes {
+        Sizes {
+            total: self.total + other.total,
+            largest: self.largest.max(other.largest),
+        }
+    }
+}
+
 /// `damon_merge_regions_of`: one pass over a target, in place; `recent` holds the target's
-/// samples of its recent windows (sampled sources).
+/// samples of its recent windows (sampled sources). Returns the sizes of the regions left.
 pub fn merge_regions_of(
     regions: &mut Vec<Region>,
     rule: MergeRule,
     sz_limit: u64,
     count_age: bool,
     recent: Option<&RecentSamples>,
-) {
+) -> Sizes {
     // The samples each region holds for the density test: the window's and, where there are
     // any, the recent windows' (a warm region's few samples a window cannot tell it from
     // never-touched memory beside it, its samples over several windows can).
@@ -194,6 +225,7 @@ pub fn merge_regions_of(
     let mut kept = 0usize;
     // The samples of `regions[kept - 1]`.
     let mut kept_samples = 0u32;
+    let mut sizes = Sizes::default();
     for i in 0..regions.len() {
         let mut r = regions[i];
         if count_age {
@@ -218,33 +250,44 @@ pub fn merge_regions_of(
                 continue;
             }
         }
+        if kept > 0 {
+            // Nothing merges into it any more.
+            sizes.add(regions[kept - 1].size());
+        }
         regions[kept] = r;
         kept_samples = r_samples;
         kept += 1;
     }
     regions.truncate(kept);
+    if let Some(last) = regions.last() {
+        sizes.add(last.size());
+    }
+    sizes
 }
 
 /// `kdamond_merge_regions`: merge by `rule`, loosening it while the region count stays above
 /// `max_nr_regions` (best effort; ages are counted only on the first pass). `recent` gives
-/// each target's samples of its recent windows, by target index (sampled sources).
+/// each target's samples of its recent windows, by target index (sampled sources). Returns
+/// the sizes of the regions left, of every target.
 pub fn merge_regions<'r>(
     targets: &mut [Target],
     mut rule: MergeRule,
     sz_limit: u64,
     max_nr_regions: u32,
     recent: impl Fn(usize) -> Option<&'r RecentSamples>,
-) {
+) -> Sizes {
     let mut count_age = true;
     loop {
         let mut nr_regions = 0usize;
+        let mut sizes = Sizes::default();
         for (ti, t) in targets.iter_mut().enumerate() {
-            merge_regions_of(&mut t.regions, rule, sz_limit, count_age, recent(ti));
+            let of = merge_regions_of(&mut t.regions, rule, sz_limit, count_age, recent(ti));
+            sizes = sizes.and(of);
             nr_regions += t.regions.len();
         }
         count_age = false;
         if !(nr_regions > max_nr_regions as usize && rule.can_loosen()) {
-            break;
+            return sizes;
         }
         rule = rule.looser();
     }
@@ -597,15 +640,22 @@ pub fn apply_min_nr_regions(
     min_nr_regions: u32,
     min_region_sz: u64,
 ) -> u64 {
-    // The total and the largest region in one pass: at page granularity over 16 GiB a pass
-    // over the regions streams 300 MB, and a second one, to find none larger than the limit,
-    // was a fifth of a window's work.
-    let (total, largest) = targets
-        .iter()
-        .flat_map(|t| &t.regions)
-        .fold((0u64, 0u64), |(total, largest), r| {
-            (total + r.size(), largest.max(r.size()))
-        });
+    let sizes = Sizes::of(targets.iter().flat_map(|t| &t.regions));
+    apply_min_nr_regions_of(targets, min_nr_regions, min_region_sz, sizes)
+}
+
+/// [`apply_min_nr_regions`] of targets whose regions' sizes are `sizes` already (the merge
+/// found them).
+pub fn apply_min_nr_regions_of(
+    targets: &mut [Target],
+    min_nr_regions: u32,
+    min_region_sz: u64,
+    Sizes { total, largest }: Sizes,
+) -> u64 {
+    debug_assert_eq!(
+        Sizes::of(targets.iter().flat_map(|t| &t.regions)),
+        Sizes { total, largest }
+    );
     let limit = align_up(
         sz_limit_of(total, min_nr_regions, min_region_sz),
         min_region_sz,

@@ -457,12 +457,9 @@ impl Context {
         self.keep_every_target();
         let now = self.now_us();
         for (t, kept) in self.targets.iter().zip(&mut self.kept) {
-            let range = |r: &Region| AddrRange::new(r.start, r.end);
-            kept.history.push(
-                now,
-                t.regions.iter().map(range),
-                t.regions.iter().filter(|r| r.nr_accesses > 0).map(range),
-            );
+            let regions = t.regions.iter();
+            let marked = regions.map(|r| (AddrRange::new(r.start, r.end), r.nr_accesses > 0));
+            kept.history.push(now, marked);
         }
     }
 
@@ -630,8 +627,13 @@ impl Context {
 
         let aggregation = self.passed_sample_intervals >= snap_aggr;
         if aggregation {
-            self.merge_regions();
-            self.sz_limit = self.apply_min_nr_regions();
+            let sizes = self.merge_regions();
+            self.sz_limit = adjust::apply_min_nr_regions_of(
+                &mut self.targets,
+                self.attrs.min_nr_regions,
+                self.attrs.min_region_sz,
+                sizes,
+            );
             // Before schemes and the recorder see the window: a part of a region that surely
             // got no sample, or that holds no memory, is reported, and acted on, as what it
             // was: not accessed. Both draw on what the region bound leaves, and the samples'
@@ -741,7 +743,8 @@ impl Context {
 
     /// `kdamond_merge_regions` with the threshold from this window's highest access count.
     /// Sampled sources merge by sample density instead ([`MergeRule::density_alpha`]).
-    fn merge_regions(&mut self) {
+    /// Returns the sizes of the regions left.
+    fn merge_regions(&mut self) -> adjust::Sizes {
         let max_nr = self
             .targets
             .iter()
@@ -761,7 +764,7 @@ impl Context {
             self.sz_limit,
             self.attrs.max_nr_regions,
             |t| self.kept.get(t).map(|k| &k.recent),
-        );
+        )
     }
 
     fn maybe_tune_intervals(&mut self, snap_aggr: u64) {
@@ -824,12 +827,20 @@ impl Context {
     /// `kdamond_reset_aggregated`: the window's counts become the previous window's.
     fn reset_aggregated(&mut self) {
         for r in self.targets.iter_mut().flat_map(|t| t.regions.iter_mut()) {
-            r.last_nr_accesses = r.nr_accesses;
-            r.nr_accesses = 0;
-            r.raw_samples = 0;
-            r.read_samples = 0;
-            r.write_samples = 0;
-            r.sampled = SampledSpan::NONE;
+            let reset = Region {
+                last_nr_accesses: r.nr_accesses,
+                nr_accesses: 0,
+                raw_samples: 0,
+                read_samples: 0,
+                write_samples: 0,
+                sampled: SampledSpan::NONE,
+                ..*r
+            };
+            // Most regions are idle, and reset already: left unwritten, their cache lines
+            // are not written back (at page granularity, most of the pass's memory traffic).
+            if *r != reset {
+                *r = reset;
+            }
         }
         for kept in &mut self.kept {
             kept.recent.complete_window();
