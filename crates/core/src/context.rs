@@ -270,11 +270,6 @@ impl Context {
         &mut self.targets
     }
 
-    /// Targets and the generator at once, for operations that pick sampling addresses.
-    pub fn targets_and_rng(&mut self) -> (&mut [Target], &mut Prng) {
-        (&mut self.targets, &mut self.rng)
-    }
-
     pub fn rng(&mut self) -> &mut Prng {
         &mut self.rng
     }
@@ -385,9 +380,10 @@ impl Context {
     /// finished: every hit adds to `raw_samples` (and, by its kind, to `read_samples` and
     /// `write_samples`), and each hit region gets `nr_accesses += 1` once. Sorts `samples` by
     /// address in place. The cost follows the number of samples: O(k log k) for k samples, plus
-    /// a lookup that stays in cache whatever the number of regions (a two-level index over the
-    /// region ends). Returns the samples that fell in a region. A context that records sampled
-    /// accesses merges its regions by sample density ([`DENSITY_ALPHA`]) from then on.
+    /// a lookup in an index over the region ends that reads a block a level, the interval's
+    /// samples down it together ([`RegionIndex::find_each`]). Returns the samples that fell in
+    /// a region. A context that records sampled accesses merges its regions by sample density
+    /// ([`DENSITY_ALPHA`]) from then on.
     pub fn record_sampled_accesses(
         &mut self,
         target: usize,

@@ -16,9 +16,9 @@
 //! line. A block whose regions reach further than 32 bits above its base (regions of gigabytes,
 //! which are few) keeps no offsets and is searched in the regions themselves.
 //!
-//! The index is a cache of the boundaries, and nobody has to say when they change: every answer
-//! is checked against the regions themselves ([`RegionIndex::find_each`]), in O(1), and an index found
-//! out of date is rebuilt in one linear pass. Boundaries change at most a few times a window
+//! The index is a cache of the boundaries, and nobody has to say when they change: every
+//! answer is checked against the regions themselves ([`RegionIndex::find_each`]), in O(1), and
+//! an index found out of date is rebuilt in one linear pass. Boundaries change at most a few times a window
 //! (merge, split, schemes, the operations' updates), so it is rebuilt about as often as they do.
 
 use crate::region::Region;
