@@ -179,12 +179,8 @@ impl Operations for PerRegionChecks {
 
     fn check_accesses(&mut self, ctx: &mut Context) {
         let hot_end = self.span.start + self.span.size() / 10;
-        for r in ctx
-            .targets_mut()
-            .iter_mut()
-            .flat_map(|t| t.regions.iter_mut())
-        {
-            r.nr_accesses += u32::from(r.sampling_addr < hot_end);
+        for (r, addr) in ctx.regions_with_sampling_addrs(0) {
+            r.nr_accesses += u32::from(addr < hot_end);
         }
     }
 }

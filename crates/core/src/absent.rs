@@ -13,7 +13,7 @@
 //! sources (the region's claim about them is unchanged), and for sampled sources at most the
 //! samples they hold, so that a part without a sample is not reported accessed.
 
-use crate::region::{AddrRange, Region, align_down, align_up};
+use crate::region::{AddrRange, Region, SampledSpan, align_down, align_up};
 
 /// Cuts the parts of `absent` (sorted, disjoint) that lie in accessed regions of `regions` out
 /// of them as regions not accessed, largest first while the region count stays within
@@ -80,7 +80,7 @@ pub fn cut_absent(
                 raw_samples: 0,
                 read_samples: 0,
                 write_samples: 0,
-                sampled: None,
+                sampled: SampledSpan::NONE,
                 ..piece_of(r, p)
             });
             at = p.end;
@@ -107,7 +107,6 @@ fn piece_of(r: &Region, range: AddrRange) -> Region {
     Region {
         start: range.start,
         end: range.end,
-        sampling_addr: range.start,
         ..*r
     }
 }
@@ -128,7 +127,8 @@ fn kept(r: &Region, range: AddrRange, samples: &[u64], sampled: bool) -> Region 
         sampled: inside
             .first()
             .zip(inside.last())
-            .map(|(&a, &b)| AddrRange::new(a, b + 1)),
+            .map(|(&a, &b)| AddrRange::new(a, b + 1))
+            .into(),
         ..piece_of(r, range)
     };
     if sampled {
@@ -239,10 +239,10 @@ mod tests {
             "reads and writes go with the samples"
         );
         assert_eq!(
-            regions[0].sampled,
+            regions[0].sampled.get(),
             Some(AddrRange::new(10 * P + 8, 19 * P + 9))
         );
-        assert_eq!(regions[2].sampled, None);
+        assert_eq!(regions[2].sampled.get(), None);
     }
 
     #[test]

@@ -9,6 +9,11 @@
 //! averages the ages of merged regions): the cells of a longer horizon always contain those of
 //! a shorter one.
 //!
+//! The current regions are kept only where a kept window's accessed memory lies: the cells are
+//! accessed memory cut at region boundaries, so the boundaries elsewhere never show, and a copy
+//! of every region (16 bytes each, millions at page granularity) would cost more than the
+//! regions' own counters.
+//!
 //! Memory stays bounded whatever the windows claim: beyond [`AccessHistory::new`]'s `max_ranges`
 //! the oldest windows are forgotten first (the newest always stays), and a horizon reaching
 //! back before them counts fewer windows.
@@ -35,8 +40,14 @@ pub struct AccessHistory {
     windows: VecDeque<Window>,
     /// When the latest window ended.
     now_us: Option<u64>,
-    /// The latest window's regions: the memory the target has.
+    /// The latest window's regions where `reach` lies (or lay before the window; cut at its
+    /// edges): the memory the target has, as far as a horizon's cells can show it.
     current: Vec<AddrRange>,
+    /// The union of every kept window's accessed ranges, or more (sorted, disjoint): windows
+    /// forgotten since it was last computed afresh may still be in it.
+    reach: Vec<AddrRange>,
+    /// Ranges forgotten since `reach` was last computed afresh.
+    forgotten: usize,
     longest_us: u64,
     max_ranges: usize,
     kept_ranges: usize,
@@ -50,25 +61,46 @@ impl AccessHistory {
             windows: VecDeque::new(),
             now_us: None,
             current: Vec::new(),
+            reach: Vec::new(),
+            forgotten: 0,
             longest_us,
             max_ranges: max_ranges.max(1),
             kept_ranges: 0,
         }
     }
 
-    /// Takes in the window that ended at `end_us`: the target's `regions` (sorted, disjoint)
-    /// and, of them, those found `accessed`.
-    pub fn push(
-        &mut self,
-        end_us: u64,
-        regions: impl IntoIterator<Item = AddrRange>,
-        accessed: impl IntoIterator<Item = AddrRange>,
-    ) {
+    /// Takes in the window that ended at `end_us`: the target's `regions` (sorted, disjoint),
+    /// each with whether it was found accessed. One pass over the regions: at page granularity
+    /// a target has millions.
+    pub fn push(&mut self, end_us: u64, regions: impl IntoIterator<Item = (AddrRange, bool)>) {
         self.now_us = Some(end_us);
-        self.current.clear();
-        self.current.extend(regions);
-        let accessed: Vec<AddrRange> = accessed.into_iter().collect();
+        // An accessed region is kept whole (the new window's accessed memory joins `reach`);
+        // another only where `reach` already lies, which the accessed ones do not change.
+        let mut accessed = Vec::new();
+        let mut current = Vec::new();
+        let mut j = 0;
+        for (r, was_accessed) in regions {
+            if was_accessed {
+                accessed.push(r);
+                current.push(r);
+                continue;
+            }
+            let reach = &self.reach;
+            while j < reach.len() && reach[j].end <= r.start {
+                j += 1;
+            }
+            let mut k = j;
+            while k < reach.len() && reach[k].start < r.end {
+                let piece = AddrRange::new(r.start.max(reach[k].start), r.end.min(reach[k].end));
+                if piece.start < piece.end {
+                    current.push(piece);
+                }
+                k += 1;
+            }
+        }
+        self.current = current;
         if !accessed.is_empty() {
+            self.reach = union_sorted(&self.reach, &accessed);
             self.kept_ranges += accessed.len() + WINDOW_COST;
             self.windows.push_back(Window { end_us, accessed });
         }
@@ -82,6 +114,12 @@ impl AccessHistory {
             }
         }
         self.trim_to(self.max_ranges);
+        // Computed afresh once about as many ranges were forgotten as are kept: the cost of a
+        // range is a share of one sort, and `reach` is at most about twice what it must be.
+        if self.forgotten > self.kept_ranges {
+            self.reach = union(self.windows.iter().flat_map(|w| w.accessed.iter().copied()));
+            self.forgotten = 0;
+        }
     }
 
     /// Forgets the oldest windows while more than `max_ranges` ranges are kept; the newest
@@ -102,6 +140,7 @@ impl AccessHistory {
             .pop_front()
             .map_or(0, |w| w.accessed.len() + WINDOW_COST);
         self.kept_ranges -= gone;
+        self.forgotten += gone;
         gone
     }
 
@@ -125,6 +164,8 @@ impl AccessHistory {
         self.windows.clear();
         self.now_us = None;
         self.current.clear();
+        self.reach.clear();
+        self.forgotten = 0;
         self.kept_ranges = 0;
     }
 
@@ -139,6 +180,8 @@ impl AccessHistory {
             .windows
             .iter()
             .filter(|w| within(w.end_us, now_us, horizon_us));
+        // Each range of this union lies within one of `reach`, where `current` holds every
+        // region boundary: the pieces are those of the whole regions.
         let accessed = union(windows.flat_map(|w| w.accessed.iter().copied()));
         intersect(&accessed, &self.current)
     }
@@ -156,6 +199,26 @@ pub fn union(ranges: impl Iterator<Item = AddrRange>) -> Vec<AddrRange> {
     all.sort_unstable();
     let mut out: Vec<AddrRange> = Vec::with_capacity(all.len());
     for r in all {
+        match out.last_mut() {
+            Some(last) if r.start <= last.end => last.end = last.end.max(r.end),
+            _ => out.push(r),
+        }
+    }
+    out
+}
+
+/// The union of two sorted, disjoint lists of ranges, in one pass.
+fn union_sorted(a: &[AddrRange], b: &[AddrRange]) -> Vec<AddrRange> {
+    let mut out: Vec<AddrRange> = Vec::with_capacity(a.len() + b.len());
+    let (mut i, mut j) = (0, 0);
+    while i < a.len() || j < b.len() {
+        let r = if j == b.len() || (i < a.len() && a[i].start <= b[j].start) {
+            i += 1;
+            a[i - 1]
+        } else {
+            j += 1;
+            b[j - 1]
+        };
         match out.last_mut() {
             Some(last) if r.start <= last.end => last.end = last.end.max(r.end),
             _ => out.push(r),
@@ -193,28 +256,78 @@ mod tests {
         AddrRange::new(a, b)
     }
 
+    /// `regions`, those in `accessed` marked so.
+    fn marked<'a>(
+        regions: &'a [AddrRange],
+        accessed: &'a [AddrRange],
+    ) -> impl Iterator<Item = (AddrRange, bool)> + 'a {
+        regions.iter().map(|&g| (g, accessed.contains(&g)))
+    }
+
     #[test]
     fn a_longer_horizon_holds_a_shorter_one_s_cells() {
         let mut h = AccessHistory::new(10_000, 1 << 20);
         // Regions [0,100) [100,200) [200,300); each window accesses another one.
         let regions = [r(0, 100), r(100, 200), r(200, 300)];
-        h.push(1_000, regions, [r(0, 100)]);
-        h.push(2_000, regions, [r(200, 300)]);
-        h.push(3_000, [r(0, 150), r(150, 300)], [r(100, 150)]);
-        assert_eq!(h.accessed_within(0), [r(100, 150)]);
-        assert_eq!(h.accessed_within(1_500), [r(100, 150), r(200, 300)]);
+        h.push(1_000, marked(&regions, &[r(0, 100)]));
+        h.push(2_000, marked(&regions, &[r(200, 300)]));
+        let regions = [r(0, 50), r(50, 150), r(150, 300)];
+        h.push(3_000, marked(&regions, &[r(50, 150)]));
+        assert_eq!(h.accessed_within(0), [r(50, 150)]);
+        assert_eq!(h.accessed_within(1_500), [r(50, 150), r(200, 300)]);
         assert_eq!(
             h.accessed_within(5_000),
-            [r(0, 150), r(200, 300)],
+            [r(0, 50), r(50, 150), r(200, 300)],
             "pieces of the current regions"
         );
     }
 
     #[test]
+    fn the_cells_are_pieces_of_the_whole_regions_though_only_some_are_kept() {
+        // Regions re-cut at random every window, random ones accessed, windows forgotten by
+        // age and by the bound: every horizon's cells are the accessed memory cut at the
+        // boundaries of all the current regions.
+        let mut rng = crate::rand::Prng::seeded(5);
+        let mut h = AccessHistory::new(3_000, 40);
+        for w in 1..200u64 {
+            let mut cuts: Vec<u64> = (0..rng.in_range(0, 30))
+                .map(|_| rng.in_range(0, 1000))
+                .collect();
+            cuts.extend([0, 1000]);
+            cuts.sort_unstable();
+            cuts.dedup();
+            let regions: Vec<AddrRange> = cuts
+                .windows(2)
+                .map(|c| r(c[0], c[1]))
+                .filter(|_| rng.in_range(0, 8) != 0)
+                .collect();
+            let accessed: Vec<AddrRange> = regions
+                .iter()
+                .copied()
+                .filter(|_| rng.in_range(0, 4) == 0)
+                .collect();
+            h.push(w * 200, marked(&regions, &accessed));
+            for horizon in [0, 500, 1_000, 10_000] {
+                let windows = h
+                    .windows
+                    .iter()
+                    .filter(|x| within(x.end_us, w * 200, horizon));
+                let all = union(windows.flat_map(|x| x.accessed.iter().copied()));
+                assert_eq!(
+                    h.accessed_within(horizon),
+                    intersect(&all, &regions),
+                    "window {w}, horizon {horizon}"
+                );
+            }
+            assert!(h.current.len() <= 2 * (h.kept_ranges + regions.len()));
+        }
+    }
+
+    #[test]
     fn memory_unmapped_since_counts_no_more() {
         let mut h = AccessHistory::new(10_000, 1 << 20);
-        h.push(1_000, [r(0, 100), r(100, 200)], [r(0, 200)]);
-        h.push(2_000, [r(100, 200)], []);
+        h.push(1_000, [(r(0, 100), true), (r(100, 200), true)]);
+        h.push(2_000, [(r(100, 200), false)]);
         assert_eq!(h.accessed_within(5_000), [r(100, 200)]);
     }
 
@@ -223,7 +336,7 @@ mod tests {
         let mut h = AccessHistory::new(u64::MAX / 2, 10);
         for w in 0..20u64 {
             let ranges: Vec<AddrRange> = (0..4).map(|i| r(w * 100 + i, w * 100 + i + 1)).collect();
-            h.push(w + 1, ranges.clone(), ranges);
+            h.push(w + 1, marked(&ranges, &ranges));
         }
         assert!(h.kept_ranges() <= 10);
         assert_eq!(h.now_us(), Some(20));
@@ -235,7 +348,7 @@ mod tests {
     fn windows_beyond_the_longest_horizon_are_forgotten() {
         let mut h = AccessHistory::new(1_000, 1 << 20);
         for t in 1..=10 {
-            h.push(t * 400, [r(0, 10)], [r(0, 10)]);
+            h.push(t * 400, [(r(0, 10), true)]);
         }
         assert!(h.oldest_end_us().is_some_and(|t| t + 1_000 >= 4_000));
     }

@@ -88,10 +88,7 @@ fn absorb(l: &mut Region, r: &Region, nr_accesses: u32) {
     l.raw_samples = l.raw_samples.saturating_add(r.raw_samples);
     l.read_samples = l.read_samples.saturating_add(r.read_samples);
     l.write_samples = l.write_samples.saturating_add(r.write_samples);
-    l.sampled = match (l.sampled, r.sampled) {
-        (Some(a), Some(b)) => Some(a.hull(b)),
-        (a, b) => a.or(b),
-    };
+    l.sampled = l.sampled.hull(r.sampled);
     l.end = r.end;
 }
 
@@ -174,29 +171,61 @@ impl MergeRule {
     }
 }
 
+/// The bytes of some regions, and the largest of them: what the minimum-count pass needs,
+/// found by the merge as it writes the regions rather than by a pass of its own (at page
+/// granularity over 16 GiB every pass over the regions streams 235 MB).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Sizes {
+    pub total: u64,
+    pub largest: u64,
+}
+
+impl Sizes {
+    pub fn of<'a>(regions: impl IntoIterator<Item = &'a Region>) -> Sizes {
+        let mut sizes = Sizes::default();
+        for r in regions {
+            sizes.add(r.size());
+        }
+        sizes
+    }
+
+    fn add(&mut self, size: u64) {
+        self.total += size;
+        self.largest = self.largest.max(size);
+    }
+
+    fn and(self, other: Sizes) -> Sizes {
+        Sizes {
+            total: self.total + other.total,
+            largest: self.largest.max(other.largest),
+        }
+    }
+}
+
 /// `damon_merge_regions_of`: one pass over a target, in place; `recent` holds the target's
-/// samples of its recent windows (sampled sources).
+/// samples of its recent windows (sampled sources). Returns the sizes of the regions left.
 pub fn merge_regions_of(
     regions: &mut Vec<Region>,
     rule: MergeRule,
     sz_limit: u64,
     count_age: bool,
     recent: Option<&RecentSamples>,
-) {
+) -> Sizes {
     // The samples each region holds for the density test: the window's and, where there are
     // any, the recent windows' (a warm region's few samples a window cannot tell it from
     // never-touched memory beside it, its samples over several windows can).
-    let past = match (rule.density_alpha, recent) {
-        (Some(_), Some(h)) => h.counts_in(regions),
-        _ => Vec::new(),
-    };
-    let samples = |i: usize, r: &Region| {
-        r.raw_samples
-            .saturating_add(past.get(i).copied().unwrap_or(0))
+    let mut past = recent
+        .filter(|_| rule.density_alpha.is_some())
+        .map(RecentSamples::counter);
+    let mut samples = |r: &Region| {
+        let range = AddrRange::new(r.start, r.end);
+        let recent = past.as_mut().map_or(0, |c| c.count(range));
+        r.raw_samples.saturating_add(recent)
     };
     let mut kept = 0usize;
     // The samples of `regions[kept - 1]`.
     let mut kept_samples = 0u32;
+    let mut sizes = Sizes::default();
     for i in 0..regions.len() {
         let mut r = regions[i];
         if count_age {
@@ -209,7 +238,7 @@ pub fn merge_regions_of(
                 r.age.saturating_add(1)
             };
         }
-        let r_samples = samples(i, &r);
+        let r_samples = samples(&r);
         if kept > 0 {
             let prev = &mut regions[kept - 1];
             if prev.end == r.start
@@ -221,33 +250,44 @@ pub fn merge_regions_of(
                 continue;
             }
         }
+        if kept > 0 {
+            // Nothing merges into it any more.
+            sizes.add(regions[kept - 1].size());
+        }
         regions[kept] = r;
         kept_samples = r_samples;
         kept += 1;
     }
     regions.truncate(kept);
+    if let Some(last) = regions.last() {
+        sizes.add(last.size());
+    }
+    sizes
 }
 
 /// `kdamond_merge_regions`: merge by `rule`, loosening it while the region count stays above
-/// `max_nr_regions` (best effort; ages are counted only on the first pass). `recent` holds
-/// each target's samples of its recent windows, by target index (sampled sources).
-pub fn merge_regions(
+/// `max_nr_regions` (best effort; ages are counted only on the first pass). `recent` gives
+/// each target's samples of its recent windows, by target index (sampled sources). Returns
+/// the sizes of the regions left, of every target.
+pub fn merge_regions<'r>(
     targets: &mut [Target],
     mut rule: MergeRule,
     sz_limit: u64,
     max_nr_regions: u32,
-    recent: &[RecentSamples],
-) {
+    recent: impl Fn(usize) -> Option<&'r RecentSamples>,
+) -> Sizes {
     let mut count_age = true;
     loop {
         let mut nr_regions = 0usize;
+        let mut sizes = Sizes::default();
         for (ti, t) in targets.iter_mut().enumerate() {
-            merge_regions_of(&mut t.regions, rule, sz_limit, count_age, recent.get(ti));
+            let of = merge_regions_of(&mut t.regions, rule, sz_limit, count_age, recent(ti));
+            sizes = sizes.and(of);
             nr_regions += t.regions.len();
         }
         count_age = false;
         if !(nr_regions > max_nr_regions as usize && rule.can_loosen()) {
-            break;
+            return sizes;
         }
         rule = rule.looser();
     }
@@ -271,7 +311,6 @@ pub fn split_region_at(r: &mut Region, sz: u64) -> Region {
     let mut right = *r;
     let size = r.size();
     right.start = r.start + sz;
-    right.sampling_addr = right.start;
     r.end = right.start;
     let (left_span, right_span) = (r.sampled_within(), right.sampled_within());
     // Where the sampled span shows that every sample fell on one side, they all go there; where
@@ -292,8 +331,8 @@ pub fn split_region_at(r: &mut Region, sz: u64) -> Region {
         };
         unsampled.nr_accesses = 0;
     }
-    r.sampled = left_span;
-    right.sampled = right_span;
+    r.sampled = left_span.into();
+    right.sampled = right_span.into();
     right
 }
 
@@ -395,16 +434,16 @@ fn idle_sides(
 
 /// Sample-informed split (udamon, sampled sources only): a region whose window's samples all
 /// fell in part of it is cut at that span's edges, aligned outward to `min_sz`, where the part
-/// left out is idle enough for `evidence` (see [`IdleEvidence`]; `recent` holds each target's
+/// left out is idle enough for `evidence` (see [`IdleEvidence`]; `recent` gives each target's
 /// samples of the recent windows, by target index, which only reported cuts weigh). The
 /// largest parts go first while the region count stays within `max_nr_regions`. Regions
 /// without a sampled span (accessed-bit sources) are left alone.
-pub fn split_at_sampled_extents(
+pub fn split_at_sampled_extents<'r>(
     targets: &mut [Target],
     max_nr_regions: u32,
     min_sz: u64,
     evidence: IdleEvidence,
-    recent: &[RecentSamples],
+    recent: impl Fn(usize) -> Option<&'r RecentSamples>,
 ) {
     let nr: usize = targets.iter().map(Target::nr_regions).sum();
     let budget = (max_nr_regions as usize).saturating_sub(nr);
@@ -416,7 +455,7 @@ pub fn split_at_sampled_extents(
     for (ti, t) in targets.iter().enumerate() {
         // Most regions got no sample: a cheap test keeps the pass a plain scan over them.
         for r in t.regions.iter().filter(|r| r.sampled.is_some()) {
-            let sides = idle_sides(r, recent.get(ti), min_sz, evidence);
+            let sides = idle_sides(r, recent(ti), min_sz, evidence);
             cuts.extend(sides.into_iter().flatten().map(|side| (ti, side)));
         }
     }
@@ -601,15 +640,22 @@ pub fn apply_min_nr_regions(
     min_nr_regions: u32,
     min_region_sz: u64,
 ) -> u64 {
-    // The total and the largest region in one pass: at page granularity over 16 GiB a pass
-    // over the regions streams 300 MB, and a second one, to find none larger than the limit,
-    // was a fifth of a window's work.
-    let (total, largest) = targets
-        .iter()
-        .flat_map(|t| &t.regions)
-        .fold((0u64, 0u64), |(total, largest), r| {
-            (total + r.size(), largest.max(r.size()))
-        });
+    let sizes = Sizes::of(targets.iter().flat_map(|t| &t.regions));
+    apply_min_nr_regions_of(targets, min_nr_regions, min_region_sz, sizes)
+}
+
+/// [`apply_min_nr_regions`] of targets whose regions' sizes are `sizes` already (the merge
+/// found them).
+pub fn apply_min_nr_regions_of(
+    targets: &mut [Target],
+    min_nr_regions: u32,
+    min_region_sz: u64,
+    Sizes { total, largest }: Sizes,
+) -> u64 {
+    debug_assert_eq!(
+        Sizes::of(targets.iter().flat_map(|t| &t.regions)),
+        Sizes { total, largest }
+    );
     let limit = align_up(
         sz_limit_of(total, min_nr_regions, min_region_sz),
         min_region_sz,
@@ -801,7 +847,7 @@ mod tests {
         Region {
             nr_accesses: 1,
             raw_samples: samples,
-            sampled: Some(AddrRange::new(span.0, span.1)),
+            sampled: Some(AddrRange::new(span.0, span.1)).into(),
             ..Region::new(start, end)
         }
     }
@@ -816,7 +862,7 @@ mod tests {
             pid: None,
             regions: vec![r, Region::new(100 * P, 200 * P)],
         }];
-        split_at_sampled_extents(&mut targets, 10, P, IdleEvidence::Refine, &[]);
+        split_at_sampled_extents(&mut targets, 10, P, IdleEvidence::Refine, |_| None);
         let got: Vec<_> = targets[0]
             .regions
             .iter()
@@ -844,7 +890,7 @@ mod tests {
                 pid: None,
                 regions: vec![sampled(0, 100 * P, (0, 30 * P), samples)],
             }];
-            split_at_sampled_extents(&mut targets, 10, P, evidence, &[]);
+            split_at_sampled_extents(&mut targets, 10, P, evidence, |_| None);
             targets[0].nr_regions() == 2
         };
         // Evenly spread samples all miss 70 % of a region with a chance of 0.3^n.
@@ -872,7 +918,9 @@ mod tests {
                 pid: None,
                 regions: vec![sampled(0, 100 * P, (5 * P, 5 * P + 1), 1)],
             }];
-            split_at_sampled_extents(&mut targets, 10, P, IdleEvidence::Report, &[recent]);
+            split_at_sampled_extents(&mut targets, 10, P, IdleEvidence::Report, |t| {
+                [&recent][..].get(t).copied()
+            });
             let r = &targets[0].regions;
             (r.len() == 2).then(|| (r[1].start / P, r[1].nr_accesses))
         };
@@ -905,14 +953,14 @@ mod tests {
                 sampled(200 * P, 300 * P, (200 * P, 250 * P), 3), // 50 on the right
             ],
         }];
-        split_at_sampled_extents(&mut targets, 4, P, IdleEvidence::Refine, &[]);
+        split_at_sampled_extents(&mut targets, 4, P, IdleEvidence::Refine, |_| None);
         let cuts: Vec<_> = targets[0].regions.iter().map(|r| r.start / P).collect();
         assert_eq!(
             cuts,
             [0, 1, 100, 200],
             "one cut allowed, at the first 99-page gap"
         );
-        split_at_sampled_extents(&mut targets, 4, P, IdleEvidence::Refine, &[]);
+        split_at_sampled_extents(&mut targets, 4, P, IdleEvidence::Refine, |_| None);
         assert_eq!(targets[0].nr_regions(), 4, "no budget left");
     }
 
@@ -920,9 +968,9 @@ mod tests {
     fn split_and_merge_keep_the_sampled_span_and_samples() {
         let mut r = sampled(0, 100, (60, 70), 5);
         let right = split_region_at(&mut r, 50);
-        assert_eq!((r.raw_samples, r.sampled), (0, None));
+        assert_eq!((r.raw_samples, r.sampled.get()), (0, None));
         assert_eq!(
-            (right.raw_samples, right.sampled),
+            (right.raw_samples, right.sampled.get()),
             (5, Some(AddrRange::new(60, 70)))
         );
         assert_eq!(
@@ -944,7 +992,12 @@ mod tests {
         };
         merge_two(&mut l, &right, 20);
         assert_eq!(
-            (l.raw_samples, l.read_samples, l.write_samples, l.sampled),
+            (
+                l.raw_samples,
+                l.read_samples,
+                l.write_samples,
+                l.sampled.get()
+            ),
             (7, 3, 5, Some(AddrRange::new(10, 70))),
             "samples of each kind add up"
         );
@@ -957,7 +1010,7 @@ mod tests {
         };
         let right = split_region_at(&mut r, 30);
         assert_eq!((r.raw_samples, right.raw_samples), (3, 7));
-        assert_eq!((r.sampled, right.sampled), (None, None));
+        assert_eq!((r.sampled.get(), right.sampled.get()), (None, None));
         assert_eq!(
             [
                 (r.read_samples, r.write_samples),
@@ -980,16 +1033,18 @@ mod tests {
             pid: None,
             regions: regions(),
         }];
-        merge_regions(&mut targets, rule, u64::MAX, 10, &[]);
+        merge_regions(&mut targets, rule, u64::MAX, 10, |_| None);
         assert_eq!(targets[0].nr_regions(), 3);
-        merge_regions(&mut targets, MergeRule::damon(2, 20), u64::MAX, 10, &[]);
+        merge_regions(&mut targets, MergeRule::damon(2, 20), u64::MAX, 10, |_| {
+            None
+        });
         assert_eq!(targets[0].nr_regions(), 1, "DAMON's rule merges them");
         // Above the maximum, the rule gives way as DAMON's threshold does.
         let mut targets = [Target {
             pid: None,
             regions: regions(),
         }];
-        merge_regions(&mut targets, rule, u64::MAX, 1, &[]);
+        merge_regions(&mut targets, rule, u64::MAX, 1, |_| None);
         assert_eq!(targets[0].nr_regions(), 1);
     }
 
@@ -1002,7 +1057,9 @@ mod tests {
                 .push(region(i * 10, i * 10 + 10, if i % 2 == 0 { 0 } else { 8 }));
         }
         let mut targets = [t];
-        merge_regions(&mut targets, MergeRule::damon(0, 20), u64::MAX, 10, &[]);
+        merge_regions(&mut targets, MergeRule::damon(0, 20), u64::MAX, 10, |_| {
+            None
+        });
         assert_eq!(targets[0].nr_regions(), 1);
         assert_eq!(targets[0].total_size(), 400);
     }
@@ -1019,7 +1076,9 @@ mod tests {
         }
         let mut targets = [t];
         // Two passes happen (4 > max 1); ages must not be incremented twice.
-        merge_regions(&mut targets, MergeRule::damon(3, 100), u64::MAX, 1, &[]);
+        merge_regions(&mut targets, MergeRule::damon(3, 100), u64::MAX, 1, |_| {
+            None
+        });
         assert!(
             targets[0].regions.iter().all(|r| r.age <= 4),
             "{:?}",

@@ -70,13 +70,15 @@ pub struct Attrs {
 }
 
 /// What one region of `max_nr_regions` may cost a monitor at most, in bytes: the region itself
-/// twice (merge, split and the minimum-count pass build the new region vector beside the old
-/// one), its end and an eighth of a fence in the sample lookup index
-/// ([`crate::region_index`]), its past samples' count during the density merge, and its
-/// touched-bytes estimate at the window's end. There is no fixed cap on regions: page
-/// granularity over a whole target is millions of them, and the host's memory is the bound
-/// ([`Attrs::region_memory_bytes`], checked against it by the front ends).
-pub const REGION_BYTES: u64 = 2 * std::mem::size_of::<crate::Region>() as u64 + 8 + 1 + 4 + 8;
+/// twice (the minimum-count pass and the residency cuts build the new region vector beside the
+/// old one), its end's offset and an eighth of a fence in the sample lookup index
+/// ([`crate::region_index`]), its sampling address (accessed-bit sources), and its
+/// touched-bytes estimate at the window's end. (The density merge counts the recent samples
+/// region by region as it goes, and a target's access history keeps the regions only where
+/// recent windows' accesses were: neither is a cost a region.) There is no fixed cap on
+/// regions: page granularity over a whole target is millions of them, and the host's memory is
+/// the bound ([`Attrs::region_memory_bytes`], checked against it by the front ends).
+pub const REGION_BYTES: u64 = 2 * std::mem::size_of::<crate::Region>() as u64 + 4 + 1 + 8 + 8;
 
 /// The page size that upstream uses as the default minimum region size.
 pub const PAGE_SIZE: u64 = 4096;

@@ -31,7 +31,7 @@ use crate::page_samples::PageSamples;
 use crate::probe;
 use crate::rand::Prng;
 use crate::recent_samples::RecentSamples;
-use crate::region::{AddrRange, Region, SampledAccess, Target, mult_frac};
+use crate::region::{AddrRange, Region, SampledAccess, SampledSpan, Target, mult_frac};
 use crate::region_index::RegionIndex;
 use crate::tuning;
 use crate::working_set::{self, AddressSpace, Basis, Evidence, ResidentRange, WorkingSet};
@@ -48,6 +48,56 @@ use std::ops::ControlFlow;
 /// model's 40 layouts (`vaddr_accuracy_model.rs`), 0.05 and 0.1 left up to 1.3 % of
 /// never-touched memory reported accessed, 0.3 at most 0.84 %, 0.5 up to 1.24 %.
 pub const DENSITY_ALPHA: f64 = 0.3;
+
+/// What the context keeps about one target beside its regions, as the kernel hangs a target's
+/// state off its `damon_target`: the evidence its working sets and cuts weigh, and what the
+/// operations told about it. A target that never got any of it keeps empty ones, which weigh
+/// as nothing.
+struct TargetKept {
+    /// The sample addresses of its recent windows (sampled sources only).
+    recent: RecentSamples,
+    /// Its regions' sampling addresses for this interval's accessed-bit checks.
+    sampling_addrs: Vec<u64>,
+    /// Its sampled pages over the last minute, the evidence of its working set at page
+    /// resolution (sampled sources only).
+    pages: PageSamples,
+    /// Its sampled instructions' pages over the last minute: the code it touched.
+    code: PageSamples,
+    /// Its mappings' resident bytes as the operations last walked them.
+    resident: Vec<ResidentRange>,
+    /// Its accessed memory, window by window, over the longest horizon: what its working sets
+    /// count.
+    history: AccessHistory,
+    /// The lookup index for sampled addresses; it checks itself against the regions, so
+    /// nothing that changes them has to invalidate it.
+    region_index: RegionIndex,
+    /// What the operations observed about its memory.
+    memory: Option<TargetMemory>,
+}
+
+impl Default for TargetKept {
+    fn default() -> Self {
+        TargetKept {
+            recent: RecentSamples::default(),
+            sampling_addrs: Vec::new(),
+            pages: PageSamples::default(),
+            code: PageSamples::default(),
+            resident: Vec::new(),
+            history: AccessHistory::new(working_set::LONGEST_US, HISTORY_RANGES),
+            region_index: RegionIndex::default(),
+            memory: None,
+        }
+    }
+}
+
+impl TargetKept {
+    /// The sampling addresses picked for `regions`, or none where they were picked for others.
+    fn sampling_addrs_of<'k>(kept: Option<&'k TargetKept>, regions: &[Region]) -> &'k [u64] {
+        kept.map(|k| &k.sampling_addrs[..])
+            .filter(|a| a.len() == regions.len())
+            .unwrap_or_default()
+    }
+}
 
 /// Why monitoring stopped.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -81,29 +131,15 @@ pub struct Context {
     /// The operations record sampled accesses ([`Context::record_sampled_accesses`]): regions
     /// merge by sample density rather than by DAMON's threshold.
     sampled: bool,
-    /// Each target's sample addresses of its recent windows (sampled sources only).
-    recent: Vec<RecentSamples>,
-    /// Each target's sampled pages over the last minute, the evidence of its working set at
-    /// page resolution (sampled sources only).
-    pages: Vec<PageSamples>,
-    /// Each target's sampled instructions' pages over the last minute: the code it touched.
-    code: Vec<PageSamples>,
-    /// Each target's mappings' resident bytes as the operations last walked them.
-    resident: Vec<Vec<ResidentRange>>,
-    /// Each target's accessed memory, window by window, over the longest horizon: what its
-    /// working sets count.
-    history: Vec<AccessHistory>,
+    /// What is kept about each target beside its regions, by target index: grown to a target
+    /// on first use ([`Context::kept_mut`]).
+    kept: Vec<TargetKept>,
     /// What the targets' addresses are: a process's memory, or the host's.
     space: AddressSpace,
-    /// Per-target lookup index for sampled addresses, grown on first use; it checks itself
-    /// against the regions, so nothing that changes them has to invalidate it.
-    region_index: Vec<RegionIndex>,
     schemes: Vec<Scheme>,
     walk: DamosWalk,
     /// System metrics for quota goals and watermarks.
     metrics: Box<dyn MetricSource>,
-    /// What the operations observed about each target's memory, by target index.
-    memory: Vec<Option<TargetMemory>>,
     /// Whether every apply interval's tried regions are kept (a standing `damos_walk`).
     capture_tried: bool,
     /// The last completed capture of tried regions, per scheme.
@@ -127,11 +163,7 @@ impl Context {
             next_ops_update_sis: 0,
             next_intervals_tune_sis: 0,
             sz_limit: 0,
-            recent: Vec::new(),
-            pages: Vec::new(),
-            code: Vec::new(),
-            resident: Vec::new(),
-            history: Vec::new(),
+            kept: Vec::new(),
             space: AddressSpace::Virtual,
             split: SplitState::default(),
             interval_us: (0, 0),
@@ -139,11 +171,9 @@ impl Context {
             start_us: 0,
             started: false,
             sampled: false,
-            region_index: Vec::new(),
             schemes: Vec::new(),
             walk: DamosWalk::default(),
             metrics: Box::new(NoMetrics),
-            memory: Vec::new(),
             capture_tried: false,
             tried: Vec::new(),
             tried_captures: 0,
@@ -151,10 +181,25 @@ impl Context {
     }
 
     /// Adds a target, before starting or while running (a process forked by a monitored one):
-    /// everything kept by target index (recent samples, memory, the region index, schemes'
-    /// passes) grows to it on first use, and it is adjusted and schemed from the next window.
+    /// everything kept by target index (what [`TargetKept`] holds, schemes' passes) grows to
+    /// it on first use, and it is adjusted and schemed from the next window.
     pub fn add_target(&mut self, target: Target) {
         self.targets.push(target);
+    }
+
+    /// What is kept about target `target`, grown to it if it had nothing yet.
+    fn kept_mut(&mut self, target: usize) -> &mut TargetKept {
+        if self.kept.len() <= target {
+            self.kept.resize_with(target + 1, TargetKept::default);
+        }
+        &mut self.kept[target]
+    }
+
+    /// Grows what is kept to every target.
+    fn keep_every_target(&mut self) {
+        if let Some(last) = self.targets.len().checked_sub(1) {
+            self.kept_mut(last);
+        }
     }
 
     /// Where the time line starts (for live sources: the monotonic clock at start, so that
@@ -206,14 +251,11 @@ impl Context {
 
     /// Operations report what they observed about target `target`'s memory.
     pub fn set_target_memory(&mut self, target: usize, memory: TargetMemory) {
-        if self.memory.len() <= target {
-            self.memory.resize(target + 1, None);
-        }
-        self.memory[target] = Some(memory);
+        self.kept_mut(target).memory = Some(memory);
     }
 
     pub fn target_memory(&self, target: usize) -> Option<TargetMemory> {
-        self.memory.get(target).copied().flatten()
+        self.kept.get(target).and_then(|k| k.memory)
     }
 
     pub fn attrs(&self) -> &Attrs {
@@ -226,11 +268,6 @@ impl Context {
 
     pub fn targets_mut(&mut self) -> &mut [Target] {
         &mut self.targets
-    }
-
-    /// Targets and the generator at once, for operations that pick sampling addresses.
-    pub fn targets_and_rng(&mut self) -> (&mut [Target], &mut Prng) {
-        (&mut self.targets, &mut self.rng)
     }
 
     pub fn rng(&mut self) -> &mut Prng {
@@ -278,35 +315,60 @@ impl Context {
     }
 
     /// Pick every region's sampling address uniformly at random, as accessed-bit style sources
-    /// do before each sampling interval.
+    /// do before each sampling interval. The addresses are kept beside the regions until the
+    /// interval's check ([`Context::count_checked_accesses`]) reads them: sampled sources never
+    /// pick one, and a region has no room for it.
     pub fn randomize_sampling_addrs(&mut self) {
-        let (targets, rng) = self.targets_and_rng();
-        for r in targets.iter_mut().flat_map(|t| t.regions.iter_mut()) {
-            r.sampling_addr = rng.in_range(r.start, r.end);
+        self.keep_every_target();
+        for (t, kept) in self.targets.iter().zip(&mut self.kept) {
+            kept.sampling_addrs.clear();
+            let addrs = t.regions.iter().map(|r| self.rng.in_range(r.start, r.end));
+            kept.sampling_addrs.extend(addrs);
         }
     }
 
-    /// Accessed-bit style sources, after the interval: `accessed(target, region, rng)` says
-    /// whether the page at the region's sampling address was accessed during it (`rng` for
-    /// sources that decide by chance). Each region accessed counts the interval
+    /// Target `target`'s regions, each with the address its access check reads: the one
+    /// [`Context::randomize_sampling_addrs`] picked this interval, or the region's start where
+    /// none was picked (a source that checks the first page of each region).
+    pub fn regions_with_sampling_addrs(
+        &mut self,
+        target: usize,
+    ) -> impl Iterator<Item = (&mut Region, u64)> {
+        let regions = &mut self.targets[target].regions;
+        let picked = TargetKept::sampling_addrs_of(self.kept.get(target), regions);
+        regions.iter_mut().enumerate().map(move |(i, r)| {
+            let addr = picked.get(i).copied().unwrap_or(r.start);
+            (r, addr)
+        })
+    }
+
+    /// Accessed-bit style sources, after the interval: `accessed(target, region, addr, rng)`
+    /// says whether the page at `addr`, the region's sampling address, was accessed during it
+    /// (`rng` for sources that decide by chance). Each region accessed counts the interval
     /// (`nr_accesses += 1`); in the guided adjustment it also keeps where the access was seen
     /// ([`Region::note_accessed_check`]), which the cuts of
-    /// [`adjust::split_at_sampled_extents`] follow.
+    /// [`adjust::split_at_sampled_extents`] follow. The interval's sampling addresses are
+    /// used up.
     pub fn count_checked_accesses(
         &mut self,
-        mut accessed: impl FnMut(usize, &Region, &mut Prng) -> bool,
+        mut accessed: impl FnMut(usize, &Region, u64, &mut Prng) -> bool,
     ) {
         let keep_where = self.guided();
         for (ti, t) in self.targets.iter_mut().enumerate() {
-            for r in t.regions.iter_mut() {
-                if accessed(ti, r, &mut self.rng) {
+            let picked = TargetKept::sampling_addrs_of(self.kept.get(ti), &t.regions);
+            for (i, r) in t.regions.iter_mut().enumerate() {
+                let addr = picked.get(i).copied().unwrap_or(r.start);
+                if accessed(ti, r, addr, &mut self.rng) {
                     if keep_where {
-                        r.note_accessed_check();
+                        r.note_accessed_check(addr);
                     } else {
                         r.nr_accesses = r.nr_accesses.saturating_add(1);
                     }
                 }
             }
+        }
+        for kept in &mut self.kept {
+            kept.sampling_addrs.clear();
         }
     }
 
@@ -318,9 +380,10 @@ impl Context {
     /// finished: every hit adds to `raw_samples` (and, by its kind, to `read_samples` and
     /// `write_samples`), and each hit region gets `nr_accesses += 1` once. Sorts `samples` by
     /// address in place. The cost follows the number of samples: O(k log k) for k samples, plus
-    /// a lookup that stays in cache whatever the number of regions (a two-level index over the
-    /// region ends). Returns the samples that fell in a region. A context that records sampled
-    /// accesses merges its regions by sample density ([`DENSITY_ALPHA`]) from then on.
+    /// a lookup in an index over the region ends that reads a block a level, the interval's
+    /// samples down it together ([`RegionIndex::find_each`]). Returns the samples that fell in
+    /// a region. A context that records sampled accesses merges its regions by sample density
+    /// ([`DENSITY_ALPHA`]) from then on.
     pub fn record_sampled_accesses(
         &mut self,
         target: usize,
@@ -328,36 +391,28 @@ impl Context {
     ) -> usize {
         self.sampled = true;
         samples.sort_unstable_by_key(|s| s.addr);
-        if self.recent.len() <= target {
-            self.recent.resize_with(target + 1, RecentSamples::default);
-        }
-        self.recent[target].add(samples.iter().map(|s| s.addr));
-        if self.pages.len() <= target {
-            self.pages.resize_with(target + 1, PageSamples::default);
-        }
         let now = self.now_us();
-        self.pages[target].add(now, samples.iter().map(|s| s.addr));
-        if self.region_index.len() <= target {
-            self.region_index
-                .resize_with(target + 1, RegionIndex::default);
-        }
-        let index = &mut self.region_index[target];
+        let kept = self.kept_mut(target);
+        kept.recent.add(samples.iter().map(|s| s.addr));
+        kept.pages.add(now, samples.iter().map(|s| s.addr));
+        let index = &mut self.kept[target].region_index;
         let regions = &mut self.targets[target].regions;
         let mut hits = 0;
         let mut last_hit: Option<usize> = None;
-        for &sample in samples.iter() {
-            let Some(i) = index.find(regions, sample.addr) else {
-                continue;
-            };
-            let r = &mut regions[i];
-            hits += 1;
-            r.note_sample(sample);
-            // Addresses ascend, so repeated hits on one region are adjacent.
-            if last_hit != Some(i) {
-                r.nr_accesses = r.nr_accesses.saturating_add(1);
-                last_hit = Some(i);
-            }
-        }
+        index.find_each(
+            regions,
+            samples,
+            |s| s.addr,
+            |&sample, i, r| {
+                hits += 1;
+                r.note_sample(sample);
+                // Addresses ascend, so repeated hits on one region are adjacent.
+                if last_hit != Some(i) {
+                    r.nr_accesses = r.nr_accesses.saturating_add(1);
+                    last_hit = Some(i);
+                }
+            },
+        );
         hits
     }
 
@@ -367,9 +422,9 @@ impl Context {
     pub fn cut_absent(&mut self, target: usize, absent: &[AddrRange]) -> u64 {
         let others = self.nr_regions() - self.targets[target].nr_regions();
         let samples = self
-            .recent
+            .kept
             .get_mut(target)
-            .map_or(&[][..], |r| r.current_sorted());
+            .map_or(&[][..], |k| k.recent.current_sorted());
         absent::cut_absent(
             &mut self.targets[target].regions,
             absent,
@@ -384,38 +439,23 @@ impl Context {
     /// Forgets where target `target`'s samples fell in its recent windows, for an address space
     /// that was replaced (exec): they would weigh as evidence about memory that is gone.
     pub fn forget_recent_samples(&mut self, target: usize) {
-        if let Some(recent) = self.recent.get_mut(target) {
-            recent.clear();
-        }
-        if let Some(pages) = self.pages.get_mut(target) {
-            pages.clear();
-        }
-        if let Some(code) = self.code.get_mut(target) {
-            code.clear();
-        }
-        if let Some(resident) = self.resident.get_mut(target) {
-            resident.clear();
-        }
-        if let Some(history) = self.history.get_mut(target) {
-            history.clear();
+        if let Some(kept) = self.kept.get_mut(target) {
+            kept.recent.clear();
+            kept.pages.clear();
+            kept.code.clear();
+            kept.resident.clear();
+            kept.history.clear();
         }
     }
 
     /// Keeps the window that just ended in each target's access history.
     fn note_window(&mut self) {
-        if self.history.len() < self.targets.len() {
-            self.history.resize_with(self.targets.len(), || {
-                AccessHistory::new(working_set::LONGEST_US, HISTORY_RANGES)
-            });
-        }
+        self.keep_every_target();
         let now = self.now_us();
-        for (t, history) in self.targets.iter().zip(&mut self.history) {
-            let range = |r: &Region| AddrRange::new(r.start, r.end);
-            history.push(
-                now,
-                t.regions.iter().map(range),
-                t.regions.iter().filter(|r| r.nr_accesses > 0).map(range),
-            );
+        for (t, kept) in self.targets.iter().zip(&mut self.kept) {
+            let regions = t.regions.iter();
+            let marked = regions.map(|r| (AddrRange::new(r.start, r.end), r.nr_accesses > 0));
+            kept.history.push(now, marked);
         }
     }
 
@@ -428,18 +468,21 @@ impl Context {
     /// Target `target`'s working sets over each of `horizons_us` (0: the window) as of the
     /// window that just ended: the one answer every view gives ([`working_set::working_sets`]).
     pub fn working_sets(&self, target: usize, horizons_us: &[u64]) -> Vec<WorkingSet> {
-        let empty_history = AccessHistory::new(0, 1);
-        let empty = PageSamples::default();
+        let empty;
+        let kept = match self.kept.get(target) {
+            Some(kept) => kept,
+            None => {
+                empty = TargetKept::default();
+                &empty
+            }
+        };
         let evidence = Evidence {
-            history: self.history.get(target).unwrap_or(&empty_history),
-            data: self.pages.get(target).unwrap_or(&empty),
-            code: self.code.get(target).unwrap_or(&empty),
-            resident: self.resident.get(target).map_or(&[][..], |r| &r[..]),
-            resident_total: self.target_memory(target).map(|m| m.resident_bytes),
-            walked_total: self
-                .resident
-                .get(target)
-                .and_then(|r| working_set::walked_total(r)),
+            history: &kept.history,
+            data: &kept.pages,
+            code: &kept.code,
+            resident: &kept.resident,
+            resident_total: kept.memory.map(|m| m.resident_bytes),
+            walked_total: working_set::walked_total(&kept.resident),
             window_us: self.attrs.aggr_interval_us,
             space: self.space,
             basis: Basis::Pages,
@@ -451,20 +494,14 @@ impl Context {
     /// finished (those whose data address [`Context::record_sampled_accesses`] took): the code
     /// they were fetched from is touched memory too ([`working_set::estimate_code`]).
     pub fn record_sampled_code(&mut self, target: usize, ips: &[u64]) {
-        if self.code.len() <= target {
-            self.code.resize_with(target + 1, PageSamples::default);
-        }
         let now = self.now_us();
-        self.code[target].add(now, ips.iter().copied());
+        self.kept_mut(target).code.add(now, ips.iter().copied());
     }
 
     /// Records target `target`'s mappings' resident bytes (sorted, disjoint), as the
     /// operations walked them: working sets count no more than this of any mapping.
     pub fn set_resident(&mut self, target: usize, mappings: Vec<ResidentRange>) {
-        if self.resident.len() <= target {
-            self.resident.resize_with(target + 1, Vec::new);
-        }
-        self.resident[target] = mappings;
+        self.kept_mut(target).resident = mappings;
     }
 
     /// The estimated touched bytes of each of target `target`'s regions in the window that
@@ -499,7 +536,7 @@ impl Context {
             .iter()
             .map(|r| AddrRange::new(r.start, r.end))
             .collect();
-        let resident = self.resident.get(target).map_or(&[][..], |r| &r[..]);
+        let resident = self.kept.get(target).map_or(&[][..], |k| &k.resident[..]);
         let memory = working_set::resident_within(&ranges, resident);
         let in_use = self.target_memory(target).map(|m| m.resident_bytes);
         match (self.space, in_use) {
@@ -586,8 +623,13 @@ impl Context {
 
         let aggregation = self.passed_sample_intervals >= snap_aggr;
         if aggregation {
-            self.merge_regions();
-            self.sz_limit = self.apply_min_nr_regions();
+            let sizes = self.merge_regions();
+            self.sz_limit = adjust::apply_min_nr_regions_of(
+                &mut self.targets,
+                self.attrs.min_nr_regions,
+                self.attrs.min_region_sz,
+                sizes,
+            );
             // Before schemes and the recorder see the window: a part of a region that surely
             // got no sample, or that holds no memory, is reported, and acted on, as what it
             // was: not accessed. Both draw on what the region bound leaves, and the samples'
@@ -598,8 +640,9 @@ impl Context {
             self.split_at_sampled_extents(IdleEvidence::Report);
             ops.check_residency(self);
             let now = self.now_us();
-            for pages in self.pages.iter_mut().chain(&mut self.code) {
-                pages.settle(now);
+            for kept in &mut self.kept {
+                kept.pages.settle(now);
+                kept.code.settle(now);
             }
             self.note_window();
         }
@@ -696,7 +739,8 @@ impl Context {
 
     /// `kdamond_merge_regions` with the threshold from this window's highest access count.
     /// Sampled sources merge by sample density instead ([`MergeRule::density_alpha`]).
-    fn merge_regions(&mut self) {
+    /// Returns the sizes of the regions left.
+    fn merge_regions(&mut self) -> adjust::Sizes {
         let max_nr = self
             .targets
             .iter()
@@ -715,8 +759,8 @@ impl Context {
             rule,
             self.sz_limit,
             self.attrs.max_nr_regions,
-            &self.recent,
-        );
+            |t| self.kept.get(t).map(|k| &k.recent),
+        )
     }
 
     fn maybe_tune_intervals(&mut self, snap_aggr: u64) {
@@ -772,22 +816,30 @@ impl Context {
             self.attrs.max_nr_regions,
             self.attrs.min_region_sz,
             evidence,
-            &self.recent,
+            |t| self.kept.get(t).map(|k| &k.recent),
         );
     }
 
     /// `kdamond_reset_aggregated`: the window's counts become the previous window's.
     fn reset_aggregated(&mut self) {
         for r in self.targets.iter_mut().flat_map(|t| t.regions.iter_mut()) {
-            r.last_nr_accesses = r.nr_accesses;
-            r.nr_accesses = 0;
-            r.raw_samples = 0;
-            r.read_samples = 0;
-            r.write_samples = 0;
-            r.sampled = None;
+            let reset = Region {
+                last_nr_accesses: r.nr_accesses,
+                nr_accesses: 0,
+                raw_samples: 0,
+                read_samples: 0,
+                write_samples: 0,
+                sampled: SampledSpan::NONE,
+                ..*r
+            };
+            // Most regions are idle, and reset already: left unwritten, their cache lines
+            // are not written back (at page granularity, most of the pass's memory traffic).
+            if *r != reset {
+                *r = reset;
+            }
         }
-        for recent in &mut self.recent {
-            recent.complete_window();
+        for kept in &mut self.kept {
+            kept.recent.complete_window();
         }
         self.window_start_us = self.now_us();
     }
@@ -851,9 +903,9 @@ impl Context {
             r.last_nr_accesses = 0;
             r.nr_accesses = 0;
         }
-        for recent in &mut self.recent {
+        for kept in &mut self.kept {
             for _ in 0..n.min(crate::recent_samples::RECENT_WINDOWS as u64) {
-                recent.complete_window();
+                kept.recent.complete_window();
             }
         }
         let si = self.attrs.sample_divisor();
@@ -872,8 +924,9 @@ impl Context {
         // The windows passed as the aggregation settles them: the page samples' history
         // forgets what is older than it keeps, in quiet targets too.
         let now = self.now_us();
-        for pages in self.pages.iter_mut().chain(&mut self.code) {
-            pages.settle(now);
+        for kept in &mut self.kept {
+            kept.pages.settle(now);
+            kept.code.settle(now);
         }
         self.note_window();
     }
@@ -1195,12 +1248,20 @@ mod tests {
                 None,
                 &[AddrRange::new(0, 100), AddrRange::new(100, 200)],
             ));
-            ctx.targets_mut()[0].regions[1].sampling_addr = 150;
-            ctx.count_checked_accesses(|_, r, _| r.start == 100);
+            ctx.randomize_sampling_addrs();
+            let picked = ctx.regions_with_sampling_addrs(0).map(|(_, a)| a).nth(1);
+            assert!(picked.is_some_and(|a| (100..200).contains(&a)));
+            ctx.count_checked_accesses(|_, r, _, _| r.start == 100);
             let r = &ctx.targets()[0].regions;
             assert_eq!((r[0].nr_accesses, r[1].nr_accesses), (0, 1));
-            assert_eq!(r[0].sampled, None);
-            assert_eq!(r[1].sampled, kept.then_some(AddrRange::new(150, 151)));
+            assert_eq!(r[0].sampled.get(), None);
+            let point = picked.map(|a| AddrRange::new(a, a + 1));
+            assert_eq!(r[1].sampled.get(), point.filter(|_| kept));
+            assert_eq!(
+                ctx.regions_with_sampling_addrs(0).map(|(_, a)| a).nth(1),
+                Some(100),
+                "the check used up the interval's addresses"
+            );
         }
     }
 
@@ -1371,7 +1432,11 @@ mod tests {
             [(1, 3, 1, 1), (1, 2, 2, 1), (1, 1, 0, 1)],
             "a read-write sample counts as both, one of unknown kind as neither"
         );
-        let spans: Vec<_> = ctx.targets()[0].regions.iter().map(|r| r.sampled).collect();
+        let spans: Vec<_> = ctx.targets()[0]
+            .regions
+            .iter()
+            .map(|r| r.sampled.get())
+            .collect();
         assert_eq!(
             spans,
             [

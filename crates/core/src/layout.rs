@@ -146,7 +146,6 @@ pub fn evenly_split(region: Region, n: u64, min_sz: u64) -> Result<Vec<Region>, 
             let mut r = region;
             r.start = region.start + i * piece;
             r.end = r.start + piece;
-            r.sampling_addr = r.start;
             r
         })
         .collect();

@@ -58,4 +58,4 @@ pub use callbacks::{CallbackError, Callbacks, Flow, NoCallbacks, RunError};
 pub use context::{Context, StopReason};
 pub use ops::{Clock, Operations, OpsError, TargetMemory, VirtualClock};
 pub use rand::Prng;
-pub use region::{AddrRange, Region, SampledAccess, Target};
+pub use region::{AddrRange, Region, SampledAccess, SampledSpan, Target};

@@ -4,12 +4,15 @@
 //! linked lists), rebuilt by the linear merge and split passes at each aggregation.
 
 /// A monitoring region `[start, end)` and its access statistics (docs/algorithms.md#regions).
+///
+/// 56 bytes: at page granularity a target has millions of regions, and every byte of a region
+/// is a byte of the monitor's memory per monitored page (docs/benchmarks.md, "Page
+/// granularity"). The address an accessed-bit check reads lives beside the regions, kept only
+/// by the sources that check ([`crate::Context::randomize_sampling_addrs`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Region {
     pub start: u64,
     pub end: u64,
-    /// The address checked at the next access check, uniformly random in `[start, end)`.
-    pub sampling_addr: u64,
     /// Sampling intervals of the current aggregation window in which an access was seen.
     pub nr_accesses: u32,
     /// `nr_accesses` of the previous, completed window.
@@ -29,8 +32,11 @@ pub struct Region {
     /// style sources in the guided adjustment, the sampling addresses whose check found the
     /// page accessed. The split step cuts off what lies outside it
     /// ([`crate::adjust::split_at_sampled_extents`]); the window's reset clears it.
-    pub sampled: Option<AddrRange>,
+    pub sampled: SampledSpan,
 }
+
+// A region grows only knowingly: see the cost above.
+const _: () = assert!(std::mem::size_of::<Region>() == 56);
 
 impl Region {
     /// A fresh region: no accesses, age 0.
@@ -38,7 +44,6 @@ impl Region {
         Region {
             start,
             end,
-            sampling_addr: start,
             ..Default::default()
         }
     }
@@ -55,7 +60,7 @@ impl Region {
     /// The sampled span within the region's current bounds (`set_regions` and DAMOS may have
     /// trimmed the region since the samples were counted).
     pub fn sampled_within(&self) -> Option<AddrRange> {
-        let s = self.sampled?;
+        let s = self.sampled.get()?;
         let clipped = AddrRange::new(s.start.max(self.start), s.end.min(self.end));
         (clipped.start < clipped.end).then_some(clipped)
     }
@@ -65,16 +70,14 @@ impl Region {
         self.raw_samples = self.raw_samples.saturating_add(1);
         self.read_samples = self.read_samples.saturating_add(u32::from(sample.read));
         self.write_samples = self.write_samples.saturating_add(u32::from(sample.write));
-        let point = AddrRange::new(sample.addr, sample.addr.saturating_add(1));
-        self.sampled = Some(self.sampled.map_or(point, |s| s.hull(point)));
+        self.sampled.widen(sample.addr);
     }
 
-    /// An accessed-bit check found the page at the sampling address accessed: the interval
-    /// counts, and the address widens where accesses were seen.
-    pub fn note_accessed_check(&mut self) {
+    /// An accessed-bit check found the page at `sampling_addr` accessed: the interval counts,
+    /// and the address widens where accesses were seen.
+    pub fn note_accessed_check(&mut self, sampling_addr: u64) {
         self.nr_accesses = self.nr_accesses.saturating_add(1);
-        let point = AddrRange::new(self.sampling_addr, self.sampling_addr.saturating_add(1));
-        self.sampled = Some(self.sampled.map_or(point, |s| s.hull(point)));
+        self.sampled.widen(sampling_addr);
     }
 
     /// How many accesses were seen where [`Region::sampled`] spans: the window's samples, or,
@@ -126,6 +129,73 @@ impl Region {
     /// were just shared with others (see [`Region::give_samples`]).
     pub fn rest_count_on_samples(&mut self) {
         self.nr_accesses = self.nr_accesses.min(self.raw_samples);
+    }
+}
+
+/// Where accesses were seen in a region ([`Region::sampled`]): an `Option<AddrRange>` in 16
+/// bytes, not 24. An `Option` of two `u64`s has no spare bits for its discriminant, which took
+/// a region from 56 bytes to 64 with padding; here none is a start past the end, which no span
+/// built from accesses has (each is at least an address and the next).
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub struct SampledSpan {
+    start: u64,
+    end: u64,
+}
+
+impl SampledSpan {
+    pub const NONE: SampledSpan = SampledSpan {
+        start: u64::MAX,
+        end: 0,
+    };
+
+    pub fn get(self) -> Option<AddrRange> {
+        (self.start <= self.end).then_some(AddrRange::new(self.start, self.end))
+    }
+
+    pub fn is_some(self) -> bool {
+        self.start <= self.end
+    }
+
+    pub fn is_none(self) -> bool {
+        !self.is_some()
+    }
+
+    /// Widens the span to include `addr` (a span of none becomes `[addr, addr + 1)`).
+    pub fn widen(&mut self, addr: u64) {
+        let point = AddrRange::new(addr, addr.saturating_add(1));
+        *self = Some(self.get().map_or(point, |s| s.hull(point))).into();
+    }
+
+    /// The smallest span that covers both.
+    pub fn hull(self, other: SampledSpan) -> SampledSpan {
+        match (self.get(), other.get()) {
+            (Some(a), Some(b)) => Some(a.hull(b)).into(),
+            (a, b) => a.or(b).into(),
+        }
+    }
+}
+
+impl Default for SampledSpan {
+    fn default() -> Self {
+        SampledSpan::NONE
+    }
+}
+
+impl From<Option<AddrRange>> for SampledSpan {
+    fn from(span: Option<AddrRange>) -> Self {
+        span.map_or(SampledSpan::NONE, |s| {
+            debug_assert!(s.start <= s.end, "a span ending before it starts: {s:?}");
+            SampledSpan {
+                start: s.start,
+                end: s.end,
+            }
+        })
+    }
+}
+
+impl std::fmt::Debug for SampledSpan {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.get().fmt(f)
     }
 }
 

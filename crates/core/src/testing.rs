@@ -163,10 +163,10 @@ impl Operations for TestOps<'_> {
         match &mut self.source {
             Source::Checked(accessed) => {
                 let now_us = ctx.now_us();
-                ctx.count_checked_accesses(|target, r, rng| {
+                ctx.count_checked_accesses(|target, _, addr, rng| {
                     accessed(Check {
                         target,
-                        addr: r.sampling_addr,
+                        addr,
                         now_us,
                         rng,
                     })

@@ -1283,15 +1283,14 @@ mod tests {
                 let addrs: Vec<u64> = (0..per_window)
                     .map(|_| page(&mut rng, run.now) * P)
                     .collect();
-                let hit: Vec<AddrRange> = regions
+                let marked: Vec<(AddrRange, bool)> = regions
                     .iter()
-                    .copied()
-                    .filter(|r| addrs.iter().any(|&a| r.start <= a && a < r.end))
+                    .map(|&r| (r, addrs.iter().any(|&a| r.start <= a && a < r.end)))
                     .collect();
                 run.data.add(run.now, addrs);
                 run.data.settle(run.now);
                 run.code.settle(run.now);
-                run.history.push(run.now, regions.iter().copied(), hit);
+                run.history.push(run.now, marked);
             }
             run
         }

@@ -158,7 +158,7 @@ proptest! {
                 let (lo, hi) = (a.min(b) % r.size(), a.max(b) % r.size());
                 r.raw_samples = n;
                 (r.read_samples, r.write_samples) = (n * read_share / 100, n - n / 4);
-                r.sampled = Some(AddrRange::new(r.start + lo, r.start + hi + 1));
+                r.sampled = Some(AddrRange::new(r.start + lo, r.start + hi + 1)).into();
             }
         }
         let before = coverage(&regions);
@@ -166,7 +166,7 @@ proptest! {
         let total_samples: u32 = regions.iter().map(|r| r.raw_samples).sum();
         let kinds = kind_totals(&regions);
         let mut targets = [Target { pid: None, regions }];
-        split_at_sampled_extents(&mut targets, max_nr, PAGE, evidence, &recent);
+        split_at_sampled_extents(&mut targets, max_nr, PAGE, evidence, |t| recent.get(t));
         let regions = &targets[0].regions;
         assert_well_formed(regions, PAGE)?;
         prop_assert_eq!(coverage(regions), before);
@@ -179,7 +179,7 @@ proptest! {
                 "more samples of a kind than samples {:?}", r
             );
             // Every sample stays in a piece whose span lies within it.
-            if let Some(s) = r.sampled {
+            if let Some(s) = r.sampled.get() {
                 prop_assert!(r.start <= s.start && s.end <= r.end, "{:?}", r);
             } else {
                 prop_assert_eq!(r.raw_samples, 0, "samples in an unsampled piece {:?}", r);

@@ -211,14 +211,9 @@ impl Replay {
         let membership = self.membership;
         let t = self.target(snapshot.target);
         let before = t.history.kept_ranges();
-        let range = |r: &RegionStat| AddrRange::new(r.start, r.end);
-        let accessed = snapshot.regions.iter().filter(|r| membership.selects(r));
+        let marked = |r: &RegionStat| (AddrRange::new(r.start, r.end), membership.selects(r));
         let end_us = end_ns / 1000;
-        t.history.push(
-            end_us,
-            snapshot.regions.iter().map(range),
-            accessed.map(range),
-        );
+        t.history.push(end_us, snapshot.regions.iter().map(marked));
         t.pages.settle(end_us);
         t.code.settle(end_us);
         let after = t.history.kept_ranges();

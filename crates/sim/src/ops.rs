@@ -237,8 +237,8 @@ impl Operations for SimOps {
         );
         // (target, page, touched) of the last check.
         let mut last: Option<(usize, u64, bool)> = None;
-        ctx.count_checked_accesses(|target, r, rng| {
-            let page = align_down(r.sampling_addr, PAGE_SIZE);
+        ctx.count_checked_accesses(|target, _, addr, rng| {
+            let page = align_down(addr, PAGE_SIZE);
             match last {
                 Some((t, p, touched)) if (t, p) == (target, page) => touched,
                 _ => {

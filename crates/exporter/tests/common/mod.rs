@@ -24,7 +24,7 @@ impl Operations for Areas {
     fn check_accesses(&mut self, ctx: &mut Context) {
         let second = ctx.now_us() <= self.second_until_us;
         for r in ctx.targets_mut()[0].regions.iter_mut() {
-            if r.sampling_addr < MIB || (second && r.sampling_addr < 2 * MIB) {
+            if r.start < MIB || (second && r.start < 2 * MIB) {
                 r.nr_accesses += 1;
             }
         }
