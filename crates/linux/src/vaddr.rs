@@ -368,7 +368,8 @@ struct Proc {
     cmdline: String,
     /// Its mappings as last read ([`Proc::reread_maps`]).
     maps: Maps,
-    /// When `maps` was read.
+    /// When `maps` was read (CLOCK_MONOTONIC µs, the samples' clock): samples taken after it may
+    /// lie in mappings it lacks.
     maps_us: u64,
     /// perf reported a mapping that the regions may not cover yet (`maps` may lack it too).
     maps_stale: bool,
@@ -420,10 +421,12 @@ impl Proc {
 
     /// Re-reads its mappings: the one place that does once it is monitored. Fails once the
     /// process is gone (or no longer ours to read), leaving the last mappings.
-    fn reread_maps(&mut self, now_us: u64) -> Result<(), MapsError> {
+    fn reread_maps(&mut self) -> Result<(), MapsError> {
         let fresh = read_maps(self.pid)?;
         self.maps = fresh.executed_as(self.maps.executed().cloned());
-        self.maps_us = now_us;
+        // When it was read, not when it was asked for: records are handled after they are
+        // taken, so the copy holds what was mapped at every sample stamped before now.
+        self.maps_us = monotonic_us();
         Ok(())
     }
 }
@@ -625,7 +628,7 @@ impl VaddrOps {
         if p.dropped {
             return;
         }
-        if p.reread_maps(now_us).is_err() {
+        if p.reread_maps().is_err() {
             // Gone (or no longer ours to read): it ends now.
             p.end_us.get_or_insert(now_us);
             return;
@@ -822,12 +825,17 @@ impl VaddrOps {
         self.stats.recovered += 1;
         let now_us = s.time_ns / 1000;
         if p.maps.lookup(addr).is_none() {
-            // Maybe in a mapping created since the snapshot. The regions still wait for their
-            // refresh (`maps_stale` stays), and a process that is gone ends there, not here.
+            // Maybe in a mapping created since the copy was read. The regions still wait for
+            // their refresh (`maps_stale` stays), and a process that is gone ends there, not
+            // here.
             if p.maps_stale && now_us >= p.maps_us + LOOKUP_REREAD_US {
-                let _ = p.reread_maps(now_us);
+                let _ = p.reread_maps();
             }
-            if p.maps.lookup(addr).is_none() {
+            // Outside only as judged by a copy read after the sample, or with no mapping
+            // pending: a sample newer than the copy, while perf has told of a mapping the copy
+            // may lack, cannot be judged (the re-read waits out a burst).
+            let unjudged = p.maps_stale && now_us > p.maps_us;
+            if p.maps.lookup(addr).is_none() && !unjudged {
                 self.stats.outside_mapped += 1;
             }
         }
