@@ -48,8 +48,10 @@ fn take_announcement(ctx: &Context, announced: &mut bool) -> Option<EventKind> {
     })
 }
 
-#[test]
-fn a_target_added_mid_run_is_announced_before_any_snapshot_names_it() {
+/// Records 100 sampling intervals of [`forking`], writing the second target's announcement after
+/// the step in which it joined, and then whatever `after_step` writes (given the step, counting
+/// from 1, and its time): the record's bytes.
+fn record_forking(mut after_step: impl FnMut(u32, u64, &mut Recorder<&mut Vec<u8>>)) -> Vec<u8> {
     let mut buf = Vec::new();
     {
         let writer =
@@ -61,16 +63,23 @@ fn a_target_added_mid_run_is_announced_before_any_snapshot_names_it() {
         let mut ops = forking();
         let mut announced = false;
         ctx.start(&mut ops).unwrap();
-        for _ in 0..100 {
+        for step in 1..=100 {
             let flow = ctx.step(&mut ops, &mut VirtualClock, &mut callbacks);
             assert_eq!(flow.unwrap(), ControlFlow::Continue(()));
+            let time_ns = callbacks.0.time_ns(ctx.now_us());
             if let Some(kind) = take_announcement(&ctx, &mut announced) {
-                let time_ns = callbacks.0.time_ns(ctx.now_us());
                 callbacks.0.write_event(time_ns, kind).unwrap();
             }
+            after_step(step, time_ns, &mut callbacks.0);
         }
         callbacks.0.finish().unwrap();
     }
+    buf
+}
+
+#[test]
+fn a_target_added_mid_run_is_announced_before_any_snapshot_names_it() {
+    let buf = record_forking(|_, _, _| {});
     let reader = RecordReader::from_reader(std::io::Cursor::new(buf), "memory").unwrap();
     let header = reader.header().clone();
     let mut targets = Targets::new(&header);
@@ -101,35 +110,16 @@ fn a_target_added_mid_run_is_announced_before_any_snapshot_names_it() {
 /// was in every later snapshot with no regions, and reports listed it as monitored.
 #[test]
 fn a_target_is_in_no_snapshot_after_its_exit() {
-    let mut buf = Vec::new();
-    {
-        let writer =
-            RecordWriter::new(&mut buf, "memory", &header(1), WriterOptions::default()).unwrap();
-        let mut callbacks = (Recorder::new(writer, START_US), NoCallbacks);
-        let mut ctx = Context::new(Attrs::default(), 1).unwrap();
-        ctx.add_target(Target::new(Some(1000)));
-        ctx.set_start_time_us(START_US);
-        let mut ops = forking();
-        let mut announced = false;
-        ctx.start(&mut ops).unwrap();
-        for step in 1..=100 {
-            let flow = ctx.step(&mut ops, &mut VirtualClock, &mut callbacks);
-            assert_eq!(flow.unwrap(), ControlFlow::Continue(()));
-            let time_ns = callbacks.0.time_ns(ctx.now_us());
-            if let Some(kind) = take_announcement(&ctx, &mut announced) {
-                callbacks.0.write_event(time_ns, kind).unwrap();
-            }
-            // In the middle of window 4, so window 3's snapshot holds it and window 4's not.
-            if step == 70 {
-                let exit = EventKind::Exit {
-                    target: 1,
-                    status: None,
-                };
-                callbacks.0.write_event(time_ns, exit).unwrap();
-            }
+    let buf = record_forking(|step, time_ns, recorder| {
+        // In the middle of window 4, so window 3's snapshot holds it and window 4's not.
+        if step == 70 {
+            let exit = EventKind::Exit {
+                target: 1,
+                status: None,
+            };
+            recorder.write_event(time_ns, exit).unwrap();
         }
-        callbacks.0.finish().unwrap();
-    }
+    });
     let reader = RecordReader::from_reader(std::io::Cursor::new(buf), "memory").unwrap();
     let per_snapshot: Vec<Vec<u32>> = reader
         .filter_map(|f| match f {
