@@ -115,12 +115,7 @@ fn record_follows_every_forked_process(source: &str) {
     );
     // The reports name the added targets by pid and command.
     let child_pid = targets[1]["pid"].as_u64().unwrap();
-    let wss = udamon()
-        .args(["report", "wss", "--per-target", "--exclude_samples", "0"])
-        .arg(&out)
-        .output()
-        .unwrap();
-    let text = String::from_utf8_lossy(&wss.stdout);
+    let text = per_target_wss(&out);
     assert!(
         text.contains(&format!(
             "# target 1, pid {child_pid}: {}",
@@ -179,12 +174,7 @@ fn a_target_is_named_by_the_program_it_execd() {
     assert_eq!(target["cmdline"], "sh -c exec sleep 1.5", "{info:#}");
     assert_eq!(target["exec"], "sleep 1.5", "its command line: {info:#}");
     let pid = target["pid"].as_u64().unwrap();
-    let wss = udamon()
-        .args(["report", "wss", "--per-target", "--exclude_samples", "0"])
-        .arg(&out)
-        .output()
-        .unwrap();
-    let text = String::from_utf8_lossy(&wss.stdout);
+    let text = per_target_wss(&out);
     assert!(
         text.contains(&format!("# target 0, pid {pid}: sleep 1.5\n")),
         "{text}"
@@ -241,4 +231,14 @@ fn children_is_refused_without_pid_and_with_a_command() {
             "{args:?}: {text}"
         );
     }
+}
+
+/// `report wss --per-target` of a record, every window counted: the text that names each target.
+fn per_target_wss(record: &std::path::Path) -> String {
+    let wss = udamon()
+        .args(["report", "wss", "--per-target", "--exclude_samples", "0"])
+        .arg(record)
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&wss.stdout).into_owned()
 }
