@@ -16,11 +16,11 @@
 //! Run (as root for `tick`): `cargo build --release -p udamon && cargo run --release -p
 //! udamon-bench --bin judge -- [--source tick|cpuclock] [--horizons 2,10,30] [--keep DIR]
 //! [PROGRAM...]`, programs: patterns-O2 patterns-O0 pointer-chase threads python-slices
-//! stress-ng-write64 stress-ng-read64 memcached sqlite3 postgres jvm-parallel jvm-g1 node-map
-//! go-map (default: all). stress-ng, memcached and PostgreSQL are installed with apt-get when
-//! missing; the JVM, Node.js and Go programs need java/javac, node and go (built offline into
-//! `target/judge-workloads`). memcached, sqlite3, PostgreSQL and the map programs run two phases
-//! each (a narrow and a wide working set), reported apart. With `--keep DIR` the records and
+//! stress-ng-write64 stress-ng-read64 memcached redis sqlite3 postgres jvm-parallel jvm-g1
+//! node-map go-map (default: all). stress-ng, memcached, Redis and PostgreSQL are installed with
+//! apt-get when missing; the JVM, Node.js and Go programs need java/javac, node and go (built
+//! offline into `target/judge-workloads`). memcached, Redis, sqlite3, PostgreSQL and the map
+//! programs run two phases each (a narrow and a wide working set), reported apart. With `--keep DIR` the records and
 //! each interval's truth (`PROGRAM-truth.json`) stay in DIR; `--rejudge DIR` judges them again
 //! with this build.
 //!
@@ -65,7 +65,7 @@ const SWITCH_MARGIN: Duration = Duration::from_secs(1);
 const MONITOR_WARM_UP: Duration = Duration::from_secs(10);
 
 const MIB: f64 = (1u64 << 20) as f64;
-const PROGRAMS: [&str; 14] = [
+const PROGRAMS: [&str; 15] = [
     "patterns-O2",
     "patterns-O0",
     "pointer-chase",
@@ -74,6 +74,7 @@ const PROGRAMS: [&str; 14] = [
     "stress-ng-write64",
     "stress-ng-read64",
     "memcached",
+    "redis",
     "sqlite3",
     "postgres",
     "jvm-parallel",
@@ -437,6 +438,7 @@ impl Env {
                 }
             }
             "memcached" => self.memcached(run),
+            "redis" => redis(run),
             "sqlite3" => sqlite(run),
             "postgres" => postgres(run),
             "jvm-parallel" | "jvm-g1" | "node-map" | "go-map" => self.map_program(program, &secs),
@@ -446,11 +448,7 @@ impl Env {
 
     fn memcached(&self, limit: Duration) -> Result<Target, String> {
         ensure("memcached", "memcached")?;
-        // A free loopback port: the kernel picks one, which is closed again for memcached.
-        let port = TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .map_err(|e| format!("no free loopback port: {e}"))?
-            .port();
+        let port = free_port()?;
         let mut cmd = Command::new("memcached");
         cmd.args([
             "-l",
@@ -472,19 +470,7 @@ impl Env {
             .spawn()
             .map_err(|e| format!("cannot start memcached: {e}"))?;
         let mut t = Target::single(child);
-        let deadline = Instant::now() + Duration::from_secs(10);
-        let mut conn = loop {
-            match TcpStream::connect(("127.0.0.1", port)) {
-                Ok(c) => break c,
-                Err(e) if Instant::now() > deadline => {
-                    return Err(format!("memcached did not listen on port {port}: {e}"));
-                }
-                Err(_) => sleep(Duration::from_millis(100)),
-            }
-        };
-        // No read waits forever, whatever memcached does.
-        conn.set_read_timeout(Some(Duration::from_secs(30)))
-            .map_err(|e| e.to_string())?;
+        let mut conn = connect(port, "memcached")?;
         let start = Instant::now();
         let items = mc_load(&mut conn).map_err(|e| format!("loading memcached: {e}"))?;
         println!(
@@ -865,8 +851,160 @@ fn postgres(limit: Duration) -> Result<Target, String> {
     Ok(t)
 }
 
+/// A free loopback port: the kernel picks one, which is closed again for the server.
+fn free_port() -> Result<u16, String> {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .map_err(|e| format!("no free loopback port: {e}"))
+}
+
+/// A connection to the server `what` starting on loopback `port`, once it listens (10 s at
+/// most); no read on it waits forever, whatever the server does.
+fn connect(port: u16, what: &str) -> Result<TcpStream, String> {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let conn = loop {
+        match TcpStream::connect(("127.0.0.1", port)) {
+            Ok(c) => break c,
+            Err(e) if Instant::now() > deadline => {
+                return Err(format!("{what} did not listen on port {port}: {e}"));
+            }
+            Err(_) => sleep(Duration::from_millis(100)),
+        }
+    };
+    conn.set_read_timeout(Some(Duration::from_secs(30)))
+        .map_err(|e| e.to_string())?;
+    Ok(conn)
+}
+
+/// Redis (Debian's `redis-server`: one thread serving, jemalloc, a hash table of pointers to
+/// its values) holding [`MC_KEYS`] keys of [`MC_VALUE`]-byte values, read with `MGET`s of random
+/// keys: among the first [`MC_NARROW`] in the narrow phase, among all in the wide one.
+fn redis(limit: Duration) -> Result<Target, String> {
+    ensure("redis-server", "redis-server")?;
+    let port = free_port()?;
+    let child = Command::new("redis-server")
+        .args(["--bind", "127.0.0.1", "--port", &port.to_string()])
+        // Memory only: no snapshot or log written in the middle of a phase.
+        .args(["--save", "", "--appendonly", "no", "--daemonize", "no"])
+        .stdout(Stdio::null())
+        .spawn()
+        .map_err(|e| format!("cannot start redis-server: {e}"))?;
+    let mut t = Target::single(child);
+    let mut conn = connect(port, "redis-server")?;
+    let start = Instant::now();
+    let items = redis_load(&mut conn).map_err(|e| format!("loading redis: {e}"))?;
+    println!(
+        "redis: {items} keys loaded in {:.1} s",
+        start.elapsed().as_secs_f64()
+    );
+    t.phases = vec!["narrow", "wide"];
+    let (phase, stop) = (t.phase.clone(), t.stop.clone());
+    t.load = Some(std::thread::spawn(move || {
+        if let Err(e) = redis_gets(conn, &phase, &stop, limit) {
+            eprintln!("redis load stopped: {e}");
+        }
+    }));
+    // Redis grows its hash table in steps that each operation advances (incremental
+    // rehashing, which touches every entry): done before the narrow phase is judged.
+    sleep(MC_WARM_UP);
+    Ok(t)
+}
+
+/// One request in Redis's protocol (RESP): an array of bulk strings.
+fn resp(buf: &mut Vec<u8>, words: &[&[u8]]) {
+    let _ = write!(buf, "*{}\r\n", words.len());
+    for w in words {
+        let _ = write!(buf, "${}\r\n", w.len());
+        buf.extend_from_slice(w);
+        buf.extend_from_slice(b"\r\n");
+    }
+}
+
+/// Sets every key (`MSET`s of [`MC_BATCH`]), then reads the key count (`DBSIZE`).
+fn redis_load(conn: &mut TcpStream) -> std::io::Result<u64> {
+    let value = vec![b'v'; MC_VALUE];
+    let mut reader = BufReader::new(conn.try_clone()?);
+    let (mut buf, mut line) = (Vec::new(), String::new());
+    for batch in 0..MC_KEYS / MC_BATCH {
+        buf.clear();
+        let keys: Vec<String> = (batch * MC_BATCH..(batch + 1) * MC_BATCH)
+            .map(mc_key)
+            .collect();
+        let mut words: Vec<&[u8]> = vec![b"MSET"];
+        for k in &keys {
+            words.push(k.as_bytes());
+            words.push(&value);
+        }
+        resp(&mut buf, &words);
+        conn.write_all(&buf)?;
+        line.clear();
+        reader.read_line(&mut line)?;
+        if line != "+OK\r\n" {
+            return Err(std::io::Error::other(format!("MSET answered {line:?}")));
+        }
+    }
+    buf.clear();
+    resp(&mut buf, &[b"DBSIZE"]);
+    conn.write_all(&buf)?;
+    line.clear();
+    reader.read_line(&mut line)?;
+    line.trim()
+        .strip_prefix(':')
+        .and_then(|n| n.parse().ok())
+        .ok_or_else(|| std::io::Error::other(format!("DBSIZE answered {line:?}")))
+}
+
+/// `MGET`s of [`MC_BATCH`] random keys, phase by phase as [`mc_gets`], until `stop` or `limit`.
+fn redis_gets(
+    mut conn: TcpStream,
+    phase: &AtomicUsize,
+    stop: &AtomicBool,
+    limit: Duration,
+) -> std::io::Result<()> {
+    let mut reader = BufReader::new(conn.try_clone()?);
+    let start = Instant::now();
+    let (mut rng, mut req, mut line) = (0x9E3779B97F4A7C15u64, Vec::new(), String::new());
+    let mut value = vec![0u8; MC_VALUE + 2];
+    while !stop.load(Ordering::Relaxed) && start.elapsed() < limit {
+        let keys = if phase.load(Ordering::Relaxed) == 0 {
+            MC_NARROW
+        } else {
+            MC_KEYS
+        };
+        let batch: Vec<String> = (0..MC_BATCH).map(|_| random_key(&mut rng, keys)).collect();
+        let mut words: Vec<&[u8]> = vec![b"MGET"];
+        words.extend(batch.iter().map(|k| k.as_bytes()));
+        req.clear();
+        resp(&mut req, &words);
+        conn.write_all(&req)?;
+        line.clear();
+        reader.read_line(&mut line)?;
+        if line != format!("*{MC_BATCH}\r\n") {
+            return Err(std::io::Error::other(format!("MGET answered {line:?}")));
+        }
+        for _ in 0..MC_BATCH {
+            line.clear();
+            reader.read_line(&mut line)?;
+            if line != format!("${MC_VALUE}\r\n") {
+                return Err(std::io::Error::other(format!("MGET gave {line:?}")));
+            }
+            reader.read_exact(&mut value)?;
+        }
+    }
+    Ok(())
+}
+
 fn mc_key(i: u64) -> String {
     format!("key:{i:07}")
+}
+
+/// One of the first `keys` keys, drawn by the xorshift generator `state`.
+fn random_key(state: &mut u64, keys: u64) -> String {
+    *state ^= *state << 13;
+    *state ^= *state >> 7;
+    *state ^= *state << 17;
+    mc_key(*state % keys)
 }
 
 /// Sets every key with `noreply` (pipelined: memcached answers nothing), then reads the item
@@ -922,11 +1060,8 @@ fn mc_gets(
         req.clear();
         req.push_str("get");
         for _ in 0..MC_BATCH {
-            rng ^= rng << 13;
-            rng ^= rng >> 7;
-            rng ^= rng << 17;
             req.push(' ');
-            req.push_str(&mc_key(rng % keys));
+            req.push_str(&random_key(&mut rng, keys));
         }
         req.push_str("\r\n");
         conn.write_all(req.as_bytes())?;

@@ -364,6 +364,8 @@ fn top_shows_a_target_of_a_running_serve() {
     let t = top(&format!("--serve --control {}", control.display()), "");
     let screen = t.wait_for(" regions, ", 30);
     assert!(screen.contains(" serve · "), "{screen}");
+    // Serve sends windows only: the side panes say so, and where the mappings are shown.
+    assert!(screen.contains("sends its windows only"), "{screen}");
     t.wait_until(10, "a heatmap", |s| s.contains("0 Hz █"));
     t.send(&["t"]);
     t.wait_for("sim:1", 5);

@@ -343,8 +343,15 @@ fn mappings(f: &mut Frame<'_>, area: Rect, state: &mut State) {
     let block = Block::bordered().title(" hottest mappings (mean bytes) ");
     let target = state.target();
     let Some(report) = state.live.as_mut().and_then(|l| l.mappings()) else {
+        let why = if state.watches_serve() {
+            "no mappings: udamon serve sends its windows only; `udamon top --pid PID` shows them"
+        } else {
+            "no mappings: a simulation, or a record without them"
+        };
         f.render_widget(
-            Paragraph::new("no mappings: a simulation, or a record without them").block(block),
+            Paragraph::new(why)
+                .wrap(ratatui::widgets::Wrap { trim: true })
+                .block(block),
             area,
         );
         return;
@@ -385,8 +392,13 @@ fn mappings(f: &mut Frame<'_>, area: Rect, state: &mut State) {
 fn functions(f: &mut Frame<'_>, area: Rect, state: &mut State) {
     let block = Block::bordered().title(" hottest functions (samples in hot memory) ");
     let Some(report) = state.live.as_mut().and_then(|l| l.code()) else {
+        let why = if state.watches_serve() {
+            "no samples: udamon serve sends its windows only; `udamon top --pid PID` shows them"
+        } else {
+            "no samples: a simulation, or no sample has fallen in hot memory yet"
+        };
         f.render_widget(
-            Paragraph::new("no samples: a simulation, or no sample has fallen in hot memory yet")
+            Paragraph::new(why)
                 .wrap(ratatui::widgets::Wrap { trim: true })
                 .block(block),
             area,

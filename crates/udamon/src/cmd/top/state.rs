@@ -91,6 +91,11 @@ impl State {
         }
     }
 
+    /// Whether the windows come from a `udamon serve`, which sends no mappings or samples.
+    pub fn watches_serve(&self) -> bool {
+        matches!(self.source, Source::Serve(_))
+    }
+
     pub fn feed(&mut self, item: Feed) {
         self.dirty = true;
         match item {
