@@ -161,6 +161,20 @@ impl PageSamples {
         horizon_us: u64,
         unbounded: Unbounded,
     ) -> Touched {
+        self.pooled_evidence(ranges, now_us, horizon_us, unbounded)
+            .0
+    }
+
+    /// [`PageSamples::estimate_pooled`], with the most pages that the span of evidence it rests
+    /// on allows where pages draw samples as unequally as its counts clearly show
+    /// ([`Repeats::shown_high`]).
+    pub fn pooled_evidence(
+        &self,
+        ranges: &[AddrRange],
+        now_us: u64,
+        horizon_us: u64,
+        unbounded: Unbounded,
+    ) -> (Touched, f64) {
         let range_pages: u64 = ranges.iter().map(|&r| pages_of(r).1).sum::<u64>().max(1);
         let horizon_us = horizon_us.max(1);
         let longest = horizon_us.max(MAX_EVIDENCE_US);
@@ -178,12 +192,13 @@ impl PageSamples {
         if all.iter().all(|c| c.repeats.samples == 0) {
             // Counted accessed, yet no sample to show it: nothing supports a count, and
             // nothing rules one out.
-            return Touched {
+            let nothing = Touched {
                 high: range_pages as f64,
                 ..Touched::default()
             };
+            return (nothing, range_pages as f64);
         }
-        let mut best: Option<Touched> = None;
+        let mut best: Option<(Touched, f64)> = None;
         // The horizon's own estimate's high end: what a borrowed estimate cannot narrow where
         // the horizon's samples are too few to show whether its pages are the span's.
         let mut own_high = range_pages as f64;
@@ -205,12 +220,12 @@ impl PageSamples {
                     Recapture::Same => {}
                 },
             }
-            best = Some(estimate);
+            best = Some((estimate, counts.repeats.shown_high(bound)));
             if estimate.is_settled() && spread_settled {
                 break;
             }
         }
-        best.unwrap_or_else(|| Touched::whole(range_pages as f64))
+        best.unwrap_or_else(|| (Touched::whole(range_pages as f64), range_pages as f64))
     }
 
     /// The estimated pages of `ranges` (sorted, disjoint) touched in the `horizon_us` before

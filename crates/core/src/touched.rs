@@ -147,7 +147,7 @@ impl Repeats {
         // The samples cannot rule out that every page was touched: count the range whole,
         // where DAMON's rule would. The inequality the counts clearly show decides it; the
         // interval's high end allows all that they cannot rule out.
-        let whole_plausible = cap(seen + unseen_high * self.inequality()) >= whole;
+        let whole_plausible = self.shown_high(range_pages) >= whole;
         let high = cap(seen + unseen_high * self.inequality_high());
         let pages = if whole_plausible && unbounded == Unbounded::Whole {
             whole
@@ -166,6 +166,21 @@ impl Repeats {
 }
 
 impl Repeats {
+    /// The most pages of a range of `range_pages` that these samples allow, with as much
+    /// inequality between pages as their counts clearly show ([`Repeats::inequality`]), not
+    /// all that they cannot rule out: the high end of Chao's interval widened by it. Where it
+    /// reaches the whole range, the samples cannot tell the range from memory touched all over.
+    pub fn shown_high(&self, range_pages: u64) -> f64 {
+        let whole = range_pages as f64;
+        let seen = (self.pages as f64).min(whole);
+        if self.samples == 0 || self.twice == 0 {
+            return if self.once == 0 { seen } else { whole };
+        }
+        let f1 = self.once as f64;
+        let unseen = f1 * f1 / (2.0 * poisson_interval(self.twice).0);
+        (seen + unseen * self.inequality()).clamp(seen, whole)
+    }
+
     /// How unequally the pages may have drawn samples, as far as their counts cannot rule it
     /// out: [`Repeats::inequality`]'s ratio with `f3` at its interval's high end and `f2` at
     /// its low end. Pages seldom sampled are what Chao's estimate misses, and a few pages
