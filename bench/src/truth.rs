@@ -118,9 +118,8 @@ impl Record {
             .filter(|&e| e <= end + HALF_WINDOW_NS)
             .last()
             .filter(|&e| e + horizon_ns >= end)?;
-        let longest = horizon_ns.max(1);
-        let mut pages = Replay::new(longest, Membership::default(), Basis::Pages);
-        let mut whole = Replay::new(longest, Membership::default(), Basis::Regions);
+        let mut pages = Replay::new(Membership::default(), Basis::Pages);
+        let mut whole = Replay::new(Membership::default(), Basis::Regions);
         for f in samples_first(self.frames.iter().cloned()) {
             let done = matches!(&f, Frame::Snapshot(s) if s.end_ns == at);
             pages.observe(&f);

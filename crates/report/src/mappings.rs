@@ -435,12 +435,8 @@ impl LiveMappings {
             window_ns,
             order: SamplesFirst::default(),
             ready: VecDeque::new(),
-            replay: Replay::new(
-                horizon_ns.max(window_ns),
-                Membership::default(),
-                Basis::Pages,
-            )
-            .of_space(AddressSpace::of_source(&header.access_source.name)),
+            replay: Replay::new(Membership::default(), Basis::Pages)
+                .of_space(AddressSpace::of_source(&header.access_source.name)),
             rows: Rows::default(),
             warm_up: Counted::default(),
             after: Counted::default(),

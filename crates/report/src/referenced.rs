@@ -62,16 +62,13 @@ pub struct TargetReferenced {
     pub median_ratio: f64,
 }
 
-/// Windows older than this are forgotten: the longest interval compared.
-const KEEP_NS: u64 = 120_000_000_000;
-
 /// The report over `frames`; fails when they hold no `referenced` event.
 pub fn referenced(
     header: &Header,
     frames: impl IntoIterator<Item = Frame>,
 ) -> Result<ReferencedReport> {
     let mut known = Targets::new(header);
-    let mut replay = Replay::new(KEEP_NS, Membership::default(), Basis::Pages);
+    let mut replay = Replay::new(Membership::default(), Basis::Pages);
     let mut window_ns = 0;
     let mut intervals = Vec::new();
     for frame in samples_first(frames) {

@@ -109,9 +109,9 @@ pub struct Replay {
 
 impl Replay {
     /// A replay of a process's record (see [`Replay::of_space`] for the host's). Every
-    /// horizon up to a minute can be asked, whatever `_longest_ns` says: the working sets of
-    /// every horizon are taken together ([`working_set::working_sets`]).
-    pub fn new(_longest_ns: u64, membership: Membership, basis: Basis) -> Replay {
+    /// horizon up to a minute can be asked: the working sets of every horizon are taken
+    /// together ([`working_set::working_sets`]).
+    pub fn new(membership: Membership, basis: Basis) -> Replay {
         Replay {
             targets: BTreeMap::new(),
             sites: HashMap::new(),
@@ -481,7 +481,7 @@ mod tests {
             }
             frames.push(samples(end, &[8 * P; 20]));
         }
-        let mut r = Replay::new(10_000_000_000, Membership::default(), Basis::Pages);
+        let mut r = Replay::new(Membership::default(), Basis::Pages);
         let mut windows = Vec::new();
         for f in samples_first(frames) {
             r.observe(&f);
@@ -498,7 +498,7 @@ mod tests {
     fn memory_no_longer_mapped_leaves_the_horizon() {
         // A 1 MiB region accessed, then unmapped (the next snapshots no longer have it) while
         // another is accessed: the 10 s horizon holds only what is still there.
-        let mut r = Replay::new(10_000_000_000, Membership::default(), Basis::Regions);
+        let mut r = Replay::new(Membership::default(), Basis::Regions);
         r.observe(&snapshot(
             400_000_000,
             &[(0, 256 * P, 1), (256 * P, 512 * P, 0)],
@@ -512,7 +512,7 @@ mod tests {
 
     #[test]
     fn no_mapping_counts_beyond_its_resident_bytes() {
-        let mut r = Replay::new(10_000_000_000, Membership::default(), Basis::Regions);
+        let mut r = Replay::new(Membership::default(), Basis::Regions);
         r.observe(&Frame::Event(Event {
             time_ns: 0,
             kind: EventKind::Resident {
@@ -532,7 +532,7 @@ mod tests {
     #[test]
     fn the_code_of_the_sampled_instructions_counts_with_the_data() {
         // Samples at one data page, their instructions on two pages of a text mapping.
-        let mut r = Replay::new(10_000_000_000, Membership::default(), Basis::Pages);
+        let mut r = Replay::new(Membership::default(), Basis::Pages);
         r.observe(&Frame::Event(Event {
             time_ns: 0,
             kind: EventKind::Resident {
@@ -594,7 +594,7 @@ mod tests {
             end,
             resident_bytes: pages * P,
         };
-        let mut r = Replay::new(10_000_000_000, Membership::default(), Basis::Pages);
+        let mut r = Replay::new(Membership::default(), Basis::Pages);
         r.observe(&Frame::Event(Event {
             time_ns: 0,
             kind: EventKind::Resident {
@@ -638,8 +638,8 @@ mod tests {
             frames.push(snapshot(end, &[(0, 40_000 * P, 20)]));
             frames.push(samples(end, &addrs));
         }
-        let mut pages = Replay::new(60_000_000_000, Membership::default(), Basis::Pages);
-        let mut whole = Replay::new(60_000_000_000, Membership::default(), Basis::Regions);
+        let mut pages = Replay::new(Membership::default(), Basis::Pages);
+        let mut whole = Replay::new(Membership::default(), Basis::Regions);
         for f in samples_first(frames) {
             pages.observe(&f);
             whole.observe(&f);

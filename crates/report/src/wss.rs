@@ -151,7 +151,7 @@ fn over_span(
     });
     let window_ns = header.intervals.aggr_us.saturating_mul(1000);
     let replay = RefCell::new(
-        Replay::new(horizon_ns.max(window_ns), filter.membership(), filter.basis)
+        Replay::new(filter.membership(), filter.basis)
             .of_space(AddressSpace::of_source(&header.access_source.name)),
     );
     // Raw samples of the selected regions per window and target, within the horizon.

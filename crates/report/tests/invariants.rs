@@ -317,8 +317,7 @@ fn the_working_set_never_exceeds_the_resident_bytes_of_what_it_counts() {
             let Horizon::Span(horizon_ns) = horizon else {
                 unreachable!("the horizons checked are spans")
             };
-            let mut replay =
-                Replay::new(horizon_ns.max(AGGR_NS), Membership::default(), Basis::Pages);
+            let mut replay = Replay::new(Membership::default(), Basis::Pages);
             let mut resident = std::collections::BTreeMap::new();
             let mut walked = std::collections::BTreeMap::new();
             for f in samples_first(frames.clone()) {
