@@ -16,11 +16,12 @@
 //! Run (as root for `tick`): `cargo build --release -p udamon && cargo run --release -p
 //! udamon-bench --bin judge -- [--source tick|cpuclock] [--horizons 2,10,30] [--keep DIR]
 //! [PROGRAM...]`, programs: patterns-O2 patterns-O0 pointer-chase threads python-slices
-//! stress-ng-write64 stress-ng-read64 memcached redis sqlite3 postgres jvm-parallel jvm-g1
-//! node-map go-map (default: all). stress-ng, memcached, Redis and PostgreSQL are installed with
-//! apt-get when missing; the JVM, Node.js and Go programs need java/javac, node and go (built
-//! offline into `target/judge-workloads`). memcached, Redis, sqlite3, PostgreSQL and the map
-//! programs run two phases each (a narrow and a wide working set), reported apart. With `--keep DIR` the records and
+//! stress-ng-write64 stress-ng-read64 memcached redis sqlite3 postgres mariadb jvm-parallel
+//! jvm-g1 node-map go-map (default: all). stress-ng, memcached, Redis, PostgreSQL, MariaDB and
+//! sysbench are installed with apt-get when missing; the JVM, Node.js and Go programs need
+//! java/javac, node and go (built offline into `target/judge-workloads`). memcached, Redis,
+//! sqlite3, PostgreSQL, MariaDB and the map programs run two phases each (a narrow and a wide
+//! working set), reported apart. With `--keep DIR` the records and
 //! each interval's truth (`PROGRAM-truth.json`) stay in DIR; `--rejudge DIR` judges them again
 //! with this build.
 //!
@@ -65,7 +66,7 @@ const SWITCH_MARGIN: Duration = Duration::from_secs(1);
 const MONITOR_WARM_UP: Duration = Duration::from_secs(10);
 
 const MIB: f64 = (1u64 << 20) as f64;
-const PROGRAMS: [&str; 15] = [
+const PROGRAMS: [&str; 16] = [
     "patterns-O2",
     "patterns-O0",
     "pointer-chase",
@@ -77,6 +78,7 @@ const PROGRAMS: [&str; 15] = [
     "redis",
     "sqlite3",
     "postgres",
+    "mariadb",
     "jvm-parallel",
     "jvm-g1",
     "node-map",
@@ -441,6 +443,7 @@ impl Env {
             "redis" => redis(run),
             "sqlite3" => sqlite(run),
             "postgres" => postgres(run),
+            "mariadb" => mariadb(run),
             "jvm-parallel" | "jvm-g1" | "node-map" | "go-map" => self.map_program(program, &secs),
             _ => unreachable!("programs are checked when parsing the arguments"),
         }
@@ -469,26 +472,7 @@ impl Env {
             .stdout(Stdio::null())
             .spawn()
             .map_err(|e| format!("cannot start memcached: {e}"))?;
-        let mut t = Target::single(child);
-        let mut conn = connect(port, "memcached")?;
-        let start = Instant::now();
-        let items = mc_load(&mut conn).map_err(|e| format!("loading memcached: {e}"))?;
-        println!(
-            "memcached: {items} items loaded in {:.1} s",
-            start.elapsed().as_secs_f64()
-        );
-        t.phases = vec!["narrow", "wide"];
-        let (phase, stop) = (t.phase.clone(), t.stop.clone());
-        // Never longer than the whole run, whatever happens to the main thread.
-        t.load = Some(std::thread::spawn(move || {
-            if let Err(e) = mc_gets(conn, &phase, &stop, limit) {
-                eprintln!("memcached load stopped: {e}");
-            }
-        }));
-        // After the load memcached grows its hash table and moves every item over in a
-        // background thread, which touches all of them: not part of either phase.
-        sleep(MC_WARM_UP);
-        Ok(t)
+        kv_server(child, port, &MEMCACHED, limit)
     }
 }
 
@@ -851,6 +835,138 @@ fn postgres(limit: Duration) -> Result<Target, String> {
     Ok(t)
 }
 
+/// MariaDB's table: sysbench's `sbtest1` of this many rows (about 240 MiB in InnoDB); the
+/// narrow phase's point selects read the first [`MARIADB_NARROW`].
+const MARIADB_ROWS: u64 = 1_000_000;
+const MARIADB_NARROW: u64 = 10_000;
+
+/// Runs `mariadb -e SQL` as root on the server whose socket is `sock`.
+fn mariadb_sql(sock: &Path, sql: &str) -> Result<String, String> {
+    let out = Command::new("mariadb")
+        .args(["--no-defaults", "-u", "root", "-N", "-S"])
+        .arg(sock)
+        .args(["-e", sql])
+        .output()
+        .map_err(|e| format!("cannot run mariadb: {e}"))?;
+    if !out.status.success() {
+        return Err(format!(
+            "mariadb -e {sql:?}: {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        ));
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
+}
+
+/// sysbench against the server whose socket is `sock`, on a table of `rows` rows.
+fn sysbench(sock: &Path, test: &str, rows: u64) -> Command {
+    let mut cmd = Command::new("sysbench");
+    cmd.arg(test)
+        .args([
+            "--db-driver=mysql",
+            "--mysql-user=root",
+            "--mysql-db=sbtest",
+        ])
+        .arg(format!("--mysql-socket={}", sock.display()))
+        .args(["--tables=1", &format!("--table-size={rows}")])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    cmd
+}
+
+/// Debian's MariaDB (InnoDB, a thread per connection and its own background threads) with
+/// sysbench's table in a 512 MiB buffer pool, read by two sysbench clients' point selects:
+/// among the first [`MARIADB_NARROW`] rows in the narrow phase, among all in the wide one.
+fn mariadb(limit: Duration) -> Result<Target, String> {
+    ensure("mariadbd", "mariadb-server")?;
+    ensure("sysbench", "sysbench")?;
+    let scratch = std::env::temp_dir().join(format!("udamon-judge-maria-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&scratch);
+    std::fs::create_dir(&scratch).map_err(|e| format!("{}: {e}", scratch.display()))?;
+    let (data, sock) = (scratch.join("data"), scratch.join("sock"));
+    let out = Command::new("mariadb-install-db")
+        .args(["--no-defaults", "--user=root", "--skip-test-db"])
+        .arg(format!("--datadir={}", data.display()))
+        .output()
+        .map_err(|e| format!("cannot run mariadb-install-db: {e}"))?;
+    if !out.status.success() {
+        return Err(format!(
+            "mariadb-install-db: {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        ));
+    }
+    let server = Command::new("mariadbd")
+        .args(["--no-defaults", "--user=root", "--skip-networking"])
+        .arg(format!("--datadir={}", data.display()))
+        .arg(format!("--socket={}", sock.display()))
+        .arg(format!("--pid-file={}", scratch.join("pid").display()))
+        .args([
+            "--innodb-buffer-pool-size=512M",
+            "--innodb-flush-log-at-trx-commit=0",
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .map_err(|e| format!("cannot start mariadbd: {e}"))?;
+    let mut t = Target::single(server);
+    t.scratch = Some(scratch);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while mariadb_sql(&sock, "SELECT 1").is_err() {
+        if Instant::now() > deadline {
+            return Err("mariadbd did not answer within 30 s".into());
+        }
+        sleep(Duration::from_millis(200));
+    }
+    let start = Instant::now();
+    mariadb_sql(&sock, "CREATE DATABASE sbtest")?;
+    let prepared = sysbench(&sock, "oltp_point_select", MARIADB_ROWS)
+        .arg("prepare")
+        .status()
+        .map_err(|e| format!("cannot run sysbench: {e}"))?;
+    if !prepared.success() {
+        return Err("sysbench prepare failed".into());
+    }
+    // Every row through the buffer pool before the narrow phase, as a server that has run.
+    let rows = mariadb_sql(&sock, "SELECT COUNT(*), SUM(LENGTH(c)) FROM sbtest.sbtest1")?;
+    println!(
+        "mariadb: {MARIADB_ROWS} rows loaded in {:.1} s ({rows})",
+        start.elapsed().as_secs_f64()
+    );
+    t.phases = vec!["narrow", "wide"];
+    let (phase, stop) = (t.phase.clone(), t.stop.clone());
+    t.load = Some(std::thread::spawn(move || {
+        let run = |rows: u64| {
+            sysbench(&sock, "oltp_point_select", rows)
+                .args(["--threads=2", &format!("--time={}", limit.as_secs())])
+                .arg("run")
+                .spawn()
+        };
+        let mut current = 0;
+        let mut clients = run(MARIADB_NARROW);
+        while !stop.load(Ordering::Relaxed) {
+            let wanted = phase.load(Ordering::Relaxed);
+            if wanted != current {
+                if let Ok(c) = &mut clients {
+                    let _ = c.kill();
+                    let _ = c.wait();
+                }
+                clients = run(MARIADB_ROWS);
+                current = wanted;
+            }
+            sleep(Duration::from_millis(50));
+        }
+        match clients {
+            Ok(mut c) => {
+                let _ = c.kill();
+                let _ = c.wait();
+            }
+            Err(e) => eprintln!("mariadb load did not start: {e}"),
+        }
+    }));
+    // The clients' first reads settle.
+    sleep(Duration::from_secs(3));
+    Ok(t)
+}
+
 /// A free loopback port: the kernel picks one, which is closed again for the server.
 fn free_port() -> Result<u16, String> {
     TcpListener::bind("127.0.0.1:0")
@@ -890,25 +1006,92 @@ fn redis(limit: Duration) -> Result<Target, String> {
         .stdout(Stdio::null())
         .spawn()
         .map_err(|e| format!("cannot start redis-server: {e}"))?;
+    kv_server(child, port, &REDIS, limit)
+}
+
+/// A key-value server's protocol, as far as the judge's load speaks it.
+struct KvProtocol {
+    name: &'static str,
+    /// Sets every key; the number of keys the server then says it holds.
+    load: fn(&mut TcpStream) -> std::io::Result<u64>,
+    /// Appends the request that reads a batch of keys.
+    get: fn(&mut Vec<u8>, &[String]),
+    /// Reads the answer to one such request.
+    answer: fn(&mut BufReader<TcpStream>) -> std::io::Result<()>,
+}
+
+const MEMCACHED: KvProtocol = KvProtocol {
+    name: "memcached",
+    load: mc_load,
+    get: mc_get,
+    answer: mc_answer,
+};
+
+const REDIS: KvProtocol = KvProtocol {
+    name: "redis",
+    load: redis_load,
+    get: redis_get,
+    answer: redis_answer,
+};
+
+/// The server `child` listening on loopback `port`, loaded with [`MC_KEYS`] keys and read by
+/// batches of random keys, phase by phase ([`kv_gets`]).
+fn kv_server(
+    child: Child,
+    port: u16,
+    protocol: &'static KvProtocol,
+    limit: Duration,
+) -> Result<Target, String> {
     let mut t = Target::single(child);
-    let mut conn = connect(port, "redis-server")?;
+    let mut conn = connect(port, protocol.name)?;
     let start = Instant::now();
-    let items = redis_load(&mut conn).map_err(|e| format!("loading redis: {e}"))?;
+    let items =
+        (protocol.load)(&mut conn).map_err(|e| format!("loading {}: {e}", protocol.name))?;
     println!(
-        "redis: {items} keys loaded in {:.1} s",
+        "{}: {items} keys loaded in {:.1} s",
+        protocol.name,
         start.elapsed().as_secs_f64()
     );
     t.phases = vec!["narrow", "wide"];
     let (phase, stop) = (t.phase.clone(), t.stop.clone());
+    // Never longer than the whole run, whatever happens to the main thread.
     t.load = Some(std::thread::spawn(move || {
-        if let Err(e) = redis_gets(conn, &phase, &stop, limit) {
-            eprintln!("redis load stopped: {e}");
+        if let Err(e) = kv_gets(conn, protocol, &phase, &stop, limit) {
+            eprintln!("{} load stopped: {e}", protocol.name);
         }
     }));
-    // Redis grows its hash table in steps that each operation advances (incremental
-    // rehashing, which touches every entry): done before the narrow phase is judged.
+    // After the load both servers grow their hash tables and move every item over (memcached
+    // in a background thread, Redis a step with each operation), which touches all of them:
+    // not part of either phase.
     sleep(MC_WARM_UP);
     Ok(t)
+}
+
+/// Batches of [`MC_BATCH`] random keys, among the first [`MC_NARROW`] in phase 0 and among all
+/// in phase 1, until `stop` or `limit`.
+fn kv_gets(
+    mut conn: TcpStream,
+    protocol: &KvProtocol,
+    phase: &AtomicUsize,
+    stop: &AtomicBool,
+    limit: Duration,
+) -> std::io::Result<()> {
+    let mut reader = BufReader::new(conn.try_clone()?);
+    let start = Instant::now();
+    let (mut rng, mut req) = (0x9E3779B97F4A7C15u64, Vec::new());
+    while !stop.load(Ordering::Relaxed) && start.elapsed() < limit {
+        let keys = if phase.load(Ordering::Relaxed) == 0 {
+            MC_NARROW
+        } else {
+            MC_KEYS
+        };
+        let batch: Vec<String> = (0..MC_BATCH).map(|_| random_key(&mut rng, keys)).collect();
+        req.clear();
+        (protocol.get)(&mut req, &batch);
+        conn.write_all(&req)?;
+        (protocol.answer)(&mut reader)?;
+    }
+    Ok(())
 }
 
 /// One request in Redis's protocol (RESP): an array of bulk strings.
@@ -955,42 +1138,28 @@ fn redis_load(conn: &mut TcpStream) -> std::io::Result<u64> {
         .ok_or_else(|| std::io::Error::other(format!("DBSIZE answered {line:?}")))
 }
 
-/// `MGET`s of [`MC_BATCH`] random keys, phase by phase as [`mc_gets`], until `stop` or `limit`.
-fn redis_gets(
-    mut conn: TcpStream,
-    phase: &AtomicUsize,
-    stop: &AtomicBool,
-    limit: Duration,
-) -> std::io::Result<()> {
-    let mut reader = BufReader::new(conn.try_clone()?);
-    let start = Instant::now();
-    let (mut rng, mut req, mut line) = (0x9E3779B97F4A7C15u64, Vec::new(), String::new());
-    let mut value = vec![0u8; MC_VALUE + 2];
-    while !stop.load(Ordering::Relaxed) && start.elapsed() < limit {
-        let keys = if phase.load(Ordering::Relaxed) == 0 {
-            MC_NARROW
-        } else {
-            MC_KEYS
-        };
-        let batch: Vec<String> = (0..MC_BATCH).map(|_| random_key(&mut rng, keys)).collect();
-        let mut words: Vec<&[u8]> = vec![b"MGET"];
-        words.extend(batch.iter().map(|k| k.as_bytes()));
-        req.clear();
-        resp(&mut req, &words);
-        conn.write_all(&req)?;
+/// An `MGET` of `keys`.
+fn redis_get(req: &mut Vec<u8>, keys: &[String]) {
+    let mut words: Vec<&[u8]> = vec![b"MGET"];
+    words.extend(keys.iter().map(|k| k.as_bytes()));
+    resp(req, &words);
+}
+
+/// Reads an `MGET`'s answer: [`MC_BATCH`] values of [`MC_VALUE`] bytes.
+fn redis_answer(reader: &mut BufReader<TcpStream>) -> std::io::Result<()> {
+    let mut line = String::new();
+    reader.read_line(&mut line)?;
+    if line != format!("*{MC_BATCH}\r\n") {
+        return Err(std::io::Error::other(format!("MGET answered {line:?}")));
+    }
+    let mut value = [0u8; MC_VALUE + 2];
+    for _ in 0..MC_BATCH {
         line.clear();
         reader.read_line(&mut line)?;
-        if line != format!("*{MC_BATCH}\r\n") {
-            return Err(std::io::Error::other(format!("MGET answered {line:?}")));
+        if line != format!("${MC_VALUE}\r\n") {
+            return Err(std::io::Error::other(format!("MGET gave {line:?}")));
         }
-        for _ in 0..MC_BATCH {
-            line.clear();
-            reader.read_line(&mut line)?;
-            if line != format!("${MC_VALUE}\r\n") {
-                return Err(std::io::Error::other(format!("MGET gave {line:?}")));
-            }
-            reader.read_exact(&mut value)?;
-        }
+        reader.read_exact(&mut value)?;
     }
     Ok(())
 }
@@ -1039,47 +1208,32 @@ fn mc_load(conn: &mut TcpStream) -> std::io::Result<u64> {
     }
 }
 
-/// Multi-gets of random keys, among the first `MC_NARROW` in phase 0 and among all in phase 1,
-/// until `stop` or `limit`.
-fn mc_gets(
-    mut conn: TcpStream,
-    phase: &AtomicUsize,
-    stop: &AtomicBool,
-    limit: Duration,
-) -> std::io::Result<()> {
-    let mut reader = BufReader::new(conn.try_clone()?);
-    let start = Instant::now();
-    let (mut rng, mut req, mut line) = (0x9E3779B97F4A7C15u64, String::new(), String::new());
-    let mut value = vec![0u8; MC_VALUE + 2];
-    while !stop.load(Ordering::Relaxed) && start.elapsed() < limit {
-        let keys = if phase.load(Ordering::Relaxed) == 0 {
-            MC_NARROW
-        } else {
-            MC_KEYS
-        };
-        req.clear();
-        req.push_str("get");
-        for _ in 0..MC_BATCH {
-            req.push(' ');
-            req.push_str(&random_key(&mut rng, keys));
-        }
-        req.push_str("\r\n");
-        conn.write_all(req.as_bytes())?;
-        loop {
-            line.clear();
-            if reader.read_line(&mut line)? == 0 {
-                return Err(std::io::ErrorKind::UnexpectedEof.into());
-            }
-            if line == "END\r\n" {
-                break;
-            }
-            if !line.starts_with("VALUE ") {
-                return Err(std::io::Error::other(format!("unexpected {line:?}")));
-            }
-            reader.read_exact(&mut value)?;
-        }
+/// A multi-get of `keys`.
+fn mc_get(req: &mut Vec<u8>, keys: &[String]) {
+    req.extend_from_slice(b"get");
+    for k in keys {
+        req.push(b' ');
+        req.extend_from_slice(k.as_bytes());
     }
-    Ok(())
+    req.extend_from_slice(b"\r\n");
+}
+
+/// Reads a multi-get's answer: a value a key found, then `END`.
+fn mc_answer(reader: &mut BufReader<TcpStream>) -> std::io::Result<()> {
+    let (mut line, mut value) = (String::new(), [0u8; MC_VALUE + 2]);
+    loop {
+        line.clear();
+        if reader.read_line(&mut line)? == 0 {
+            return Err(std::io::ErrorKind::UnexpectedEof.into());
+        }
+        if line == "END\r\n" {
+            return Ok(());
+        }
+        if !line.starts_with("VALUE ") {
+            return Err(std::io::Error::other(format!("unexpected {line:?}")));
+        }
+        reader.read_exact(&mut value)?;
+    }
 }
 
 /// A program's judged intervals (with their phase) and udamon's working set in the control
