@@ -301,13 +301,12 @@ fn pooled_data(ev: &Evidence, now_us: u64, horizon_us: u64) -> Option<(Touched, 
 /// keys scattered over its heap (Redis reading a hundredth of its keys, whose hash chains reach
 /// all over it) give pieces that each count whole on a few samples that never repeat, while
 /// all of them together repeat often enough to show a third of that touched: a low end added
-/// as independent errors claimed twice the kernel's figure (docs/benchmarks.md).
+/// as independent errors claimed 1.56 times the kernel's figure (docs/benchmarks.md).
 fn with_pooled(
-    total: Touched,
+    mut total: Touched,
     parts: impl IntoIterator<Item = Touched> + Clone,
     (pooled, shown_high): (Touched, f64),
 ) -> Touched {
-    let mut total = total;
     let agreeing = Touched::sum_agreeing(parts);
     if pooled.high >= total.pages * (1.0 - METHOD_ERROR)
         && pooled.pages >= total.low
