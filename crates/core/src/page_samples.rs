@@ -7,9 +7,13 @@
 //! the same over 2 s and over 30 s, so the longer span's repeats tell how many pages the short
 //! one touched. Memory whose use moved does not, and the borrowing stops where the samples show
 //! it: if the pages touched were the same over the longer span, the horizon's own samples would
-//! land on pages sampled before it as often as the longer span's count predicts; far fewer
-//! such recaptures (a one-sided Poisson test at [`MOVED_LEVEL`]) say that the horizon touched
-//! other pages, and its estimate keeps to the evidence before that span.
+//! land on pages sampled before it as often as the earlier samples cover the sampling (Good and
+//! Turing's coverage, one less the share of earlier samples alone on their page, which holds
+//! however unequally pages draw samples); far fewer such recaptures (a one-sided Poisson test
+//! at [`MOVED_LEVEL`]) say that the horizon touched other pages, and its estimate keeps to the
+//! evidence before that span. (The span's page count, which the test used before, is inflated
+//! by the horizon's own samples where they moved, each on a new page, and without a page
+//! sampled twice it has no value at all: a hot loop left for a large table went unseen.)
 //!
 //! Samples also tell how far the touched memory extends: `D` distinct pages sampled uniformly
 //! over a span of memory are spread over `(D - 1) / (D + 1)` of it on average, so a range
@@ -76,6 +80,10 @@ struct SpanCounts {
     recaptured: u64,
     /// Pages sampled in the span before the horizon.
     earlier_pages: u64,
+    /// Samples in the span before the horizon, and the pages that took exactly one of them:
+    /// how much of the sampling the pages sampled earlier hold (Good and Turing's coverage).
+    earlier_samples: u64,
+    earlier_once: u64,
 }
 
 impl PageSamples {
@@ -317,6 +325,8 @@ fn span_counts<'a>(
                 if n > recent {
                     c.earlier_pages += 1;
                     c.recaptured += recent;
+                    c.earlier_samples += n - recent;
+                    c.earlier_once += u64::from(n - recent == 1);
                 }
             }
         }
@@ -350,15 +360,11 @@ impl SpanCounts {
         if self.recent == 0 || self.earlier_pages == 0 {
             return Recapture::Untested;
         }
-        // The pages the span touched, if nothing moved: its estimate, and at least every page
-        // it sampled.
-        let pages = self
-            .repeats
-            .estimate(u64::MAX)
-            .pages
-            .max(self.repeats.pages as f64)
-            .max(1.0);
-        let expected = self.recent as f64 * (self.earlier_pages as f64 / pages).min(1.0);
+        // If nothing moved, a sample of the horizon falls on a page sampled earlier as often
+        // as the earlier samples cover the sampling: Good and Turing's coverage, one less the
+        // share of them alone on their page, which holds however unequally pages draw samples.
+        let coverage = 1.0 - self.earlier_once as f64 / self.earlier_samples as f64;
+        let expected = self.recent as f64 * coverage;
         if poisson_cdf(self.recaptured, expected) < MOVED_LEVEL {
             Recapture::Moved
         } else if poisson_cdf(0, expected) >= MOVED_LEVEL {
@@ -495,6 +501,22 @@ mod tests {
         let now = sample(&mut h, &mut rng, t, 2, 80, |r| r.in_range(0, 8200));
         let e = h.estimate(AddrRange::new(0, 8200 * P), now, 2_000_000);
         assert!(e.pages > 4000.0, "{e:?}");
+    }
+
+    #[test]
+    fn a_hot_set_left_for_others_is_not_estimated_from_before() {
+        // 20 pages hot for 30 s, then 30,000 others at a few samples a second (a program
+        // done with its hot loop, walking a large table): the horizon's samples land on none
+        // of the hot pages, which held every earlier sample. The span's page count is no
+        // measure of that (its estimate is inflated by the horizon's own samples, each new),
+        // the earlier samples' coverage is.
+        let mut rng = Prng::seeded(16);
+        let mut h = PageSamples::default();
+        let t = sample(&mut h, &mut rng, 0, 30, 100, |r| r.in_range(0, 20));
+        let now = sample(&mut h, &mut rng, t, 2, 15, |r| r.in_range(1000, 31_000));
+        let e = h.estimate(AddrRange::new(0, 31_000 * P), now, 2_000_000);
+        assert_eq!(e.evidence_us, 2_000_000, "{e:?}");
+        assert!(e.pages > 10_000.0, "{e:?}");
     }
 
     #[test]
