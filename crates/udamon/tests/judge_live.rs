@@ -165,16 +165,13 @@ fn check(name: &str, judged: &[Judged], (lo, hi): (f64, f64)) {
         // DAMON's own count (the accessed regions whole) saw less than the kernel (a loaded
         // host gives the interpreter fewer samples, and parts of the slice go unseen by every
         // count: 52 MiB of 101 in one interval), the estimate is judged against what it saw.
-        // Each interval is held to what udamon states of it: its interval holds what it saw,
-        // and a count it calls settled is within the tolerances. The count itself is held to
-        // them at the median: on a loaded host one interval may draw too few samples for its
-        // count (0.73 of 320 MiB with its interval, 189-369 MiB, holding the truth).
+        // Each interval is held to what udamon states of it: a count it calls settled is
+        // within the tolerances, and its interval holds what it saw (below, all but one of
+        // them). The count itself is held to them at the median: on a loaded host one interval
+        // may draw too few samples for its count (0.73 of 320 MiB with its interval, 189-369
+        // MiB, holding the truth).
         let seen = j.truth.min(j.whole_regions).max(1);
         let of_seen = j.udamon as f64 / seen as f64;
-        assert!(
-            (j.low..=j.high).contains(&seen),
-            "{name}: the stated interval misses what was seen ({seen} B): {j:?}"
-        );
         assert!(
             !j.settled || of_seen >= lo,
             "{name}: a settled udamon/min(truth, whole regions) {of_seen:.2} below {lo}: {j:?}"
@@ -191,6 +188,19 @@ fn check(name: &str, judged: &[Judged], (lo, hi): (f64, f64)) {
             "{name}: {j:?}"
         );
     }
+    // A 95 % interval misses one time in twenty: one of the intervals may (python's slice
+    // under a full test run once drew 37 MiB, interval 14-79 MiB, for 85 MiB seen), two would
+    // happen by chance in about one run in forty.
+    let missed: Vec<&Judged> = judged
+        .iter()
+        .filter(|j| !(j.low..=j.high).contains(&j.truth.min(j.whole_regions).max(1)))
+        .collect();
+    assert!(
+        missed.len() <= 1,
+        "{name}: the stated intervals miss what was seen in {} of {}: {missed:?}",
+        missed.len(),
+        judged.len()
+    );
     let mut of_seen: Vec<f64> = judged
         .iter()
         .map(|j| j.udamon as f64 / j.truth.min(j.whole_regions).max(1) as f64)
