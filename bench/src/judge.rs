@@ -245,6 +245,21 @@ fn ensure(cmd: &str, pkg: &str) -> Result<(), String> {
     }
 }
 
+/// Runs `cmd` (`what`, in errors) to its end: its standard output, trimmed, or what it said on
+/// standard error when it failed.
+fn stdout_of(cmd: &mut Command, what: &str) -> Result<String, String> {
+    let out = cmd
+        .output()
+        .map_err(|e| format!("cannot run {what}: {e}"))?;
+    if !out.status.success() {
+        return Err(format!(
+            "{what}: {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        ));
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
+}
+
 /// A program under test; killed (with everything it started) when dropped.
 struct Target {
     children: Vec<Child>,
@@ -482,19 +497,7 @@ impl Env {
     fn map_program(&self, program: &str, secs: &str) -> Result<Target, String> {
         std::fs::create_dir_all(&self.runtimes)
             .map_err(|e| format!("{}: {e}", self.runtimes.display()))?;
-        let run = |cmd: &mut Command, what: &str| -> Result<(), String> {
-            let out = cmd
-                .output()
-                .map_err(|e| format!("cannot run {what}: {e}"))?;
-            if out.status.success() {
-                Ok(())
-            } else {
-                Err(format!(
-                    "{what} failed: {}",
-                    String::from_utf8_lossy(&out.stderr).trim()
-                ))
-            }
-        };
+        let run = |cmd: &mut Command, what: &str| stdout_of(cmd, what).map(drop);
         let mut cmd = match program {
             "jvm-parallel" | "jvm-g1" => {
                 run(
@@ -647,19 +650,11 @@ fn postgres_bin() -> Option<PathBuf> {
 
 /// Runs `psql -c SQL` on the cluster whose socket is in `sock`.
 fn psql(sock: &Path, sql: &str) -> Result<String, String> {
-    let out = Command::new("psql")
-        .args(["-X", "-At", "-U", "postgres", "-h"])
+    let mut cmd = Command::new("psql");
+    cmd.args(["-X", "-At", "-U", "postgres", "-h"])
         .arg(sock)
-        .args(["-d", "postgres", "-c", sql])
-        .output()
-        .map_err(|e| format!("cannot run psql: {e}"))?;
-    if !out.status.success() {
-        return Err(format!(
-            "psql {sql:?}: {}",
-            String::from_utf8_lossy(&out.stderr).trim()
-        ));
-    }
-    Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
+        .args(["-d", "postgres", "-c", sql]);
+    stdout_of(&mut cmd, &format!("psql -c {sql:?}"))
 }
 
 /// A new cluster in `scratch` (nobody's), its server started as nobody with its socket there.
@@ -672,18 +667,11 @@ fn start_pg_server(bin: &Path, scratch: &Path) -> Result<std::process::Child, St
     };
     let mut initdb = Command::new(bin.join("initdb"));
     as_nobody(&mut initdb)?;
-    let out = initdb
+    initdb
         .arg("-D")
         .arg(&data)
-        .args(["-U", "postgres", "-A", "trust", "--no-sync", "--locale=C"])
-        .output()
-        .map_err(|e| format!("cannot run initdb: {e}"))?;
-    if !out.status.success() {
-        return Err(format!(
-            "initdb: {}",
-            String::from_utf8_lossy(&out.stderr).trim()
-        ));
-    }
+        .args(["-U", "postgres", "-A", "trust", "--no-sync", "--locale=C"]);
+    stdout_of(&mut initdb, "initdb")?;
     let mut server = Command::new(bin.join("postgres"));
     as_nobody(&mut server)?;
     server
@@ -703,26 +691,19 @@ fn start_pg_server(bin: &Path, scratch: &Path) -> Result<std::process::Child, St
 /// into its shared buffers, with the phase table the clients' script reads.
 fn load_pg_accounts(scratch: &Path) -> Result<(), String> {
     let start = Instant::now();
-    let out = Command::new("pgbench")
-        .args([
-            "-i",
-            "-q",
-            "-s",
-            &PG_SCALE.to_string(),
-            "-U",
-            "postgres",
-            "-h",
-        ])
-        .arg(scratch)
-        .arg("postgres")
-        .output()
-        .map_err(|e| format!("cannot run pgbench: {e}"))?;
-    if !out.status.success() {
-        return Err(format!(
-            "pgbench -i: {}",
-            String::from_utf8_lossy(&out.stderr).trim()
-        ));
-    }
+    let mut init = Command::new("pgbench");
+    init.args([
+        "-i",
+        "-q",
+        "-s",
+        &PG_SCALE.to_string(),
+        "-U",
+        "postgres",
+        "-h",
+    ])
+    .arg(scratch)
+    .arg("postgres");
+    stdout_of(&mut init, "pgbench -i")?;
     psql(
         scratch,
         &format!(
@@ -842,19 +823,11 @@ const MARIADB_NARROW: u64 = 10_000;
 
 /// Runs `mariadb -e SQL` as root on the server whose socket is `sock`.
 fn mariadb_sql(sock: &Path, sql: &str) -> Result<String, String> {
-    let out = Command::new("mariadb")
-        .args(["--no-defaults", "-u", "root", "-N", "-S"])
+    let mut cmd = Command::new("mariadb");
+    cmd.args(["--no-defaults", "-u", "root", "-N", "-S"])
         .arg(sock)
-        .args(["-e", sql])
-        .output()
-        .map_err(|e| format!("cannot run mariadb: {e}"))?;
-    if !out.status.success() {
-        return Err(format!(
-            "mariadb -e {sql:?}: {}",
-            String::from_utf8_lossy(&out.stderr).trim()
-        ));
-    }
-    Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
+        .args(["-e", sql]);
+    stdout_of(&mut cmd, &format!("mariadb -e {sql:?}"))
 }
 
 /// sysbench against the server whose socket is `sock`, on a table of `rows` rows.
@@ -883,17 +856,11 @@ fn mariadb(limit: Duration) -> Result<Target, String> {
     let _ = std::fs::remove_dir_all(&scratch);
     std::fs::create_dir(&scratch).map_err(|e| format!("{}: {e}", scratch.display()))?;
     let (data, sock) = (scratch.join("data"), scratch.join("sock"));
-    let out = Command::new("mariadb-install-db")
+    let mut install = Command::new("mariadb-install-db");
+    install
         .args(["--no-defaults", "--user=root", "--skip-test-db"])
-        .arg(format!("--datadir={}", data.display()))
-        .output()
-        .map_err(|e| format!("cannot run mariadb-install-db: {e}"))?;
-    if !out.status.success() {
-        return Err(format!(
-            "mariadb-install-db: {}",
-            String::from_utf8_lossy(&out.stderr).trim()
-        ));
-    }
+        .arg(format!("--datadir={}", data.display()));
+    stdout_of(&mut install, "mariadb-install-db")?;
     let server = Command::new("mariadbd")
         .args(["--no-defaults", "--user=root", "--skip-networking"])
         .arg(format!("--datadir={}", data.display()))
