@@ -138,9 +138,7 @@ pub fn render_folded(profile: &StackProfile) -> String {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use udamon_record::model::{
-        CallStack, Event, EventKind, RegionStat, SampleAccess, SampleFact, Snapshot, TargetSnapshot,
-    };
+    use udamon_record::model::{CallStack, Event, EventKind, SampleAccess, SampleFact};
 
     fn site(index: u32, function: Option<&str>) -> CodeSite {
         CodeSite {
@@ -159,27 +157,10 @@ pub(crate) mod tests {
         let mut frames = Vec::new();
         for w in 1..=2u64 {
             let end_ns = w * 100;
-            frames.push(Frame::Snapshot(Snapshot {
-                start_ns: end_ns - 100,
+            frames.push(crate::test_frames::snapshot(
                 end_ns,
-                sample_us: 5,
-                aggr_us: 100,
-                targets: vec![TargetSnapshot {
-                    target: 0,
-                    regions: [(0x1000, 0x3000), (0x3000, 0x4000)]
-                        .map(|(start, end)| RegionStat {
-                            start,
-                            end,
-                            nr_accesses: 10,
-                            age: 0,
-                            raw_samples: 0,
-                            read_samples: 0,
-                            write_samples: 0,
-                            touched_bytes: None,
-                        })
-                        .to_vec(),
-                }],
-            }));
+                &[(0x1000, 0x3000, 10), (0x3000, 0x4000, 10)],
+            ));
             let sample = |addr: u64, site: u32, access| SampleFact {
                 addr,
                 site,
