@@ -74,17 +74,24 @@ fn tick_source_samples_each_scheduler_tick() {
         "tick source: {} samples, {per_cpu_second:.0} per CPU-second of the target",
         all.len()
     );
-    match config_hz() {
-        // One tick per 1/HZ of CPU time, plus the odd extra timer interrupt.
-        Some(hz) => assert!(
-            (0.6 * hz..1.4 * hz).contains(&per_cpu_second),
-            "HZ {hz}: {per_cpu_second}/s"
-        ),
-        None => assert!(
-            (50.0..1100.0).contains(&per_cpu_second),
-            "{per_cpu_second}/s"
-        ),
-    }
+    // At least one tick per 1/HZ of CPU time. Not at most: every local timer interrupt is
+    // a sample, and on a busy host other tasks' timers interrupt the target too (355 per
+    // CPU-second at HZ 250 beside a release build and a test run). What must not happen is
+    // two samples of one interrupt.
+    let floor = config_hz().map_or(50.0, |hz| 0.6 * hz);
+    assert!(
+        per_cpu_second >= floor,
+        "{per_cpu_second}/s, at least {floor}"
+    );
+    let mut interrupts: Vec<(u32, u64)> = all.iter().map(|smp| (smp.cpu, smp.time_ns)).collect();
+    interrupts.sort_unstable();
+    let before = interrupts.len();
+    interrupts.dedup();
+    assert_eq!(
+        interrupts.len(),
+        before,
+        "two samples of one timer interrupt"
+    );
 
     // Once tracefs is mounted, opening the source again needs no mount.
     let mut again = Sampler::spawn(memloop(), &["-t", "0.1", "-o", "/dev/null"], &config).unwrap();
