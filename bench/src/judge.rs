@@ -15,7 +15,7 @@
 //!
 //! Run (as root for `tick`): `cargo build --release -p udamon && cargo run --release -p
 //! udamon-bench --bin judge -- [--source tick|cpuclock] [--horizons 2,10,30] [--keep DIR]
-//! [PROGRAM...]`, programs: patterns-O2 patterns-O0 pointer-chase threads python-slices
+//! [--regions N] [PROGRAM...]`, programs: patterns-O2 patterns-O0 pointer-chase threads python-slices
 //! stress-ng-write64 stress-ng-read64 memcached redis sqlite3 postgres mariadb jvm-parallel
 //! jvm-g1 node-map go-map (default: all). stress-ng, memcached, Redis, PostgreSQL, MariaDB and
 //! sysbench are installed with apt-get when missing; the JVM, Node.js and Go programs need
@@ -23,7 +23,8 @@
 //! sqlite3, PostgreSQL, MariaDB and the map programs run two phases each (a narrow and a wide
 //! working set), reported apart. With `--keep DIR` the records and
 //! each interval's truth (`PROGRAM-truth.json`) stay in DIR; `--rejudge DIR` judges them again
-//! with this build.
+//! with this build. `--regions N` records at N regions (both bounds): past a program's page
+//! count, one region a page, as seed 000 monitors memcached.
 //!
 //! Honest error: per program, phase and horizon, and in total, how often udamon's stated
 //! interval holds the kernel's figure, and how often an estimate udamon calls settled is within
@@ -108,6 +109,9 @@ struct Args {
     /// The horizons judged, seconds (a subset of [`PLAN`]'s).
     horizons: Vec<u64>,
     keep: Option<PathBuf>,
+    /// Both region bounds of the record, where given (page granularity: more regions than the
+    /// programs have pages); the source's own bounds otherwise.
+    regions: Option<u32>,
     programs: Vec<String>,
 }
 
@@ -129,7 +133,7 @@ impl Args {
 fn usage(problem: Option<&str>) -> ! {
     let text = format!(
         "usage: judge [--source tick|cpuclock] [--horizons 2,10,30] [--keep DIR | --rejudge DIR] \
-         [PROGRAM...]\nprograms: {}",
+         [--regions N] [PROGRAM...]\nprograms: {}",
         PROGRAMS.join(" ")
     );
     match problem {
@@ -150,6 +154,7 @@ fn parse_args() -> Args {
         rejudge: None,
         horizons: PLAN.iter().map(|p| p.0).collect(),
         keep: None,
+        regions: None,
         programs: Vec::new(),
     };
     let mut it = std::env::args().skip(1);
@@ -188,6 +193,13 @@ fn parse_args() -> Args {
                     it.next()
                         .unwrap_or_else(|| usage(Some("--rejudge needs a directory")))
                         .into(),
+                )
+            }
+            "--regions" => {
+                args.regions = Some(
+                    it.next()
+                        .and_then(|n| n.parse().ok())
+                        .unwrap_or_else(|| usage(Some("--regions needs a count, e.g. 1000000"))),
                 )
             }
             "-h" | "--help" => usage(None),
@@ -1230,6 +1242,15 @@ fn measure(
     let most = args.phase_length() * target.phases.len() as u32 * 2 + Duration::from_secs(60);
     let mut mon = mon
         .args(["--access-source", &args.source])
+        .args(args.regions.iter().flat_map(|n| {
+            let n = n.to_string();
+            [
+                "--min-regions".to_string(),
+                n.clone(),
+                "--max-regions".to_string(),
+                n,
+            ]
+        }))
         .args(["--duration", &format!("{}s", most.as_secs())])
         .arg("-o")
         .arg(&rec_path)
@@ -1241,6 +1262,10 @@ fn measure(
     let mut truth = || -> Result<Vec<(&'static str, TruthInterval)>, String> {
         let mut intervals = Vec::new();
         sleep(MONITOR_WARM_UP);
+        // A monitor that refused its arguments is known now, not after every phase has run.
+        if mon.try_wait().map_err(|e| e.to_string())?.is_some() {
+            return Err("udamon stopped early".into());
+        }
         for (i, &phase) in target.phases.iter().enumerate() {
             target.phase.store(i, Ordering::Relaxed);
             if i > 0 {
