@@ -51,6 +51,8 @@ pub struct AccessHistory {
     longest_us: u64,
     max_ranges: usize,
     kept_ranges: usize,
+    /// The latest window's regions: how finely the memory is monitored.
+    nr_regions: usize,
 }
 
 impl AccessHistory {
@@ -66,6 +68,7 @@ impl AccessHistory {
             longest_us,
             max_ranges: max_ranges.max(1),
             kept_ranges: 0,
+            nr_regions: 0,
         }
     }
 
@@ -79,7 +82,9 @@ impl AccessHistory {
         let mut accessed = Vec::new();
         let mut current = Vec::new();
         let mut j = 0;
+        self.nr_regions = 0;
         for (r, was_accessed) in regions {
+            self.nr_regions += 1;
             if was_accessed {
                 accessed.push(r);
                 current.push(r);
@@ -159,6 +164,11 @@ impl AccessHistory {
         self.now_us
     }
 
+    /// How many regions the latest window had.
+    pub fn nr_regions(&self) -> usize {
+        self.nr_regions
+    }
+
     /// Forgets everything, for an address space that was replaced (exec).
     pub fn clear(&mut self) {
         self.windows.clear();
@@ -167,6 +177,7 @@ impl AccessHistory {
         self.reach.clear();
         self.forgotten = 0;
         self.kept_ranges = 0;
+        self.nr_regions = 0;
     }
 
     /// The memory accessed within `horizon_us` before the latest window's end (its own window

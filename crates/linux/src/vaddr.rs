@@ -91,8 +91,7 @@ pub const EAGER_REFRESH_US: u64 = 200_000;
 /// Monitoring attributes for sampled sources (see [`sampled_attrs`]).
 pub const SAMPLED_SAMPLE_US: u64 = 5_000;
 pub const SAMPLED_UPDATE_US: u64 = 1_000_000;
-pub const SAMPLED_MIN_REGIONS: u32 = 20;
-pub const SAMPLED_MAX_REGIONS: u32 = 60;
+pub use udamon_core::attrs::{SAMPLED_MAX_REGIONS, SAMPLED_MIN_REGIONS};
 /// Samples an aggregation window should hold on average (see [`sampled_attrs`]).
 pub const SAMPLES_PER_WINDOW: u64 = 100;
 /// The shortest aggregation window for sampled sources (see [`sampled_attrs`]).
