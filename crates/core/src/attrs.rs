@@ -80,13 +80,13 @@ pub struct Attrs {
 /// the bound ([`Attrs::region_memory_bytes`], checked against it by the front ends).
 pub const REGION_BYTES: u64 = 2 * std::mem::size_of::<crate::Region>() as u64 + 4 + 1 + 8 + 8;
 
-/// The page size that upstream uses as the default minimum region size.
 /// The region bounds of sampled access sources unless given (`Attrs` of `udamon_linux`'s
 /// `sampled_attrs`), which also set the pieces a working set is estimated in where the
 /// regions are finer ([`crate::working_set`]).
 pub const SAMPLED_MIN_REGIONS: u32 = 20;
 pub const SAMPLED_MAX_REGIONS: u32 = 60;
 
+/// The page size that upstream uses as the default minimum region size.
 pub const PAGE_SIZE: u64 = 4096;
 
 impl Default for Attrs {

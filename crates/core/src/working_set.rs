@@ -1427,6 +1427,18 @@ mod tests {
         assert!(data[0].pages > 2.0 * t.pages, "{data:?}");
     }
 
+    /// Data mappings of `ranges`, every page of them resident.
+    fn all_resident(ranges: &[AddrRange]) -> Vec<ResidentRange> {
+        ranges
+            .iter()
+            .map(|&range| ResidentRange {
+                range,
+                resident_bytes: range.size(),
+                executable: false,
+            })
+            .collect()
+    }
+
     /// A target of `regions` (pages) each accessed in every window, sampled on `hot(rng)`
     /// pages, `per_window` samples a window for `seconds`, with `resident`.
     struct Run {
@@ -1652,14 +1664,7 @@ mod tests {
                 rng.in_range(1024, 1024 + 16_384)
             }
         });
-        run.resident = [table, items]
-            .iter()
-            .map(|&range| ResidentRange {
-                range,
-                resident_bytes: range.size(),
-                executable: false,
-            })
-            .collect();
+        run.resident = all_resident(&[table, items]);
         let ws = &run.ask(&[10_000_000])[0];
         let t = ws.total;
         let truth = 16_784.0;
@@ -1697,14 +1702,7 @@ mod tests {
                 rng.in_range(0, 64)
             }
         };
-        let resident: Vec<ResidentRange> = [hot, list]
-            .iter()
-            .map(|&range| ResidentRange {
-                range,
-                resident_bytes: range.size(),
-                executable: false,
-            })
-            .collect();
+        let resident = all_resident(&[hot, list]);
         let truth = 16_448.0;
         let estimate = |regions: &[AddrRange]| {
             let mut run = Run::new(regions, 10, 20, 19, draw);
