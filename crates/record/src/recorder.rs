@@ -13,6 +13,7 @@
 //! milliseconds is in no snapshot, rather than in every later one with no regions.
 
 use crate::error::RecordError;
+use crate::frame::MAX_SNAPSHOT_REGIONS;
 use crate::model::{
     Event, EventKind, Frame, Header, RegionStat, SchemeStatsRecord, Snapshot, TargetSnapshot,
     TriedRegionRecord,
@@ -46,6 +47,8 @@ pub struct Recorder<W: Write = File> {
     announced: usize,
     /// By target index, whether its exit (or drop) was written: snapshots leave it out.
     ended: Vec<bool>,
+    /// Whether a snapshot was merged to fit the format yet (said once, in a note).
+    coarsened: bool,
 }
 
 impl Recorder<File> {
@@ -84,6 +87,7 @@ impl<W: Write> Recorder<W> {
             last_memory: Vec::new(),
             last_tried: 0,
             ended: Vec::new(),
+            coarsened: false,
         }
     }
 
@@ -167,6 +171,18 @@ impl<W: Write> Callbacks for Recorder<W> {
         self.snapshot
             .targets
             .retain(|t| !ended.get(t.target as usize).copied().unwrap_or(false));
+        let before = self.snapshot.nr_regions();
+        if fit_to_format(&mut self.snapshot) && !self.coarsened {
+            self.coarsened = true;
+            let text = format!(
+                "a snapshot of {before} regions, more than the format's {MAX_SNAPSHOT_REGIONS}, \
+                 was written with neighbouring regions merged (mappings made since the start \
+                 took regions the bound could not give back); give fewer regions to keep \
+                 every one"
+            );
+            let time_ns = self.time_ns(ctx.now_us());
+            self.write_event(time_ns, EventKind::Note { text })?;
+        }
         let result = self.writer.write_snapshot(&self.snapshot);
         self.keep_error(result)?;
         self.snapshots_written += 1;
@@ -277,6 +293,59 @@ pub fn snapshot_with_touched(ctx: &Context, start_us: u64, touched: Option<Vec<u
     s
 }
 
+/// Merges neighbouring regions of `s` (touching ones of one target, those alike in
+/// `nr_accesses` first) until it holds at most [`MAX_SNAPSHOT_REGIONS`], as DAMON merges
+/// regions: counts and ages weighted by size, samples and touched bytes added. A monitor's
+/// regions may outnumber its bound for a while (each mapping made since the last merge takes
+/// its own), and at the format's limit that would end the record. Returns whether any was
+/// merged.
+fn fit_to_format(s: &mut Snapshot) -> bool {
+    let mut excess = s.nr_regions().saturating_sub(MAX_SNAPSHOT_REGIONS);
+    if excess == 0 {
+        return false;
+    }
+    for alike_only in [true, false] {
+        for t in &mut s.targets {
+            if excess == 0 {
+                return true;
+            }
+            let mut kept: Vec<RegionStat> = Vec::with_capacity(t.regions.len());
+            for r in t.regions.drain(..) {
+                match kept.last_mut() {
+                    Some(last)
+                        if excess > 0
+                            && last.end == r.start
+                            && (!alike_only || last.nr_accesses == r.nr_accesses) =>
+                    {
+                        merge_into(last, &r);
+                        excess -= 1;
+                    }
+                    _ => kept.push(r),
+                }
+            }
+            t.regions = kept;
+        }
+    }
+    true
+}
+
+/// `r` merged into `into`, its neighbour before it.
+fn merge_into(into: &mut RegionStat, r: &RegionStat) {
+    let (a, b) = ((into.end - into.start) as f64, (r.end - r.start) as f64);
+    let weighted =
+        |x: u32, y: u32| ((f64::from(x) * a + f64::from(y) * b) / (a + b)).round() as u32;
+    into.nr_accesses = weighted(into.nr_accesses, r.nr_accesses);
+    into.age = weighted(into.age, r.age);
+    into.raw_samples = into.raw_samples.saturating_add(r.raw_samples);
+    into.read_samples = into.read_samples.saturating_add(r.read_samples);
+    into.write_samples = into.write_samples.saturating_add(r.write_samples);
+    into.touched_bytes = match (into.touched_bytes, r.touched_bytes) {
+        (None, None) => None,
+        (x, y) => Some(x.unwrap_or(0) + y.unwrap_or(0)),
+    };
+    into.end = r.end;
+}
+
 /// [`snapshot_from_context`] into an existing snapshot, reusing its allocations.
 pub fn fill_snapshot(s: &mut Snapshot, ctx: &Context, start_us: u64) {
     fill(s, ctx, start_us, |i| ctx.window_touched_bytes(i));
@@ -319,5 +388,56 @@ fn fill(
                     .filter(|_| r.nr_accesses > 0),
             }
         }));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn region(i: u64, nr_accesses: u32) -> RegionStat {
+        RegionStat {
+            start: i * 4096,
+            end: (i + 1) * 4096,
+            nr_accesses,
+            age: 3,
+            raw_samples: 1,
+            read_samples: 0,
+            write_samples: 1,
+            touched_bytes: (nr_accesses > 0).then_some(4096),
+        }
+    }
+
+    #[test]
+    fn a_snapshot_beyond_the_format_is_merged_to_fit_alike_neighbours_first() {
+        // Pairs of neighbours alike in nr_accesses, each pair unlike the next: 100 more
+        // regions than the format holds merge 100 pairs, and no unlike two.
+        let n = MAX_SNAPSHOT_REGIONS as u64 + 100;
+        let regions: Vec<RegionStat> = (0..n).map(|i| region(i, ((i / 2) % 2) as u32)).collect();
+        let mut s = Snapshot {
+            start_ns: 0,
+            end_ns: 1,
+            sample_us: 5000,
+            aggr_us: 100_000,
+            targets: vec![TargetSnapshot { target: 0, regions }],
+        };
+        assert!(fit_to_format(&mut s));
+        let r = &s.targets[0].regions;
+        assert_eq!(r.len(), MAX_SNAPSHOT_REGIONS);
+        assert_eq!((r[0].start, r.last().unwrap().end), (0, n * 4096));
+        assert!(r.windows(2).all(|w| w[0].end == w[1].start));
+        let sum = |f: fn(&RegionStat) -> u64| r.iter().map(f).sum::<u64>();
+        assert_eq!(sum(|r| u64::from(r.raw_samples)), n);
+        assert_eq!(sum(|r| r.touched_bytes.unwrap_or(0)), n / 2 * 4096);
+        // Every merged region joined two alike ones: its count is theirs.
+        for m in r.iter().filter(|r| r.end - r.start > 4096) {
+            let first = region(m.start / 4096, ((m.start / 4096 / 2) % 2) as u32);
+            assert_eq!(m.nr_accesses, first.nr_accesses, "{m:?}");
+            assert_eq!(m.end - m.start, 2 * 4096, "{m:?}");
+        }
+        // Within the format, nothing changes.
+        let before = s.clone();
+        assert!(!fit_to_format(&mut s));
+        assert_eq!(s, before);
     }
 }
