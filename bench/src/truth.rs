@@ -278,15 +278,25 @@ pub fn judge(t: &TruthInterval, rec: &Record) -> Option<Judged> {
             .filter(|t| judged_targets.contains(&t.target))
             .flat_map(|t| t.regions.iter())
     };
-    let share = |m: &Mapping, value: &dyn Fn(&udamon_record::model::RegionStat) -> f64| {
-        regions()
-            .map(|r| {
-                value(r) * overlap((r.start, r.end), (m.start, m.end)) as f64 / r.size() as f64
-            })
-            .sum::<f64>()
-    };
-    let weight = |r: &udamon_record::model::RegionStat| r.size() as f64 * r.nr_accesses as f64;
-    let samples = |r: &udamon_record::model::RegionStat| r.raw_samples as f64;
+    // Each mapping's share of the regions' weight and samples, in one pass over the regions:
+    // each process's mappings are sorted and disjoint, so a region finds those it overlaps by
+    // a binary search (at one region a page, the snapshots of a horizon hold millions).
+    let mut by_process: BTreeMap<u32, Vec<(usize, &Mapping)>> = BTreeMap::new();
+    for (i, (pid, m)) in t.mappings().enumerate() {
+        by_process.entry(pid).or_default().push((i, m));
+    }
+    let mut weights = vec![0.0f64; per_mapping.len()];
+    let mut sampled = vec![0.0f64; per_mapping.len()];
+    for r in regions() {
+        for maps in by_process.values() {
+            let first = maps.partition_point(|(_, m)| m.end <= r.start);
+            for &(i, m) in maps[first..].iter().take_while(|(_, m)| m.start < r.end) {
+                let share = overlap((r.start, r.end), (m.start, m.end)) as f64 / r.size() as f64;
+                weights[i] += share * r.size() as f64 * r.nr_accesses as f64;
+                sampled[i] += share * r.raw_samples as f64;
+            }
+        }
+    }
     let settled = t
         .processes
         .iter()
@@ -308,8 +318,8 @@ pub fn judge(t: &TruthInterval, rec: &Record) -> Option<Judged> {
         accessed_unsampled: regions()
             .filter(|r| r.raw_samples == 0 && r.nr_accesses > 0)
             .count(),
-        hottest_by_weight: argmax(t.mappings().map(|(_, m)| share(m, &weight))),
-        hottest_by_samples: argmax(t.mappings().map(|(_, m)| share(m, &samples))),
+        hottest_by_weight: argmax(weights.into_iter()),
+        hottest_by_samples: argmax(sampled.into_iter()),
         per_mapping,
         nr_snapshots: at.snapshots.len(),
     })
