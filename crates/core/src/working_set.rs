@@ -720,8 +720,10 @@ fn count_unseen_pages(
     let mut high_of = vec![0.0f64; cells.len()];
     let mut covered = vec![0.0f64; cells.len()];
     for_each_overlap(cells, resident, |c, m, share| {
-        let mapping_pages = resident[m].resident_bytes as f64 / PAGE_SIZE as f64;
-        high_of[c] += high * (mapping_pages / most) * estimates[c].pages * share / claimed[m];
+        if claimed[m] > 0.0 {
+            let mapping_pages = resident[m].resident_bytes as f64 / PAGE_SIZE as f64;
+            high_of[c] += high * (mapping_pages / most) * estimates[c].pages * share / claimed[m];
+        }
         covered[c] += share;
     });
     let by_pieces = if fine {
