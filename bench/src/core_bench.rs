@@ -236,7 +236,7 @@ fn cost_per_sample(nr_regions: u64) -> f64 {
     let (mut ctx, span) = context(nr_regions, 5000, 1_000_000_000);
     let mut ops = ReplayedSamples::new(span, per_interval, intervals, 2);
     ctx.start(&mut ops).expect("start");
-    let (cpu, _) = run_steps(&mut ctx, &mut ops, intervals);
+    let cpu = run_counting(&mut ctx, &mut ops, intervals);
     cpu as f64 / (per_interval * intervals) as f64
 }
 
@@ -258,8 +258,28 @@ fn interval_cost(nr_regions: u64, per_interval: usize) -> f64 {
     let (mut ctx, span) = context(nr_regions, 5000, 1_000_000_000);
     let mut ops = ReplayedSamples::new(span, per_interval, intervals, 4);
     ctx.start(&mut ops).expect("start");
-    let (cpu, _) = run_all(&mut ctx, &mut ops, intervals);
+    let cpu = run_counting(&mut ctx, &mut ops, intervals);
     cpu as f64 / intervals as f64
+}
+
+/// Sampling intervals in a window at DAMON's defaults (5 ms, 100 ms).
+const WINDOW_INTERVALS: usize = 20;
+
+/// Runs `steps` sampling intervals of a context whose window never ends, and counts the
+/// samples kept into the regions every [`WINDOW_INTERVALS`], as the window's pass would
+/// ([`Context::record_sampled_accesses`]); returns the CPU ns of both.
+fn run_counting(ctx: &mut Context, ops: &mut dyn Operations, steps: usize) -> u64 {
+    let t0 = thread_cpu_ns();
+    for i in 0..steps {
+        let _ = black_box(
+            ctx.step(ops, &mut VirtualClock, &mut NoCallbacks)
+                .expect("step"),
+        );
+        if (i + 1) % WINDOW_INTERVALS == 0 || i + 1 == steps {
+            black_box(ctx.targets_mut());
+        }
+    }
+    thread_cpu_ns() - t0
 }
 
 /// CPU ns of one sampling interval of the per-region baseline.
@@ -539,11 +559,14 @@ fn estimate_section() {
 /// `samples_per_s` samples (90 % in a hot tenth), over `seconds` of virtual time.
 struct PageCost {
     regions: usize,
-    /// CPU ns of the first sampling interval, whose first sample builds the lookup index.
-    first_ns: u64,
+    /// CPU ns of the first count of samples into the regions, which builds the lookup index.
+    first_count_ns: u64,
     /// Mean and most CPU ns of a later sampling interval that ends no window.
     interval_ns: f64,
     interval_max_ns: u64,
+    /// CPU ns per sample of counting a later window's samples into the regions, timed on its
+    /// own just before the window ends (where the window's pass would count them).
+    count_ns_per_sample: f64,
     /// Mean CPU ns of a sampling interval that ends a window (merge, split, reset, history).
     window_ns: f64,
     /// CPU seconds per monitored second.
@@ -556,7 +579,9 @@ fn page_granularity(span_bytes: u64, aggr_us: u64, samples_per_s: usize, seconds
     let pages = span_bytes / PAGE;
     let span = AddrRange::new(1 << 40, (1 << 40) + span_bytes);
     let intervals = (seconds * 200) as usize;
-    let mut ops = ReplayedSamples::new(span, samples_per_s / 200, intervals, 6);
+    let per_interval = samples_per_s / 200;
+    let window_intervals = (aggr_us / 5000) as usize;
+    let mut ops = ReplayedSamples::new(span, per_interval, intervals, 6);
     let before = count_heap_from_now();
     let attrs = Attrs {
         sample_interval_us: 5000,
@@ -570,17 +595,32 @@ fn page_granularity(span_bytes: u64, aggr_us: u64, samples_per_s: usize, seconds
     ctx.start(&mut ops).expect("start");
     let (mut interval_cpu, mut interval_n, mut interval_max) = (0u64, 0u64, 0u64);
     let (mut window_cpu, mut window_n) = (0u64, 0u64);
-    let mut first_ns = 0;
+    let (mut first_count_ns, mut count_cpu, mut counted) = (None, 0u64, 0usize);
     for i in 0..intervals {
+        let ends_window = (i + 1) % window_intervals == 0;
+        if ends_window {
+            // The window's samples so far; those of its last interval are counted in its pass.
+            let t0 = thread_cpu_ns();
+            black_box(ctx.targets_mut());
+            let cpu = thread_cpu_ns() - t0;
+            if first_count_ns.is_none() {
+                first_count_ns = Some(cpu);
+            } else {
+                count_cpu += cpu;
+                counted += per_interval * (window_intervals - 1);
+            }
+        }
         let t0 = thread_cpu_ns();
         let flow = ctx
             .step(&mut ops, &mut VirtualClock, &mut NoCallbacks)
             .expect("replay cannot fail");
         let cpu = thread_cpu_ns() - t0;
         let _ = black_box(flow);
-        if i == 0 {
-            first_ns = cpu;
-        } else if ctx.at_window_start() {
+        if ends_window {
+            assert!(
+                ctx.at_window_start(),
+                "a window of {window_intervals} intervals"
+            );
             window_cpu += cpu;
             window_n += 1;
         } else {
@@ -591,13 +631,16 @@ fn page_granularity(span_bytes: u64, aggr_us: u64, samples_per_s: usize, seconds
     }
     let regions = ctx.nr_regions();
     let peak = (HEAP_PEAK.load(Ordering::Relaxed) - before).max(0);
+    let first_count_ns = first_count_ns.unwrap_or(0);
     PageCost {
         regions,
         interval_ns: interval_cpu as f64 / interval_n.max(1) as f64,
         interval_max_ns: interval_max,
+        count_ns_per_sample: count_cpu as f64 / counted.max(1) as f64,
         window_ns: window_cpu as f64 / window_n.max(1) as f64,
-        first_ns,
-        share: (first_ns + interval_cpu + window_cpu) as f64 / (seconds as f64 * 1e9),
+        first_count_ns,
+        share: (first_count_ns + count_cpu + interval_cpu + window_cpu) as f64
+            / (seconds as f64 * 1e9),
         peak_bytes_per_region: peak as f64 / regions.max(1) as f64,
     }
 }
@@ -609,11 +652,11 @@ fn page_granularity_section() {
          of virtual time)\n"
     );
     println!(
-        "| monitored | regions | window | first interval ms (builds the index) | ns per later \
-         sampling interval (mean) | most | ms per window's last interval | share of one core | \
-         peak heap bytes per region |"
+        "| monitored | regions | window | first count ms (builds the index) | ns per later \
+         sampling interval (mean) | most | ns per sample counted at the window | ms per \
+         window's last interval | share of one core | peak heap bytes per region |"
     );
-    println!("|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    println!("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
     // Smoke: past the 131,072 regions that a constant once capped monitoring at.
     let sizes = scaled(&[1u64 << 30, 4 << 30, 16 << 30][..], &[1 << 30]);
     let mut costs = Vec::new();
@@ -621,13 +664,14 @@ fn page_granularity_section() {
         for aggr_us in [100_000u64, 1_000_000] {
             let c = page_granularity(bytes, aggr_us, 1_000, seconds);
             println!(
-                "| {} MiB | {} | {} ms | {:.1} | {:.0} | {} | {:.1} | {:.2} % | {:.1} |",
+                "| {} MiB | {} | {} ms | {:.1} | {:.0} | {} | {:.0} | {:.1} | {:.2} % | {:.1} |",
                 bytes >> 20,
                 c.regions,
                 aggr_us / 1000,
-                c.first_ns as f64 / 1e6,
+                c.first_count_ns as f64 / 1e6,
                 c.interval_ns,
                 c.interval_max_ns,
+                c.count_ns_per_sample,
                 c.window_ns / 1e6,
                 c.share * 100.0,
                 c.peak_bytes_per_region
@@ -642,6 +686,12 @@ fn page_granularity_section() {
         last.regions,
         first.regions,
         last.interval_ns / first.interval_ns
+    );
+    println!(
+        "- a sample counted at the window, at {} regions / at {}: {:.2}",
+        last.regions,
+        first.regions,
+        last.count_ns_per_sample / first.count_ns_per_sample
     );
     println!(
         "- a window at {} regions / at {}: {:.2} (the aggregation walks every region)",

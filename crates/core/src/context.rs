@@ -28,6 +28,7 @@ use crate::damos::{
 };
 use crate::ops::{Clock, Operations, OpsError, TargetMemory};
 use crate::page_samples::PageSamples;
+use crate::pending_samples::PendingSamples;
 use crate::probe;
 use crate::rand::Prng;
 use crate::recent_samples::RecentSamples;
@@ -71,6 +72,8 @@ struct TargetKept {
     /// The lookup index for sampled addresses; it checks itself against the regions, so
     /// nothing that changes them has to invalidate it.
     region_index: RegionIndex,
+    /// The window's samples not yet counted into its regions.
+    pending: PendingSamples,
     /// What the operations observed about its memory.
     memory: Option<TargetMemory>,
 }
@@ -85,6 +88,7 @@ impl Default for TargetKept {
             resident: Vec::new(),
             history: AccessHistory::new(working_set::LONGEST_US, HISTORY_RANGES),
             region_index: RegionIndex::default(),
+            pending: PendingSamples::default(),
             memory: None,
         }
     }
@@ -266,7 +270,9 @@ impl Context {
         &self.targets
     }
 
+    /// The targets, to change: the samples kept so far are counted into their regions first.
     pub fn targets_mut(&mut self) -> &mut [Target] {
+        self.count_pending_samples();
         &mut self.targets
     }
 
@@ -376,50 +382,44 @@ impl Context {
         self.attrs.adjustment == Adjustment::Guided
     }
 
-    /// Count the samples that fell in target `target`'s regions during the interval just
-    /// finished: every hit adds to `raw_samples` (and, by its kind, to `read_samples` and
-    /// `write_samples`), and each hit region gets `nr_accesses += 1` once. Sorts `samples` by
-    /// address in place. The cost follows the number of samples: O(k log k) for k samples, plus
-    /// a lookup in an index over the region ends that reads a block a level, the interval's
-    /// samples down it together ([`RegionIndex::find_each`]). Returns the samples that fell in
-    /// a region. A context that records sampled accesses merges its regions by sample density
+    /// Keeps the samples of target `target` that fell in the interval just finished. They are
+    /// counted into its regions before anything next reads or changes them (the window's
+    /// aggregation, a due scheme, the operations' update, [`Context::targets_mut`]): every
+    /// sample in a region adds to its `raw_samples` (and, by its kind, to `read_samples` and
+    /// `write_samples`), and a region's `nr_accesses` counts the intervals that drew a sample
+    /// in it. The interval itself costs an append and the sample-sized records below, whatever
+    /// the monitored size ([`crate::pending_samples`]). Sorts `samples` by address in place.
+    /// A context that records sampled accesses merges its regions by sample density
     /// ([`DENSITY_ALPHA`]) from then on.
-    pub fn record_sampled_accesses(
-        &mut self,
-        target: usize,
-        samples: &mut [SampledAccess],
-    ) -> usize {
+    pub fn record_sampled_accesses(&mut self, target: usize, samples: &mut [SampledAccess]) {
         self.sampled = true;
         samples.sort_unstable_by_key(|s| s.addr);
         let now = self.now_us();
         let kept = self.kept_mut(target);
         kept.recent.add(samples.iter().map(|s| s.addr));
         kept.pages.add(now, samples.iter().map(|s| s.addr));
-        let index = &mut self.kept[target].region_index;
-        let regions = &mut self.targets[target].regions;
-        let mut hits = 0;
-        let mut last_hit: Option<usize> = None;
-        index.find_each(
-            regions,
-            samples,
-            |s| s.addr,
-            |&sample, i, r| {
-                hits += 1;
-                r.note_sample(sample);
-                // Addresses ascend, so repeated hits on one region are adjacent.
-                if last_hit != Some(i) {
-                    r.nr_accesses = r.nr_accesses.saturating_add(1);
-                    last_hit = Some(i);
-                }
-            },
-        );
-        hits
+        kept.pending.add(samples);
+    }
+
+    /// Counts every target's kept samples into its regions ([`Context::record_sampled_accesses`]).
+    fn count_pending_samples(&mut self) {
+        for (t, kept) in self.targets.iter_mut().zip(&mut self.kept) {
+            kept.pending
+                .count_into(&mut kept.region_index, &mut t.regions);
+        }
+    }
+
+    /// How many samples, over all targets and the whole run, fell in no region: counted when
+    /// they are counted into the regions (by each window's end).
+    pub fn samples_outside_regions(&self) -> u64 {
+        self.kept.iter().map(|k| k.pending.outside_regions()).sum()
     }
 
     /// Cuts `absent` (sorted, disjoint ranges of target `target` that hold no memory) out of
     /// its accessed regions as regions not accessed, except the pages the window's samples fell
     /// in, within the region bound; see [`absent::cut_absent`]. Returns the bytes cut out.
     pub fn cut_absent(&mut self, target: usize, absent: &[AddrRange]) -> u64 {
+        self.count_pending_samples();
         let others = self.nr_regions() - self.targets[target].nr_regions();
         let samples = self
             .kept
@@ -559,6 +559,7 @@ impl Context {
     }
 
     fn apply_attrs(&mut self, attrs: Attrs) {
+        self.count_pending_samples();
         let aggregating = self.passed_sample_intervals < self.next_aggregation_sis;
         let old = self.attrs;
         for r in self.targets.iter_mut().flat_map(|t| t.regions.iter_mut()) {
@@ -623,6 +624,7 @@ impl Context {
 
         let aggregation = self.passed_sample_intervals >= snap_aggr;
         if aggregation {
+            self.count_pending_samples();
             let sizes = self.merge_regions();
             self.sz_limit = adjust::apply_min_nr_regions_of(
                 &mut self.targets,
@@ -666,6 +668,7 @@ impl Context {
         if self.passed_sample_intervals >= snap_upd {
             let si = self.attrs.sample_divisor();
             self.next_ops_update_sis = snap_upd + self.attrs.ops_update_interval_us / si;
+            self.count_pending_samples();
             ops.update(self).map_err(RunError::Ops)?;
         }
 
@@ -709,6 +712,9 @@ impl Context {
         if self.schemes.is_empty() {
             self.walk.cancel();
             return;
+        }
+        if damos::any_due(&self.schemes, self.passed_sample_intervals) {
+            self.count_pending_samples();
         }
         let valid: Vec<bool> = (0..self.targets.len())
             .map(|t| ops.target_valid(self, t))
@@ -968,6 +974,7 @@ impl Context {
         callbacks: &mut dyn Callbacks,
     ) -> Result<(), CallbackError> {
         self.walk.make_obsolete();
+        self.count_pending_samples();
         let result = callbacks.before_terminate(self);
         ops.cleanup(self);
         result
@@ -1413,9 +1420,16 @@ mod tests {
             r(400),
             r(5),
         ];
-        let hits = ctx.record_sampled_accesses(0, &mut samples);
-        assert_eq!(hits, 6, "250 falls in a hole and 400 past the end");
-        let got: Vec<(u32, u32, u32, u32)> = ctx.targets()[0]
+        ctx.record_sampled_accesses(0, &mut samples);
+        // The next interval: its samples lie among the first one's in the first region.
+        ctx.passed_sample_intervals += 1;
+        ctx.record_sampled_accesses(0, &mut [r(30), r(7)]);
+        assert_eq!(
+            ctx.targets()[0].regions[0].raw_samples,
+            0,
+            "counted when the regions are next read, not in the interval"
+        );
+        let got: Vec<(u32, u32, u32, u32)> = ctx.targets_mut()[0]
             .regions
             .iter()
             .map(|r| {
@@ -1429,8 +1443,14 @@ mod tests {
             .collect();
         assert_eq!(
             got,
-            [(1, 3, 1, 1), (1, 2, 2, 1), (1, 1, 0, 1)],
-            "a read-write sample counts as both, one of unknown kind as neither"
+            [(2, 5, 3, 1), (1, 2, 2, 1), (1, 1, 0, 1)],
+            "a read-write sample counts as both, one of unknown kind as neither; a region \
+             counts each interval that drew a sample in it once"
+        );
+        assert_eq!(
+            ctx.samples_outside_regions(),
+            2,
+            "250 falls in a hole and 400 past the end"
         );
         let spans: Vec<_> = ctx.targets()[0]
             .regions
@@ -1440,7 +1460,7 @@ mod tests {
         assert_eq!(
             spans,
             [
-                Some(AddrRange::new(5, 21)),
+                Some(AddrRange::new(5, 31)),
                 Some(AddrRange::new(150, 200)),
                 Some(AddrRange::new(399, 400))
             ]
@@ -1496,6 +1516,37 @@ mod tests {
             window(&mut ctx),
             whole,
             "the samples of a replaced address space weigh nothing"
+        );
+    }
+
+    #[test]
+    fn a_scheme_due_mid_window_sees_the_samples_of_the_window_so_far() {
+        // A scheme applied every sampling interval, to regions accessed at least once; one
+        // sample an interval in the first page. The samples are counted into the regions when
+        // the scheme is due, not only when the window ends.
+        let mut ctx = ctx_with(5000, 100_000);
+        ctx.add_target(Target::new(Some(1)));
+        let mut scheme = Scheme::new(
+            damos::AccessPattern {
+                min_nr_accesses: 1,
+                ..damos::AccessPattern::default()
+            },
+            damos::Action::Stat,
+        );
+        scheme.apply_interval_us = 5000;
+        ctx.add_scheme(scheme).unwrap();
+        ctx.capture_tried_regions(true);
+        let mut ops = TestOps::sampled(&[AddrRange::new(0, 100 * 4096)], |ctx| {
+            ctx.record_sampled_accesses(0, &mut [SampledAccess::at(8)]);
+        });
+        ctx.start(&mut ops).unwrap();
+        steps(&mut ctx, &mut ops, &mut NoCallbacks, 3);
+        assert!(!ctx.at_window_start(), "mid-window");
+        let (_, tried) = ctx.tried_regions();
+        let first_page: Vec<_> = tried[0].regions.iter().filter(|r| r.start == 0).collect();
+        assert!(
+            first_page.len() == 1 && first_page[0].nr_accesses >= 1,
+            "the sampled region, accessed: {tried:?}"
         );
     }
 

@@ -14,6 +14,7 @@
 //! - [`density`]: the test by which sampled sources tell regions' sample densities apart;
 //! - [`recent_samples`]: where a target's samples fell over its last few windows;
 //! - [`page_samples`]: where a target's samples fell, by page and time, over a minute;
+//! - `pending_samples`: a window's samples, counted into the regions when they are next read;
 //! - [`touched`]: the pages of a range touched, estimated from how often samples repeat a page;
 //! - [`access_history`]: which memory was accessed in each recent window;
 //! - [`working_set`]: a target's working sets over horizons, the one answer every view gives;
@@ -42,6 +43,7 @@ pub mod layout;
 mod normal;
 pub mod ops;
 pub mod page_samples;
+mod pending_samples;
 pub mod probe;
 pub mod rand;
 pub mod recent_samples;

@@ -30,7 +30,8 @@ pub trait Operations {
 
     /// After the interval ends: count accessed regions (`nr_accesses += 1` at most once per
     /// region). Sampled sources use [`Context::record_sampled_accesses`] so that the cost
-    /// follows the number of samples, not the number of regions.
+    /// follows the number of samples, not the number of regions (their samples reach the
+    /// regions before anything next reads or changes them, not in the interval).
     fn check_accesses(&mut self, ctx: &mut Context);
 
     /// Before a window is reported (after its merge and sample-informed cuts): tell the context

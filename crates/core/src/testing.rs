@@ -255,7 +255,8 @@ impl<F: FnMut(&Context)> Callbacks for EachWindow<F> {
     }
 }
 
-/// Calls the closure after every sampling interval's access check; never stops.
+/// Calls the closure after every sampling interval's access check; never stops. (A sampled
+/// source's samples reach the regions later: [`Context::record_sampled_accesses`].)
 pub struct EachInterval<F: FnMut(&Context)>(pub F);
 
 impl<F: FnMut(&Context)> Callbacks for EachInterval<F> {

@@ -249,6 +249,7 @@ impl Operations for PaddrOps {
 
     fn update(&mut self, ctx: &mut Context) -> Result<(), OpsError> {
         note_memory_in_use(ctx);
+        self.stats.outside_regions = ctx.samples_outside_regions();
         self.events
             .push(ctx.now_us(), VaddrEventKind::Stats(self.stats));
         Ok(())
@@ -269,14 +270,15 @@ impl Operations for PaddrOps {
         }
         if !self.addrs.is_empty() {
             let mut addrs = std::mem::take(&mut self.addrs);
-            let hits = ctx.record_sampled_accesses(0, &mut addrs);
-            self.stats.outside_regions += (addrs.len() - hits) as u64;
+            ctx.record_sampled_accesses(0, &mut addrs);
             addrs.clear();
             self.addrs = addrs;
         }
+        self.stats.outside_regions = ctx.samples_outside_regions();
     }
 
     fn cleanup(&mut self, ctx: &mut Context) {
+        self.stats.outside_regions = ctx.samples_outside_regions();
         self.events
             .push(ctx.now_us(), VaddrEventKind::Stats(self.stats));
     }

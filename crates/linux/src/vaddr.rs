@@ -451,6 +451,8 @@ pub struct VaddrOps {
     /// Per target, the instruction addresses of those samples, in the same order.
     ips: Vec<Vec<u64>>,
     stats: SourceStats,
+    /// Recovered samples of processes that had exited, which no region holds.
+    samples_after_exit: u64,
     events: EventLog,
     /// How often the kernel's accessed bits are read (`set_referenced`), in µs.
     referenced_period_us: Option<u64>,
@@ -491,6 +493,7 @@ impl VaddrOps {
             feed: feed.clone(),
             pending: VecDeque::new(),
             stats: SourceStats::default(),
+            samples_after_exit: 0,
             events,
             referenced_period_us: None,
             facts: Facts::default(),
@@ -614,6 +617,12 @@ impl VaddrOps {
                 self.events.push(time_us, VaddrEventKind::Note(text));
             }
         }
+    }
+
+    /// Brings `outside_regions` up to the samples the context has counted into regions so far
+    /// (by each window's end), with those of processes that had exited.
+    fn count_outside_regions(&mut self, ctx: &Context) {
+        self.stats.outside_regions = self.samples_after_exit + ctx.samples_outside_regions();
     }
 
     fn event(&mut self, time_us: u64, kind: VaddrEventKind) {
@@ -950,6 +959,7 @@ impl Operations for VaddrOps {
             }
         }
         self.probe_referenced(now);
+        self.count_outside_regions(ctx);
         self.event(now, VaddrEventKind::Stats(self.stats));
         Ok(())
     }
@@ -975,18 +985,18 @@ impl Operations for VaddrOps {
         for t in 0..self.procs.len() {
             if !self.addrs[t].is_empty() {
                 let mut addrs = std::mem::take(&mut self.addrs[t]);
-                let hits = if self.procs[t].dropped {
-                    0
+                if self.procs[t].dropped {
+                    self.samples_after_exit += addrs.len() as u64;
                 } else {
                     ctx.record_sampled_code(t, &self.ips[t]);
-                    ctx.record_sampled_accesses(t, &mut addrs)
-                };
+                    ctx.record_sampled_accesses(t, &mut addrs);
+                }
                 self.ips[t].clear();
-                self.stats.outside_regions += (addrs.len() - hits) as u64;
                 addrs.clear();
                 self.addrs[t] = addrs;
             }
         }
+        self.count_outside_regions(ctx);
         let now = ctx.now_us();
         for t in 0..self.procs.len() {
             let p = &self.procs[t];
@@ -1106,6 +1116,7 @@ impl Operations for VaddrOps {
             self.events
                 .push(batch.end_us, VaddrEventKind::Samples(batch));
         }
+        self.count_outside_regions(ctx);
         self.event(ctx.now_us(), VaddrEventKind::Stats(self.stats));
     }
 }

@@ -82,6 +82,11 @@ fn is_due(s: &Scheme, passed: u64) -> bool {
     passed >= s.state.next_apply_sis && s.state.activated
 }
 
+/// Whether a pass after `passed` sampling intervals applies any of `schemes`.
+pub(crate) fn any_due(schemes: &[Scheme], passed: u64) -> bool {
+    schemes.iter().any(|s| is_due(s, passed))
+}
+
 /// One apply pass's state: the context's values it reads and where its effects go. The kernel
 /// keeps these in the context, so that its steps take `(c, t, r, s)`
 /// (`damos_apply_scheme(c, t, r, s)`); here they are the pass's, and its steps are methods that

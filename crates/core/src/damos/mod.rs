@@ -28,6 +28,7 @@ pub mod stats;
 pub mod watermarks;
 
 pub use action::{Action, HUGE_PAGE, huge_page_blocks};
+pub(crate) use apply::any_due;
 pub use apply::{Applied, ApplyEnv, ApplyPass, SchemeApplier};
 pub use filter::{Filter, FilterKind, Filters};
 pub use goal::{GoalMetric, LruMem, MetricSource, NoMetrics, NodeMem, QuotaGoal};
