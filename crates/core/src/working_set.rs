@@ -674,8 +674,9 @@ fn estimate_cells(
 /// and lists) bound it far below the pages each read once beside them (its items), and the
 /// high end is all the memory of those mappings, which DAMON's regions of the default bounds
 /// would have counted whole (docs/benchmarks.md, "Page granularity judged against the
-/// kernel"). Where the regions are `fine` (more than a sampled source's default bound), the
-/// count is taken in the pieces that bound would give ([`estimate_in_default_pieces`]): Chao's
+/// kernel"). Where the regions are `fine` (more than a sampled source's default bound, each
+/// narrower than a piece of it), the count is taken in the pieces that bound would give
+/// ([`estimate_in_default_pieces`]), whatever the pooled count: Chao's
 /// count over all of the mappings takes an interpreter's hot pages' repeats for the list it
 /// reads all over, and read 0.01-0.02 of the kernel on CPython, where the default regions read
 /// 0.75-0.98. Where the pieces are DAMON's adaptive regions of the default bound, their own
@@ -697,8 +698,18 @@ fn count_unseen_pages(
     }
     let memory: u64 = resident_within(&around, resident).iter().sum();
     let most = memory as f64 / PAGE_SIZE as f64;
+    // Regions are fine ones only where they are narrower than the default pieces: a bound of
+    // a region a page over a span of terabytes (a JavaScript engine's reservations and the
+    // holes between them) leaves regions of hundreds of megabytes, each a cell that a piece
+    // would take a sliver of.
+    let piece = around.iter().map(|r| r.size()).sum::<u64>() / u64::from(SAMPLED_MAX_REGIONS);
+    let cells_mean = cells.iter().map(|c| c.size()).sum::<u64>() / cells.len() as u64;
+    let fine = fine && cells_mean < piece;
     let pooled = samples.estimate_pooled(&around, now_us, horizon_us, Unbounded::Point);
-    if pooled.low.min(most) <= held {
+    // Fine pieces are counted in the default ones even where the samples show no more than
+    // they hold: pieces of a few pages each hold a sampled page or two, and their own
+    // intervals end there, far below what the default pieces allow.
+    if !fine && pooled.low.min(most) <= held {
         return;
     }
     // An unsettled pooled count bounds nothing above: the pages no sample hit may be any of
@@ -1717,6 +1728,62 @@ mod tests {
         }
         assert!((two.pages / truth - 1.0).abs() < 0.1, "{two:?}");
         assert!(pages.pages > 0.6 * two.pages, "{pages:?} against {two:?}");
+    }
+
+    #[test]
+    fn at_a_few_pages_a_region_items_read_all_over_beside_hot_structures_are_within_the_interval() {
+        // As the interpreter beside its list above, with regions of four pages: the cells hold
+        // more than the samples' pooled count reaches, which used to end the estimate at the
+        // cells' own intervals (144 pages, at most 166, where 16,448 were touched).
+        let hot = AddrRange::new(0, 64 * P);
+        let list = AddrRange::new(1024 * P, (1024 + 16_384) * P);
+        let quads = |r: AddrRange| {
+            (r.start / P / 4..r.end / P / 4).map(|i| AddrRange::new(i * 4 * P, (i + 1) * 4 * P))
+        };
+        let regions: Vec<AddrRange> = quads(hot).chain(quads(list)).collect();
+        let mut run = Run::new(&regions, 10, 20, 19, |rng, _| {
+            if rng.in_range(0, 20) == 0 {
+                rng.in_range(1024, 1024 + 16_384)
+            } else {
+                rng.in_range(0, 64)
+            }
+        });
+        run.resident = all_resident(&[hot, list]);
+        let truth = 16_448.0;
+        for ws in run.ask(&[2_000_000, 10_000_000]) {
+            let t = ws.total;
+            assert!(t.low <= truth && truth <= t.high, "{t:?}");
+            assert!(t.pages > 0.1 * truth, "{t:?}");
+        }
+    }
+
+    #[test]
+    fn many_regions_wider_than_the_default_pieces_are_counted_as_regions() {
+        // A region a page over a span mostly of holes (a JavaScript engine's reservations):
+        // 64 regions of 100,000 pages, the samples in the first, 98,000 pages of it touched
+        // beside 64 hot ones. Taken in the default pieces, each a sixth of that region, the
+        // region read one piece (16,667 pages) or the sampled pages alone (69).
+        let regions: Vec<AddrRange> = (0..64)
+            .map(|i| AddrRange::new(i * 100_000 * P, (i + 1) * 100_000 * P))
+            .collect();
+        let mut run = Run::new(&regions, 10, 40, 5, |rng, _| {
+            if rng.in_range(0, 5) == 0 {
+                rng.in_range(1000, 99_000)
+            } else {
+                rng.in_range(0, 64)
+            }
+        });
+        run.resident = vec![ResidentRange {
+            range: AddrRange::new(0, 1_000_000 * P),
+            resident_bytes: 200_000 * P,
+            executable: false,
+        }];
+        let truth = 98_064.0;
+        for ws in run.ask(&[2_000_000, 10_000_000]) {
+            let t = ws.total;
+            assert!(t.low <= truth && truth <= t.high, "{t:?}");
+            assert!((t.pages / truth - 1.0).abs() < 0.25, "{t:?}");
+        }
     }
 
     #[test]
