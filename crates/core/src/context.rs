@@ -392,6 +392,12 @@ impl Context {
     /// A context that records sampled accesses merges its regions by sample density
     /// ([`DENSITY_ALPHA`]) from then on.
     pub fn record_sampled_accesses(&mut self, target: usize, samples: &mut [SampledAccess]) {
+        // Kept for a target that does not exist, they would wait for it forever.
+        assert!(
+            target < self.targets.len(),
+            "samples of target {target}, of {}",
+            self.targets.len()
+        );
         self.sampled = true;
         samples.sort_unstable_by_key(|s| s.addr);
         let now = self.now_us();
