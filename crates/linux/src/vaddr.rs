@@ -391,6 +391,9 @@ struct Proc {
     footprint: Footprint,
     /// The kernel's accessed bits per mapping, when asked for (`set_referenced`).
     referenced: Option<ReferencedProbe>,
+    /// Its regions were said to be coarser than the bound asks for
+    /// ([`ranges::coarse_regions_note`]).
+    coarse_noted: bool,
 }
 
 impl Proc {
@@ -415,6 +418,7 @@ impl Proc {
             residency: Residency::of(pagemap.as_ref().ok().cloned()),
             footprint: Footprint::of(pagemap.ok()),
             referenced: None,
+            coarse_noted: false,
         }
     }
 
@@ -659,6 +663,14 @@ impl VaddrOps {
         if ranges == p.ranges {
             return;
         }
+        if !p.coarse_noted
+            && let Some(note) = ranges::coarse_regions_note(&ranges, &p.maps, ctx.attrs())
+        {
+            p.coarse_noted = true;
+            let note = format!("target {t} (pid {}): {note}", p.pid);
+            self.event(now_us, VaddrEventKind::Note(note));
+        }
+        let p = &mut self.procs[t];
         let regions = &mut ctx.targets_mut()[t].regions;
         let result = if ranges.is_empty() {
             regions.clear();
