@@ -702,9 +702,8 @@ fn count_unseen_pages(
     // a region a page over a span of terabytes (a JavaScript engine's reservations and the
     // holes between them) leaves regions of hundreds of megabytes, each a cell that a piece
     // would take a sliver of.
-    let piece = around.iter().map(|r| r.size()).sum::<u64>() / u64::from(SAMPLED_MAX_REGIONS);
     let cells_mean = cells.iter().map(|c| c.size()).sum::<u64>() / cells.len() as u64;
-    let fine = fine && cells_mean < piece;
+    let fine = fine && cells_mean < default_piece_bytes(&around);
     let pooled = samples.estimate_pooled(&around, now_us, horizon_us, Unbounded::Point);
     // Fine pieces are counted in the default ones even where the samples show no more than
     // they hold: pieces of a few pages each hold a sampled page or two, and their own
@@ -724,10 +723,7 @@ fn count_unseen_pages(
     // drew: a mapping of items each read once draws few samples beside one of hot structures,
     // and may hold most of the pages no sample hit. Within a mapping, its pieces share it by
     // their counts.
-    let mut claimed = vec![0.0f64; resident.len()];
-    for_each_overlap(cells, resident, |c, m, share| {
-        claimed[m] += estimates[c].pages * share;
-    });
+    let claimed = claimed_per_mapping(cells, estimates, resident, |e| e.pages);
     let mut high_of = vec![0.0f64; cells.len()];
     let mut covered = vec![0.0f64; cells.len()];
     for_each_overlap(cells, resident, |c, m, share| {
@@ -784,40 +780,37 @@ fn estimate_in_default_pieces(
     resident: &[ResidentRange],
 ) -> Vec<Option<Touched>> {
     let total: u64 = around.iter().map(|r| r.size()).sum();
-    let size = (total / u64::from(SAMPLED_MAX_REGIONS))
-        .div_ceil(PAGE_SIZE)
-        .max(1)
-        * PAGE_SIZE;
-    let mut fine = Vec::new();
+    let size = default_piece_bytes(around).div_ceil(PAGE_SIZE).max(1) * PAGE_SIZE;
+    let mut slices = Vec::new();
     for r in around {
         let mut at = r.start;
         while at < r.end {
             let end = (at + size).min(r.end);
-            fine.push(AddrRange::new(at, end));
+            slices.push(AddrRange::new(at, end));
             at = end;
         }
     }
     let span_us = horizon_us.max(MAX_EVIDENCE_US);
-    let counts: Vec<u32> = fine
+    let counts: Vec<u32> = slices
         .iter()
         .map(|&p| samples.count(p, now_us, span_us).min(u64::from(u32::MAX)) as u32)
         .collect();
-    let memory = resident_within(&fine, resident);
+    let memory = resident_within(&slices, resident);
     let largest = total / u64::from(SAMPLED_MIN_REGIONS);
-    // Runs of pieces merged: [start, end) of `fine`.
+    // Runs of slices merged: [start, end) of `slices`.
     let mut runs: Vec<(usize, usize)> = Vec::new();
     let mut start = 0;
-    while start < fine.len() {
-        let (mut n, mut bytes, mut span) = (counts[start], memory[start], fine[start].size());
+    while start < slices.len() {
+        let (mut n, mut bytes, mut span) = (counts[start], memory[start], slices[start].size());
         let mut end = start + 1;
-        while end < fine.len()
-            && fine[end - 1].end == fine[end].start
-            && span + fine[end].size() <= largest
+        while end < slices.len()
+            && slices[end - 1].end == slices[end].start
+            && span + slices[end].size() <= largest
             && density::alike(n, bytes, counts[end], memory[end], POOL_ALPHA)
         {
             n += counts[end];
             bytes += memory[end];
-            span += fine[end].size();
+            span += slices[end].size();
             end += 1;
         }
         runs.push((start, end));
@@ -825,7 +818,7 @@ fn estimate_in_default_pieces(
     }
     let pieces: Vec<AddrRange> = runs
         .iter()
-        .map(|&(s, e)| AddrRange::new(fine[s].start, fine[e - 1].end))
+        .map(|&(s, e)| AddrRange::new(slices[s].start, slices[e - 1].end))
         .collect();
     let mut coarse: Vec<Touched> = pieces
         .iter()
@@ -854,6 +847,26 @@ fn estimate_in_default_pieces(
             (t > 0.0 && coarse[k].pages > 0.0).then(|| coarse[k].scaled(e.pages / t))
         })
         .collect()
+}
+
+/// The size of a piece that the sampled sources' default bound would cut `around` into.
+fn default_piece_bytes(around: &[AddrRange]) -> u64 {
+    around.iter().map(|r| r.size()).sum::<u64>() / u64::from(SAMPLED_MAX_REGIONS)
+}
+
+/// Per mapping of `resident`, what `part` of the `estimates` of `cells` lies in it (each cell's
+/// by the share of it that overlaps the mapping).
+fn claimed_per_mapping(
+    cells: &[AddrRange],
+    estimates: &[Touched],
+    resident: &[ResidentRange],
+    part: impl Fn(&Touched) -> f64,
+) -> Vec<f64> {
+    let mut claimed = vec![0.0f64; resident.len()];
+    for_each_overlap(cells, resident, |c, m, share| {
+        claimed[m] += part(&estimates[c]) * share;
+    });
+    claimed
 }
 
 /// The walked mappings that `cells` (sorted, disjoint) overlap, in order, each once.
@@ -1012,10 +1025,7 @@ fn bound_by_resident(cells: &[AddrRange], estimates: &mut [Touched], resident: &
     // mapping walked reaches into a gap between mappings, which holds no memory; one wholly
     // outside lies in a mapping made since the walk, and keeps its estimate.
     let factors = |part: &dyn Fn(&Touched) -> f64| -> Vec<f64> {
-        let mut claimed = vec![0.0f64; resident.len()];
-        for_each_overlap(cells, resident, |c, m, share| {
-            claimed[m] += part(&estimates[c]) * share;
-        });
+        let claimed = claimed_per_mapping(cells, estimates, resident, part);
         let scale: Vec<f64> = resident
             .iter()
             .zip(&claimed)
